@@ -1,0 +1,115 @@
+/*
+ * The gateway's configuration: one JSON file read with jansson, validated
+ * completely, then frozen and shared read-only by every thread.
+ * Defaults live in config.c (gw_config_defaults) and nowhere else.
+ */
+#ifndef GW_GATEWAY_CONFIG_H
+#define GW_GATEWAY_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "auth/cookie.h"
+#include "routing/netaddr.h"
+
+typedef enum {
+    GW_HOST_HEADER_PRESERVE = 0,
+    GW_HOST_HEADER_LOCALHOST, /* "localhost:<port>" */
+} gw_host_header_mode_t;
+
+typedef struct st_gw_config_listen_t {
+    char *address; /* as written, for messages */
+    gw_netaddr_t addr;
+    int tls;     /* default true */
+    int trusted; /* plain listener that serves instead of redirecting; default false */
+} gw_config_listen_t;
+
+typedef struct st_gw_config_cert_t {
+    char *cert; /* PEM chain path */
+    char *key;  /* PEM key path */
+} gw_config_cert_t;
+
+typedef struct st_gw_config_t {
+    gw_config_listen_t *listen;
+    size_t num_listen;
+    char **domains; /* lowercase, no leading/trailing dot */
+    size_t num_domains;
+
+    struct {
+        gw_config_cert_t *certificates;
+        size_t num_certificates;
+    } tls;
+
+    struct {
+        char *address; /* as written */
+        gw_netaddr_t addr;
+        char *password_env; /* NULL: no AUTH */
+        char *password;     /* resolved from the environment at load; NULL if none */
+        char *prefix;       /* default "lizard:" */
+        uint64_t connect_timeout_ms;
+        uint64_t lookup_timeout_ms; /* deadline of one route lookup */
+        uint64_t reconnect_max_ms;  /* backoff cap */
+    } redis;
+
+    struct {
+        char *cookie_secrets_env;           /* NULL: cookies disabled */
+        gw_cookie_secret_t *cookie_secrets; /* resolved at load; first signs, all verify */
+        size_t num_cookie_secrets;
+        char *cookie_name; /* default "__Host-lizard_access" */
+        uint64_t cookie_ttl_s;
+        gw_cookie_same_site_t cookie_same_site;
+    } auth;
+
+    struct {
+        uint64_t cache_ttl_ms;
+        uint64_t negative_ttl_ms;
+        uint64_t stale_ttl_ms; /* how long cached routes serve while Redis is down */
+    } routing;
+
+    struct {
+        gw_host_header_mode_t host_header;
+        uint64_t connect_timeout_ms;
+        uint64_t first_byte_timeout_ms;
+        uint64_t idle_timeout_ms;
+        uint64_t websocket_idle_timeout_ms;
+        size_t max_idle_per_pool;
+        gw_cidr_t *allowed_networks;
+        size_t num_allowed_networks;
+    } upstream;
+
+    struct {
+        uint64_t max_request_body_bytes;
+        uint64_t response_buffer_bytes;
+        uint64_t max_connections_per_sandbox;
+    } limits;
+
+    struct {
+        uint64_t flush_interval_ms;
+        char *spill_file;
+    } metering;
+
+    struct {
+        char *address; /* NULL: no admin listener */
+        gw_netaddr_t addr;
+    } admin;
+
+    struct {
+        char *access; /* path of the JSON access log; "-" is stdout; NULL: off */
+    } log;
+
+    char *instance_id; /* default: hostname */
+    unsigned workers;  /* 0 = number of CPUs, resolved at load */
+} gw_config_t;
+
+/* Loads and validates `path`. On success returns 0 and a config owned by
+ * the caller (gw_config_free). On failure returns -1 and *err (malloc'd,
+ * caller frees) names the key and says what was expected, e.g.
+ * `config: routing.cache_ttl_ms: expected an integer from 0 to 3600000, got "ten"`. */
+int gw_config_load(const char *path, gw_config_t **out, char **err);
+
+/* Same, from a JSON text already in memory; `name` is used in messages. */
+int gw_config_load_string(const char *json, const char *name, gw_config_t **out, char **err);
+
+/* Frees everything; NULL is a no-op. */
+void gw_config_free(gw_config_t *c);
+
+#endif

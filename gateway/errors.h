@@ -1,0 +1,54 @@
+/*
+ * Every response the gateway itself produces (../shared/CONTRACT.md, Errors):
+ * a code from the contract's table, rendered as a small HTML page for a
+ * browser navigation and as JSON otherwise, never cached, readable by
+ * cross-origin browser code.
+ */
+#ifndef GW_GATEWAY_ERRORS_H
+#define GW_GATEWAY_ERRORS_H
+
+#include <stdint.h>
+#include <h2o.h>
+
+typedef enum {
+    GW_ERR_BAD_HOST = 0,
+    GW_ERR_UNKNOWN_HOST,
+    GW_ERR_SANDBOX_NOT_FOUND,
+    GW_ERR_PORT_NOT_EXPOSED,
+    GW_ERR_MISSING_TOKEN,
+    GW_ERR_INVALID_TOKEN,
+    GW_ERR_SANDBOX_NOT_RUNNING,
+    GW_ERR_PORT_NOT_OPEN,
+    GW_ERR_UPSTREAM_FORBIDDEN,
+    GW_ERR_UPSTREAM_TIMEOUT,
+    GW_ERR_TOO_MANY_CONNECTIONS,
+    GW_ERR_ROUTING_UNAVAILABLE,
+    GW_ERR_BODY_TOO_LARGE,
+    GW_ERR_BAD_REQUEST,    /* malformed request the gateway refuses (duplicate Content-Length, ...) */
+    GW_ERR_UPSTREAM_ERROR, /* the sandbox answered something that is not HTTP */
+    GW_ERR_NUM_CODES
+} gw_error_code_t;
+
+/* "bad_host", ... */
+const char *gw_error_code_name(gw_error_code_t code);
+int gw_error_status(gw_error_code_t code);
+
+/* 1 when the request is a browser navigation that should get HTML:
+ * Sec-Fetch-Mode: navigate, or (no Sec-Fetch-Mode) an Accept header that
+ * prefers text/html over application/json. Pure; for tests. */
+int gw_error_prefers_html(h2o_iovec_t sec_fetch_mode, h2o_iovec_t accept);
+
+/* Renders the body (from pool). sandbox_id may be NULL, port 0 = none,
+ * detail may be NULL (an extra sentence, e.g. which state). Every reflected
+ * value is escaped for the format. */
+h2o_iovec_t gw_error_render(h2o_mem_pool_t *pool, gw_error_code_t code, int html, const char *sandbox_id, uint16_t port,
+                            const char *detail);
+
+/* Sends the error as the response to req, keeping headers already put in
+ * req->res.headers (e.g. a Set-Cookie that clears a bad cookie). Adds
+ * Content-Type, Cache-Control: no-store, Retry-After where the code calls for
+ * it, and Access-Control-Allow-Origin + Vary: Origin when the request had an
+ * Origin. */
+void gw_error_send(h2o_req_t *req, gw_error_code_t code, const char *sandbox_id, uint16_t port, const char *detail);
+
+#endif

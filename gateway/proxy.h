@@ -1,0 +1,45 @@
+/*
+ * The upstream path: HTTP/1.1 to the microVM over pooled keep-alive
+ * connections, streaming responses with back-pressure (never more than
+ * limits.response_buffer_bytes held per response), WebSocket tunnels.
+ * One gw_proxy_t per worker thread; it owns that worker's pools.
+ */
+#ifndef GW_GATEWAY_PROXY_H
+#define GW_GATEWAY_PROXY_H
+
+#include <stdint.h>
+#include <h2o.h>
+#include "gateway/config.h"
+#include "routing/netaddr.h"
+
+typedef struct st_gw_proxy_t gw_proxy_t;
+
+typedef struct st_gw_proxy_target_t {
+    gw_netaddr_t addr;     /* microVM address, port set */
+    h2o_iovec_t lifecycle; /* with the port, the pool key */
+    const char *sandbox_id;
+    uint16_t port;
+    h2o_iovec_t path; /* request target to send upstream (credentials removed) */
+} gw_proxy_target_t;
+
+/* Per-request byte counts, reported when a proxied exchange ends (metering). */
+typedef struct st_gw_proxy_bytes_t {
+    uint64_t egress;  /* to the client: status line/headers, body, WebSocket bytes */
+    uint64_t ingress; /* from the client: request head, body, WebSocket bytes */
+} gw_proxy_bytes_t;
+
+gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_config_t *config);
+/* Closes idle pooled connections and frees; in-flight exchanges must be over. NULL is a no-op. */
+void gw_proxy_free(gw_proxy_t *p);
+
+/* Forwards req to the target and answers it: with the sandbox's response,
+ * or a gateway error (502 port_not_open, 504 upstream_timeout, ...). The
+ * target's strings are copied. The request's X-Lizard-* headers and
+ * hop-by-hop headers are never forwarded; X-Forwarded-* are set. */
+void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *target);
+
+/* Closes every pooled connection of (sandbox) whose lifecycle differs from
+ * `current` (NULL: all of that sandbox's). */
+void gw_proxy_drop_pools(gw_proxy_t *p, const char *sandbox_id, const char *current_lifecycle);
+
+#endif

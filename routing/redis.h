@@ -1,0 +1,67 @@
+/*
+ * An asynchronous Redis connection (hiredis) driven by an h2o event loop:
+ * never blocks the loop, gives every command a deadline, reconnects with
+ * exponential backoff, authenticates with a password when configured.
+ * One gw_redis_t belongs to one thread.
+ */
+#ifndef GW_ROUTING_REDIS_H
+#define GW_ROUTING_REDIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <hiredis/hiredis.h>
+#include <h2o.h>
+#include "routing/netaddr.h"
+
+typedef struct st_gw_redis_t gw_redis_t;
+typedef struct st_gw_redis_req_t gw_redis_req_t;
+
+typedef struct st_gw_redis_conf_t {
+    gw_netaddr_t addr;    /* TCP or unix */
+    const char *password; /* NULL: no AUTH */
+    uint64_t connect_timeout_ms;
+    uint64_t reconnect_min_ms; /* first backoff step */
+    uint64_t reconnect_max_ms; /* backoff cap */
+} gw_redis_conf_t;
+
+/* Called with err == NULL and the reply (owned by hiredis, valid only during
+ * the call) on success; with err set ("timeout", "disconnected", or the
+ * server's error text for a REDIS_REPLY_ERROR) and reply NULL otherwise. */
+typedef void (*gw_redis_reply_cb)(void *data, const char *err, redisReply *reply);
+
+/* Called on the loop when the connection becomes ready (after AUTH) and when
+ * it is lost; used by subscribers and by readiness reporting. */
+typedef void (*gw_redis_state_cb)(void *data, int connected);
+
+/* Creates the connection object and starts connecting in the background.
+ * The conf is copied (the password string too). Never NULL except on OOM. */
+gw_redis_t *gw_redis_new(h2o_loop_t *loop, const gw_redis_conf_t *conf);
+
+/* Disconnects and frees; pending requests are completed with "disconnected"
+ * unless cancelled. NULL is a no-op. */
+void gw_redis_free(gw_redis_t *r);
+
+/* 1 when connected and authenticated. */
+int gw_redis_is_ready(const gw_redis_t *r);
+
+/* Registers a state callback (one per connection; NULL removes). */
+void gw_redis_set_state_cb(gw_redis_t *r, gw_redis_state_cb cb, void *data);
+
+/* Sends a command. Returns NULL without calling cb when not ready (the caller
+ * answers "unavailable" at once). Otherwise cb is called exactly once, later,
+ * from the loop: with the reply, or with "timeout" after timeout_ms, or with
+ * "disconnected" -- unless gw_redis_req_cancel was called first. */
+gw_redis_req_t *gw_redis_command_argv(gw_redis_t *r, uint64_t timeout_ms, gw_redis_reply_cb cb, void *data, int argc,
+                                      const char **argv, const size_t *argvlen);
+
+/* After this, the request's callback is never called. Safe until the
+ * callback has run; never call it from inside the callback. */
+void gw_redis_req_cancel(gw_redis_req_t *req);
+
+/* Subscriber mode (its own connection, see H2O_NOTES): after ready, SUBSCRIBE
+ * to `channel` and call on_message(data, payload, len) for every message.
+ * Resubscribes after every reconnect (the state callback says when). Returns 0. */
+typedef void (*gw_redis_message_cb)(void *data, const char *payload, size_t len);
+int gw_redis_subscribe(gw_redis_t *r, const char *channel, gw_redis_message_cb on_message, void *data);
+
+#endif

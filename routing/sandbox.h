@@ -1,0 +1,65 @@
+/*
+ * A sandbox as the control plane writes it to Redis (hash
+ * <prefix>sbx:{<id>}, ../shared/CONTRACT.md): parsed once from an HGETALL
+ * reply into an immutable, refcounted record that caches and requests share.
+ */
+#ifndef GW_ROUTING_SANDBOX_H
+#define GW_ROUTING_SANDBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <hiredis/hiredis.h>
+#include <h2o/memory.h>
+#include "routing/host.h"
+#include "routing/netaddr.h"
+
+typedef enum {
+    GW_SANDBOX_RUNNING = 0,
+    GW_SANDBOX_STARTING,
+    GW_SANDBOX_PAUSED,
+    GW_SANDBOX_STOPPED,
+    GW_SANDBOX_STATE_UNKNOWN, /* missing or unrecognised: never proxied */
+} gw_sandbox_state_t;
+
+typedef enum {
+    GW_PORT_NOT_EXPOSED = 0,
+    GW_PORT_PRIVATE,
+    GW_PORT_PUBLIC,
+} gw_port_access_t;
+
+typedef struct st_gw_sandbox_port_t {
+    uint16_t port;
+    gw_port_access_t access;
+} gw_sandbox_port_t;
+
+typedef struct st_gw_sandbox_t {
+    char id[GW_SANDBOX_ID_MAX + 1];
+    gw_sandbox_state_t state;
+    int has_addr;             /* 0 when addr is missing or not an IP literal */
+    gw_netaddr_t addr;        /* port 0; the caller sets the route's port */
+    h2o_iovec_t lifecycle;    /* NUL-terminated; "" when missing */
+    h2o_iovec_t project;      /* NUL-terminated; "" when missing */
+    int has_token;            /* token_sha256 present and 64 hex digits */
+    char token_sha256[65];    /* lowercase hex */
+    gw_sandbox_port_t *ports; /* sorted by port */
+    size_t num_ports;
+    size_t refcnt; /* only touched by the owning thread */
+} gw_sandbox_t;
+
+/* Parses an HGETALL reply (flat array of field/value strings). An empty
+ * array means "no such sandbox": returns 0 with *out = NULL. Malformed
+ * fields are tolerated (the state becomes UNKNOWN, the port is skipped);
+ * only a reply that is not an array is an error (-1, *err static). */
+int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out, const char **err);
+
+/* Access rule of `port`. */
+gw_port_access_t gw_sandbox_port_access(const gw_sandbox_t *s, uint16_t port);
+
+/* "running", "starting", ... */
+const char *gw_sandbox_state_name(gw_sandbox_state_t st);
+
+void gw_sandbox_retain(gw_sandbox_t *s);
+/* Drops a reference; frees at zero. NULL is a no-op. */
+void gw_sandbox_release(gw_sandbox_t *s);
+
+#endif
