@@ -24,8 +24,6 @@ typedef enum {
     GW_ERR_TOO_MANY_CONNECTIONS,
     GW_ERR_ROUTING_UNAVAILABLE,
     GW_ERR_BODY_TOO_LARGE,
-    GW_ERR_BAD_REQUEST,    /* malformed request the gateway refuses (duplicate Content-Length, ...) */
-    GW_ERR_UPSTREAM_ERROR, /* the sandbox answered something that is not HTTP */
     GW_ERR_NUM_CODES
 } gw_error_code_t;
 
