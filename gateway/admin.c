@@ -1,1 +1,111 @@
-/* placeholder: being written */
+/*
+ * The admin listener (loopback by default): /healthz says the process
+ * answers, /readyz that every worker reaches Redis and certificates are
+ * loaded, /metrics exposes the counters in Prometheus text format.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "gateway/admin.h"
+#include "gateway/worker.h"
+
+#define METRICS_MAX 8192
+
+static gw_server_t *server_of(h2o_req_t *req)
+{
+    return H2O_STRUCT_FROM_MEMBER(gw_server_t, admin_globalconf, req->conn->ctx->globalconf);
+}
+
+static void send_text(h2o_req_t *req, int status, const char *reason, const char *type, const char *body, size_t len)
+{
+    req->res.status = status;
+    req->res.reason = reason;
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, type, strlen(type));
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
+    h2o_send_inline(req, body, len);
+}
+
+static uint64_t load(atomic_uint_fast64_t *v)
+{
+    return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+typedef struct st_text_t {
+    char *buf; /* METRICS_MAX bytes */
+    size_t len;
+} text_t;
+
+__attribute__((format(printf, 2, 3))) static void append(text_t *t, const char *fmt, ...)
+{
+    va_list args;
+    int n;
+
+    va_start(args, fmt);
+    n = vsnprintf(t->buf + t->len, METRICS_MAX - t->len, fmt, args);
+    va_end(args);
+    /* a cut line is better than an overrun; METRICS_MAX leaves ample room */
+    if (n > 0)
+        t->len += (size_t)n < METRICS_MAX - t->len ? (size_t)n : METRICS_MAX - t->len - 1;
+}
+
+static void send_metrics(h2o_req_t *req, gw_server_t *s)
+{
+    text_t out = {h2o_mem_alloc_pool(&req->pool, METRICS_MAX), 0};
+    int i;
+
+    append(&out, "# HELP lizard_requests_total Preview requests received.\n# TYPE lizard_requests_total counter\n");
+    append(&out, "lizard_requests_total %llu\n", (unsigned long long)load(&s->stats.requests));
+    append(&out, "# HELP lizard_responses_total Responses sent, by status class.\n# TYPE lizard_responses_total counter\n");
+    for (i = 1; i <= 5; ++i)
+        append(&out, "lizard_responses_total{class=\"%dxx\"} %llu\n", i, (unsigned long long)load(&s->stats.responses_by_class[i]));
+    append(&out, "# HELP lizard_errors_total Errors the gateway produced, by contract code.\n# TYPE lizard_errors_total counter\n");
+    for (i = 0; i != GW_ERR_NUM_CODES; ++i)
+        append(&out, "lizard_errors_total{code=\"%s\"} %llu\n", gw_error_code_name(i),
+               (unsigned long long)load(&s->stats.errors_by_code[i]));
+    append(&out, "# HELP lizard_route_lookups_total Route lookups started.\n# TYPE lizard_route_lookups_total counter\n");
+    append(&out, "lizard_route_lookups_total %llu\n", (unsigned long long)load(&s->stats.redis_lookups));
+    append(&out, "# HELP lizard_in_flight_requests Preview requests being served.\n# TYPE lizard_in_flight_requests gauge\n");
+    append(&out, "lizard_in_flight_requests %llu\n", (unsigned long long)load(&s->stats.in_flight));
+    append(&out, "# HELP lizard_redis_connected_workers Workers whose Redis connection is up.\n"
+                 "# TYPE lizard_redis_connected_workers gauge\n");
+    append(&out, "lizard_redis_connected_workers %d\n", atomic_load(&s->redis_ready_workers));
+    append(&out, "# HELP lizard_workers Worker threads.\n# TYPE lizard_workers gauge\nlizard_workers %zu\n", s->num_workers);
+
+    send_text(req, 200, "OK", "text/plain; version=0.0.4", out.buf, out.len);
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    gw_server_t *s = server_of(req);
+    (void)self;
+
+    if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) &&
+        !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"))) {
+        send_text(req, 405, "Method Not Allowed", "text/plain", H2O_STRLIT("method not allowed\n"));
+        return 0;
+    }
+    if (h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/healthz"))) {
+        send_text(req, 200, "OK", "text/plain", H2O_STRLIT("ok\n"));
+    } else if (h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/readyz"))) {
+        int redis = (size_t)atomic_load(&s->redis_ready_workers) == s->num_workers;
+        int certs = 1; /* loaded before the listeners opened; a failed reload keeps the old set */
+        char body[128];
+        int n = snprintf(body, sizeof(body), "{\"ready\":%s,\"redis\":%s,\"certificates\":%s}\n", redis && certs ? "true" : "false",
+                         redis ? "true" : "false", certs ? "true" : "false");
+        if (redis && certs)
+            send_text(req, 200, "OK", "application/json", body, (size_t)n);
+        else
+            send_text(req, 503, "Service Unavailable", "application/json", body, (size_t)n);
+    } else if (h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/metrics"))) {
+        send_metrics(req, s);
+    } else {
+        send_text(req, 404, "Not Found", "text/plain", H2O_STRLIT("not found\n"));
+    }
+    return 0;
+}
+
+void gw_admin_register(h2o_pathconf_t *pathconf)
+{
+    h2o_handler_t *h = h2o_create_handler(pathconf, sizeof(*h));
+    h->on_req = on_req;
+}

@@ -1,1 +1,149 @@
-int main(void) { return 0; }
+/*
+ * lizard-gateway: the process. Reads and freezes the configuration, loads
+ * certificates, binds listeners, starts the workers, then waits for signals:
+ * SIGHUP reloads certificates, SIGTERM/SIGINT drain and exit 0.
+ */
+#include <getopt.h>
+#include <pthread.h>
+#include <openssl/crypto.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gateway/config.h"
+#include "gateway/worker.h"
+#include "tls/tls.h"
+
+#define DRAIN_MS 10000
+
+static void usage(FILE *out)
+{
+    fprintf(out, "Usage: lizard-gateway -c FILE [--check]\n"
+                 "\n"
+                 "The lizard preview gateway: terminates TLS for <port>-<sandbox>.<domain>,\n"
+                 "authenticates, routes by Redis and proxies to the sandbox.\n"
+                 "\n"
+                 "  -c, --config FILE  configuration file (JSON; see deploy/gateway.example.json)\n"
+                 "  -t, --check        validate the configuration and certificates, then exit\n"
+                 "  -v, --version      print the version and exit\n"
+                 "  -h, --help         print this help and exit\n"
+                 "\n"
+                 "Signals: SIGHUP reloads certificates; SIGTERM drains in-flight requests and exits.\n");
+}
+
+static gw_tls_t *load_tls(const gw_config_t *config, char **err)
+{
+    gw_tls_cert_conf_t *certs;
+    gw_tls_t *tls;
+    size_t i;
+
+    if (config->tls.num_certificates == 0)
+        return NULL;
+    certs = calloc(config->tls.num_certificates, sizeof(*certs));
+    for (i = 0; i != config->tls.num_certificates; ++i)
+        certs[i] = (gw_tls_cert_conf_t){config->tls.certificates[i].cert, config->tls.certificates[i].key};
+    tls = gw_tls_new(certs, config->tls.num_certificates, err);
+    free(certs);
+    return tls;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
+                                             {"check", no_argument, NULL, 't'},
+                                             {"version", no_argument, NULL, 'v'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
+    const char *config_path = NULL;
+    int check_only = 0, opt;
+    gw_config_t *config = NULL;
+    gw_tls_t *tls = NULL;
+    gw_server_t server;
+    char *err = NULL;
+    sigset_t sigs;
+
+    while ((opt = getopt_long(argc, argv, "c:tvh", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            config_path = optarg;
+            break;
+        case 't':
+            check_only = 1;
+            break;
+        case 'v':
+            printf("lizard-gateway %s (libh2o %s, %s)\n", GW_VERSION, H2O_VERSION, OpenSSL_version(OPENSSL_VERSION));
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc || config_path == NULL) {
+        fprintf(stderr, "lizard-gateway: %s\n", config_path == NULL ? "-c FILE is required" : "unexpected argument");
+        usage(stderr);
+        return 2;
+    }
+
+    if (gw_config_load(config_path, &config, &err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        free(err);
+        return 1;
+    }
+    int needs_tls = 0;
+    for (size_t i = 0; i != config->num_listen; ++i)
+        needs_tls |= config->listen[i].tls;
+    if (needs_tls && (tls = load_tls(config, &err)) == NULL) {
+        fprintf(stderr, "%s\n", err);
+        free(err);
+        gw_config_free(config);
+        return 1;
+    }
+    if (check_only) {
+        printf("config: %s: ok\n", config_path);
+        gw_tls_free(tls);
+        gw_config_free(config);
+        return 0;
+    }
+
+    /* Workers inherit this mask; signals are taken synchronously below. */
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    if (gw_server_init(&server, config, tls, &err) != 0 || gw_server_start(&server, &err) != 0) {
+        fprintf(stderr, "lizard-gateway: %s\n", err);
+        free(err);
+        return 1;
+    }
+    fprintf(stderr, "lizard-gateway %s: %zu workers, %zu listeners, instance %s\n", GW_VERSION, server.num_workers,
+            config->num_listen, config->instance_id);
+
+    for (;;) {
+        int sig;
+        if (sigwait(&sigs, &sig) != 0)
+            continue;
+        if (sig == SIGHUP) {
+            if (tls != NULL && gw_tls_reload(tls, &err) != 0) {
+                fprintf(stderr, "lizard-gateway: reload failed, keeping the current certificates: %s\n", err);
+                free(err);
+                err = NULL;
+            } else {
+                fprintf(stderr, "lizard-gateway: certificates reloaded\n");
+            }
+            continue;
+        }
+        break; /* SIGTERM or SIGINT */
+    }
+
+    fprintf(stderr, "lizard-gateway: stopping (draining up to %d ms)\n", DRAIN_MS);
+    gw_server_stop(&server, DRAIN_MS);
+    gw_server_dispose(&server);
+    fprintf(stderr, "lizard-gateway: stopped\n");
+    return 0;
+}

@@ -1,1 +1,303 @@
-/* placeholder: being written */
+/*
+ * The request pipeline: host -> route (Redis) -> access rule -> credential
+ * -> state -> allowed network -> proxy. Each step either answers the request
+ * with a contract error or passes it on; the route lookup is the only
+ * asynchronous step, and its state is detached when the request dies.
+ */
+#include <string.h>
+#include <time.h>
+#include "auth/cookie.h"
+#include "auth/query.h"
+#include "auth/token.h"
+#include "gateway/errors.h"
+#include "gateway/pipeline.h"
+#include "gateway/proxy.h"
+#include "gateway/worker.h"
+#include "routing/host.h"
+
+#define TOKEN_HEADER "x-lizard-access-token"
+#define QUERY_PARAM "lizard_token"
+#define GW_MAX_COOKIE_FIELDS 64 /* HTTP/2 sends one field per cookie */
+
+/* State of one preview request while its route is being looked up; lives in
+ * req->pool, so its dispose runs whenever the request goes away (including an
+ * HTTP/2 reset while the lookup is pending). */
+typedef struct st_pending_t {
+    h2o_req_t *req;
+    gw_worker_t *worker;
+    gw_host_t host;
+    gw_route_lookup_t *lookup;
+    h2o_iovec_t path;         /* request target to forward: lizard_token removed */
+    h2o_iovec_t query_token;  /* first lizard_token value, decoded */
+    size_t query_token_count; /* 0: no lizard_token parameter */
+    h2o_iovec_t cookie;       /* the gateway's cookie, {NULL, 0} if absent */
+} pending_t;
+
+static void on_pending_dispose(void *_p)
+{
+    pending_t *p = _p;
+
+    if (p->lookup != NULL)
+        gw_route_lookup_cancel(p->lookup);
+    atomic_fetch_sub_explicit(&p->worker->server->stats.in_flight, 1, memory_order_relaxed);
+}
+
+static void send_error(pending_t *p, gw_error_code_t code, const char *detail)
+{
+    gw_error_send(p->req, code, p->host.sandbox_id, p->host.port, detail);
+}
+
+static int is_method(h2o_req_t *req, const char *m, size_t len)
+{
+    return h2o_memis(req->method.base, req->method.len, m, len);
+}
+
+/* A CORS preflight cannot carry the token: it goes to the sandbox without one. */
+static int is_cors_preflight(h2o_req_t *req)
+{
+    return is_method(req, H2O_STRLIT("OPTIONS")) && h2o_find_header_by_str(&req->headers, H2O_STRLIT("origin"), -1) != -1 &&
+           h2o_find_header_by_str(&req->headers, H2O_STRLIT("access-control-request-method"), -1) != -1;
+}
+
+static gw_cookie_same_site_t same_site(const gw_config_t *conf)
+{
+    return conf->auth.cookie_same_site;
+}
+
+static h2o_iovec_t cookie_name(const gw_config_t *conf)
+{
+    return h2o_iovec_init(conf->auth.cookie_name, strlen(conf->auth.cookie_name));
+}
+
+/* Removes the gateway's credentials from what will be forwarded: the
+ * lizard_token parameter (into p->path) and the gateway's cookie (the Cookie
+ * header is rebuilt from the app's own cookies, HTTP/2 fields joined). The
+ * token header goes with every X-Lizard-* header in the proxy. */
+static void strip_credentials(pending_t *p)
+{
+    h2o_req_t *req = p->req;
+    const gw_config_t *conf = p->worker->server->config;
+    h2o_iovec_t fields[GW_MAX_COOKIE_FIELDS], rest;
+    size_t num_fields = 0;
+    ssize_t i;
+
+    p->query_token_count = gw_query_take(&req->pool, req->path, h2o_iovec_init(H2O_STRLIT(QUERY_PARAM)), &p->query_token, &p->path);
+
+    for (i = -1; (i = h2o_find_header(&req->headers, H2O_TOKEN_COOKIE, i)) != -1;) {
+        if (num_fields == GW_MAX_COOKIE_FIELDS)
+            break; /* the rest are dropped below: bounded, and never forwarded unchecked */
+        fields[num_fields++] = req->headers.entries[i].value;
+    }
+    if (num_fields == 0)
+        return;
+    gw_cookie_extract(&req->pool, fields, num_fields, cookie_name(conf), &p->cookie, &rest);
+    while ((i = h2o_find_header(&req->headers, H2O_TOKEN_COOKIE, -1)) != -1)
+        h2o_delete_header(&req->headers, i);
+    if (rest.len != 0)
+        h2o_add_header(&req->pool, &req->headers, H2O_TOKEN_COOKIE, NULL, rest.base, rest.len);
+}
+
+/* The query token on a GET/HEAD becomes a cookie: 302 to the same target
+ * without the parameter, so the token leaves the address bar and history. */
+static void redirect_with_cookie(pending_t *p, const gw_sandbox_t *sbx)
+{
+    h2o_req_t *req = p->req;
+    const gw_config_t *conf = p->worker->server->config;
+    uint64_t expires = (uint64_t)time(NULL) + conf->auth.cookie_ttl_s;
+    gw_cookie_secret_t *signer = conf->auth.cookie_secrets;
+
+    h2o_iovec_t value = gw_cookie_sign(&req->pool, signer, sbx->id, p->host.port, expires, sbx->token_sha256);
+    h2o_iovec_t set = gw_cookie_set_header(&req->pool, cookie_name(conf), value, conf->auth.cookie_ttl_s, same_site(conf));
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, set.base, set.len);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("referrer-policy"), 0, NULL, H2O_STRLIT("no-referrer"));
+    h2o_send_redirect(req, 302, "Found", p->path.base, p->path.len);
+}
+
+/* 1 when the request may go on to a private port; otherwise answers it.
+ * Credentials are tried in the contract's order: header, query, cookie. */
+static int authenticate(pending_t *p, const gw_sandbox_t *sbx)
+{
+    h2o_req_t *req = p->req;
+    const gw_config_t *conf = p->worker->server->config;
+    ssize_t i;
+
+    if ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT(TOKEN_HEADER), -1)) != -1) {
+        if (sbx->has_token && gw_token_matches(req->headers.entries[i].value, sbx->token_sha256))
+            return 1;
+        send_error(p, GW_ERR_INVALID_TOKEN, NULL);
+        return 0;
+    }
+
+    if (p->query_token_count != 0) {
+        if (!sbx->has_token || !gw_token_matches(p->query_token, sbx->token_sha256)) {
+            send_error(p, GW_ERR_INVALID_TOKEN, NULL);
+            return 0;
+        }
+        if ((is_method(req, H2O_STRLIT("GET")) || is_method(req, H2O_STRLIT("HEAD"))) && req->upgrade.base == NULL &&
+            conf->auth.num_cookie_secrets != 0) {
+            redirect_with_cookie(p, sbx);
+            return 0;
+        }
+        return 1; /* other methods and upgrades: accepted in place, removed before forwarding */
+    }
+
+    if (p->cookie.base != NULL) {
+        if (conf->auth.num_cookie_secrets != 0 && sbx->has_token &&
+            gw_cookie_verify(p->cookie, conf->auth.cookie_secrets, conf->auth.num_cookie_secrets, sbx->id, p->host.port,
+                             (uint64_t)time(NULL), sbx->token_sha256) == GW_COOKIE_OK)
+            return 1;
+        h2o_iovec_t clear = gw_cookie_clear_header(&req->pool, cookie_name(conf), same_site(conf));
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, clear.base, clear.len);
+        send_error(p, GW_ERR_INVALID_TOKEN, NULL);
+        return 0;
+    }
+
+    send_error(p, GW_ERR_MISSING_TOKEN, NULL);
+    return 0;
+}
+
+static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
+{
+    pending_t *p = data;
+    const gw_config_t *conf = p->worker->server->config;
+    char detail[128];
+
+    p->lookup = NULL;
+    strip_credentials(p);
+
+    switch (status) {
+    case GW_ROUTE_FOUND:
+        break;
+    case GW_ROUTE_NOT_FOUND:
+        send_error(p, GW_ERR_SANDBOX_NOT_FOUND, NULL);
+        return;
+    default:
+        send_error(p, GW_ERR_ROUTING_UNAVAILABLE, NULL);
+        return;
+    }
+
+    /* status == GW_ROUTE_FOUND, sbx != NULL */
+    switch (gw_sandbox_port_access(sbx, p->host.port)) {
+    case GW_PORT_PUBLIC:
+        break;
+    case GW_PORT_PRIVATE:
+        if (!is_cors_preflight(p->req) && !authenticate(p, sbx))
+            return;
+        break;
+    default:
+        send_error(p, GW_ERR_PORT_NOT_EXPOSED, NULL);
+        return;
+    }
+
+    if (sbx->state != GW_SANDBOX_RUNNING) {
+        snprintf(detail, sizeof(detail), "The sandbox is %s.", gw_sandbox_state_name(sbx->state));
+        send_error(p, GW_ERR_SANDBOX_NOT_RUNNING, detail);
+        return;
+    }
+
+    /* A wrong or poisoned addr must never reach the gateway host's own services. */
+    if (!sbx->has_addr ||
+        !gw_cidr_list_contains(conf->upstream.allowed_networks, conf->upstream.num_allowed_networks, (void *)&sbx->addr.ss)) {
+        send_error(p, GW_ERR_UPSTREAM_FORBIDDEN, NULL);
+        return;
+    }
+
+    gw_proxy_target_t target = {
+        .addr = sbx->addr, .lifecycle = sbx->lifecycle, .sandbox_id = sbx->id, .port = p->host.port, .path = p->req->path};
+    if (target.addr.ss.ss_family == AF_INET)
+        ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(p->host.port);
+    else
+        ((struct sockaddr_in6 *)&target.addr.ss)->sin6_port = htons(p->host.port);
+    gw_proxy_forward(p->worker->proxy, p->req, &target);
+}
+
+/* 1 when the request came without a Host/:authority (h2o then substitutes the
+ * hostconf's own name). */
+static int lacks_authority(h2o_req_t *req)
+{
+    return req->authority.base == req->hostconf->authority.hostport.base;
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    gw_worker_t *w = gw_worker_of(req->conn->ctx);
+    const gw_config_t *conf = w->server->config;
+    gw_host_t host;
+    (void)self;
+
+    atomic_fetch_add_explicit(&w->server->stats.requests, 1, memory_order_relaxed);
+
+    if (lacks_authority(req)) {
+        gw_error_send(req, GW_ERR_BAD_HOST, NULL, 0, "The request has no Host header.");
+        return 0;
+    }
+    switch (gw_host_parse(req->authority, conf->domains, conf->num_domains, &host)) {
+    case GW_HOST_OK:
+        break;
+    case GW_HOST_UNKNOWN:
+        gw_error_send(req, GW_ERR_UNKNOWN_HOST, NULL, 0, NULL);
+        return 0;
+    default:
+        gw_error_send(req, GW_ERR_BAD_HOST, NULL, 0, NULL);
+        return 0;
+    }
+
+    pending_t *p = h2o_mem_alloc_shared(&req->pool, sizeof(*p), on_pending_dispose);
+    *p = (pending_t){.req = req, .worker = w, .host = host};
+    atomic_fetch_add_explicit(&w->server->stats.in_flight, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&w->server->stats.redis_lookups, 1, memory_order_relaxed);
+    p->lookup = gw_route_store_lookup(w->routes, host.sandbox_id, on_route, p);
+    return 0;
+}
+
+/* Plain listener: preview requests go to https on the same host and path. */
+static int on_req_redirect(h2o_handler_t *self, h2o_req_t *req)
+{
+    gw_worker_t *w = gw_worker_of(req->conn->ctx);
+    const gw_config_t *conf = w->server->config;
+    gw_host_t host;
+    (void)self;
+
+    atomic_fetch_add_explicit(&w->server->stats.requests, 1, memory_order_relaxed);
+
+    if (lacks_authority(req)) {
+        gw_error_send(req, GW_ERR_BAD_HOST, NULL, 0, "The request has no Host header.");
+        return 0;
+    }
+    switch (gw_host_parse(req->authority, conf->domains, conf->num_domains, &host)) {
+    case GW_HOST_OK:
+        break;
+    case GW_HOST_UNKNOWN:
+        gw_error_send(req, GW_ERR_UNKNOWN_HOST, NULL, 0, NULL);
+        return 0;
+    default:
+        gw_error_send(req, GW_ERR_BAD_HOST, NULL, 0, NULL);
+        return 0;
+    }
+
+    /* The host is a valid preview name (so it is safe to reflect): rebuild it
+     * in lowercase with the https port. */
+    h2o_iovec_t hostname = gw_host_strip_port(req->authority);
+    char port[8] = "";
+    if (w->server->https_port != 443)
+        snprintf(port, sizeof(port), ":%u", (unsigned)w->server->https_port);
+    h2o_iovec_t url =
+        h2o_concat(&req->pool, h2o_iovec_init(H2O_STRLIT("https://")), hostname, h2o_iovec_init(port, strlen(port)), req->path);
+    h2o_strtolower(url.base, 8 + hostname.len);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
+    h2o_send_redirect(req, 308, "Permanent Redirect", url.base, url.len);
+    return 0;
+}
+
+void gw_pipeline_register(h2o_pathconf_t *pathconf)
+{
+    h2o_handler_t *h = h2o_create_handler(pathconf, sizeof(*h));
+    h->on_req = on_req;
+}
+
+void gw_pipeline_register_redirect(h2o_pathconf_t *pathconf)
+{
+    h2o_handler_t *h = h2o_create_handler(pathconf, sizeof(*h));
+    h->on_req = on_req_redirect;
+}

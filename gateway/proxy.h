@@ -19,7 +19,8 @@ typedef struct st_gw_proxy_target_t {
     h2o_iovec_t lifecycle; /* with the port, the pool key */
     const char *sandbox_id;
     uint16_t port;
-    h2o_iovec_t path; /* request target to send upstream (credentials removed) */
+    h2o_iovec_t path;   /* request target to send upstream (credentials removed) */
+    int cors_preflight; /* when the answer allows the origin, add x-lizard-access-token to Access-Control-Allow-Headers */
 } gw_proxy_target_t;
 
 /* Per-request byte counts, reported when a proxied exchange ends (metering). */

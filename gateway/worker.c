@@ -1,1 +1,283 @@
-/* placeholder: being written */
+/*
+ * The process and its worker threads: h2o configuration, listening sockets
+ * (one SO_REUSEPORT socket per listener per worker, bound before any thread
+ * starts), and each worker's loop with its own Redis connection, route store
+ * and upstream pools.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+#include "gateway/access_log.h"
+#include "gateway/admin.h"
+#include "gateway/pipeline.h"
+#include "gateway/worker.h"
+
+#define LISTEN_BACKLOG 1024
+#define LOOP_TICK_MS 100
+
+static char *errorf(const char *fmt, const char *a, const char *b)
+{
+    char buf[512];
+    snprintf(buf, sizeof(buf), fmt, a, b);
+    return strdup(buf);
+}
+
+static int open_listener(const gw_netaddr_t *addr, int reuseport, char **err, const char *name)
+{
+    int fd, on = 1;
+
+    if ((fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+        goto Error;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0)
+        goto Error;
+    if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &on, sizeof(on)) != 0)
+        goto Error;
+    if (addr->ss.ss_family == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on)) != 0)
+        goto Error;
+    if (bind(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0)
+        goto Error;
+    if (listen(fd, LISTEN_BACKLOG) != 0)
+        goto Error;
+    /* TCP_NODELAY for accepted sockets is set by h2o; nothing else to do */
+    return fd;
+
+Error:
+    *err = errorf("listen: %s: %s", name, strerror(errno));
+    if (fd != -1)
+        close(fd);
+    return -1;
+}
+
+static h2o_hostconf_t *register_catch_all(h2o_globalconf_t *conf, const char *name)
+{
+    /* The only hostconf of its accept context, so h2o uses it for every Host. */
+    return h2o_config_register_host(conf, h2o_iovec_init(name, strlen(name)), 65535);
+}
+
+int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, char **err)
+{
+    h2o_pathconf_t *pathconf;
+    size_t i, w;
+
+    memset(s, 0, sizeof(*s));
+    s->config = config;
+    s->tls = tls;
+    s->access_log_fd = -1;
+    s->admin_fd = -1;
+    s->num_workers = config->workers;
+
+    h2o_config_init(&s->globalconf);
+    s->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("lizard-gateway"));
+    s->globalconf.max_request_entity_size = config->limits.max_request_body_bytes;
+    /* an "Upgrade: h2c" from a client must not turn into HTTP/2 behind our back */
+    s->globalconf.http1.upgrade_to_http2 = 0;
+
+    if (config->log.access != NULL) {
+        if (strcmp(config->log.access, "-") == 0) {
+            s->access_log_fd = dup(1);
+        } else if ((s->access_log_fd = open(config->log.access, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640)) == -1) {
+            *err = errorf("log.access: %s: %s", config->log.access, strerror(errno));
+            return -1;
+        }
+    }
+
+    s->preview_hosts[0] = register_catch_all(&s->globalconf, "preview.lizard-gateway.invalid");
+    pathconf = h2o_config_register_path(s->preview_hosts[0], "/", 0);
+    gw_pipeline_register(pathconf);
+    gw_access_log_register(pathconf, s->access_log_fd); /* counts for /metrics even when not logging */
+    pathconf->error_log.emit_request_errors = 0;
+
+    s->redirect_hosts[0] = register_catch_all(&s->globalconf, "redirect.lizard-gateway.invalid");
+    pathconf = h2o_config_register_path(s->redirect_hosts[0], "/", 0);
+    gw_pipeline_register_redirect(pathconf);
+    gw_access_log_register(pathconf, s->access_log_fd); /* counts for /metrics even when not logging */
+    pathconf->error_log.emit_request_errors = 0;
+
+    s->https_port = 443;
+    for (i = 0; i != config->num_listen; ++i) {
+        if (config->listen[i].tls) {
+            s->https_port = gw_netaddr_port(&config->listen[i].addr);
+            break;
+        }
+    }
+
+    h2o_config_init(&s->admin_globalconf);
+    s->admin_globalconf.server_name = s->globalconf.server_name;
+    s->admin_hosts[0] = register_catch_all(&s->admin_globalconf, "admin.lizard-gateway.invalid");
+    gw_admin_register(h2o_config_register_path(s->admin_hosts[0], "/", 0));
+
+    s->listen_fds = malloc(sizeof(int) * s->num_workers * (config->num_listen ? config->num_listen : 1));
+    for (w = 0; w != s->num_workers; ++w) {
+        for (i = 0; i != config->num_listen; ++i) {
+            int fd = open_listener(&config->listen[i].addr, 1, err, config->listen[i].address);
+            if (fd == -1)
+                return -1;
+            s->listen_fds[w * config->num_listen + i] = fd;
+        }
+    }
+    if (config->admin.address != NULL && (s->admin_fd = open_listener(&config->admin.addr, 0, err, config->admin.address)) == -1)
+        return -1;
+
+    s->workers = calloc(s->num_workers, sizeof(*s->workers));
+    for (w = 0; w != s->num_workers; ++w) {
+        s->workers[w].server = s;
+        s->workers[w].index = w;
+    }
+    return 0;
+}
+
+gw_worker_t *gw_worker_of(h2o_context_t *ctx)
+{
+    return H2O_STRUCT_FROM_MEMBER(gw_worker_t, ctx, ctx);
+}
+
+static void on_accept(h2o_socket_t *listener, const char *err)
+{
+    h2o_socket_t *sock;
+
+    if (err != NULL)
+        return;
+    /* accept a bounded batch per wake-up so one listener cannot starve the loop */
+    for (int i = 0; i != 16; ++i) {
+        if ((sock = h2o_evloop_socket_accept(listener)) == NULL)
+            break;
+        h2o_accept(listener->data, sock);
+    }
+}
+
+static h2o_socket_t *start_listener(h2o_loop_t *loop, int fd, h2o_accept_ctx_t *actx)
+{
+    h2o_socket_t *sock = h2o_evloop_socket_create(loop, fd, H2O_SOCKET_FLAG_DONT_READ);
+    sock->data = actx;
+    h2o_socket_read_start(sock, on_accept);
+    return sock;
+}
+
+static void on_redis_state(void *data, int connected)
+{
+    gw_worker_t *w = data;
+
+    if (connected == w->redis_ready)
+        return;
+    w->redis_ready = connected;
+    atomic_fetch_add_explicit(&w->server->redis_ready_workers, connected ? 1 : -1, memory_order_relaxed);
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void close_listeners(gw_worker_t *w)
+{
+    size_t i;
+
+    for (i = 0; i != w->server->config->num_listen; ++i) {
+        if (w->listeners[i] != NULL) {
+            h2o_socket_read_stop(w->listeners[i]);
+            h2o_socket_close(w->listeners[i]);
+            w->listeners[i] = NULL;
+        }
+    }
+    if (w->admin_listener != NULL) {
+        h2o_socket_read_stop(w->admin_listener);
+        h2o_socket_close(w->admin_listener);
+        w->admin_listener = NULL;
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    gw_worker_t *w = arg;
+    gw_server_t *s = w->server;
+    const gw_config_t *conf = s->config;
+    h2o_loop_t *loop = h2o_evloop_create();
+    size_t i;
+
+    h2o_context_init(&w->ctx, loop, &s->globalconf);
+
+    gw_redis_conf_t rconf = {.addr = conf->redis.addr,
+                             .password = conf->redis.password,
+                             .connect_timeout_ms = conf->redis.connect_timeout_ms,
+                             .reconnect_min_ms = 50,
+                             .reconnect_max_ms = conf->redis.reconnect_max_ms};
+    w->redis = gw_redis_new(loop, &rconf);
+    gw_redis_set_state_cb(w->redis, on_redis_state, w);
+    gw_route_store_conf_t sconf = {.prefix = conf->redis.prefix,
+                                   .lookup_timeout_ms = conf->redis.lookup_timeout_ms,
+                                   .cache_ttl_ms = conf->routing.cache_ttl_ms,
+                                   .negative_ttl_ms = conf->routing.negative_ttl_ms,
+                                   .stale_ttl_ms = conf->routing.stale_ttl_ms};
+    w->routes = gw_route_store_new(loop, w->redis, &sconf);
+    w->proxy = gw_proxy_new(&w->ctx, conf);
+
+    w->accept_ctxs = calloc(conf->num_listen, sizeof(*w->accept_ctxs));
+    w->listeners = calloc(conf->num_listen, sizeof(*w->listeners));
+    for (i = 0; i != conf->num_listen; ++i) {
+        const gw_config_listen_t *l = conf->listen + i;
+        h2o_accept_ctx_t *actx = w->accept_ctxs + i;
+        actx->ctx = &w->ctx;
+        actx->hosts = (l->tls || l->trusted) ? s->preview_hosts : s->redirect_hosts;
+        actx->ssl_ctx = l->tls ? gw_tls_listener_ctx(s->tls) : NULL;
+        w->listeners[i] = start_listener(loop, s->listen_fds[w->index * conf->num_listen + i], actx);
+    }
+    if (w->index == 0 && s->admin_fd != -1) {
+        h2o_context_init(&w->admin_ctx, loop, &s->admin_globalconf);
+        w->admin_accept_ctx = (h2o_accept_ctx_t){.ctx = &w->admin_ctx, .hosts = s->admin_hosts};
+        w->admin_listener = start_listener(loop, s->admin_fd, &w->admin_accept_ctx);
+    }
+
+    while (!atomic_load(&s->stopping))
+        h2o_evloop_run(loop, LOOP_TICK_MS);
+
+    /* Drain: no new connections; in-flight requests get a bounded time. */
+    close_listeners(w);
+    uint64_t deadline = now_ms() + (uint64_t)atomic_load(&s->stopping);
+    while (atomic_load_explicit(&s->stats.in_flight, memory_order_relaxed) != 0 && now_ms() < deadline)
+        h2o_evloop_run(loop, LOOP_TICK_MS);
+    return NULL;
+}
+
+int gw_server_start(gw_server_t *s, char **err)
+{
+    size_t w;
+
+    for (w = 0; w != s->num_workers; ++w) {
+        int ret;
+        if ((ret = pthread_create(&s->workers[w].thread, NULL, worker_main, s->workers + w)) != 0) {
+            *err = errorf("worker: pthread_create: %s%s", strerror(ret), "");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void gw_server_stop(gw_server_t *s, uint64_t drain_ms)
+{
+    size_t w;
+
+    /* `stopping` carries the drain budget; any non-zero value stops the loops */
+    atomic_store(&s->stopping, (int)(drain_ms > 0 ? drain_ms : 1));
+    for (w = 0; w != s->num_workers; ++w)
+        pthread_join(s->workers[w].thread, NULL);
+}
+
+void gw_server_dispose(gw_server_t *s)
+{
+    /* The loops and contexts of stopped workers are left to process exit: h2o
+     * 2.2.5 cannot dispose a context while connections it accepted are open. */
+    if (s->access_log_fd != -1)
+        close(s->access_log_fd);
+    free(s->listen_fds);
+    s->listen_fds = NULL;
+}

@@ -1,0 +1,17 @@
+/*
+ * One JSON line per request: time, client, method, host, path (query kept,
+ * lizard_token removed), status, bytes, duration, error code. Never a
+ * credential: no token header, no cookie, no lizard_token parameter.
+ */
+#ifndef GW_GATEWAY_ACCESS_LOG_H
+#define GW_GATEWAY_ACCESS_LOG_H
+
+#include <h2o.h>
+
+/* Installs the logger on `pathconf`, writing to fd (O_APPEND; one write(2) per line). */
+void gw_access_log_register(h2o_pathconf_t *pathconf, int fd);
+
+/* Records the gateway error code of this request for the log line. */
+void gw_access_log_note_error(h2o_req_t *req, const char *code);
+
+#endif

@@ -1,0 +1,85 @@
+/*
+ * The process and its threads. gw_server_t is built once by main from the
+ * frozen config and shared read-only (plus a few atomic counters); each
+ * gw_worker_t is one thread with its own h2o event loop, Redis connection,
+ * route store and upstream pools, accepting on its own SO_REUSEPORT sockets.
+ */
+#ifndef GW_GATEWAY_WORKER_H
+#define GW_GATEWAY_WORKER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <h2o.h>
+#include "gateway/config.h"
+#include "gateway/errors.h"
+#include "gateway/proxy.h"
+#include "routing/redis.h"
+#include "routing/route_store.h"
+#include "tls/tls.h"
+
+typedef struct st_gw_worker_t gw_worker_t;
+
+/* Counters for /metrics: written by workers with relaxed atomics. */
+typedef struct st_gw_stats_t {
+    atomic_uint_fast64_t requests;
+    atomic_uint_fast64_t responses_by_class[6]; /* index status/100; [0] unused */
+    atomic_uint_fast64_t errors_by_code[GW_ERR_NUM_CODES];
+    atomic_uint_fast64_t redis_lookups;
+    atomic_uint_fast64_t in_flight;
+} gw_stats_t;
+
+typedef struct st_gw_server_t {
+    const gw_config_t *config;
+    gw_tls_t *tls; /* NULL when no TLS listener */
+    h2o_globalconf_t globalconf;
+    h2o_hostconf_t *preview_hosts[2];  /* {preview hostconf, NULL}: TLS and trusted plain listeners */
+    h2o_hostconf_t *redirect_hosts[2]; /* {redirect hostconf, NULL}: plain listeners */
+    uint16_t https_port;               /* port of the first TLS listener, for redirects */
+    h2o_globalconf_t admin_globalconf;
+    h2o_hostconf_t *admin_hosts[2];
+    int access_log_fd; /* -1: off */
+    int *listen_fds;   /* [worker * num_listen + i] */
+    int admin_fd;      /* -1: none; accepted by worker 0 */
+    gw_worker_t *workers;
+    size_t num_workers;
+    atomic_int stopping; /* set by main on SIGTERM/SIGINT */
+    atomic_int redis_ready_workers;
+    gw_stats_t stats;
+} gw_server_t;
+
+struct st_gw_worker_t {
+    gw_server_t *server;
+    size_t index;
+    pthread_t thread;
+    h2o_context_t ctx;
+    h2o_context_t admin_ctx;       /* worker 0 only */
+    h2o_accept_ctx_t *accept_ctxs; /* one per listener */
+    h2o_socket_t **listeners;
+    h2o_accept_ctx_t admin_accept_ctx;
+    h2o_socket_t *admin_listener;
+    gw_redis_t *redis;
+    int redis_ready;
+    gw_route_store_t *routes;
+    gw_proxy_t *proxy;
+};
+
+/* Builds the shared server state: h2o configuration, handlers, listening
+ * sockets (bound here, so that a busy port is reported before any thread
+ * starts). Returns 0, or -1 with *err (malloc'd). */
+int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, char **err);
+
+/* Starts every worker thread; returns 0 or -1 with *err. */
+int gw_server_start(gw_server_t *s, char **err);
+
+/* Asks workers to stop accepting, waits up to drain_ms for in-flight
+ * requests, then joins the threads. */
+void gw_server_stop(gw_server_t *s, uint64_t drain_ms);
+
+void gw_server_dispose(gw_server_t *s);
+
+/* The worker whose preview context is `ctx` (not for the admin context:
+ * admin handlers reach the server through their globalconf). */
+gw_worker_t *gw_worker_of(h2o_context_t *ctx);
+
+#endif
