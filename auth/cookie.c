@@ -1,1 +1,312 @@
-/* placeholder: being written */
+/*
+ * The gateway's access cookie. Its value is "v1.<sandbox>.<port>.<expires>.<sig>"
+ * where sig is base64url (unpadded) HMAC-SHA256, under a configured secret,
+ * of "v1.<sandbox>.<port>.<expires>\n<token_sha256>". The token hash is signed
+ * but not carried: rotating the sandbox's token makes every cookie fail.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <h2o/string_.h>
+#include "auth/cookie.h"
+
+#define COOKIE_VERSION "v1"
+/* sandbox ids are 1-56 characters by contract; leave a little room */
+#define MAX_SANDBOX_LEN 64
+#define MAX_PORT_DIGITS 5
+#define MAX_EXPIRES_DIGITS 20
+/* base64url of 32 bytes without padding */
+#define SIG_LEN 43
+/* the longest well-formed value: "v1." sandbox "." port "." expires "." sig */
+#define MAX_VALUE_LEN (sizeof(COOKIE_VERSION) + MAX_SANDBOX_LEN + 1 + MAX_PORT_DIGITS + 1 + MAX_EXPIRES_DIGITS + 1 + SIG_LEN)
+/* token_sha256 is 64 hex digits by contract; anything longer is not signed */
+#define MAX_TOKEN_HASH_LEN 128
+
+static int is_base64url(int c)
+{
+    return ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') || c == '-' || c == '_';
+}
+
+static int is_valid_sandbox(const char *s, size_t len)
+{
+    size_t i;
+
+    if (len == 0 || len > MAX_SANDBOX_LEN)
+        return 0;
+    for (i = 0; i != len; ++i)
+        if (!is_base64url((unsigned char)s[i]))
+            return 0;
+    return 1;
+}
+
+/* Computes the signature (SIG_LEN base64url characters + NUL) of `payload`
+ * bound to the token hash. Returns -1 when the hash is too long or the
+ * secret unusable. */
+static int compute_sig(const gw_cookie_secret_t *secret, const char *payload, size_t payload_len, const char *token_sha256_hex,
+                       char sig[SIG_LEN + 1])
+{
+    char input[MAX_VALUE_LEN + 1 + MAX_TOKEN_HASH_LEN];
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int mac_len = 0;
+    size_t hash_len = token_sha256_hex != NULL ? strlen(token_sha256_hex) : 0, i;
+
+    /* an empty key would make every cookie forgeable */
+    if (secret == NULL || secret->bytes == NULL || secret->len == 0 || secret->len > INT32_MAX)
+        return -1;
+    if (payload_len > MAX_VALUE_LEN || hash_len > MAX_TOKEN_HASH_LEN)
+        return -1;
+
+    memcpy(input, payload, payload_len);
+    input[payload_len] = '\n';
+    /* the contract stores lowercase hex; accept either case the same way */
+    for (i = 0; i != hash_len; ++i) {
+        char c = token_sha256_hex[i];
+        input[payload_len + 1 + i] = 'A' <= c && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+    }
+
+    if (HMAC(EVP_sha256(), secret->bytes, (int)secret->len, (const unsigned char *)input, payload_len + 1 + hash_len, mac,
+             &mac_len) == NULL ||
+        mac_len != 32)
+        return -1;
+    h2o_base64_encode(sig, mac, mac_len, 1);
+    OPENSSL_cleanse(mac, sizeof(mac));
+    return 0;
+}
+
+h2o_iovec_t gw_cookie_sign(h2o_mem_pool_t *pool, const gw_cookie_secret_t *secret, const char *sandbox_id, uint16_t port,
+                           uint64_t expires_at, const char *token_sha256_hex)
+{
+    char payload[MAX_VALUE_LEN + 1], sig[SIG_LEN + 1];
+    int payload_len;
+    char *out;
+
+    if (sandbox_id == NULL || !is_valid_sandbox(sandbox_id, strlen(sandbox_id)))
+        return h2o_iovec_init(NULL, 0);
+    payload_len = snprintf(payload, sizeof(payload), COOKIE_VERSION ".%s.%u.%" PRIu64, sandbox_id, (unsigned)port, expires_at);
+    if (payload_len < 0 || (size_t)payload_len >= sizeof(payload))
+        return h2o_iovec_init(NULL, 0);
+    if (compute_sig(secret, payload, payload_len, token_sha256_hex, sig) != 0)
+        return h2o_iovec_init(NULL, 0);
+
+    out = h2o_mem_alloc_pool(pool, payload_len + 1 + SIG_LEN + 1);
+    memcpy(out, payload, payload_len);
+    out[payload_len] = '.';
+    memcpy(out + payload_len + 1, sig, SIG_LEN + 1);
+    return h2o_iovec_init(out, payload_len + 1 + SIG_LEN);
+}
+
+/* Parses a decimal of at most max_digits, no sign, no leading zero (except
+ * "0" itself), into *out without overflow. */
+static int parse_decimal(const char *s, size_t len, size_t max_digits, uint64_t max_value, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t i;
+
+    if (len == 0 || len > max_digits || (len > 1 && s[0] == '0'))
+        return -1;
+    for (i = 0; i != len; ++i) {
+        unsigned d;
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        d = (unsigned)(s[i] - '0');
+        if (v > (max_value - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+gw_cookie_result_t gw_cookie_verify(h2o_iovec_t value, const gw_cookie_secret_t *secrets, size_t num_secrets,
+                                    const char *sandbox_id, uint16_t port, uint64_t now, const char *token_sha256_hex)
+{
+    const char *fields[5], *end = value.base + value.len, *p;
+    size_t lens[5], n = 0, i;
+    uint64_t cookie_port, cookie_expires;
+    char sig[SIG_LEN + 1];
+    int verified = 0;
+
+    if (value.base == NULL || value.len == 0 || value.len > MAX_VALUE_LEN)
+        return GW_COOKIE_MALFORMED;
+
+    /* exactly five '.'-separated fields */
+    for (p = value.base; n != 5; ++n) {
+        const char *dot = memchr(p, '.', end - p);
+        if (dot == NULL)
+            dot = end;
+        fields[n] = p;
+        lens[n] = dot - p;
+        if (dot == end) {
+            ++n;
+            break;
+        }
+        p = dot + 1;
+    }
+    if (n != 5 || fields[4] + lens[4] != end)
+        return GW_COOKIE_MALFORMED;
+    if (!(lens[0] == sizeof(COOKIE_VERSION) - 1 && memcmp(fields[0], COOKIE_VERSION, lens[0]) == 0))
+        return GW_COOKIE_MALFORMED;
+    if (!is_valid_sandbox(fields[1], lens[1]))
+        return GW_COOKIE_MALFORMED;
+    if (parse_decimal(fields[2], lens[2], MAX_PORT_DIGITS, UINT16_MAX, &cookie_port) != 0 ||
+        parse_decimal(fields[3], lens[3], MAX_EXPIRES_DIGITS, UINT64_MAX, &cookie_expires) != 0)
+        return GW_COOKIE_MALFORMED;
+    if (lens[4] != SIG_LEN)
+        return GW_COOKIE_MALFORMED;
+    for (i = 0; i != SIG_LEN; ++i)
+        if (!is_base64url((unsigned char)fields[4][i]))
+            return GW_COOKIE_MALFORMED;
+
+    /* the payload is the value up to the dot before the signature; strict
+     * parsing above makes it canonical, so it can be MACed as received */
+    for (i = 0; i != num_secrets && !verified; ++i) {
+        if (compute_sig(&secrets[i], value.base, fields[4] - 1 - value.base, token_sha256_hex, sig) != 0)
+            continue;
+        verified = CRYPTO_memcmp(sig, fields[4], SIG_LEN) == 0;
+    }
+    if (!verified)
+        return GW_COOKIE_BAD_SIGNATURE;
+
+    /* the signature holds: the fields are the gateway's own */
+    if (now >= cookie_expires)
+        return GW_COOKIE_EXPIRED;
+    if (sandbox_id == NULL || strlen(sandbox_id) != lens[1] || memcmp(sandbox_id, fields[1], lens[1]) != 0)
+        return GW_COOKIE_WRONG_SANDBOX;
+    if (cookie_port != port)
+        return GW_COOKIE_WRONG_PORT;
+    return GW_COOKIE_OK;
+}
+
+static const char *same_site_attr(gw_cookie_same_site_t same_site)
+{
+    switch (same_site) {
+    case GW_COOKIE_SAME_SITE_STRICT:
+        return "Strict";
+    case GW_COOKIE_SAME_SITE_NONE:
+        /* third-party (iframe) previews need a partitioned (CHIPS) cookie */
+        return "None; Partitioned";
+    default:
+        return "Lax";
+    }
+}
+
+h2o_iovec_t gw_cookie_set_header(h2o_mem_pool_t *pool, h2o_iovec_t name, h2o_iovec_t value, uint64_t max_age,
+                                 gw_cookie_same_site_t same_site)
+{
+    static const char fmt[] = "%.*s=%.*s; Path=/; Secure; HttpOnly; SameSite=%s; Max-Age=%" PRIu64;
+    const char *ss = same_site_attr(same_site);
+    size_t cap = name.len + value.len + sizeof(fmt) + strlen(ss) + MAX_EXPIRES_DIGITS;
+    char *out = h2o_mem_alloc_pool(pool, cap);
+    int len;
+
+    /* host-only on purpose (no Domain=): a __Host- cookie must not have one,
+     * and a cookie for one preview must not reach another sandbox's host */
+    len = snprintf(out, cap, fmt, (int)name.len, name.base != NULL ? name.base : "", (int)value.len,
+                   value.base != NULL ? value.base : "", ss, max_age);
+    if (len < 0 || (size_t)len >= cap)
+        return h2o_iovec_init(NULL, 0);
+    return h2o_iovec_init(out, len);
+}
+
+h2o_iovec_t gw_cookie_clear_header(h2o_mem_pool_t *pool, h2o_iovec_t name, gw_cookie_same_site_t same_site)
+{
+    return gw_cookie_set_header(pool, name, h2o_iovec_init("", 0), 0, same_site);
+}
+
+static int is_ows(int c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Iterates over the ';'-separated cookie pairs of one Cookie field, with the
+ * whitespace around each pair removed and empty pairs skipped. *cursor starts
+ * at field.base; returns 0 after the last pair. */
+static int next_pair(const char **cursor, const char *field_end, h2o_iovec_t *pair)
+{
+    const char *p = *cursor;
+
+    while (p != NULL && p < field_end) {
+        const char *semi = memchr(p, ';', field_end - p), *pair_end = semi != NULL ? semi : field_end;
+        *cursor = semi != NULL ? semi + 1 : NULL;
+        while (p < pair_end && is_ows((unsigned char)*p))
+            ++p;
+        while (pair_end > p && is_ows((unsigned char)pair_end[-1]))
+            --pair_end;
+        if (p != pair_end) {
+            *pair = h2o_iovec_init(p, pair_end - p);
+            return 1;
+        }
+        p = *cursor;
+    }
+    *cursor = NULL;
+    return 0;
+}
+
+/* 1 when the pair's name (before '=', whitespace trimmed) is `name`; then
+ * *value is the rest after '=' with leading whitespace removed. */
+static int pair_is(h2o_iovec_t pair, h2o_iovec_t name, h2o_iovec_t *value)
+{
+    const char *eq = memchr(pair.base, '=', pair.len), *name_end;
+
+    if (eq == NULL)
+        return 0;
+    for (name_end = eq; name_end > pair.base && is_ows((unsigned char)name_end[-1]); --name_end)
+        ;
+    if ((size_t)(name_end - pair.base) != name.len || memcmp(pair.base, name.base, name.len) != 0)
+        return 0;
+    for (++eq; eq < pair.base + pair.len && is_ows((unsigned char)*eq); ++eq)
+        ;
+    *value = h2o_iovec_init(eq, pair.base + pair.len - eq);
+    return 1;
+}
+
+size_t gw_cookie_extract(h2o_mem_pool_t *pool, const h2o_iovec_t *fields, size_t num_fields, h2o_iovec_t name, h2o_iovec_t *found,
+                         h2o_iovec_t *rest)
+{
+    size_t i, removed = 0, rest_cap = 0, rest_len = 0;
+    const char *cursor;
+    h2o_iovec_t pair, value;
+    char *out;
+
+    *found = h2o_iovec_init(NULL, 0);
+    *rest = h2o_iovec_init(NULL, 0);
+
+    /* first pass: find the gateway's cookie and size what remains */
+    for (i = 0; i != num_fields; ++i) {
+        if (fields[i].base == NULL)
+            continue;
+        for (cursor = fields[i].base; next_pair(&cursor, fields[i].base + fields[i].len, &pair);) {
+            if (pair_is(pair, name, &value)) {
+                if (removed++ == 0)
+                    *found = value;
+            } else {
+                rest_cap += pair.len + 2;
+            }
+        }
+    }
+    if (rest_cap == 0)
+        return removed;
+
+    /* second pass: join the others with "; " in their original order */
+    out = h2o_mem_alloc_pool(pool, rest_cap + 1);
+    for (i = 0; i != num_fields; ++i) {
+        if (fields[i].base == NULL)
+            continue;
+        for (cursor = fields[i].base; next_pair(&cursor, fields[i].base + fields[i].len, &pair);) {
+            if (pair_is(pair, name, &value))
+                continue;
+            if (rest_len != 0) {
+                out[rest_len++] = ';';
+                out[rest_len++] = ' ';
+            }
+            memcpy(out + rest_len, pair.base, pair.len);
+            rest_len += pair.len;
+        }
+    }
+    out[rest_len] = '\0';
+    *rest = h2o_iovec_init(out, rest_len);
+    return removed;
+}

@@ -1,1 +1,509 @@
-/* placeholder: being written */
+/*
+ * Responses the gateway itself produces (CONTRACT.md, Errors): one code per
+ * failure, a small self-contained HTML page for browser navigations and JSON
+ * for everything else, never cached, readable by cross-origin browser code.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gateway/access_log.h"
+#include "gateway/errors.h"
+
+/* Reflected values longer than this are cut (sandbox ids are at most 56
+ * characters and details are written by the gateway itself). */
+#define MAX_REFLECTED_LEN 512
+/* Bound of any rendered body; the longest real one is about 2 KiB. */
+#define MAX_BODY_LEN 16384
+
+typedef struct st_error_def_t {
+    const char *name;
+    int status;
+    const char *reason;
+    /* a short heading */
+    const char *title;
+    /* what happened, then what to do. "$S" is "sandbox <id>" (or "this
+     * sandbox"), "$s" the same at the start of a sentence, "$P" "port <n>"
+     * (or "the requested port"). */
+    const char *cause;
+    const char *hint;
+    /* seconds for Retry-After, 0 for none */
+    int retry_after;
+} error_def_t;
+
+static const error_def_t defs[GW_ERR_NUM_CODES] = {
+    [GW_ERR_BAD_HOST] = {"bad_host", 400, "Bad Request", "Malformed preview address",
+                         "This host name is under a preview domain but is not a valid preview address.",
+                         "Preview addresses have the form <port>-<sandbox id>.<preview domain>, with a port from 1 to 65535 and a "
+                         "sandbox id of lowercase letters and digits.",
+                         0},
+    [GW_ERR_UNKNOWN_HOST] = {"unknown_host", 404, "Not Found", "Unknown host", "This gateway does not serve this host name.",
+                             "Check the address; preview links come from the platform's expose call.", 0},
+    [GW_ERR_SANDBOX_NOT_FOUND] = {"sandbox_not_found", 404, "Not Found", "Sandbox not found", "$s does not exist.",
+                                  "It may have been deleted. Check the sandbox id in the address, or create a sandbox and "
+                                  "expose the port again.",
+                                  0},
+    [GW_ERR_PORT_NOT_EXPOSED] = {"port_not_exposed", 404, "Not Found", "Port not exposed", "$P of $S is not exposed.",
+                                 "Expose the port with the platform's expose call, then open the preview link it returns.", 0},
+    [GW_ERR_MISSING_TOKEN] = {"missing_token", 401, "Unauthorized", "Access token required",
+                              "$P of $S is private and this request carried no access token.",
+                              "Open the preview link with its ?lizard_token= parameter, or send the token in the "
+                              "X-Lizard-Access-Token header.",
+                              0},
+    [GW_ERR_INVALID_TOKEN] = {"invalid_token", 403, "Forbidden", "Access token not valid",
+                              "The access token presented for $S is not valid.",
+                              "The token may have been rotated. Get a fresh preview link from the platform, or send the current "
+                              "token in the X-Lizard-Access-Token header.",
+                              0},
+    [GW_ERR_SANDBOX_NOT_RUNNING] = {"sandbox_not_running", 503, "Service Unavailable", "Sandbox not running", "$s is not running.",
+                                    "Start or resume the sandbox, then reload this page in a few seconds.", 5},
+    [GW_ERR_PORT_NOT_OPEN] = {"port_not_open", 502, "Bad Gateway", "Nothing is listening on this port",
+                              "Nothing is listening on $P in $S.",
+                              "Start your server and make it listen on 0.0.0.0 (not 127.0.0.1).", 0},
+    [GW_ERR_UPSTREAM_FORBIDDEN] = {"upstream_forbidden", 502, "Bad Gateway", "Sandbox address refused",
+                                   "The gateway refused to connect to $S: its address is outside the allowed networks.",
+                                   "This is a problem of the platform, not of your code. Try again later or contact support.", 0},
+    [GW_ERR_UPSTREAM_TIMEOUT] = {"upstream_timeout", 504, "Gateway Timeout", "Sandbox did not answer in time",
+                                 "$s did not answer on $P in time.",
+                                 "Check that your server is running and responsive, then try again.", 0},
+    [GW_ERR_TOO_MANY_CONNECTIONS] = {"too_many_connections", 429, "Too Many Requests", "Too many connections",
+                                     "$s has too many open connections.",
+                                     "Close some connections or wait a moment, then try again.", 0},
+    [GW_ERR_ROUTING_UNAVAILABLE] = {"routing_unavailable", 503, "Service Unavailable", "Routing temporarily unavailable",
+                                    "The gateway cannot look up where $S runs right now.",
+                                    "This is temporary; try again in a few seconds.", 2},
+    [GW_ERR_BODY_TOO_LARGE] = {"body_too_large", 413, "Payload Too Large", "Request body too large",
+                               "The request body is larger than this gateway accepts.",
+                               "Send a smaller body, or split the upload into several requests.", 0},
+};
+
+static const error_def_t *def_of(gw_error_code_t code)
+{
+    /* an out-of-range code is a bug; answer as the most generic gateway failure */
+    if ((unsigned)code >= GW_ERR_NUM_CODES)
+        code = GW_ERR_ROUTING_UNAVAILABLE;
+    return &defs[code];
+}
+
+const char *gw_error_code_name(gw_error_code_t code)
+{
+    return def_of(code)->name;
+}
+
+int gw_error_status(gw_error_code_t code)
+{
+    return def_of(code)->status;
+}
+
+/* A bounded string builder; once over its maximum it stays failed. */
+typedef struct st_sb_t {
+    char *buf;
+    size_t len, cap;
+    int failed;
+} sb_t;
+
+static void sb_append(sb_t *sb, const char *s, size_t len)
+{
+    if (sb->failed)
+        return;
+    if (sb->len + len > MAX_BODY_LEN) {
+        sb->failed = 1;
+        return;
+    }
+    if (sb->len + len > sb->cap) {
+        size_t cap = sb->cap != 0 ? sb->cap : 1024;
+        char *p;
+        while (cap < sb->len + len)
+            cap *= 2;
+        if ((p = realloc(sb->buf, cap)) == NULL) {
+            sb->failed = 1;
+            return;
+        }
+        sb->buf = p;
+        sb->cap = cap;
+    }
+    memcpy(sb->buf + sb->len, s, len);
+    sb->len += len;
+}
+
+static void sb_puts(sb_t *sb, const char *s)
+{
+    sb_append(sb, s, strlen(s));
+}
+
+/* Length of the well-formed UTF-8 sequence at s (1-4), or 0 when the bytes
+ * there are not one, so that escaped output is always valid UTF-8. */
+static size_t utf8_seq_len(const unsigned char *s, size_t len)
+{
+    size_t n, i;
+    unsigned lo = 0x80, hi = 0xbf;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        n = 2;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        n = 3;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        n = 4;
+    else
+        return 0;
+    if (len < n)
+        return 0;
+    /* reject overlong forms, surrogates and code points above U+10FFFF */
+    if (s[0] == 0xe0)
+        lo = 0xa0;
+    else if (s[0] == 0xed)
+        hi = 0x9f;
+    else if (s[0] == 0xf0)
+        lo = 0x90;
+    else if (s[0] == 0xf4)
+        hi = 0x8f;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (i = 2; i < n; ++i)
+        if (s[i] < 0x80 || s[i] > 0xbf)
+            return 0;
+    return n;
+}
+
+/* Appends s escaped for HTML text and attribute values, or for the inside of
+ * a JSON string. Invalid UTF-8 becomes U+FFFD. */
+static void sb_escape(sb_t *sb, const char *s, size_t len, int html)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+
+    while (p < end) {
+        size_t n = utf8_seq_len(p, end - p);
+        char tmp[8];
+        if (n == 0) {
+            sb_puts(sb, html ? "&#xFFFD;" : "\\ufffd");
+            ++p;
+            continue;
+        }
+        if (n > 1) {
+            sb_append(sb, (const char *)p, n);
+            p += n;
+            continue;
+        }
+        if (html) {
+            switch (*p) {
+            case '<':
+                sb_puts(sb, "&lt;");
+                break;
+            case '>':
+                sb_puts(sb, "&gt;");
+                break;
+            case '&':
+                sb_puts(sb, "&amp;");
+                break;
+            case '"':
+                sb_puts(sb, "&quot;");
+                break;
+            case '\'':
+                sb_puts(sb, "&#39;");
+                break;
+            default:
+                if (*p < 0x20 && *p != '\t' && *p != '\n') {
+                    sb_puts(sb, "&#xFFFD;");
+                } else {
+                    sb_append(sb, (const char *)p, 1);
+                }
+                break;
+            }
+        } else {
+            switch (*p) {
+            case '"':
+                sb_puts(sb, "\\\"");
+                break;
+            case '\\':
+                sb_puts(sb, "\\\\");
+                break;
+            case '\n':
+                sb_puts(sb, "\\n");
+                break;
+            case '\r':
+                sb_puts(sb, "\\r");
+                break;
+            case '\t':
+                sb_puts(sb, "\\t");
+                break;
+            default:
+                /* <, > and & too: a JSON body must never look like markup to a sniffing client */
+                if (*p < 0x20 || *p == '<' || *p == '>' || *p == '&' || *p == 0x7f) {
+                    snprintf(tmp, sizeof(tmp), "\\u%04x", *p);
+                    sb_puts(sb, tmp);
+                } else {
+                    sb_append(sb, (const char *)p, 1);
+                }
+                break;
+            }
+        }
+        ++p;
+    }
+}
+
+static size_t bounded_len(const char *s)
+{
+    const char *nul = memchr(s, '\0', MAX_REFLECTED_LEN);
+    return nul != NULL ? (size_t)(nul - s) : MAX_REFLECTED_LEN;
+}
+
+/* Expands a cause or hint template into plain (unescaped) text. */
+static void expand(sb_t *sb, const char *tmpl, const char *sandbox_id, uint16_t port)
+{
+    const char *p;
+
+    for (p = tmpl; *p != '\0'; ++p) {
+        if (p[0] != '$' || p[1] == '\0') {
+            sb_append(sb, p, 1);
+            continue;
+        }
+        switch (*++p) {
+        case 'S':
+        case 's':
+            if (sandbox_id != NULL && sandbox_id[0] != '\0') {
+                sb_puts(sb, *p == 'S' ? "sandbox " : "Sandbox ");
+                sb_append(sb, sandbox_id, bounded_len(sandbox_id));
+            } else {
+                sb_puts(sb, *p == 'S' ? "this sandbox" : "This sandbox");
+            }
+            break;
+        case 'P':
+            if (port != 0) {
+                char num[16];
+                snprintf(num, sizeof(num), "port %u", (unsigned)port);
+                sb_puts(sb, num);
+            } else {
+                sb_puts(sb, "the requested port");
+            }
+            break;
+        default:
+            sb_append(sb, p - 1, 2);
+            break;
+        }
+    }
+}
+
+/* The human message: the cause, then the detail sentence if any. */
+static void build_message(sb_t *sb, const error_def_t *def, const char *sandbox_id, uint16_t port, const char *detail)
+{
+    expand(sb, def->cause, sandbox_id, port);
+    if (detail != NULL && detail[0] != '\0') {
+        sb_puts(sb, " ");
+        sb_append(sb, detail, bounded_len(detail));
+    }
+}
+
+static void render_json(sb_t *out, const error_def_t *def, const char *message, size_t message_len, const char *sandbox_id,
+                        uint16_t port)
+{
+    sb_puts(out, "{\"error\":{\"code\":\"");
+    sb_puts(out, def->name);
+    sb_puts(out, "\",\"message\":\"");
+    sb_escape(out, message, message_len, 0);
+    sb_puts(out, "\"");
+    if (sandbox_id != NULL && sandbox_id[0] != '\0') {
+        sb_puts(out, ",\"sandboxId\":\"");
+        sb_escape(out, sandbox_id, bounded_len(sandbox_id), 0);
+        sb_puts(out, "\"");
+    }
+    if (port != 0) {
+        char num[16];
+        snprintf(num, sizeof(num), ",\"port\":%u", (unsigned)port);
+        sb_puts(out, num);
+    }
+    sb_puts(out, "}}\n");
+}
+
+static void render_html(sb_t *out, const error_def_t *def, const char *message, size_t message_len, const char *hint,
+                        size_t hint_len)
+{
+    char status[64];
+
+    snprintf(status, sizeof(status), "%d %s", def->status, def->reason);
+    sb_puts(out, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+                 "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+                 "<meta name=\"robots\" content=\"noindex\">\n<title>");
+    sb_puts(out, status);
+    sb_puts(out, " \xe2\x80\x93 ");
+    sb_puts(out, def->title);
+    sb_puts(out, "</title>\n<style>\n"
+                 "body{font-family:system-ui,-apple-system,\"Segoe UI\",Roboto,sans-serif;margin:0;padding:3rem 1.5rem;"
+                 "color:#1f2328;background:#f6f8fa}\n"
+                 "main{max-width:40rem;margin:0 auto;background:#fff;border:1px solid #d0d7de;border-radius:8px;"
+                 "padding:2rem}\n"
+                 "h1{font-size:1.4rem;margin:0 0 1rem}\np{line-height:1.5}\n"
+                 ".next{background:#f6f8fa;border-left:4px solid #0969da;padding:.75rem 1rem}\n"
+                 ".code{color:#656d76;font-size:.85rem}\ncode{font-family:ui-monospace,monospace}\n"
+                 "</style>\n</head>\n<body>\n<main>\n<h1>");
+    sb_puts(out, def->title);
+    sb_puts(out, "</h1>\n<p>");
+    sb_escape(out, message, message_len, 1);
+    sb_puts(out, "</p>\n<p class=\"next\">");
+    sb_escape(out, hint, hint_len, 1);
+    sb_puts(out, "</p>\n<p class=\"code\">");
+    sb_puts(out, status);
+    sb_puts(out, " &middot; error code <code>");
+    sb_puts(out, def->name);
+    sb_puts(out, "</code></p>\n</main>\n</body>\n</html>\n");
+}
+
+h2o_iovec_t gw_error_render(h2o_mem_pool_t *pool, gw_error_code_t code, int html, const char *sandbox_id, uint16_t port,
+                            const char *detail)
+{
+    const error_def_t *def = def_of(code);
+    sb_t message = {0}, hint = {0}, out = {0};
+    h2o_iovec_t body = {NULL, 0};
+
+    build_message(&message, def, sandbox_id, port, detail);
+    if (html) {
+        expand(&hint, def->hint, sandbox_id, port);
+        render_html(&out, def, message.buf, message.len, hint.buf, hint.len);
+    } else {
+        render_json(&out, def, message.buf, message.len, sandbox_id, port);
+    }
+    if (message.failed || hint.failed || out.failed)
+        goto Error;
+
+    body = h2o_strdup(pool, out.buf, out.len);
+Error:
+    free(out.buf);
+    free(hint.buf);
+    free(message.buf);
+    if (body.base == NULL) {
+        /* only reachable when memory ran out: answer with the bare code */
+        char fallback[128];
+        int len = snprintf(fallback, sizeof(fallback), "{\"error\":{\"code\":\"%s\"}}\n", def->name);
+        body = h2o_strdup(pool, fallback, (size_t)len);
+    }
+    return body;
+}
+
+/* Case-insensitive equality of [s, s+len) with the NUL-terminated lowercase `lit`. */
+static int token_is(const char *s, size_t len, const char *lit)
+{
+    return h2o_lcstris(s, len, lit, strlen(lit));
+}
+
+static void trim(const char **s, const char **end)
+{
+    while (*s < *end && (**s == ' ' || **s == '\t'))
+        ++*s;
+    while (*end > *s && ((*end)[-1] == ' ' || (*end)[-1] == '\t'))
+        --*end;
+}
+
+/* Parses a qvalue ("0", "0.8", "1", "1.000") into thousandths; -1 if invalid. */
+static int parse_qvalue(const char *s, const char *end)
+{
+    int q, scale = 100;
+
+    if (s == end || (*s != '0' && *s != '1'))
+        return -1;
+    q = (*s++ - '0') * 1000;
+    if (s == end)
+        return q;
+    if (*s++ != '.')
+        return -1;
+    for (; s < end && scale != 0; ++s, scale /= 10) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        q += (*s - '0') * scale;
+    }
+    return s == end && q <= 1000 ? q : -1;
+}
+
+int gw_error_prefers_html(h2o_iovec_t sec_fetch_mode, h2o_iovec_t accept)
+{
+    /* q in thousandths; -1 = not listed. json_q keeps the most specific
+     * range that covers application/json. */
+    int html_q = -1, json_q = -1, app_any_q = -1, any_q = -1;
+    const char *p, *end;
+
+    /* browsers that send Sec-Fetch-Mode say exactly what the request is */
+    if (sec_fetch_mode.base != NULL && sec_fetch_mode.len != 0) {
+        const char *m = sec_fetch_mode.base, *m_end = m + sec_fetch_mode.len;
+        trim(&m, &m_end);
+        return token_is(m, m_end - m, "navigate");
+    }
+    if (accept.base == NULL)
+        return 0;
+
+    for (p = accept.base, end = accept.base + accept.len; p < end;) {
+        const char *range_end = memchr(p, ',', end - p), *type_end, *param;
+        int q = 1000;
+        if (range_end == NULL)
+            range_end = end;
+        if ((type_end = memchr(p, ';', range_end - p)) == NULL)
+            type_end = range_end;
+        /* parameters: only q matters */
+        for (param = type_end; param < range_end;) {
+            const char *param_end = memchr(param + 1, ';', range_end - (param + 1)), *name = param + 1, *name_end;
+            if (param_end == NULL)
+                param_end = range_end;
+            if ((name_end = memchr(name, '=', param_end - name)) != NULL) {
+                const char *v = name_end + 1, *v_end = param_end;
+                trim(&name, &name_end);
+                trim(&v, &v_end);
+                if (token_is(name, name_end - name, "q"))
+                    q = parse_qvalue(v, v_end);
+            }
+            param = param_end;
+        }
+        trim(&p, &type_end);
+        if (q >= 0) {
+            int *slot = NULL;
+            if (token_is(p, type_end - p, "text/html") || token_is(p, type_end - p, "application/xhtml+xml"))
+                slot = &html_q;
+            else if (token_is(p, type_end - p, "application/json"))
+                slot = &json_q;
+            else if (token_is(p, type_end - p, "application/*"))
+                slot = &app_any_q;
+            else if (token_is(p, type_end - p, "*/*"))
+                slot = &any_q;
+            if (slot != NULL && q > *slot)
+                *slot = q;
+        }
+        p = range_end + 1;
+    }
+
+    if (json_q < 0)
+        json_q = app_any_q >= 0 ? app_any_q : any_q >= 0 ? any_q : 0;
+    return html_q > 0 && html_q >= json_q;
+}
+
+void gw_error_send(h2o_req_t *req, gw_error_code_t code, const char *sandbox_id, uint16_t port, const char *detail)
+{
+    const error_def_t *def = def_of(code);
+    h2o_iovec_t sec_fetch_mode = {NULL, 0}, accept = {NULL, 0}, body, content_type;
+    ssize_t i;
+    int html;
+
+    if ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("sec-fetch-mode"), -1)) != -1)
+        sec_fetch_mode = req->headers.entries[i].value;
+    if ((i = h2o_find_header(&req->headers, H2O_TOKEN_ACCEPT, -1)) != -1)
+        accept = req->headers.entries[i].value;
+    html = gw_error_prefers_html(sec_fetch_mode, accept);
+    body = gw_error_render(&req->pool, code, html, sandbox_id, port, detail);
+
+    gw_access_log_note_error(req, def->name);
+    req->res.status = def->status;
+    req->res.reason = def->reason;
+    req->res.content_length = body.len;
+    /* headers already there (e.g. a Set-Cookie clearing a bad cookie) stay */
+    content_type = html ? h2o_iovec_init(H2O_STRLIT("text/html; charset=utf-8")) : h2o_iovec_init(H2O_STRLIT("application/json"));
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type.base, content_type.len);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-content-type-options"), 0, NULL, H2O_STRLIT("nosniff"));
+    if (def->retry_after != 0) {
+        char *v = h2o_mem_alloc_pool(&req->pool, 16);
+        int len = snprintf(v, 16, "%d", def->retry_after);
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, v, (size_t)len);
+    }
+    if ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("origin"), -1)) != -1) {
+        h2o_iovec_t origin = req->headers.entries[i].value;
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ACCESS_CONTROL_ALLOW_ORIGIN, NULL, origin.base, origin.len);
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_VARY, NULL, H2O_STRLIT("Origin"));
+    }
+    h2o_send_inline(req, body.base, body.len);
+}
