@@ -1,1 +1,221 @@
-/* placeholder: being written */
+/*
+ * The sandbox record parsed from an HGETALL reply of <prefix>sbx:{<id>}.
+ * One allocation holds the record, its port table and its strings; it is
+ * immutable after parsing and shared by reference count within one thread.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "routing/sandbox.h"
+
+#define PORT_FIELD_PREFIX "port:"
+
+static int is_string(const redisReply *r)
+{
+    return r != NULL && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
+}
+
+static int field_is(const redisReply *f, const char *name)
+{
+    size_t len = strlen(name);
+    return f->len == len && memcmp(f->str, name, len) == 0;
+}
+
+/* Decimal 1..65535, no sign, no leading zero (the same rule as hostnames). */
+static int parse_port(const char *s, size_t len, uint16_t *out)
+{
+    unsigned long v = 0;
+    size_t i;
+
+    if (len == 0 || len > 5 || s[0] == '0')
+        return -1;
+    for (i = 0; i != len; ++i) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        v = v * 10 + (unsigned long)(s[i] - '0');
+    }
+    if (v > 65535)
+        return -1;
+    *out = (uint16_t)v;
+    return 0;
+}
+
+/* A "port:<n>" field with a recognised value: fills port/access and returns 1. */
+static int parse_port_field(const redisReply *f, const redisReply *v, gw_sandbox_port_t *out)
+{
+    size_t plen = sizeof(PORT_FIELD_PREFIX) - 1;
+
+    if ((size_t)f->len <= plen || memcmp(f->str, PORT_FIELD_PREFIX, plen) != 0)
+        return 0;
+    if (parse_port(f->str + plen, (size_t)f->len - plen, &out->port) != 0)
+        return 0;
+    if (field_is(v, "private"))
+        out->access = GW_PORT_PRIVATE;
+    else if (field_is(v, "public"))
+        out->access = GW_PORT_PUBLIC;
+    else
+        return 0;
+    return 1;
+}
+
+static gw_sandbox_state_t parse_state(const redisReply *v)
+{
+    static const gw_sandbox_state_t states[] = {GW_SANDBOX_RUNNING, GW_SANDBOX_STARTING, GW_SANDBOX_PAUSED, GW_SANDBOX_STOPPED};
+    size_t i;
+
+    for (i = 0; i != sizeof(states) / sizeof(states[0]); ++i)
+        if (field_is(v, gw_sandbox_state_name(states[i])))
+            return states[i];
+    return GW_SANDBOX_STATE_UNKNOWN;
+}
+
+static int parse_token(const redisReply *v, char *out)
+{
+    size_t i;
+
+    if (v->len != 64)
+        return 0;
+    for (i = 0; i != 64; ++i) {
+        char c = v->str[i];
+        if (c >= 'A' && c <= 'F')
+            c = (char)(c - 'A' + 'a');
+        else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return 0;
+        out[i] = c;
+    }
+    out[64] = '\0';
+    return 1;
+}
+
+static int cmp_port(const void *a, const void *b)
+{
+    const gw_sandbox_port_t *x = a, *y = b;
+    return (int)x->port - (int)y->port;
+}
+
+/* Copies a string value into the record's trailing storage. */
+static h2o_iovec_t copy_value(char **dst, const redisReply *v)
+{
+    h2o_iovec_t s = h2o_iovec_init(*dst, v != NULL ? (size_t)v->len : 0);
+    if (s.len != 0)
+        memcpy(s.base, v->str, s.len);
+    s.base[s.len] = '\0';
+    *dst += s.len + 1;
+    return s;
+}
+
+int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out, const char **err)
+{
+    const redisReply *lifecycle = NULL, *project = NULL;
+    size_t i, id_len, max_ports = 0, size;
+    gw_sandbox_t *s;
+    char *strings;
+
+    *out = NULL;
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
+        *err = "expected an array reply to HGETALL";
+        return -1;
+    }
+    if ((id_len = strlen(id)) > GW_SANDBOX_ID_MAX) {
+        *err = "sandbox id is too long";
+        return -1;
+    }
+    if (reply->elements == 0)
+        return 0; /* the hash does not exist */
+
+    /* first pass: sizes of the variable parts */
+    for (i = 0; i + 1 < reply->elements; i += 2) {
+        const redisReply *f = reply->element[i], *v = reply->element[i + 1];
+        if (!is_string(f) || !is_string(v))
+            continue;
+        if (field_is(f, "lifecycle"))
+            lifecycle = v;
+        else if (field_is(f, "project"))
+            project = v;
+        else if ((size_t)f->len > sizeof(PORT_FIELD_PREFIX) - 1 && memcmp(f->str, PORT_FIELD_PREFIX, 5) == 0)
+            ++max_ports;
+    }
+
+    size = sizeof(*s) + max_ports * sizeof(gw_sandbox_port_t) + (lifecycle != NULL ? (size_t)lifecycle->len : 0) + 1 +
+           (project != NULL ? (size_t)project->len : 0) + 1;
+    if ((s = calloc(1, size)) == NULL) {
+        *err = "out of memory";
+        return -1;
+    }
+    memcpy(s->id, id, id_len + 1);
+    s->refcnt = 1;
+    s->state = GW_SANDBOX_STATE_UNKNOWN;
+    s->ports = max_ports != 0 ? (gw_sandbox_port_t *)(s + 1) : NULL;
+    strings = (char *)(s + 1) + max_ports * sizeof(gw_sandbox_port_t);
+    s->lifecycle = copy_value(&strings, lifecycle);
+    s->project = copy_value(&strings, project);
+
+    /* second pass: the fixed fields and the port table */
+    for (i = 0; i + 1 < reply->elements; i += 2) {
+        const redisReply *f = reply->element[i], *v = reply->element[i + 1];
+        if (!is_string(f) || !is_string(v))
+            continue;
+        if (field_is(f, "state")) {
+            s->state = parse_state(v);
+        } else if (field_is(f, "addr")) {
+            s->has_addr = gw_netaddr_parse_ip(v->str, (size_t)v->len, 0, &s->addr) == 0;
+        } else if (field_is(f, "token_sha256")) {
+            s->has_token = parse_token(v, s->token_sha256);
+        } else if (s->num_ports < max_ports && parse_port_field(f, v, s->ports + s->num_ports)) {
+            ++s->num_ports;
+        }
+    }
+    if (!s->has_addr)
+        memset(&s->addr, 0, sizeof(s->addr));
+    if (!s->has_token)
+        s->token_sha256[0] = '\0';
+    if (s->num_ports > 1)
+        qsort(s->ports, s->num_ports, sizeof(s->ports[0]), cmp_port);
+
+    *out = s;
+    return 0;
+}
+
+gw_port_access_t gw_sandbox_port_access(const gw_sandbox_t *s, uint16_t port)
+{
+    size_t lo = 0, hi = s->num_ports;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ports[mid].port == port)
+            return s->ports[mid].access;
+        if (s->ports[mid].port < port)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return GW_PORT_NOT_EXPOSED;
+}
+
+const char *gw_sandbox_state_name(gw_sandbox_state_t st)
+{
+    switch (st) {
+    case GW_SANDBOX_RUNNING:
+        return "running";
+    case GW_SANDBOX_STARTING:
+        return "starting";
+    case GW_SANDBOX_PAUSED:
+        return "paused";
+    case GW_SANDBOX_STOPPED:
+        return "stopped";
+    default:
+        return "unknown";
+    }
+}
+
+void gw_sandbox_retain(gw_sandbox_t *s)
+{
+    ++s->refcnt;
+}
+
+void gw_sandbox_release(gw_sandbox_t *s)
+{
+    if (s == NULL)
+        return;
+    if (--s->refcnt == 0)
+        free(s);
+}

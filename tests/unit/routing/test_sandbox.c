@@ -1,1 +1,319 @@
-int main(void) { return 0; }
+/*
+ * routing/sandbox.c: the sandbox hash as the control plane writes it,
+ * parsed from real RESP bytes through hiredis's own reader.
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <hiredis/hiredis.h>
+#include "routing/sandbox.h"
+
+#define TOKEN "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+/* Builds a redisReply from RESP text, as hiredis would hand it to a callback. */
+static redisReply *resp_len(const char *text, size_t len)
+{
+    redisReader *rd = redisReaderCreate();
+    void *reply = NULL;
+    ck_assert_ptr_nonnull(rd);
+    ck_assert_int_eq(redisReaderFeed(rd, text, len), REDIS_OK);
+    ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
+    ck_assert_ptr_nonnull(reply);
+    redisReaderFree(rd);
+    return reply;
+}
+
+static redisReply *resp(const char *text)
+{
+    return resp_len(text, strlen(text));
+}
+
+/* HGETALL reply from NULL-terminated field/value pairs. */
+static redisReply *hash(const char *const *kv)
+{
+    char buf[8192];
+    size_t n = 0, off;
+    while (kv[n] != NULL)
+        ++n;
+    off = (size_t)snprintf(buf, sizeof(buf), "*%zu\r\n", n);
+    for (size_t i = 0; i != n; ++i)
+        off += (size_t)snprintf(buf + off, sizeof(buf) - off, "$%zu\r\n%s\r\n", strlen(kv[i]), kv[i]);
+    ck_assert_uint_lt(off, sizeof(buf));
+    return resp(buf);
+}
+
+static gw_sandbox_t *parse_kv(const char *const *kv)
+{
+    redisReply *r = hash(kv);
+    gw_sandbox_t *s = NULL;
+    const char *err = NULL;
+    ck_assert_int_eq(gw_sandbox_parse("sbx1", r, &s, &err), 0);
+    freeReplyObject(r);
+    return s;
+}
+
+START_TEST(full_record)
+{
+    const char *kv[] = {"state", "running",   "addr",    "10.0.3.7", "lifecycle", "lc-42",     "project", "proj-9", "token_sha256",
+                        TOKEN,   "port:3000", "private", "port:80",  "public",    "port:8080", "private", NULL};
+    gw_sandbox_t *s = parse_kv(kv);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_str_eq(s->id, "sbx1");
+    ck_assert_int_eq(s->state, GW_SANDBOX_RUNNING);
+    ck_assert_int_eq(s->has_addr, 1);
+    ck_assert_int_eq(s->addr.ss.ss_family, AF_INET);
+    ck_assert_uint_eq(ntohl(((struct sockaddr_in *)&s->addr.ss)->sin_addr.s_addr), 0x0a000307);
+    ck_assert_uint_eq(gw_netaddr_port(&s->addr), 0);
+    ck_assert_str_eq(s->lifecycle.base, "lc-42");
+    ck_assert_uint_eq(s->lifecycle.len, 5);
+    ck_assert_str_eq(s->project.base, "proj-9");
+    ck_assert_uint_eq(s->project.len, 6);
+    ck_assert_int_eq(s->has_token, 1);
+    ck_assert_str_eq(s->token_sha256, TOKEN);
+    ck_assert_uint_eq(s->num_ports, 3);
+    /* sorted by port */
+    ck_assert_uint_eq(s->ports[0].port, 80);
+    ck_assert_uint_eq(s->ports[1].port, 3000);
+    ck_assert_uint_eq(s->ports[2].port, 8080);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 3000), GW_PORT_PRIVATE);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 80), GW_PORT_PUBLIC);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 8080), GW_PORT_PRIVATE);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 3001), GW_PORT_NOT_EXPOSED);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 1), GW_PORT_NOT_EXPOSED);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 65535), GW_PORT_NOT_EXPOSED);
+    ck_assert_uint_eq(s->refcnt, 1);
+    gw_sandbox_release(s);
+}
+END_TEST
+
+START_TEST(empty_means_not_found)
+{
+    redisReply *r = resp("*0\r\n");
+    gw_sandbox_t *s = (gw_sandbox_t *)1;
+    const char *err = NULL;
+    ck_assert_int_eq(gw_sandbox_parse("sbx1", r, &s, &err), 0);
+    ck_assert_ptr_null(s);
+    freeReplyObject(r);
+}
+END_TEST
+
+START_TEST(not_an_array)
+{
+    static const char *texts[] = {"$3\r\nfoo\r\n", "+OK\r\n", ":1\r\n", "-ERR wrong\r\n", "$-1\r\n"};
+    for (size_t i = 0; i != sizeof(texts) / sizeof(texts[0]); ++i) {
+        redisReply *r = resp(texts[i]);
+        gw_sandbox_t *s = NULL;
+        const char *err = NULL;
+        ck_assert_int_eq(gw_sandbox_parse("sbx1", r, &s, &err), -1);
+        ck_assert_ptr_null(s);
+        ck_assert_ptr_nonnull(err);
+        freeReplyObject(r);
+    }
+    gw_sandbox_t *s = NULL;
+    const char *err = NULL;
+    ck_assert_int_eq(gw_sandbox_parse("sbx1", NULL, &s, &err), -1);
+}
+END_TEST
+
+START_TEST(states)
+{
+    static const struct {
+        const char *value;
+        gw_sandbox_state_t state;
+    } cases[] = {{"running", GW_SANDBOX_RUNNING},        {"starting", GW_SANDBOX_STARTING},     {"paused", GW_SANDBOX_PAUSED},
+                 {"stopped", GW_SANDBOX_STOPPED},        {"RUNNING", GW_SANDBOX_STATE_UNKNOWN}, {"run", GW_SANDBOX_STATE_UNKNOWN},
+                 {"runningx", GW_SANDBOX_STATE_UNKNOWN}, {"", GW_SANDBOX_STATE_UNKNOWN}};
+    for (size_t i = 0; i != sizeof(cases) / sizeof(cases[0]); ++i) {
+        const char *kv[] = {"state", cases[i].value, NULL};
+        gw_sandbox_t *s = parse_kv(kv);
+        ck_assert_msg(s->state == cases[i].state, "state \"%s\"", cases[i].value);
+        gw_sandbox_release(s);
+    }
+    /* no state field at all */
+    const char *kv[] = {"addr", "10.0.0.1", NULL};
+    gw_sandbox_t *s = parse_kv(kv);
+    ck_assert_int_eq(s->state, GW_SANDBOX_STATE_UNKNOWN);
+    gw_sandbox_release(s);
+
+    ck_assert_str_eq(gw_sandbox_state_name(GW_SANDBOX_RUNNING), "running");
+    ck_assert_str_eq(gw_sandbox_state_name(GW_SANDBOX_STARTING), "starting");
+    ck_assert_str_eq(gw_sandbox_state_name(GW_SANDBOX_PAUSED), "paused");
+    ck_assert_str_eq(gw_sandbox_state_name(GW_SANDBOX_STOPPED), "stopped");
+}
+END_TEST
+
+START_TEST(addresses)
+{
+    static const struct {
+        const char *value;
+        int has_addr, family;
+    } cases[] = {{"10.1.2.3", 1, AF_INET},
+                 {"fd00::17", 1, AF_INET6},
+                 {"::ffff:10.0.0.1", 1, AF_INET6},
+                 {"vm17.internal", 0, 0},
+                 {"10.1.2.3:80", 0, 0},
+                 {"[fd00::17]", 0, 0},
+                 {"", 0, 0},
+                 {"10.1.2", 0, 0},
+                 {"10.1.2.3 ", 0, 0}};
+    for (size_t i = 0; i != sizeof(cases) / sizeof(cases[0]); ++i) {
+        const char *kv[] = {"state", "running", "addr", cases[i].value, NULL};
+        gw_sandbox_t *s = parse_kv(kv);
+        ck_assert_msg(s->has_addr == cases[i].has_addr, "addr \"%s\"", cases[i].value);
+        if (s->has_addr) {
+            ck_assert_int_eq(s->addr.ss.ss_family, cases[i].family);
+            ck_assert_uint_eq(gw_netaddr_port(&s->addr), 0);
+        }
+        gw_sandbox_release(s);
+    }
+}
+END_TEST
+
+START_TEST(tokens)
+{
+    const char *upper = "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08";
+    const char *kv[] = {"token_sha256", upper, NULL};
+    gw_sandbox_t *s = parse_kv(kv);
+    ck_assert_int_eq(s->has_token, 1);
+    ck_assert_str_eq(s->token_sha256, TOKEN); /* stored lowercase */
+    gw_sandbox_release(s);
+
+    static const char *bad[] = {"", "9f86", TOKEN "0", "zf86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                                "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a0"};
+    for (size_t i = 0; i != sizeof(bad) / sizeof(bad[0]); ++i) {
+        const char *kv2[] = {"state", "running", "token_sha256", bad[i], NULL};
+        s = parse_kv(kv2);
+        ck_assert_msg(s->has_token == 0, "token \"%s\" accepted", bad[i]);
+        gw_sandbox_release(s);
+    }
+    /* missing */
+    const char *kv3[] = {"state", "running", NULL};
+    s = parse_kv(kv3);
+    ck_assert_int_eq(s->has_token, 0);
+    gw_sandbox_release(s);
+}
+END_TEST
+
+START_TEST(ports)
+{
+    const char *kv[] = {"port:3000", "private",    "port:0",  "public",     "port:03000", "public", "port:+1",
+                        "public",    "port:65536", "public",  "port:65535", "public",     "port:",  "public",
+                        "port:22",   "open",       "port:23", "PUBLIC",     "portx:24",   "public", "port:25x",
+                        "private",   "port:1",     "public",  NULL};
+    gw_sandbox_t *s = parse_kv(kv);
+    ck_assert_uint_eq(s->num_ports, 3);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 1), GW_PORT_PUBLIC);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 3000), GW_PORT_PRIVATE);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 65535), GW_PORT_PUBLIC);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 0), GW_PORT_NOT_EXPOSED);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 22), GW_PORT_NOT_EXPOSED);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 23), GW_PORT_NOT_EXPOSED);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 24), GW_PORT_NOT_EXPOSED);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 25), GW_PORT_NOT_EXPOSED);
+    gw_sandbox_release(s);
+}
+END_TEST
+
+START_TEST(missing_strings_are_empty)
+{
+    const char *kv[] = {"state", "paused", NULL};
+    gw_sandbox_t *s = parse_kv(kv);
+    ck_assert_int_eq(s->state, GW_SANDBOX_PAUSED);
+    ck_assert_uint_eq(s->lifecycle.len, 0);
+    ck_assert_str_eq(s->lifecycle.base, "");
+    ck_assert_uint_eq(s->project.len, 0);
+    ck_assert_str_eq(s->project.base, "");
+    ck_assert_uint_eq(s->num_ports, 0);
+    ck_assert_int_eq(gw_sandbox_port_access(s, 3000), GW_PORT_NOT_EXPOSED);
+    gw_sandbox_release(s);
+}
+END_TEST
+
+START_TEST(binary_safe_strings)
+{
+    /* lifecycle with an embedded NUL keeps its length; the copy is NUL-terminated */
+    static const char text[] = "*4\r\n$9\r\nlifecycle\r\n$3\r\na\0b\r\n$7\r\nproject\r\n$1\r\np\r\n";
+    redisReply *r = resp_len(text, sizeof(text) - 1);
+    gw_sandbox_t *s = NULL;
+    const char *err = NULL;
+    ck_assert_int_eq(gw_sandbox_parse("x", r, &s, &err), 0);
+    freeReplyObject(r);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(s->lifecycle.len, 3);
+    ck_assert(memcmp(s->lifecycle.base, "a\0b", 4) == 0);
+    ck_assert_str_eq(s->project.base, "p");
+    gw_sandbox_release(s);
+
+    /* odd element count and non-string elements are skipped, not fatal */
+    r = resp("*5\r\n$5\r\nstate\r\n$7\r\nrunning\r\n:1\r\n:2\r\n$4\r\naddr\r\n");
+    ck_assert_int_eq(gw_sandbox_parse("x", r, &s, &err), 0);
+    freeReplyObject(r);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(s->state, GW_SANDBOX_RUNNING);
+    ck_assert_int_eq(s->has_addr, 0);
+    gw_sandbox_release(s);
+}
+END_TEST
+
+START_TEST(refcount)
+{
+    const char *kv[] = {"state", "running", "project", "p", NULL};
+    gw_sandbox_t *s = parse_kv(kv);
+    gw_sandbox_retain(s);
+    gw_sandbox_retain(s);
+    ck_assert_uint_eq(s->refcnt, 3);
+    gw_sandbox_release(s);
+    gw_sandbox_release(s);
+    ck_assert_uint_eq(s->refcnt, 1);
+    ck_assert_str_eq(s->project.base, "p"); /* still alive */
+    gw_sandbox_release(s);                  /* freed: LeakSanitizer would report otherwise */
+    gw_sandbox_release(NULL);
+}
+END_TEST
+
+START_TEST(id_copied)
+{
+    char id[GW_SANDBOX_ID_MAX + 1];
+    memset(id, 'z', GW_SANDBOX_ID_MAX);
+    id[GW_SANDBOX_ID_MAX] = '\0';
+    redisReply *r = resp("*2\r\n$5\r\nstate\r\n$7\r\nrunning\r\n");
+    gw_sandbox_t *s = NULL;
+    const char *err = NULL;
+    ck_assert_int_eq(gw_sandbox_parse(id, r, &s, &err), 0);
+    ck_assert_str_eq(s->id, id);
+    gw_sandbox_release(s);
+    char longid[GW_SANDBOX_ID_MAX + 2];
+    memset(longid, 'z', sizeof(longid) - 1);
+    longid[sizeof(longid) - 1] = '\0';
+    s = NULL;
+    ck_assert_int_eq(gw_sandbox_parse(longid, r, &s, &err), -1);
+    ck_assert_ptr_null(s);
+    freeReplyObject(r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sandbox");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, full_record);
+    tcase_add_test(tc, empty_means_not_found);
+    tcase_add_test(tc, not_an_array);
+    tcase_add_test(tc, states);
+    tcase_add_test(tc, addresses);
+    tcase_add_test(tc, tokens);
+    tcase_add_test(tc, ports);
+    tcase_add_test(tc, missing_strings_are_empty);
+    tcase_add_test(tc, binary_safe_strings);
+    tcase_add_test(tc, refcount);
+    tcase_add_test(tc, id_copied);
+    suite_add_tcase(s, tc);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

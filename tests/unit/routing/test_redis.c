@@ -1,0 +1,920 @@
+/*
+ * routing/redis.c and routing/route_store.c against a real redis-server
+ * started by the test on loopback: connect, AUTH, deadlines, dead-server
+ * detection, reconnect, cancel, pub/sub, and the route lookup.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <hiredis/hiredis.h>
+#include <h2o.h>
+#include "routing/redis.h"
+#include "routing/route_store.h"
+
+#define REDIS_SERVER "/usr/bin/redis-server"
+#define MARGIN_MS 150 /* scheduling slack, generous for sanitizer builds */
+
+/* redis-server processes */
+
+typedef struct {
+    pid_t pid;
+    int port; /* 0: unix socket only */
+    char dir[64];
+    char sock[128];
+    const char *password;
+    const char *bind; /* NULL: 127.0.0.1 */
+} server_t;
+
+#define MAX_SERVERS 8
+static pid_t started[MAX_SERVERS];
+
+static void kill_all_servers(void)
+{
+    for (size_t i = 0; i != MAX_SERVERS; ++i) {
+        if (started[i] > 0) {
+            kill(started[i], SIGKILL);
+            waitpid(started[i], NULL, 0);
+            started[i] = 0;
+        }
+    }
+}
+
+static void track(pid_t pid, int add)
+{
+    for (size_t i = 0; i != MAX_SERVERS; ++i) {
+        if (add ? started[i] == 0 : started[i] == pid) {
+            started[i] = add ? pid : 0;
+            return;
+        }
+    }
+    ck_abort_msg("too many redis-server processes");
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int free_port(void)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+    close(fd);
+    return ntohs(sin.sin_port);
+}
+
+/* A blocking client for setting up data and checking readiness (tests only). */
+static redisContext *admin_connect(const server_t *srv)
+{
+    struct timeval tv = {1, 0};
+    redisContext *c =
+        srv->port != 0 ? redisConnectWithTimeout("127.0.0.1", srv->port, tv) : redisConnectUnixWithTimeout(srv->sock, tv);
+    if (c == NULL || c->err) {
+        if (c != NULL)
+            redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    if (srv->password != NULL) {
+        redisReply *r = redisCommand(c, "AUTH %s", srv->password);
+        if (r != NULL)
+            freeReplyObject(r);
+    }
+    return c;
+}
+
+static void admin(const server_t *srv, const char *fmt, ...)
+{
+    redisContext *c = admin_connect(srv);
+    va_list ap;
+    ck_assert_ptr_nonnull(c);
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "admin command failed: %s", r->str);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+static void server_start(server_t *srv)
+{
+    char port[16];
+    pid_t pid;
+
+    snprintf(port, sizeof(port), "%d", srv->port);
+    if (srv->dir[0] == '\0') {
+        snprintf(srv->dir, sizeof(srv->dir), "/tmp/gw-test-redis-XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(srv->dir));
+        if (srv->port == 0)
+            snprintf(srv->sock, sizeof(srv->sock), "%s/redis.sock", srv->dir);
+    }
+    ck_assert_int_ge(pid = fork(), 0);
+    if (pid == 0) {
+        /* dies with the test process, whatever way the test ends */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        const char *argv[32];
+        int n = 0;
+        argv[n++] = "redis-server";
+        argv[n++] = "--port";
+        argv[n++] = port;
+        argv[n++] = "--bind";
+        argv[n++] = srv->bind != NULL ? srv->bind : "127.0.0.1";
+        argv[n++] = "--save";
+        argv[n++] = "";
+        argv[n++] = "--appendonly";
+        argv[n++] = "no";
+        argv[n++] = "--dir";
+        argv[n++] = srv->dir;
+        if (srv->port == 0) {
+            argv[n++] = "--unixsocket";
+            argv[n++] = srv->sock;
+            argv[n++] = "--unixsocketperm";
+            argv[n++] = "700";
+        }
+        if (srv->password != NULL) {
+            argv[n++] = "--requirepass";
+            argv[n++] = srv->password;
+        }
+        argv[n] = NULL;
+        execv(REDIS_SERVER, (char **)argv);
+        _exit(127);
+    }
+    srv->pid = pid;
+    track(pid, 1);
+
+    /* wait until it answers (an error such as NOAUTH counts) */
+    uint64_t deadline = now_ms() + 5000;
+    while (now_ms() < deadline) {
+        redisContext *c = admin_connect(srv);
+        if (c != NULL) {
+            redisReply *r = redisCommand(c, "PING");
+            redisFree(c);
+            if (r != NULL) {
+                freeReplyObject(r);
+                return;
+            }
+        }
+        usleep(20000);
+    }
+    ck_abort_msg("redis-server did not start");
+}
+
+static void server_kill(server_t *srv)
+{
+    if (srv->pid > 0) {
+        kill(srv->pid, SIGCONT);
+        kill(srv->pid, SIGKILL);
+        waitpid(srv->pid, NULL, 0);
+        track(srv->pid, 0);
+        srv->pid = 0;
+    }
+}
+
+static void server_cleanup(server_t *srv)
+{
+    server_kill(srv);
+    if (srv->sock[0] != '\0')
+        unlink(srv->sock);
+    if (srv->dir[0] != '\0')
+        rmdir(srv->dir);
+}
+
+static void server_tcp(server_t *srv)
+{
+    memset(srv, 0, sizeof(*srv));
+    srv->port = free_port();
+    server_start(srv);
+}
+
+/* the loop */
+
+static h2o_evloop_t *loop;
+
+static void loop_setup(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* as in the gateway: a write to a dead peer is an error, not a signal */
+    loop = h2o_evloop_create();
+}
+
+static void loop_teardown(void)
+{
+    /* let disposed sockets be freed, then the loop (every timer must be gone by now) */
+    h2o_evloop_run(loop, 0);
+    h2o_evloop_run(loop, 0);
+    h2o_evloop_destroy(loop);
+    loop = NULL;
+    kill_all_servers();
+}
+
+/* Runs the loop until *flag is non-zero or timeout_ms passes; returns *flag. */
+static int run_until(volatile int *flag, uint64_t timeout_ms)
+{
+    uint64_t deadline = now_ms() + timeout_ms;
+    while (!*flag && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    return *flag;
+}
+
+static void run_for(uint64_t ms)
+{
+    int never = 0;
+    run_until(&never, ms);
+}
+
+static gw_redis_conf_t conf_for(const server_t *srv)
+{
+    gw_redis_conf_t conf = {.connect_timeout_ms = 300, .reconnect_min_ms = 20, .reconnect_max_ms = 200};
+    char addr[160];
+    const char *err;
+    if (srv->port != 0)
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", srv->port);
+    else
+        snprintf(addr, sizeof(addr), "unix:%s", srv->sock);
+    ck_assert_int_eq(gw_netaddr_parse(addr, 1, &conf.addr, &err), 0);
+    conf.password = srv->password;
+    return conf;
+}
+
+/* what callbacks saw */
+
+typedef struct {
+    int connects, disconnects, last;
+} states_t;
+
+static void on_state(void *data, int connected)
+{
+    states_t *s = data;
+    s->last = connected;
+    if (connected)
+        ++s->connects;
+    else
+        ++s->disconnects;
+}
+
+typedef struct {
+    int called;
+    char err[128];
+    int type;
+    char str[128];
+    uint64_t at;
+} result_t;
+
+static void on_result(void *data, const char *err, redisReply *reply)
+{
+    result_t *res = data;
+    ++res->called;
+    res->at = now_ms();
+    res->err[0] = '\0';
+    res->str[0] = '\0';
+    if (err != NULL) {
+        ck_assert_ptr_null(reply);
+        snprintf(res->err, sizeof(res->err), "%s", err);
+        return;
+    }
+    ck_assert_ptr_nonnull(reply);
+    res->type = reply->type;
+    if (reply->str != NULL)
+        snprintf(res->str, sizeof(res->str), "%.*s", (int)reply->len, reply->str);
+}
+
+static gw_redis_req_t *command(gw_redis_t *r, uint64_t timeout_ms, result_t *res, int argc, const char **argv)
+{
+    size_t lens[8];
+    for (int i = 0; i != argc; ++i)
+        lens[i] = strlen(argv[i]);
+    memset(res, 0, sizeof(*res));
+    return gw_redis_command_argv(r, timeout_ms, on_result, res, argc, argv, lens);
+}
+
+static gw_redis_t *connect_ready(const server_t *srv, states_t *states)
+{
+    gw_redis_conf_t conf = conf_for(srv);
+    gw_redis_t *r = gw_redis_new(loop, &conf);
+    ck_assert_ptr_nonnull(r);
+    if (states != NULL)
+        gw_redis_set_state_cb(r, on_state, states);
+    ck_assert_int_eq(gw_redis_is_ready(r), 0); /* connecting takes a loop turn at least */
+    uint64_t deadline = now_ms() + 3000;
+    while (!gw_redis_is_ready(r) && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    ck_assert_msg(gw_redis_is_ready(r), "never became ready");
+    return r;
+}
+
+/* tests */
+
+START_TEST(set_get_roundtrip)
+{
+    server_t srv;
+    states_t states = {0};
+    result_t res;
+
+    server_tcp(&srv);
+    gw_redis_t *r = connect_ready(&srv, &states);
+    ck_assert_int_eq(states.connects, 1);
+    ck_assert_int_eq(states.last, 1);
+
+    const char *set[] = {"SET", "gw:key", "hello world"};
+    ck_assert_ptr_nonnull(command(r, 1000, &res, 3, set));
+    ck_assert_int_eq(res.called, 0); /* never from inside the call */
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_str_eq(res.err, "");
+    ck_assert_int_eq(res.type, REDIS_REPLY_STATUS);
+    ck_assert_str_eq(res.str, "OK");
+
+    const char *get[] = {"GET", "gw:key"};
+    ck_assert_ptr_nonnull(command(r, 1000, &res, 2, get));
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_int_eq(res.type, REDIS_REPLY_STRING);
+    ck_assert_str_eq(res.str, "hello world");
+
+    /* a server error reaches the callback as err, with its text */
+    const char *bad[] = {"INCR", "gw:key"};
+    ck_assert_ptr_nonnull(command(r, 1000, &res, 2, bad));
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_msg(strncmp(res.err, "ERR", 3) == 0, "err = \"%s\"", res.err);
+
+    /* many at once, in order */
+    result_t many[50];
+    for (int i = 0; i != 50; ++i)
+        ck_assert_ptr_nonnull(command(r, 1000, &many[i], 2, get));
+    run_until(&many[49].called, 2000);
+    for (int i = 0; i != 50; ++i) {
+        ck_assert_int_eq(many[i].called, 1);
+        ck_assert_str_eq(many[i].str, "hello world");
+    }
+
+    /* still pending at free: completed with "disconnected" */
+    ck_assert_ptr_nonnull(command(r, 1000, &res, 2, get));
+    gw_redis_free(r);
+    ck_assert_int_eq(res.called, 1);
+    ck_assert_str_eq(res.err, "disconnected");
+    ck_assert_int_eq(states.disconnects, 0); /* freeing is not an outage */
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(ipv6_loopback)
+{
+    /* "[::1]:port" when the host has IPv6 loopback; skipped quietly otherwise */
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 sin6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&sin6, sizeof(sin6)) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (!ok)
+        return;
+
+    server_t srv;
+    result_t res;
+    memset(&srv, 0, sizeof(srv));
+    srv.port = free_port();
+    srv.bind = "127.0.0.1 ::1";
+    server_start(&srv);
+    gw_redis_conf_t conf = conf_for(&srv);
+    char addr[64];
+    const char *err;
+    snprintf(addr, sizeof(addr), "[::1]:%d", srv.port);
+    ck_assert_int_eq(gw_netaddr_parse(addr, 0, &conf.addr, &err), 0);
+    gw_redis_t *r = gw_redis_new(loop, &conf);
+    uint64_t deadline = now_ms() + 3000;
+    while (!gw_redis_is_ready(r) && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    ck_assert(gw_redis_is_ready(r));
+    const char *echo[] = {"ECHO", "over v6"};
+    ck_assert_ptr_nonnull(command(r, 1000, &res, 2, echo));
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_str_eq(res.str, "over v6");
+    gw_redis_free(r);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(auth_over_unix_socket)
+{
+    server_t srv;
+    result_t res;
+
+    memset(&srv, 0, sizeof(srv));
+    srv.password = "s3cret-pass";
+    server_start(&srv);
+
+    /* the right password: ready, and commands work */
+    gw_redis_t *r = connect_ready(&srv, NULL);
+    const char *set[] = {"SET", "k", "v"};
+    ck_assert_ptr_nonnull(command(r, 1000, &res, 3, set));
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_str_eq(res.err, "");
+    ck_assert_str_eq(res.str, "OK");
+
+    /* a wrong password never becomes ready, and commands are refused at once */
+    gw_redis_conf_t conf = conf_for(&srv);
+    conf.password = "wrong";
+    gw_redis_t *bad = gw_redis_new(loop, &conf);
+    states_t states = {0};
+    gw_redis_set_state_cb(bad, on_state, &states);
+    /* no password at all against a server that wants one: not ready either */
+    conf.password = NULL;
+    gw_redis_t *none = gw_redis_new(loop, &conf);
+    run_for(800);
+    ck_assert_int_eq(gw_redis_is_ready(bad), 0);
+    ck_assert_int_eq(gw_redis_is_ready(none), 0);
+    ck_assert_int_eq(states.connects, 0);
+    ck_assert_ptr_null(command(bad, 1000, &res, 3, set));
+    ck_assert_ptr_null(command(none, 1000, &res, 3, set));
+    run_for(20);
+    ck_assert_int_eq(res.called, 0);
+    /* the good one was not disturbed */
+    ck_assert_int_eq(gw_redis_is_ready(r), 1);
+
+    gw_redis_free(bad);
+    gw_redis_free(none);
+    gw_redis_free(r);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(timeout_when_server_stops)
+{
+    server_t srv;
+    states_t states = {0};
+    result_t res, res2;
+
+    server_tcp(&srv);
+    gw_redis_t *r = connect_ready(&srv, &states);
+
+    ck_assert_int_eq(kill(srv.pid, SIGSTOP), 0);
+    const char *get[] = {"GET", "x"};
+    uint64_t sent = now_ms();
+    ck_assert_ptr_nonnull(command(r, 200, &res, 2, get));
+    ck_assert_ptr_nonnull(command(r, 400, &res2, 2, get));
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_str_eq(res.err, "timeout");
+    ck_assert_uint_ge(res.at - sent, 195);
+    ck_assert_msg(res.at - sent <= 200 + MARGIN_MS, "timed out after %u ms", (unsigned)(res.at - sent));
+    /* nothing came back since the command was sent: the connection is dead, so the
+     * other request is not left waiting for its own deadline */
+    ck_assert(run_until(&res2.called, 1000));
+    ck_assert_str_eq(res2.err, "disconnected");
+    ck_assert_uint_lt(res2.at - sent, 400);
+    ck_assert_int_eq(gw_redis_is_ready(r), 0);
+    ck_assert_int_eq(states.disconnects, 1);
+    ck_assert_int_eq(res.called, 1); /* exactly once */
+    /* while down, commands are refused at once */
+    ck_assert_ptr_null(command(r, 200, &res, 2, get));
+
+    /* still stopped: reconnect attempts time out (the kernel accepts, nobody answers) */
+    run_for(500);
+    ck_assert_int_eq(gw_redis_is_ready(r), 0);
+
+    ck_assert_int_eq(kill(srv.pid, SIGCONT), 0);
+    uint64_t deadline = now_ms() + 3000;
+    while (!gw_redis_is_ready(r) && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    ck_assert(gw_redis_is_ready(r));
+    ck_assert_int_eq(states.connects, 2);
+    ck_assert_ptr_nonnull(command(r, 1000, &res, 2, get));
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_str_eq(res.err, "");
+    ck_assert_int_eq(res.type, REDIS_REPLY_NIL);
+
+    gw_redis_free(r);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(timeout_on_a_live_connection_keeps_it)
+{
+    /* a command misses its deadline but replies to earlier commands keep arriving after it
+     * was sent: the connection is alive, only that request times out */
+    server_t srv;
+    states_t states = {0};
+    result_t first, second, after;
+
+    server_tcp(&srv);
+    gw_redis_t *r = connect_ready(&srv, &states);
+    /* the server answers the first after 100 ms and the second 300 ms later */
+    const char *blpop_a[] = {"BLPOP", "gw:empty:a", "0.1"};
+    const char *blpop_b[] = {"BLPOP", "gw:empty:b", "0.3"};
+    uint64_t sent = now_ms();
+    ck_assert_ptr_nonnull(command(r, 1000, &first, 3, blpop_a));
+    ck_assert_ptr_nonnull(command(r, 200, &second, 3, blpop_b));
+    ck_assert(run_until(&second.called, 2000));
+    ck_assert_int_eq(first.called, 1);
+    ck_assert_str_eq(first.err, "");
+    ck_assert_int_eq(first.type, REDIS_REPLY_NIL);
+    ck_assert_str_eq(second.err, "timeout");
+    ck_assert_msg(second.at - sent <= 200 + MARGIN_MS, "timed out after %u ms", (unsigned)(second.at - sent));
+    ck_assert_int_eq(states.disconnects, 0);
+    ck_assert(gw_redis_is_ready(r));
+    /* the late reply is swallowed; the connection goes on */
+    run_for(300);
+    ck_assert_int_eq(second.called, 1);
+    const char *ping[] = {"PING"};
+    ck_assert_ptr_nonnull(command(r, 1000, &after, 1, ping));
+    ck_assert(run_until(&after.called, 1000));
+    ck_assert_str_eq(after.str, "PONG");
+    ck_assert_int_eq(states.connects, 1);
+    gw_redis_free(r);
+    server_cleanup(&srv);
+}
+END_TEST
+
+typedef struct {
+    gw_redis_t *redis;
+    result_t res;
+    int ready_in_cb;
+    int command_in_cb; /* 1 when a command issued from the callback was accepted */
+} reentry_t;
+
+static void on_result_reenter(void *data, const char *err, redisReply *reply)
+{
+    reentry_t *re = data;
+    const char *ping[] = {"PING"};
+    size_t len[] = {4};
+    result_t ignored;
+    on_result(&re->res, err, reply);
+    re->ready_in_cb = gw_redis_is_ready(re->redis);
+    re->command_in_cb = gw_redis_command_argv(re->redis, 100, on_result, &ignored, 1, ping, len) != NULL;
+}
+
+START_TEST(reconnect_after_restart)
+{
+    server_t srv;
+    states_t states = {0};
+    result_t res, inflight;
+
+    server_tcp(&srv);
+    gw_redis_t *r = connect_ready(&srv, &states);
+
+    /* a command on its way when the server dies gets "disconnected"; from that callback the
+     * connection already looks down */
+    const char *get[] = {"GET", "k"};
+    size_t get_len[] = {3, 1};
+    reentry_t re = {.redis = r, .ready_in_cb = -1, .command_in_cb = -1};
+    ck_assert_ptr_nonnull(gw_redis_command_argv(r, 5000, on_result_reenter, &re, 2, get, get_len));
+    server_kill(&srv);
+    uint64_t killed = now_ms();
+    ck_assert(run_until(&re.res.called, 2000));
+    inflight = re.res;
+    ck_assert_str_eq(inflight.err, "disconnected");
+    ck_assert_uint_lt(inflight.at - killed, 1000);
+    ck_assert_int_eq(re.ready_in_cb, 0);
+    ck_assert_int_eq(re.command_in_cb, 0);
+    ck_assert_int_eq(gw_redis_is_ready(r), 0);
+    ck_assert_int_eq(states.disconnects, 1);
+    ck_assert_int_eq(states.last, 0);
+
+    /* while down: NULL at once, no callback ever */
+    uint64_t t0 = now_ms();
+    ck_assert_ptr_null(command(r, 1000, &res, 2, get));
+    ck_assert_uint_lt(now_ms() - t0, 50);
+    run_for(400); /* several backoff rounds against a closed port */
+    ck_assert_int_eq(res.called, 0);
+    ck_assert_int_eq(gw_redis_is_ready(r), 0);
+
+    server_start(&srv); /* same port */
+    uint64_t restarted = now_ms();
+    while (!gw_redis_is_ready(r) && now_ms() < restarted + 3000)
+        h2o_evloop_run(loop, 10);
+    ck_assert(gw_redis_is_ready(r));
+    /* back within the backoff cap (200 ms) plus slack */
+    ck_assert_uint_lt(now_ms() - restarted, 200 + 300 + MARGIN_MS);
+    ck_assert_int_eq(states.connects, 2);
+    ck_assert_ptr_nonnull(command(r, 1000, &res, 2, get));
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_str_eq(res.err, "");
+
+    gw_redis_free(r);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(never_started)
+{
+    /* nothing listens: not ready, no crash, no leak, free works while retrying */
+    server_t srv;
+    memset(&srv, 0, sizeof(srv));
+    srv.port = free_port();
+    gw_redis_conf_t conf = conf_for(&srv);
+    gw_redis_t *r = gw_redis_new(loop, &conf);
+    run_for(300);
+    ck_assert_int_eq(gw_redis_is_ready(r), 0);
+    gw_redis_free(r);
+
+    /* a unix socket that does not exist */
+    const char *err;
+    ck_assert_int_eq(gw_netaddr_parse("unix:/nonexistent/redis.sock", 1, &conf.addr, &err), 0);
+    r = gw_redis_new(loop, &conf);
+    run_for(100);
+    ck_assert_int_eq(gw_redis_is_ready(r), 0);
+    gw_redis_free(r);
+    gw_redis_free(NULL);
+}
+END_TEST
+
+START_TEST(cancel_means_no_callback)
+{
+    server_t srv;
+    result_t res, other;
+
+    server_tcp(&srv);
+    gw_redis_t *r = connect_ready(&srv, NULL);
+    const char *get[] = {"GET", "k"};
+
+    /* cancelled before the reply */
+    gw_redis_req_t *req = command(r, 1000, &res, 2, get);
+    ck_assert_ptr_nonnull(req);
+    ck_assert_ptr_nonnull(command(r, 1000, &other, 2, get));
+    gw_redis_req_cancel(req);
+    ck_assert(run_until(&other.called, 2000));
+    run_for(50);
+    ck_assert_int_eq(res.called, 0);
+
+    /* cancelled before its deadline while the server hangs */
+    ck_assert_int_eq(kill(srv.pid, SIGSTOP), 0);
+    req = command(r, 100, &res, 2, get);
+    ck_assert_ptr_nonnull(req);
+    run_for(20);
+    gw_redis_req_cancel(req);
+    run_for(300);
+    ck_assert_int_eq(res.called, 0);
+    ck_assert_int_eq(kill(srv.pid, SIGCONT), 0);
+
+    /* cancelled and then the connection is freed: still no callback, no leak */
+    uint64_t deadline = now_ms() + 3000;
+    while (!gw_redis_is_ready(r) && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    ck_assert(gw_redis_is_ready(r));
+    req = command(r, 1000, &res, 2, get);
+    ck_assert_ptr_nonnull(req);
+    gw_redis_req_cancel(req);
+    gw_redis_free(r);
+    ck_assert_int_eq(res.called, 0);
+    server_cleanup(&srv);
+}
+END_TEST
+
+typedef struct {
+    int count;
+    char last[64];
+} messages_t;
+
+static void on_message(void *data, const char *payload, size_t len)
+{
+    messages_t *m = data;
+    ++m->count;
+    snprintf(m->last, sizeof(m->last), "%.*s", (int)len, payload);
+}
+
+static int wait_connects(states_t *states, int n, uint64_t timeout_ms)
+{
+    uint64_t deadline = now_ms() + timeout_ms;
+    while (states->connects < n && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    return states->connects >= n;
+}
+
+START_TEST(subscribe_and_resubscribe)
+{
+    server_t srv;
+    states_t states = {0};
+    messages_t msgs = {0};
+
+    server_tcp(&srv);
+    gw_redis_conf_t conf = conf_for(&srv);
+    gw_redis_t *sub = gw_redis_new(loop, &conf);
+    gw_redis_set_state_cb(sub, on_state, &states);
+    ck_assert_int_eq(gw_redis_subscribe(sub, "lizard:routes", on_message, &msgs), 0);
+    /* "connected" means subscribed: a PUBLISH after it is not lost */
+    ck_assert(wait_connects(&states, 1, 3000));
+    admin(&srv, "PUBLISH lizard:routes sbx1");
+    admin(&srv, "PUBLISH other-channel nope");
+    ck_assert(run_until(&msgs.count, 2000));
+    run_for(50);
+    ck_assert_int_eq(msgs.count, 1);
+    ck_assert_str_eq(msgs.last, "sbx1");
+
+    /* restart: the state callback says so, and the subscription comes back by itself */
+    server_kill(&srv);
+    uint64_t deadline = now_ms() + 2000;
+    while (states.disconnects < 1 && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    ck_assert_int_eq(states.disconnects, 1);
+    server_start(&srv);
+    ck_assert(wait_connects(&states, 2, 3000));
+    admin(&srv, "PUBLISH lizard:routes sbx2");
+    deadline = now_ms() + 2000;
+    while (msgs.count < 2 && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    ck_assert_int_eq(msgs.count, 2);
+    ck_assert_str_eq(msgs.last, "sbx2");
+
+    gw_redis_free(sub);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(subscribe_after_ready)
+{
+    server_t srv;
+    messages_t msgs = {0};
+
+    server_tcp(&srv);
+    gw_redis_t *sub = connect_ready(&srv, NULL);
+    ck_assert_int_eq(gw_redis_subscribe(sub, "ch", on_message, &msgs), 0);
+    /* no confirmation to wait for through the API: publish until one arrives */
+    uint64_t deadline = now_ms() + 2000;
+    while (msgs.count == 0 && now_ms() < deadline) {
+        admin(&srv, "PUBLISH ch hello");
+        run_for(50);
+    }
+    ck_assert_int_ge(msgs.count, 1);
+    ck_assert_str_eq(msgs.last, "hello");
+    gw_redis_free(sub);
+    server_cleanup(&srv);
+}
+END_TEST
+
+/* route_store */
+
+typedef struct {
+    int called;
+    gw_route_status_t status;
+    gw_sandbox_t *sandbox; /* retained */
+    uint64_t at;
+} lookup_result_t;
+
+static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sandbox)
+{
+    lookup_result_t *res = data;
+    ++res->called;
+    res->status = status;
+    res->at = now_ms();
+    if (status == GW_ROUTE_FOUND) {
+        ck_assert_ptr_nonnull(sandbox);
+        gw_sandbox_retain(sandbox);
+        res->sandbox = sandbox;
+    } else {
+        ck_assert_ptr_null(sandbox);
+    }
+}
+
+START_TEST(route_store_lookups)
+{
+    server_t srv;
+    lookup_result_t res, res2;
+
+    server_tcp(&srv);
+    admin(&srv, "HSET lizard:sbx:{sbx7f3a9} state running addr 10.0.3.7 lifecycle lc1 project p1 "
+                "token_sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 port:3000 private port:80 public");
+    admin(&srv, "SET lizard:sbx:{wrongtype} oops");
+    gw_redis_t *r = connect_ready(&srv, NULL);
+    gw_route_store_conf_t conf = {.prefix = "lizard:", .lookup_timeout_ms = 200, .cache_ttl_ms = 10000};
+    gw_route_store_t *store = gw_route_store_new((h2o_loop_t *)loop, r, &conf);
+    ck_assert_ptr_nonnull(store);
+
+    /* found */
+    memset(&res, 0, sizeof(res));
+    ck_assert_ptr_nonnull(gw_route_store_lookup(store, "sbx7f3a9", on_route, &res));
+    ck_assert_int_eq(res.called, 0);
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_int_eq(res.status, GW_ROUTE_FOUND);
+    ck_assert_str_eq(res.sandbox->id, "sbx7f3a9");
+    ck_assert_int_eq(res.sandbox->state, GW_SANDBOX_RUNNING);
+    ck_assert_int_eq(res.sandbox->has_addr, 1);
+    ck_assert_str_eq(res.sandbox->lifecycle.base, "lc1");
+    ck_assert_str_eq(res.sandbox->project.base, "p1");
+    ck_assert_int_eq(res.sandbox->has_token, 1);
+    ck_assert_int_eq(gw_sandbox_port_access(res.sandbox, 3000), GW_PORT_PRIVATE);
+    ck_assert_int_eq(gw_sandbox_port_access(res.sandbox, 80), GW_PORT_PUBLIC);
+    ck_assert_int_eq(gw_sandbox_port_access(res.sandbox, 8080), GW_PORT_NOT_EXPOSED);
+    ck_assert_uint_eq(res.sandbox->refcnt, 1); /* the store let go of its reference */
+    gw_sandbox_release(res.sandbox);
+
+    /* another prefix means another key: not found */
+    gw_route_store_conf_t conf2 = conf;
+    conf2.prefix = "other:";
+    gw_route_store_t *store2 = gw_route_store_new((h2o_loop_t *)loop, r, &conf2);
+    memset(&res, 0, sizeof(res));
+    gw_route_store_lookup(store2, "sbx7f3a9", on_route, &res);
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_int_eq(res.status, GW_ROUTE_NOT_FOUND);
+    gw_route_store_free(store2);
+
+    /* not found */
+    memset(&res, 0, sizeof(res));
+    gw_route_store_lookup(store, "nosuchsandbox", on_route, &res);
+    ck_assert_int_eq(res.called, 0);
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_int_eq(res.status, GW_ROUTE_NOT_FOUND);
+
+    /* a key of the wrong type is a Redis error: unavailable, not "not found" */
+    memset(&res, 0, sizeof(res));
+    gw_route_store_lookup(store, "wrongtype", on_route, &res);
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_int_eq(res.status, GW_ROUTE_UNAVAILABLE);
+
+    /* cancelled: never called */
+    memset(&res, 0, sizeof(res));
+    memset(&res2, 0, sizeof(res2));
+    gw_route_lookup_t *l = gw_route_store_lookup(store, "sbx7f3a9", on_route, &res);
+    gw_route_store_lookup(store, "sbx7f3a9", on_route, &res2);
+    gw_route_lookup_cancel(l);
+    ck_assert(run_until(&res2.called, 2000));
+    run_for(30);
+    ck_assert_int_eq(res.called, 0);
+    gw_sandbox_release(res2.sandbox);
+
+    /* server stopped: unavailable by the deadline */
+    ck_assert_int_eq(kill(srv.pid, SIGSTOP), 0);
+    memset(&res, 0, sizeof(res));
+    uint64_t t0 = now_ms();
+    gw_route_store_lookup(store, "sbx7f3a9", on_route, &res);
+    ck_assert(run_until(&res.called, 2000));
+    ck_assert_int_eq(res.status, GW_ROUTE_UNAVAILABLE);
+    ck_assert_msg(res.at - t0 <= 200 + MARGIN_MS, "unavailable after %u ms", (unsigned)(res.at - t0));
+    ck_assert_int_eq(gw_redis_is_ready(r), 0);
+
+    /* not connected: unavailable at once, but still from the loop */
+    memset(&res, 0, sizeof(res));
+    t0 = now_ms();
+    gw_route_store_lookup(store, "sbx7f3a9", on_route, &res);
+    ck_assert_int_eq(res.called, 0);
+    ck_assert(run_until(&res.called, 1000));
+    ck_assert_int_eq(res.status, GW_ROUTE_UNAVAILABLE);
+    ck_assert_uint_lt(res.at - t0, 50);
+    /* ... and such an immediate answer can be cancelled too */
+    memset(&res, 0, sizeof(res));
+    l = gw_route_store_lookup(store, "sbx7f3a9", on_route, &res);
+    gw_route_lookup_cancel(l);
+    run_for(30);
+    ck_assert_int_eq(res.called, 0);
+
+    /* a lookup open when the store is freed is dropped without a callback */
+    ck_assert_int_eq(kill(srv.pid, SIGCONT), 0);
+    uint64_t deadline = now_ms() + 3000;
+    while (!gw_redis_is_ready(r) && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    ck_assert(gw_redis_is_ready(r));
+    memset(&res, 0, sizeof(res));
+    gw_route_store_lookup(store, "sbx7f3a9", on_route, &res);
+    gw_route_store_free(store);
+    run_for(50);
+    ck_assert_int_eq(res.called, 0);
+
+    gw_redis_free(r);
+    server_cleanup(&srv);
+}
+END_TEST
+
+int main(void)
+{
+    atexit(kill_all_servers);
+
+    Suite *s = suite_create("redis");
+    TCase *tc = tcase_create("redis-server");
+    tcase_set_timeout(tc, 30);
+    tcase_add_checked_fixture(tc, loop_setup, loop_teardown);
+    tcase_add_test(tc, set_get_roundtrip);
+    tcase_add_test(tc, ipv6_loopback);
+    tcase_add_test(tc, auth_over_unix_socket);
+    tcase_add_test(tc, timeout_when_server_stops);
+    tcase_add_test(tc, timeout_on_a_live_connection_keeps_it);
+    tcase_add_test(tc, reconnect_after_restart);
+    tcase_add_test(tc, never_started);
+    tcase_add_test(tc, cancel_means_no_callback);
+    tcase_add_test(tc, subscribe_and_resubscribe);
+    tcase_add_test(tc, subscribe_after_ready);
+    tcase_add_test(tc, route_store_lookups);
+    suite_add_tcase(s, tc);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
