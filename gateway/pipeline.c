@@ -47,6 +47,17 @@ static void send_error(pending_t *p, gw_error_code_t code, const char *detail)
     gw_error_send(p->req, code, p->host.sandbox_id, p->host.port, detail);
 }
 
+/* h2o_send_redirect() drops the headers already set (Set-Cookie...): this
+ * one keeps them. */
+static void send_redirect(h2o_req_t *req, int status, const char *reason, h2o_iovec_t location)
+{
+    req->res.status = status;
+    req->res.reason = reason;
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL, location.base, location.len);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
+    h2o_send_inline(req, "", 0);
+}
+
 static int is_method(h2o_req_t *req, const char *m, size_t len)
 {
     return h2o_memis(req->method.base, req->method.len, m, len);
@@ -109,9 +120,8 @@ static void redirect_with_cookie(pending_t *p, const gw_sandbox_t *sbx)
     h2o_iovec_t value = gw_cookie_sign(&req->pool, signer, sbx->id, p->host.port, expires, sbx->token_sha256);
     h2o_iovec_t set = gw_cookie_set_header(&req->pool, cookie_name(conf), value, conf->auth.cookie_ttl_s, same_site(conf));
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, set.base, set.len);
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("referrer-policy"), 0, NULL, H2O_STRLIT("no-referrer"));
-    h2o_send_redirect(req, 302, "Found", p->path.base, p->path.len);
+    send_redirect(req, 302, "Found", p->path);
 }
 
 /* 1 when the request may go on to a private port; otherwise answers it.
@@ -285,8 +295,7 @@ static int on_req_redirect(h2o_handler_t *self, h2o_req_t *req)
     h2o_iovec_t url =
         h2o_concat(&req->pool, h2o_iovec_init(H2O_STRLIT("https://")), hostname, h2o_iovec_init(port, strlen(port)), req->path);
     h2o_strtolower(url.base, 8 + hostname.len);
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
-    h2o_send_redirect(req, 308, "Permanent Redirect", url.base, url.len);
+    send_redirect(req, 308, "Permanent Redirect", url);
     return 0;
 }
 
