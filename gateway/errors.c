@@ -360,6 +360,9 @@ h2o_iovec_t gw_error_render(h2o_mem_pool_t *pool, gw_error_code_t code, int html
         expand(&hint, def->hint, sandbox_id, port);
         render_html(&out, def, message.buf, message.len, hint.buf, hint.len);
     } else {
+        /* a program reads only the message: it carries what to do next too */
+        sb_puts(&message, " ");
+        expand(&message, def->hint, sandbox_id, port);
         render_json(&out, def, message.buf, message.len, sandbox_id, port);
     }
     if (message.failed || hint.failed || out.failed)

@@ -213,8 +213,12 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
         return;
     }
 
-    gw_proxy_target_t target = {
-        .addr = sbx->addr, .lifecycle = sbx->lifecycle, .sandbox_id = sbx->id, .port = p->host.port, .path = p->req->path};
+    gw_proxy_target_t target = {.addr = sbx->addr,
+                                .lifecycle = sbx->lifecycle,
+                                .sandbox_id = sbx->id,
+                                .port = p->host.port,
+                                .path = p->path,
+                                .cors_preflight = is_cors_preflight(p->req)};
     if (target.addr.ss.ss_family == AF_INET)
         ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(p->host.port);
     else

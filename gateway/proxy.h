@@ -29,6 +29,11 @@ typedef struct st_gw_proxy_bytes_t {
     uint64_t ingress; /* from the client: request head, body, WebSocket bytes */
 } gw_proxy_bytes_t;
 
+/* Called on the worker's thread each time bytes move for a sandbox, with
+ * the bytes moved since the previous call (metering). sandbox_id is only
+ * valid during the call. */
+typedef void (*gw_proxy_bytes_cb)(void *data, const char *sandbox_id, const gw_proxy_bytes_t *delta);
+
 gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_config_t *config);
 /* Closes idle pooled connections and frees; in-flight exchanges must be over. NULL is a no-op. */
 void gw_proxy_free(gw_proxy_t *p);
@@ -38,6 +43,12 @@ void gw_proxy_free(gw_proxy_t *p);
  * target's strings are copied. The request's X-Lizard-* headers and
  * hop-by-hop headers are never forwarded; X-Forwarded-* are set. */
 void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *target);
+
+/* Sets (cb NULL: clears) the byte-count hook. */
+void gw_proxy_set_bytes_cb(gw_proxy_t *p, gw_proxy_bytes_cb cb, void *data);
+
+/* Bytes moved by all exchanges of this proxy since gw_proxy_new. */
+gw_proxy_bytes_t gw_proxy_bytes_total(const gw_proxy_t *p);
 
 /* Closes every pooled connection of (sandbox) whose lifecycle differs from
  * `current` (NULL: all of that sandbox's). */

@@ -252,7 +252,18 @@ START_TEST(test_detail_appended)
 {
     json_t *error = parse_error(render(GW_ERR_SANDBOX_NOT_RUNNING, 0, "sbx1", 0, "It is paused."));
 
-    ck_assert_str_eq(json_string_value(json_object_get(error, "message")), "Sandbox sbx1 is not running. It is paused.");
+    ck_assert_str_eq(json_string_value(json_object_get(error, "message")),
+                     "Sandbox sbx1 is not running. It is paused. Start or resume the sandbox, then reload this page in a few seconds.");
+    json_decref(error);
+}
+END_TEST
+
+/* A program reads only the JSON message: it must carry what to do next. */
+START_TEST(test_json_message_has_next_step)
+{
+    json_t *error = parse_error(render(GW_ERR_PORT_NOT_OPEN, 0, "sbx1", 3000, NULL));
+
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(error, "message")), "0.0.0.0"));
     json_decref(error);
 }
 END_TEST
@@ -290,6 +301,7 @@ static Suite *errors_suite(void)
     tcase_add_test(tc, test_html_every_code_renders);
     tcase_add_test(tc, test_html_escapes_hostile_values);
     tcase_add_test(tc, test_detail_appended);
+    tcase_add_test(tc, test_json_message_has_next_step);
     tcase_add_test(tc, test_long_values_bounded);
     suite_add_tcase(s, tc);
     return s;

@@ -1,0 +1,255 @@
+#!/usr/bin/env bash
+# Runs lizard-gateway locally in front of a demo sandbox app, everything on
+# 127.0.0.1, state and logs in .run/ at the repository root.
+#
+#   deploy/demo.sh          install missing packages, build build/, (re)start
+#                           redis-server, the demo app and the gateway, print
+#                           the preview URL and a curl command
+#   deploy/demo.sh stop     stop everything the demo started
+#   deploy/demo.sh status   show what is running
+#
+# Ports: gateway TLS 127.0.0.1:8443, plain 127.0.0.1:8080 (redirects to
+# https), admin 127.0.0.1:9901, demo app 127.0.0.1:3000, Redis 127.0.0.1:6390
+# (or a free port when 6390 is taken). Hostnames are <port>-<id>.localhost,
+# which curl and browsers resolve to loopback by themselves.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+RUN=$ROOT/.run
+BUILD_DIR=${BUILD_DIR:-build}
+GATEWAY=$ROOT/$BUILD_DIR/gateway/lizard-gateway
+PYTHON=/usr/bin/python3
+
+TLS_PORT=8443
+PLAIN_PORT=8080
+ADMIN_PORT=9901
+APP_PORT=3000
+SANDBOX=demo
+
+log() { printf 'demo: %s\n' "$*" >&2; }
+die() {
+    printf 'demo: error: %s\n' "$*" >&2
+    exit 1
+}
+
+# pid_alive NAME: the pid in .run/NAME.pid is running and is the program we
+# started (its command line contains the pattern saved next to it).
+pid_alive() {
+    local f=$RUN/$1.pid pid
+    [ -f "$f" ] || return 1
+    pid=$(cat "$f" 2>/dev/null) || return 1
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+    grep -qa -- "$2" "/proc/$pid/cmdline" 2>/dev/null
+}
+
+# stop_one NAME PATTERN: SIGTERM, wait up to 10 s, then SIGKILL.
+stop_one() {
+    local name=$1 pattern=$2 pid i
+    if pid_alive "$name" "$pattern"; then
+        pid=$(cat "$RUN/$name.pid")
+        log "stopping $name (pid $pid)"
+        kill -TERM "$pid" 2>/dev/null || true
+        for i in $(seq 1 100); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    fi
+    rm -f "$RUN/$name.pid"
+}
+
+stop_all() {
+    stop_one gateway lizard-gateway
+    stop_one app demo-app.py
+    stop_one redis redis-server
+}
+
+port_in_use() {
+    "$PYTHON" - "$1" <<'EOF'
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is not "in use"
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(0)
+sys.exit(1)
+EOF
+}
+
+free_port() {
+    "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_until() { # wait_until SECONDS COMMAND...
+    local t=$1 i
+    shift
+    for i in $(seq 1 $((t * 10))); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 0.1
+    done
+    return 1
+}
+
+status() {
+    local n
+    for n in redis:redis-server app:demo-app.py gateway:lizard-gateway; do
+        if pid_alive "${n%%:*}" "${n#*:}"; then
+            echo "${n%%:*}: running (pid $(cat "$RUN/${n%%:*}.pid"))"
+        else
+            echo "${n%%:*}: not running"
+        fi
+    done
+}
+
+case "${1:-start}" in
+stop)
+    stop_all
+    exit 0
+    ;;
+status)
+    status
+    exit 0
+    ;;
+start | restart) ;;
+*) die "usage: deploy/demo.sh [start|stop|status]" ;;
+esac
+
+# --- packages and build --------------------------------------------------------
+# shellcheck source=tests/lib/deps.sh
+source "$ROOT/tests/lib/deps.sh"
+gw_deps_install build-essential pkg-config meson ninja-build libh2o-evloop-dev libhiredis-dev libjansson-dev \
+    libssl-dev check redis-server redis-tools curl openssl python3
+
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+    log "configuring $BUILD_DIR"
+    meson setup "$BUILD_DIR" -Dbuildtype=debugoptimized >/dev/null
+fi
+log "building $BUILD_DIR"
+ninja -C "$BUILD_DIR" gateway/lizard-gateway >/dev/null || die "the build failed: run ninja -C $BUILD_DIR"
+[ -x "$GATEWAY" ] || die "$GATEWAY was not built"
+
+# --- clean restart -------------------------------------------------------------
+mkdir -p "$RUN"
+chmod 700 "$RUN"
+stop_all
+
+for p in $TLS_PORT $PLAIN_PORT $ADMIN_PORT $APP_PORT; do
+    if port_in_use "$p"; then
+        die "127.0.0.1:$p is in use by another program (ss -ltnp 'sport = :$p' shows which)"
+    fi
+done
+
+REDIS_PORT=6390
+if port_in_use "$REDIS_PORT"; then
+    REDIS_PORT=$(free_port)
+fi
+
+# --- certificates: a local CA and a leaf for *.localhost ----------------------------
+if [ ! -s "$RUN/ca.pem" ] || [ ! -s "$RUN/cert.pem" ] || [ ! -s "$RUN/key.pem" ] ||
+    ! openssl x509 -checkend 86400 -noout -in "$RUN/cert.pem" >/dev/null 2>&1; then
+    log "making a local CA and a certificate for *.localhost in .run/"
+    (
+        cd "$RUN"
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.pem \
+            -days 825 -subj "/CN=lizard-gateway demo CA" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout key.pem -out leaf.csr \
+            -subj "/CN=*.localhost" 2>/dev/null
+        # Some browsers refuse a wildcard right under "localhost": name the
+        # demo host explicitly too.
+        printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+            "extendedKeyUsage=serverAuth" \
+            "subjectAltName=DNS:*.localhost,DNS:localhost,DNS:$APP_PORT-$SANDBOX.localhost" >leaf.ext
+        openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem -days 365 \
+            -extfile leaf.ext 2>/dev/null
+        cat leaf.pem ca.pem >cert.pem
+        rm -f leaf.csr leaf.ext
+        chmod 600 ca.key key.pem
+    )
+fi
+
+# --- redis ---------------------------------------------------------------------------
+log "starting redis-server on 127.0.0.1:$REDIS_PORT"
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$RUN" \
+    --daemonize yes --pidfile "$RUN/redis.pid" --logfile "$RUN/redis.log"
+wait_until 10 redis-cli -p "$REDIS_PORT" ping || die "redis-server did not start (see .run/redis.log)"
+wait_until 5 test -s "$RUN/redis.pid" || true
+
+# --- the demo sandbox app ---------------------------------------------------------------
+log "starting the demo app on 127.0.0.1:$APP_PORT"
+nohup "$PYTHON" "$ROOT/deploy/demo-app.py" --host 127.0.0.1 --port "$APP_PORT" >"$RUN/app.log" 2>&1 </dev/null &
+echo $! >"$RUN/app.pid"
+wait_until 10 curl -sf --noproxy '*' "http://127.0.0.1:$APP_PORT/api/time" || die "the demo app did not start (see .run/app.log)"
+
+# --- the gateway ---------------------------------------------------------------------------
+cat >"$RUN/gateway.json" <<EOF
+{
+  "listen": [
+    {"address": "127.0.0.1:$TLS_PORT", "tls": true},
+    {"address": "127.0.0.1:$PLAIN_PORT", "tls": false}
+  ],
+  "domains": ["localhost"],
+  "tls": {"certificates": [{"cert": "$RUN/cert.pem", "key": "$RUN/key.pem"}]},
+  "redis": {"address": "127.0.0.1:$REDIS_PORT", "prefix": "lizard:"},
+  "auth": {"cookie_secrets_env": "LIZARD_COOKIE_SECRETS", "cookie_ttl_s": 86400, "cookie_same_site": "lax"},
+  "upstream": {"allowed_networks": ["127.0.0.0/8"]},
+  "metering": {"flush_interval_ms": 5000, "spill_file": "$RUN/egress.spill"},
+  "admin": {"address": "127.0.0.1:$ADMIN_PORT"},
+  "log": {"access": "$RUN/access.log"},
+  "workers": 2
+}
+EOF
+
+LIZARD_COOKIE_SECRETS=$(openssl rand -hex 32)
+export LIZARD_COOKIE_SECRETS
+"$GATEWAY" -c "$RUN/gateway.json" --check >/dev/null || die "the gateway rejected .run/gateway.json"
+
+# --- register the sandbox as the control plane would ------------------------------------------
+TOKEN=$(openssl rand -hex 16)
+TOKEN_SHA=$(printf '%s' "$TOKEN" | sha256sum | cut -d' ' -f1)
+KEY="lizard:sbx:{$SANDBOX}"
+rcli() { redis-cli -p "$REDIS_PORT" "$@" >/dev/null; }
+rcli DEL "$KEY"
+rcli HSET "$KEY" state running addr 127.0.0.1 lifecycle "demo-$(openssl rand -hex 4)" project demo \
+    token_sha256 "$TOKEN_SHA" "port:$APP_PORT" private
+rcli PUBLISH lizard:routes "$SANDBOX"
+printf '%s\n' "$TOKEN" >"$RUN/token"
+chmod 600 "$RUN/token"
+
+log "starting lizard-gateway (log: .run/gateway.log)"
+nohup "$GATEWAY" -c "$RUN/gateway.json" >"$RUN/gateway.log" 2>&1 </dev/null &
+echo $! >"$RUN/gateway.pid"
+unset LIZARD_COOKIE_SECRETS
+if ! wait_until 15 curl -sf --noproxy '*' "http://127.0.0.1:$ADMIN_PORT/healthz"; then
+    tail -n 20 "$RUN/gateway.log" >&2 || true
+    die "the gateway did not become healthy (see .run/gateway.log)"
+fi
+
+HOST="$APP_PORT-$SANDBOX.localhost"
+CHECK=$(curl -s --noproxy '*' --cacert "$RUN/ca.pem" -H "X-Lizard-Access-Token: $TOKEN" -o /dev/null \
+    -w '%{http_code}' "https://$HOST:$TLS_PORT/" || true)
+if [ "$CHECK" != "200" ]; then
+    log "warning: a request through the gateway answered $CHECK, not 200 (see .run/gateway.log)"
+fi
+
+cat <<EOF
+
+lizard-gateway demo is running (state and logs in .run/).
+
+  Preview URL (browser; trust .run/ca.pem or accept the warning):
+    https://$HOST:$TLS_PORT/?lizard_token=$TOKEN
+
+  With curl:
+    curl --cacert .run/ca.pem -H 'X-Lizard-Access-Token: $TOKEN' https://$HOST:$TLS_PORT/
+
+  Without the token (401 missing_token):
+    curl --cacert .run/ca.pem https://$HOST:$TLS_PORT/
+
+  Health:  curl http://127.0.0.1:$ADMIN_PORT/healthz
+  Redis:   redis-cli -p $REDIS_PORT HGETALL 'lizard:sbx:{$SANDBOX}'
+  Stop:    deploy/demo.sh stop
+EOF

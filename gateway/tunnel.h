@@ -1,0 +1,35 @@
+/*
+ * A byte tunnel between an upgraded client connection and its upstream
+ * (WebSocket). Back-pressure: a side is not read while what it sent last is
+ * still being written to the other side. Counts bytes per direction.
+ */
+#ifndef GW_GATEWAY_TUNNEL_H
+#define GW_GATEWAY_TUNNEL_H
+
+#include <stdint.h>
+#include <h2o.h>
+
+typedef struct st_gw_tunnel_t gw_tunnel_t;
+
+typedef struct st_gw_tunnel_callbacks_t {
+    /* bytes handed to the client / to the upstream since the previous call; may be NULL */
+    void (*on_bytes)(void *data, uint64_t to_client, uint64_t to_upstream);
+    /* the tunnel has closed both sockets and is about to be freed; may be NULL */
+    void (*on_close)(void *data);
+} gw_tunnel_callbacks_t;
+
+/* Creates a tunnel that owns `upstream` (whose input may already hold bytes
+ * for the client) and waits for gw_tunnel_start. idle_timeout (NULL: none)
+ * closes the tunnel when no byte has moved for that long; it must outlive
+ * the tunnel. `callbacks` must outlive the tunnel too. */
+gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, h2o_timeout_t *idle_timeout,
+                           const gw_tunnel_callbacks_t *callbacks, void *data);
+
+/* Starts relaying; takes ownership of `client`, whose input may already
+ * hold bytes for the upstream. */
+void gw_tunnel_start(gw_tunnel_t *tunnel, h2o_socket_t *client);
+
+/* Closes both sockets, calls on_close, frees. */
+void gw_tunnel_close(gw_tunnel_t *tunnel);
+
+#endif

@@ -1,0 +1,258 @@
+/*
+ * Idle upstream connections of one worker. Sets of idle sockets are hashed
+ * by sandbox id alone, so that one sandbox's sets share a bucket and
+ * gw_upstream_pool_drop looks at one bucket; a set is freed as soon as it is
+ * empty, so memory follows the number of idle connections.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include "gateway/upstream_pool.h"
+
+/* Power of two. Buckets are short lists; this only has to keep them short
+ * for a few thousand sandboxes with idle connections on one worker. */
+#define NUM_BUCKETS 1024
+
+typedef struct st_keyed_set_t {
+    h2o_linklist_t bucket_link;
+    char *sandbox_id;
+    h2o_iovec_t lifecycle;
+    uint16_t port;
+    gw_netaddr_t addr;
+    h2o_linklist_t idle; /* of idle_conn_t, oldest first */
+    size_t num_idle;
+} keyed_set_t;
+
+typedef struct st_idle_conn_t {
+    h2o_linklist_t link;
+    gw_upstream_pool_t *pool;
+    keyed_set_t *set;
+    h2o_socket_t *sock;
+    h2o_timeout_entry_t timeout;
+} idle_conn_t;
+
+struct st_gw_upstream_pool_t {
+    h2o_loop_t *loop;
+    int has_timeout;
+    h2o_timeout_t idle_timeout;
+    size_t max_idle_per_key;
+    size_t num_idle;
+    h2o_linklist_t buckets[NUM_BUCKETS];
+};
+
+static size_t bucket_of(const char *sandbox_id)
+{
+    /* FNV-1a */
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)sandbox_id; *p != '\0'; ++p) {
+        h ^= *p;
+        h *= 16777619u;
+    }
+    return h & (NUM_BUCKETS - 1);
+}
+
+static int addr_equals(const gw_netaddr_t *a, const gw_netaddr_t *b)
+{
+    if (a->ss.ss_family != b->ss.ss_family)
+        return 0;
+    switch (a->ss.ss_family) {
+    case AF_INET: {
+        const struct sockaddr_in *x = (const void *)&a->ss, *y = (const void *)&b->ss;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    case AF_INET6: {
+        const struct sockaddr_in6 *x = (const void *)&a->ss, *y = (const void *)&b->ss;
+        return x->sin6_port == y->sin6_port && x->sin6_scope_id == y->sin6_scope_id &&
+               memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
+    }
+    default:
+        return a->len == b->len && memcmp(&a->ss, &b->ss, a->len) == 0;
+    }
+}
+
+static int set_matches(const keyed_set_t *set, const gw_upstream_key_t *key)
+{
+    return set->port == key->port && strcmp(set->sandbox_id, key->sandbox_id) == 0 &&
+           h2o_memis(set->lifecycle.base, set->lifecycle.len, key->lifecycle.base, key->lifecycle.len) &&
+           addr_equals(&set->addr, key->addr);
+}
+
+static keyed_set_t *find_set(gw_upstream_pool_t *pool, const gw_upstream_key_t *key)
+{
+    h2o_linklist_t *anchor = &pool->buckets[bucket_of(key->sandbox_id)], *node;
+    for (node = anchor->next; node != anchor; node = node->next) {
+        keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, bucket_link, node);
+        if (set_matches(set, key))
+            return set;
+    }
+    return NULL;
+}
+
+static keyed_set_t *create_set(gw_upstream_pool_t *pool, const gw_upstream_key_t *key)
+{
+    keyed_set_t *set = h2o_mem_alloc(sizeof(*set));
+    memset(set, 0, sizeof(*set));
+    set->sandbox_id = h2o_strdup(NULL, key->sandbox_id, SIZE_MAX).base;
+    set->lifecycle = h2o_strdup(NULL, key->lifecycle.base, key->lifecycle.len);
+    set->port = key->port;
+    set->addr = *key->addr;
+    h2o_linklist_init_anchor(&set->idle);
+    h2o_linklist_insert(&pool->buckets[bucket_of(key->sandbox_id)], &set->bucket_link);
+    return set;
+}
+
+static void free_set_if_empty(keyed_set_t *set)
+{
+    if (set->num_idle != 0)
+        return;
+    h2o_linklist_unlink(&set->bucket_link);
+    free(set->sandbox_id);
+    free(set->lifecycle.base);
+    free(set);
+}
+
+/* Unlinks the entry and returns its socket, still reading. */
+static h2o_socket_t *detach_conn(idle_conn_t *conn)
+{
+    h2o_socket_t *sock = conn->sock;
+    keyed_set_t *set = conn->set;
+
+    h2o_linklist_unlink(&conn->link);
+    if (h2o_timeout_is_linked(&conn->timeout))
+        h2o_timeout_unlink(&conn->timeout);
+    --set->num_idle;
+    --conn->pool->num_idle;
+    free(conn);
+    free_set_if_empty(set);
+    sock->data = NULL;
+    return sock;
+}
+
+static void close_conn(idle_conn_t *conn)
+{
+    h2o_socket_close(detach_conn(conn));
+}
+
+static void on_idle_event(h2o_socket_t *sock, const char *err)
+{
+    (void)err;
+    /* an idle HTTP/1.1 connection has nothing to say: data or EOF both
+     * mean it cannot serve another request */
+    close_conn(sock->data);
+}
+
+static void on_idle_timeout(h2o_timeout_entry_t *entry)
+{
+    close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, timeout, entry));
+}
+
+gw_upstream_pool_t *gw_upstream_pool_new(h2o_loop_t *loop, uint64_t idle_timeout_ms, size_t max_idle_per_key)
+{
+    gw_upstream_pool_t *pool = h2o_mem_alloc(sizeof(*pool));
+    size_t i;
+
+    memset(pool, 0, sizeof(*pool));
+    pool->loop = loop;
+    pool->max_idle_per_key = max_idle_per_key;
+    if (idle_timeout_ms != 0) {
+        pool->has_timeout = 1;
+        h2o_timeout_init(loop, &pool->idle_timeout, idle_timeout_ms);
+    }
+    for (i = 0; i != NUM_BUCKETS; ++i)
+        h2o_linklist_init_anchor(&pool->buckets[i]);
+    return pool;
+}
+
+void gw_upstream_pool_free(gw_upstream_pool_t *pool)
+{
+    size_t i;
+
+    if (pool == NULL)
+        return;
+    for (i = 0; i != NUM_BUCKETS; ++i) {
+        while (!h2o_linklist_is_empty(&pool->buckets[i])) {
+            keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, bucket_link, pool->buckets[i].next);
+            /* closing the last connection frees the set */
+            while (set->num_idle > 1)
+                close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.next));
+            close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.next));
+        }
+    }
+    if (pool->has_timeout)
+        h2o_timeout_dispose(pool->loop, &pool->idle_timeout);
+    free(pool);
+}
+
+h2o_socket_t *gw_upstream_pool_take(gw_upstream_pool_t *pool, const gw_upstream_key_t *key)
+{
+    keyed_set_t *set;
+    h2o_socket_t *sock;
+
+    if ((set = find_set(pool, key)) == NULL)
+        return NULL;
+    /* the newest is the least likely to have been closed by the peer */
+    sock = detach_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.prev));
+    h2o_socket_read_stop(sock);
+    return sock;
+}
+
+void gw_upstream_pool_put(gw_upstream_pool_t *pool, const gw_upstream_key_t *key, h2o_socket_t *sock)
+{
+    keyed_set_t *set;
+    idle_conn_t *conn;
+
+    if (pool->max_idle_per_key == 0 || sock->input->size != 0) {
+        h2o_socket_close(sock);
+        return;
+    }
+    if ((set = find_set(pool, key)) == NULL) {
+        set = create_set(pool, key);
+    } else if (set->num_idle >= pool->max_idle_per_key) {
+        /* the set survives: it is about to get `sock` */
+        idle_conn_t *oldest = H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.next);
+        h2o_linklist_unlink(&oldest->link);
+        if (h2o_timeout_is_linked(&oldest->timeout))
+            h2o_timeout_unlink(&oldest->timeout);
+        --set->num_idle;
+        --pool->num_idle;
+        h2o_socket_close(oldest->sock);
+        free(oldest);
+    }
+
+    conn = h2o_mem_alloc(sizeof(*conn));
+    memset(conn, 0, sizeof(*conn));
+    conn->pool = pool;
+    conn->set = set;
+    conn->sock = sock;
+    conn->timeout.cb = on_idle_timeout;
+    h2o_linklist_insert(&set->idle, &conn->link);
+    ++set->num_idle;
+    ++pool->num_idle;
+    if (pool->has_timeout)
+        h2o_timeout_link(pool->loop, &pool->idle_timeout, &conn->timeout);
+    sock->data = conn;
+    h2o_socket_read_start(sock, on_idle_event);
+}
+
+void gw_upstream_pool_drop(gw_upstream_pool_t *pool, const char *sandbox_id, const char *keep_lifecycle)
+{
+    h2o_linklist_t *anchor = &pool->buckets[bucket_of(sandbox_id)], *node = anchor->next;
+
+    while (node != anchor) {
+        keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, bucket_link, node);
+        /* closing a set's last connection frees it: step first */
+        node = node->next;
+        if (strcmp(set->sandbox_id, sandbox_id) != 0)
+            continue;
+        if (keep_lifecycle != NULL && h2o_memis(set->lifecycle.base, set->lifecycle.len, keep_lifecycle, strlen(keep_lifecycle)))
+            continue;
+        while (set->num_idle > 1)
+            close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.next));
+        close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.next));
+    }
+}
+
+size_t gw_upstream_pool_num_idle(const gw_upstream_pool_t *pool)
+{
+    return pool->num_idle;
+}

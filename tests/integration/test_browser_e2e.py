@@ -1,0 +1,189 @@
+"""Browser access end to end in a real browser: Debian's headless Chromium,
+driven by playwright-core (browser/e2e.js), opens a preview URL with
+?lizard_token=, lands on the app with the token gone from the address bar,
+follows a link and makes a fetch() with only the gateway's cookie; with
+auth.cookie_same_site "none" the same works inside an iframe on a page of
+another origin.
+
+Needs /usr/bin/chromium (Debian package chromium; CHROMIUM overrides the
+path), node, and `npm ci --prefix tests/integration/browser`. Outside CI a
+missing Chromium skips these tests; in CI (CI=true) it is a failure."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import browser_helpers as bh
+import gwtest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BROWSER_DIR = os.path.join(HERE, "browser")
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+@pytest.fixture(scope="module")
+def browser_env():
+    if not os.access(CHROMIUM, os.X_OK):
+        msg = "%s is missing (apt-get install chromium)" % CHROMIUM
+        if IN_CI:
+            pytest.fail(msg + " - required in CI", pytrace=False)
+        pytest.skip(msg)
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is missing (apt-get install nodejs npm)", pytrace=False)
+    if not os.path.isdir(os.path.join(BROWSER_DIR, "node_modules", "playwright-core")):
+        pytest.fail("playwright-core is not installed: run npm ci --prefix tests/integration/browser", pytrace=False)
+    return {"node": node, "chromium": CHROMIUM}
+
+
+# --- the sandbox's app ---------------------------------------------------------
+
+HOME = (b"<!doctype html><html><head><meta charset=utf-8><title>app home</title></head><body>"
+        b"<h1 id=title>home</h1><p>Hello from the sandbox.</p>"
+        b"<a id=next href=\"/page2?from=home&amp;n=1\">next page</a></body></html>")
+PAGE2 = (b"<!doctype html><html><head><meta charset=utf-8><title>page two</title></head><body>"
+         b"<h1 id=title>page two</h1></body></html>")
+
+
+def _app_handler(app, h):
+    path = h.path.split("?", 1)[0]
+    if h.command == "GET" and path == "/":
+        return 200, [("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store"),
+                     ("Set-Cookie", "app_pref=blue; Path=/; SameSite=Lax")], HOME
+    if h.command == "GET" and path == "/page2":
+        return 200, [("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store")], PAGE2
+    if path == "/api/data":
+        got = app.requests[-1]["body"].decode("utf-8", "replace")
+        return 200, [("Content-Type", "application/json")], json.dumps({"ok": True, "method": h.command,
+                                                                      "got": got}).encode()
+    return 404, [("Content-Type", "text/plain")], b"not here"
+
+
+@pytest.fixture
+def app():
+    a = bh.RecordingApp(_app_handler).start()
+    yield a
+    a.stop()
+
+
+@pytest.fixture
+def parent_site():
+    """A page of another origin (http://127.0.0.1:PORT) that embeds
+    parent.iframe_src in an iframe."""
+
+    def handler(app, h):
+        if h.path.startswith("/parent.html"):
+            page = ("<!doctype html><html><head><meta charset=utf-8><title>parent</title></head><body>"
+                    "<h1>another origin</h1><iframe id=preview width=800 height=600 src=\"%s\"></iframe>"
+                    "</body></html>" % app.iframe_src.replace("&", "&amp;"))
+            return 200, [("Content-Type", "text/html; charset=utf-8")], page.encode()
+        return 404, [("Content-Type", "text/plain")], b"no"
+
+    a = bh.RecordingApp(handler)
+    a.iframe_src = "about:blank"
+    a.start()
+    yield a
+    a.stop()
+
+
+def run_browser(env, tmp_path, scenario, url, preview_host, parent_url=None):
+    cfg = {"executablePath": env["chromium"], "userDataDir": str(tmp_path / ("profile-" + scenario)),
+           "resolverRules": "MAP *.%s 127.0.0.1" % gwtest.DOMAIN, "scenario": scenario, "url": url,
+           "parentUrl": parent_url, "previewHost": preview_host, "timeoutMs": 15000}
+    r = subprocess.run([env["node"], os.path.join(BROWSER_DIR, "e2e.js"), json.dumps(cfg)], capture_output=True,
+                       timeout=180, cwd=BROWSER_DIR)
+    lines = [ln for ln in r.stdout.decode("utf-8", "replace").splitlines() if ln.startswith("{")]
+    assert lines, "e2e.js printed nothing (exit %d): %s" % (r.returncode, r.stderr.decode("utf-8", "replace")[-3000:])
+    return json.loads(lines[-1])
+
+
+def gateway_cookie(out):
+    return [c for c in out.get("cookies") or [] if c["name"] == bh.COOKIE_NAME]
+
+
+def assert_app_saw_no_credentials(app, token):
+    reqs = app.snapshot()
+    assert reqs, "the app got no request"
+    for req in reqs:
+        bh.assert_no_credentials(req, token)
+    return reqs
+
+
+def assert_walkthrough(out, base, token):
+    """The landing, the link and the fetch all worked with the cookie."""
+    assert not out.get("error"), "browser run failed: %s\nresponses: %s" % (out.get("error"), out.get("responses"))
+    assert out["landed_url"] == base + "/?ref=e2e", "the address bar must lose only the token: %r" % out["landed_url"]
+    assert token not in out["landed_url"]
+    assert out["landed_title"] == "home", out
+    assert out["after_click_url"] == base + "/page2?from=home&n=1", out
+    assert out["after_click_title"] == "page two", out
+    assert out["fetch"]["status"] == 200, "fetch() with the cookie only: %r" % out["fetch"]
+    assert json.loads(out["fetch"]["body"]) == {"ok": True, "method": "POST", "got": '{"hello":"gateway"}'}, out["fetch"]
+    assert bh.COOKIE_NAME not in out["document_cookie"], "the gateway's cookie must be HttpOnly"
+    # the token was turned into the cookie by a 302 (and never went anywhere else)
+    preview = [r for r in out["responses"] if r["url"].startswith(base + "/")]
+    first = preview[0]
+    assert first["status"] == 302 and token in first["url"], preview[:3]
+    assert token not in (first["location"] or ""), first
+    for r in preview[1:]:
+        assert token not in r["url"], "the token was sent again: %r" % r
+
+
+def test_browser_top_level_preview(browser_env, tmp_path, app, register_sandbox, gateway):
+    sid = gwtest.new_sandbox_id("web")
+    token = register_sandbox(sid, ports={app.port: "private"})
+    host = gateway.host(app.port, sid)
+    base = "https://%s:%d" % (host, gateway.tls_port)
+    out = run_browser(browser_env, tmp_path, "top", base + "/?lizard_token=%s&ref=e2e" % token, host)
+    assert_walkthrough(out, base, token)
+    cs = gateway_cookie(out)
+    assert len(cs) == 1, out.get("cookies")
+    c = cs[0]
+    assert c["httpOnly"] and c["secure"] and c["sameSite"] == "Lax" and c["path"] == "/", c
+    assert c["domain"] == host, "host-only cookie expected: %r" % c
+    reqs = assert_app_saw_no_credentials(app, token)
+    paths = [(r["method"], r["path"]) for r in reqs]
+    assert ("GET", "/?ref=e2e") in paths and ("GET", "/page2?from=home&n=1") in paths, paths
+    assert ("POST", "/api/data?via=fetch") in paths, paths
+    # the app's own cookie set on the landing page comes back to the app unchanged
+    page2 = [r for r in reqs if r["path"].startswith("/page2")][0]
+    assert [v for k, v in page2["headers"] if k == "cookie"] == ["app_pref=blue"], page2["headers"]
+
+
+def test_browser_iframe_preview_with_same_site_none(browser_env, tmp_path, app, parent_site, register_sandbox,
+                                                    gw_factory):
+    g = gw_factory({"auth": {"cookie_same_site": "none"}})
+    sid = gwtest.new_sandbox_id("frame")
+    token = register_sandbox(sid, ports={app.port: "private"})
+    host = g.host(app.port, sid)
+    base = "https://%s:%d" % (host, g.tls_port)
+    parent_site.iframe_src = base + "/?lizard_token=%s&ref=e2e" % token
+    parent = "http://127.0.0.1:%d/parent.html" % parent_site.port
+    out = run_browser(browser_env, tmp_path, "iframe", parent_site.iframe_src, host, parent_url=parent)
+    assert out.get("parent_url") == parent, out
+    assert_walkthrough(out, base, token)
+    cs = gateway_cookie(out)
+    assert len(cs) == 1, out.get("cookies")
+    assert cs[0]["sameSite"] == "None" and cs[0]["secure"] and cs[0]["httpOnly"], cs[0]
+    assert cs[0]["partitionKey"], "the cookie should be partitioned (CHIPS): %r" % cs[0]
+    assert_app_saw_no_credentials(app, token)
+
+
+def test_browser_iframe_needs_same_site_none(browser_env, tmp_path, app, parent_site, register_sandbox, gateway):
+    """Control for the test above: with the default SameSite=Lax the browser
+    drops the cookie in a cross-site iframe, so the frame gets the gateway's
+    401 page (this shows the iframe test really runs cross-site)."""
+    sid = gwtest.new_sandbox_id("lax")
+    token = register_sandbox(sid, ports={app.port: "private"})
+    host = gateway.host(app.port, sid)
+    base = "https://%s:%d" % (host, gateway.tls_port)
+    parent_site.iframe_src = base + "/?lizard_token=%s&ref=e2e" % token
+    out = run_browser(browser_env, tmp_path, "iframe", parent_site.iframe_src, host,
+                      parent_url="http://127.0.0.1:%d/parent.html" % parent_site.port)
+    assert out.get("landed_url") == base + "/?ref=e2e", out
+    assert "missing_token" in out.get("landed_text", ""), "expected the gateway's 401 page in the frame: %r" % out
+    assert not [r for r in app.snapshot() if r["path"] == "/?ref=e2e"], "the app must not be reached without a cookie"

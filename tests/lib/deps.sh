@@ -1,0 +1,68 @@
+# Sourced by tests/run and deploy/demo.sh: installs the Debian packages the
+# project needs to build, test and run, and nothing when all are present.
+# apt-get update runs only when something is missing.
+
+GW_DEB_PACKAGES=(
+    build-essential pkg-config meson ninja-build
+    libh2o-evloop-dev libhiredis-dev libjansson-dev libssl-dev check
+    redis-server redis-tools curl nghttp2-client openssl
+    python3-pytest python3-h2 python3-websockets
+)
+
+# The browser end-to-end tests (tests/integration/test_browser_e2e.py) drive
+# Debian's Chromium with playwright-core from npm (node and npm are on the
+# machine; never a browser download).
+GW_DEB_BROWSER_PACKAGES=(chromium)
+
+# gw_deps_install [package...]: installs the given packages (default: all of
+# GW_DEB_PACKAGES) that dpkg does not report as installed.
+gw_deps_install() {
+    local want=("$@") missing=() p
+    if [ "${#want[@]}" -eq 0 ]; then
+        want=("${GW_DEB_PACKAGES[@]}")
+    fi
+    for p in "${want[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+            missing+=("$p")
+        fi
+    done
+    if [ "${#missing[@]}" -eq 0 ]; then
+        return 0
+    fi
+    echo "deps: installing ${missing[*]}" >&2
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null 2>&1; then
+            sudo=(sudo)
+        else
+            echo "deps: missing packages (${missing[*]}) and not root; install them first" >&2
+            return 1
+        fi
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq >&2
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+    # The Debian package starts a redis-server on 6379 via systemd where there
+    # is one; the tests and the demo start their own on other ports.
+}
+
+# gw_deps_browser: Chromium from Debian, and playwright-core from the npm
+# registry into tests/integration/browser/node_modules (npm ci, only when it
+# is missing or older than package-lock.json).
+gw_deps_browser() {
+    local dir=tests/integration/browser
+    [ -f "$dir/package.json" ] || return 0
+    gw_deps_install "${GW_DEB_BROWSER_PACKAGES[@]}"
+    if ! command -v npm >/dev/null 2>&1; then
+        gw_deps_install nodejs npm
+    fi
+    if [ ! -d "$dir/node_modules/playwright-core" ] ||
+        { [ -f "$dir/package-lock.json" ] && [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; }; then
+        echo "deps: npm ci in $dir" >&2
+        if [ -f "$dir/package-lock.json" ]; then
+            npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
+        else
+            npm install --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
+        fi
+    fi
+}
