@@ -22,7 +22,7 @@ typedef struct st_error_def_t {
     /* a short heading */
     const char *title;
     /* what happened, then what to do. "$S" is "sandbox <id>" (or "this
-     * sandbox"), "$s" the same at the start of a sentence, "$P" "port <n>"
+     * sandbox"), "$s" the same at the start of a sentence, "$P" "port <n>" ("$p" at the start of a sentence)
      * (or "the requested port"). */
     const char *cause;
     const char *hint;
@@ -42,10 +42,10 @@ static const error_def_t defs[GW_ERR_NUM_CODES] = {
                                   "It may have been deleted. Check the sandbox id in the address, or create a sandbox and "
                                   "expose the port again.",
                                   0},
-    [GW_ERR_PORT_NOT_EXPOSED] = {"port_not_exposed", 404, "Not Found", "Port not exposed", "$P of $S is not exposed.",
+    [GW_ERR_PORT_NOT_EXPOSED] = {"port_not_exposed", 404, "Not Found", "Port not exposed", "$p of $S is not exposed.",
                                  "Expose the port with the platform's expose call, then open the preview link it returns.", 0},
     [GW_ERR_MISSING_TOKEN] = {"missing_token", 401, "Unauthorized", "Access token required",
-                              "$P of $S is private and this request carried no access token.",
+                              "$p of $S is private and this request carried no access token.",
                               "Open the preview link with its ?lizard_token= parameter, or send the token in the "
                               "X-Lizard-Access-Token header.",
                               0},
@@ -269,12 +269,13 @@ static void expand(sb_t *sb, const char *tmpl, const char *sandbox_id, uint16_t 
             }
             break;
         case 'P':
+        case 'p':
             if (port != 0) {
                 char num[16];
-                snprintf(num, sizeof(num), "port %u", (unsigned)port);
+                snprintf(num, sizeof(num), *p == 'P' ? "port %u" : "Port %u", (unsigned)port);
                 sb_puts(sb, num);
             } else {
-                sb_puts(sb, "the requested port");
+                sb_puts(sb, *p == 'P' ? "the requested port" : "The requested port");
             }
             break;
         default:
