@@ -77,8 +77,8 @@ struct st_gw_proxy_t {
     opt_timeout_t first_byte_timeout;
     opt_timeout_t io_timeout; /* upstream.idle_timeout_ms, while a body is read */
     opt_timeout_t websocket_timeout;
-    int rcvbuf;          /* SO_RCVBUF of upstream sockets */
-    size_t read_pause_at; /* response bytes held at which the upstream is no longer read */
+    int rcvbuf;                /* SO_RCVBUF of upstream sockets */
+    size_t read_pause_at;      /* response bytes held at which the upstream is no longer read */
     h2o_linklist_t websockets; /* of websocket_t */
     gw_proxy_bytes_t total;
     gw_proxy_bytes_cb bytes_cb;
@@ -92,11 +92,7 @@ typedef enum en_exchange_state_t {
     EX_OVER            /* answered, failed, upgraded, or the client went away */
 } exchange_state_t;
 
-typedef enum en_body_framing_t {
-    FRAMING_LENGTH = 0,
-    FRAMING_CHUNKED,
-    FRAMING_UNTIL_CLOSE
-} body_framing_t;
+typedef enum en_body_framing_t { FRAMING_LENGTH = 0, FRAMING_CHUNKED, FRAMING_UNTIL_CLOSE } body_framing_t;
 
 /* Per-request state, in req->pool (h2o_mem_alloc_shared): under HTTP/2 the
  * request may be disposed at any moment, and dispose detaches everything. */
@@ -118,6 +114,7 @@ typedef struct st_exchange_t {
     unsigned is_websocket : 1;
     unsigned reused : 1;  /* sock came from the pool */
     unsigned retried : 1; /* one retry on a fresh connection has been made */
+    unsigned cors_preflight : 1;
 
     h2o_socket_t *sock; /* NULL once released, closed or handed over */
     h2o_timeout_entry_t timer;
@@ -136,8 +133,8 @@ typedef struct st_exchange_t {
         unsigned keepalive : 1; /* the connection may serve another request afterwards */
         unsigned read_paused : 1;
         unsigned body_error : 1;
-        unsigned sending : 1; /* an h2o_send is in flight; waiting for proceed */
-        unsigned started : 1; /* h2o_send has been called once (the head is out) */
+        unsigned sending : 1;        /* an h2o_send is in flight; waiting for proceed */
+        unsigned started : 1;        /* h2o_send has been called once (the head is out) */
         unsigned encode_chunked : 1; /* HTTP/1.1 client, length unknown: chunked here, not by h2o's filter */
         body_framing_t framing;
         size_t bytes_left; /* FRAMING_LENGTH */
@@ -742,6 +739,32 @@ static int read_framing(exchange_t *ex, const response_head_t *head, size_t *con
 }
 
 /* Copies the end-to-end headers into req->res.headers. */
+/* A preflight cannot carry the token, so the app's answer does not list the
+ * token header; when the app allows the origin, the gateway does. */
+static void allow_token_header(h2o_req_t *req)
+{
+    static const h2o_iovec_t token_header = {H2O_STRLIT("x-lizard-access-token")};
+    ssize_t origin = h2o_find_header_by_str(&req->headers, H2O_STRLIT("origin"), -1);
+    ssize_t allowed = h2o_find_header(&req->res.headers, H2O_TOKEN_ACCESS_CONTROL_ALLOW_ORIGIN, -1);
+    ssize_t headers;
+
+    if (origin == -1 || allowed == -1)
+        return;
+    h2o_iovec_t allow = req->res.headers.entries[allowed].value;
+    if (!h2o_memis(allow.base, allow.len, H2O_STRLIT("*")) &&
+        !h2o_memis(allow.base, allow.len, req->headers.entries[origin].value.base, req->headers.entries[origin].value.len))
+        return;
+    if ((headers = h2o_find_header_by_str(&req->res.headers, H2O_STRLIT("access-control-allow-headers"), -1)) == -1) {
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("access-control-allow-headers"), 0, NULL, token_header.base,
+                              token_header.len);
+        return;
+    }
+    h2o_iovec_t *value = &req->res.headers.entries[headers].value;
+    if (h2o_contains_token(value->base, value->len, token_header.base, token_header.len, ','))
+        return;
+    *value = value->len == 0 ? token_header : h2o_concat(&req->pool, *value, h2o_iovec_init(H2O_STRLIT(", ")), token_header);
+}
+
 static void copy_response_headers(exchange_t *ex, const response_head_t *head)
 {
     h2o_req_t *req = ex->req;
@@ -806,6 +829,8 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
         return;
     }
     h2o_buffer_consume(&client->input, reqsize);
+    /* bounds what one read of the client pulls in, as for upstreams */
+    setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &ws->proxy->rcvbuf, sizeof(ws->proxy->rcvbuf));
     gw_tunnel_start(ws->tunnel, client);
 }
 
@@ -852,6 +877,8 @@ static void on_head(exchange_t *ex, response_head_t *head)
     req->res.status = head->status;
     req->res.reason = h2o_strdup(&req->pool, head->reason.base, head->reason.len).base;
     copy_response_headers(ex, head);
+    if (ex->cors_preflight)
+        allow_token_header(ex->req);
     h2o_buffer_consume(&sock->input, head->size);
 
     if (head->status == 101) {
@@ -1051,8 +1078,8 @@ static void on_exchange_dispose(void *_ex)
 
 static int method_is_idempotent(h2o_iovec_t m)
 {
-    static const h2o_iovec_t idempotent[] = {{H2O_STRLIT("GET")},    {H2O_STRLIT("HEAD")},   {H2O_STRLIT("OPTIONS")},
-                                             {H2O_STRLIT("PUT")},    {H2O_STRLIT("DELETE")}, {H2O_STRLIT("TRACE")}};
+    static const h2o_iovec_t idempotent[] = {{H2O_STRLIT("GET")}, {H2O_STRLIT("HEAD")},   {H2O_STRLIT("OPTIONS")},
+                                             {H2O_STRLIT("PUT")}, {H2O_STRLIT("DELETE")}, {H2O_STRLIT("TRACE")}};
     size_t i;
     for (i = 0; i != sizeof(idempotent) / sizeof(idempotent[0]); ++i)
         if (h2o_memis(m.base, m.len, idempotent[i].base, idempotent[i].len))
@@ -1131,6 +1158,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->path = h2o_strdup(&req->pool, target->path.base, target->path.len);
     ex->is_head = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
     ex->is_idempotent = method_is_idempotent(req->method);
+    ex->cors_preflight = target->cors_preflight != 0;
     ex->is_websocket = req->version < 0x200 && req->upgrade.base != NULL &&
                        h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);

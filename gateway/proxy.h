@@ -35,7 +35,8 @@ typedef struct st_gw_proxy_bytes_t {
 typedef void (*gw_proxy_bytes_cb)(void *data, const char *sandbox_id, const gw_proxy_bytes_t *delta);
 
 gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_config_t *config);
-/* Closes idle pooled connections and frees; in-flight exchanges must be over. NULL is a no-op. */
+/* Closes idle pooled connections and open WebSocket tunnels, and frees.
+ * HTTP exchanges must be over (their requests disposed). NULL is a no-op. */
 void gw_proxy_free(gw_proxy_t *p);
 
 /* Forwards req to the target and answers it: with the sandbox's response,

@@ -1,0 +1,300 @@
+/*
+ * gateway/upstream_pool.c: idle keep-alive connections are reused per
+ * (sandbox, lifecycle, port, address) only, capped per key, closed when the
+ * peer closes or talks, when idle too long, and when a lifecycle is dropped.
+ */
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <h2o.h>
+/* the .c itself, for bucket_of: sandboxes sharing a bucket must stay apart */
+#include "gateway/upstream_pool.c"
+
+typedef struct st_conn_pair_t {
+    h2o_socket_t *sock; /* the gateway's side, given to the pool */
+    int peer;           /* the app's side */
+} conn_pair_t;
+
+static h2o_loop_t *loop;
+static gw_netaddr_t addr_a, addr_b;
+
+static void setup(void)
+{
+    struct sockaddr_in *sin;
+
+    /* one loop for all tests: libh2o 2.2.5 cannot destroy one */
+    if (loop == NULL)
+        loop = h2o_evloop_create();
+    memset(&addr_a, 0, sizeof(addr_a));
+    sin = (void *)&addr_a.ss;
+    sin->sin_family = AF_INET;
+    sin->sin_addr.s_addr = htonl(0x0a000001);
+    sin->sin_port = htons(3000);
+    addr_a.len = sizeof(*sin);
+    addr_b = addr_a;
+    ((struct sockaddr_in *)&addr_b.ss)->sin_addr.s_addr = htonl(0x0a000002);
+}
+
+static void teardown(void)
+{
+    /* frees the sockets closed by the test */
+    h2o_evloop_run(loop, 0);
+}
+
+static conn_pair_t make_pair(void)
+{
+    int fds[2];
+    conn_pair_t p;
+
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+    p.sock = h2o_evloop_socket_create(loop, fds[0], 0);
+    p.peer = fds[1];
+    return p;
+}
+
+static gw_upstream_key_t key(const char *sandbox, const char *lifecycle, uint16_t port, const gw_netaddr_t *addr)
+{
+    gw_upstream_key_t k = {sandbox, h2o_iovec_init(lifecycle, strlen(lifecycle)), port, addr};
+    return k;
+}
+
+/* 1 when the gateway's side of the pair has been closed */
+static int peer_sees_close(int peer)
+{
+    char c;
+    ssize_t r = recv(peer, &c, 1, MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+static void run_loop_until_idle_is(gw_upstream_pool_t *pool, size_t want, int max_ms)
+{
+    int waited = 0;
+    while (gw_upstream_pool_num_idle(pool) != want && waited < max_ms) {
+        h2o_evloop_run(loop, 10);
+        waited += 10;
+    }
+}
+
+START_TEST(test_reuse_same_key_only)
+{
+    gw_upstream_pool_t *pool = gw_upstream_pool_new(loop, 0, 4);
+    gw_upstream_key_t k = key("sbx1", "lc1", 3000, &addr_a);
+    conn_pair_t c = make_pair();
+
+    gw_upstream_pool_put(pool, &k, c.sock);
+    ck_assert_uint_eq(gw_upstream_pool_num_idle(pool), 1);
+
+    gw_upstream_key_t other_lifecycle = key("sbx1", "lc2", 3000, &addr_a);
+    gw_upstream_key_t other_port = key("sbx1", "lc1", 3001, &addr_a);
+    gw_upstream_key_t other_addr = key("sbx1", "lc1", 3000, &addr_b);
+    gw_upstream_key_t other_sandbox = key("sbx2", "lc1", 3000, &addr_a);
+    ck_assert_ptr_null(gw_upstream_pool_take(pool, &other_lifecycle));
+    ck_assert_ptr_null(gw_upstream_pool_take(pool, &other_port));
+    ck_assert_ptr_null(gw_upstream_pool_take(pool, &other_addr));
+    ck_assert_ptr_null(gw_upstream_pool_take(pool, &other_sandbox));
+
+    h2o_socket_t *got = gw_upstream_pool_take(pool, &k);
+    ck_assert_ptr_eq(got, c.sock);
+    ck_assert_ptr_null(got->data);
+    ck_assert_uint_eq(gw_upstream_pool_num_idle(pool), 0);
+    ck_assert_ptr_null(gw_upstream_pool_take(pool, &k));
+
+    h2o_socket_close(got);
+    close(c.peer);
+    gw_upstream_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_cap_keeps_newest)
+{
+    gw_upstream_pool_t *pool = gw_upstream_pool_new(loop, 0, 2);
+    gw_upstream_key_t k = key("sbx1", "lc1", 3000, &addr_a);
+    conn_pair_t c[3];
+    int i;
+
+    for (i = 0; i != 3; ++i) {
+        c[i] = make_pair();
+        gw_upstream_pool_put(pool, &k, c[i].sock);
+    }
+    ck_assert_uint_eq(gw_upstream_pool_num_idle(pool), 2);
+    ck_assert(peer_sees_close(c[0].peer));
+    ck_assert_ptr_eq(gw_upstream_pool_take(pool, &k), c[2].sock);
+    ck_assert_ptr_eq(gw_upstream_pool_take(pool, &k), c[1].sock);
+    h2o_socket_close(c[2].sock);
+    h2o_socket_close(c[1].sock);
+    for (i = 0; i != 3; ++i)
+        close(c[i].peer);
+    gw_upstream_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_pooling_disabled)
+{
+    gw_upstream_pool_t *pool = gw_upstream_pool_new(loop, 0, 0);
+    gw_upstream_key_t k = key("sbx1", "lc1", 3000, &addr_a);
+    conn_pair_t c = make_pair();
+
+    gw_upstream_pool_put(pool, &k, c.sock);
+    ck_assert_uint_eq(gw_upstream_pool_num_idle(pool), 0);
+    ck_assert(peer_sees_close(c.peer));
+    close(c.peer);
+    gw_upstream_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_peer_close_removes)
+{
+    gw_upstream_pool_t *pool = gw_upstream_pool_new(loop, 0, 4);
+    gw_upstream_key_t k = key("sbx1", "lc1", 3000, &addr_a);
+    conn_pair_t c = make_pair();
+
+    gw_upstream_pool_put(pool, &k, c.sock);
+    close(c.peer);
+    run_loop_until_idle_is(pool, 0, 1000);
+    ck_assert_uint_eq(gw_upstream_pool_num_idle(pool), 0);
+    ck_assert_ptr_null(gw_upstream_pool_take(pool, &k));
+    gw_upstream_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_peer_data_removes)
+{
+    gw_upstream_pool_t *pool = gw_upstream_pool_new(loop, 0, 4);
+    gw_upstream_key_t k = key("sbx1", "lc1", 3000, &addr_a);
+    conn_pair_t c = make_pair();
+
+    gw_upstream_pool_put(pool, &k, c.sock);
+    ck_assert_int_eq(write(c.peer, "HTTP/1.1 408 x\r\n\r\n", 18), 18);
+    run_loop_until_idle_is(pool, 0, 1000);
+    ck_assert_uint_eq(gw_upstream_pool_num_idle(pool), 0);
+    ck_assert(peer_sees_close(c.peer));
+    close(c.peer);
+    gw_upstream_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_idle_timeout)
+{
+    gw_upstream_pool_t *pool = gw_upstream_pool_new(loop, 50, 4);
+    gw_upstream_key_t k = key("sbx1", "lc1", 3000, &addr_a);
+    conn_pair_t c = make_pair();
+
+    gw_upstream_pool_put(pool, &k, c.sock);
+    h2o_evloop_run(loop, 0);
+    ck_assert_uint_eq(gw_upstream_pool_num_idle(pool), 1);
+    run_loop_until_idle_is(pool, 0, 2000);
+    ck_assert_uint_eq(gw_upstream_pool_num_idle(pool), 0);
+    ck_assert(peer_sees_close(c.peer));
+    close(c.peer);
+    gw_upstream_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_drop_other_lifecycles)
+{
+    gw_upstream_pool_t *pool = gw_upstream_pool_new(loop, 0, 4);
+    gw_upstream_key_t a1 = key("sbx1", "lc1", 3000, &addr_a), a2 = key("sbx1", "lc2", 3000, &addr_a),
+                      b1 = key("sbx2", "lc1", 3000, &addr_a);
+    conn_pair_t c1 = make_pair(), c2 = make_pair(), c3 = make_pair();
+
+    gw_upstream_pool_put(pool, &a1, c1.sock);
+    gw_upstream_pool_put(pool, &a2, c2.sock);
+    gw_upstream_pool_put(pool, &b1, c3.sock);
+
+    gw_upstream_pool_drop(pool, "sbx1", "lc2");
+    ck_assert_uint_eq(gw_upstream_pool_num_idle(pool), 2);
+    ck_assert(peer_sees_close(c1.peer));
+    ck_assert_ptr_null(gw_upstream_pool_take(pool, &a1));
+
+    gw_upstream_pool_drop(pool, "sbx1", NULL);
+    ck_assert_uint_eq(gw_upstream_pool_num_idle(pool), 1);
+    ck_assert(peer_sees_close(c2.peer));
+    ck_assert_ptr_eq(gw_upstream_pool_take(pool, &b1), c3.sock);
+
+    h2o_socket_close(c3.sock);
+    close(c1.peer);
+    close(c2.peer);
+    close(c3.peer);
+    gw_upstream_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_drop_spares_other_sandbox_in_same_bucket)
+{
+    gw_upstream_pool_t *pool = gw_upstream_pool_new(loop, 0, 4);
+    char other[32];
+    int i;
+
+    for (i = 2;; ++i) {
+        snprintf(other, sizeof(other), "sbx%d", i);
+        if (bucket_of(other) == bucket_of("sbx1"))
+            break;
+    }
+    gw_upstream_key_t a = key("sbx1", "lc1", 3000, &addr_a), b = key(other, "lc1", 3000, &addr_a);
+    conn_pair_t c1 = make_pair(), c2 = make_pair();
+
+    gw_upstream_pool_put(pool, &a, c1.sock);
+    gw_upstream_pool_put(pool, &b, c2.sock);
+    gw_upstream_key_t b_other_port = key(other, "lc1", 3001, &addr_a);
+    ck_assert_ptr_null(gw_upstream_pool_take(pool, &b_other_port));
+    gw_upstream_pool_drop(pool, "sbx1", NULL);
+    ck_assert(peer_sees_close(c1.peer));
+    ck_assert_ptr_eq(gw_upstream_pool_take(pool, &b), c2.sock);
+    h2o_socket_close(c2.sock);
+    close(c1.peer);
+    close(c2.peer);
+    gw_upstream_pool_free(pool);
+}
+END_TEST
+
+START_TEST(test_free_closes_idle)
+{
+    gw_upstream_pool_t *pool = gw_upstream_pool_new(loop, 1000, 4);
+    gw_upstream_key_t k = key("sbx1", "lc1", 3000, &addr_a);
+    conn_pair_t c1 = make_pair(), c2 = make_pair();
+
+    gw_upstream_pool_put(pool, &k, c1.sock);
+    gw_upstream_pool_put(pool, &k, c2.sock);
+    gw_upstream_pool_free(pool);
+    ck_assert(peer_sees_close(c1.peer));
+    ck_assert(peer_sees_close(c2.peer));
+    close(c1.peer);
+    close(c2.peer);
+    gw_upstream_pool_free(NULL);
+}
+END_TEST
+
+static Suite *upstream_pool_suite(void)
+{
+    Suite *s = suite_create("upstream_pool");
+    TCase *tc = tcase_create("pool");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_reuse_same_key_only);
+    tcase_add_test(tc, test_cap_keeps_newest);
+    tcase_add_test(tc, test_pooling_disabled);
+    tcase_add_test(tc, test_peer_close_removes);
+    tcase_add_test(tc, test_peer_data_removes);
+    tcase_add_test(tc, test_idle_timeout);
+    tcase_add_test(tc, test_drop_other_lifecycles);
+    tcase_add_test(tc, test_drop_spares_other_sandbox_in_same_bucket);
+    tcase_add_test(tc, test_free_closes_idle);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(upstream_pool_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
