@@ -64,6 +64,23 @@ static void send_metrics(h2o_req_t *req, gw_server_t *s)
                (unsigned long long)load(&s->stats.errors_by_code[i]));
     append(&out, "# HELP lizard_route_lookups_total Route lookups started.\n# TYPE lizard_route_lookups_total counter\n");
     append(&out, "lizard_route_lookups_total %llu\n", (unsigned long long)load(&s->stats.redis_lookups));
+    append(&out, "# HELP lizard_route_cache_total Route cache outcomes: hit (no Redis call), fetch (HGETALL sent), coalesced "
+                 "(joined a fetch in flight), stale (expired route served while Redis could not answer), unavailable.\n"
+                 "# TYPE lizard_route_cache_total counter\n");
+    append(&out, "lizard_route_cache_total{result=\"hit\"} %llu\n", (unsigned long long)load(&s->stats.routes.hits));
+    append(&out, "lizard_route_cache_total{result=\"fetch\"} %llu\n", (unsigned long long)load(&s->stats.routes.fetches));
+    append(&out, "lizard_route_cache_total{result=\"coalesced\"} %llu\n", (unsigned long long)load(&s->stats.routes.coalesced));
+    append(&out, "lizard_route_cache_total{result=\"stale\"} %llu\n", (unsigned long long)load(&s->stats.routes.stale));
+    append(&out, "lizard_route_cache_total{result=\"unavailable\"} %llu\n", (unsigned long long)load(&s->stats.routes.unavailable));
+    append(&out, "# HELP lizard_route_cache_invalidations_total Cached sandboxes evicted by a message on <prefix>routes.\n"
+                 "# TYPE lizard_route_cache_invalidations_total counter\n");
+    append(&out, "lizard_route_cache_invalidations_total %llu\n", (unsigned long long)load(&s->stats.routes.invalidations));
+    append(&out, "# HELP lizard_route_cache_flushes_total Whole-cache drops on a (re)confirmed subscription.\n"
+                 "# TYPE lizard_route_cache_flushes_total counter\n");
+    append(&out, "lizard_route_cache_flushes_total %llu\n", (unsigned long long)load(&s->stats.routes.flushes));
+    append(&out, "# HELP lizard_route_cache_evictions_total Entries dropped to keep the cache under its size bound.\n"
+                 "# TYPE lizard_route_cache_evictions_total counter\n");
+    append(&out, "lizard_route_cache_evictions_total %llu\n", (unsigned long long)load(&s->stats.routes.evictions));
     append(&out, "# HELP lizard_in_flight_requests Preview requests being served.\n# TYPE lizard_in_flight_requests gauge\n");
     append(&out, "lizard_in_flight_requests %llu\n", (unsigned long long)load(&s->stats.in_flight));
     append(&out, "# HELP lizard_redis_connected_workers Workers whose Redis connection is up.\n"

@@ -196,6 +196,16 @@ static void close_listeners(gw_worker_t *w)
     }
 }
 
+/* The route store saw a sandbox get a new lifecycle (or vanish): pooled
+ * connections to the old microVM are of no use any more. */
+static void on_route_lifecycle(void *data, const char *sandbox_id, const char *lifecycle)
+{
+    gw_worker_t *w = data;
+
+    if (w->proxy != NULL)
+        gw_proxy_drop_pools(w->proxy, sandbox_id, lifecycle);
+}
+
 static void *worker_main(void *arg)
 {
     gw_worker_t *w = arg;
@@ -217,8 +227,14 @@ static void *worker_main(void *arg)
                                    .lookup_timeout_ms = conf->redis.lookup_timeout_ms,
                                    .cache_ttl_ms = conf->routing.cache_ttl_ms,
                                    .negative_ttl_ms = conf->routing.negative_ttl_ms,
-                                   .stale_ttl_ms = conf->routing.stale_ttl_ms};
+                                   .stale_ttl_ms = conf->routing.stale_ttl_ms,
+                                   .counters = &s->stats.routes,
+                                   .on_lifecycle = on_route_lifecycle,
+                                   .lifecycle_data = w};
     w->routes = gw_route_store_new(loop, w->redis, &sconf);
+    /* a connection of its own for pub/sub: each worker hears every invalidation itself */
+    w->routes_sub = gw_redis_new(loop, &rconf);
+    gw_route_store_subscribe(w->routes, w->routes_sub);
     w->proxy = gw_proxy_new(&w->ctx, conf);
 
     w->accept_ctxs = calloc(conf->num_listen, sizeof(*w->accept_ctxs));

@@ -27,6 +27,7 @@ typedef struct st_gw_stats_t {
     atomic_uint_fast64_t errors_by_code[GW_ERR_NUM_CODES];
     atomic_uint_fast64_t redis_lookups;
     atomic_uint_fast64_t in_flight;
+    gw_route_store_counters_t routes; /* the route caches of all workers */
 } gw_stats_t;
 
 typedef struct st_gw_server_t {
@@ -60,6 +61,7 @@ struct st_gw_worker_t {
     h2o_socket_t *admin_listener;
     gw_redis_t *redis;
     int redis_ready;
+    gw_redis_t *routes_sub; /* SUBSCRIBEd to <prefix>routes for the route cache */
     gw_route_store_t *routes;
     gw_proxy_t *proxy;
 };

@@ -1,36 +1,191 @@
 /*
- * Route lookups: HGETALL <prefix>sbx:{<id>} through the worker's Redis
- * connection, with a deadline, answered on the loop. No cache yet: every
- * lookup is one Redis round trip (the cache comes behind this interface).
+ * Route lookups behind a per-worker cache. An entry per sandbox id holds
+ * what Redis last said (a record, "no such sandbox", or "revoked by a
+ * message") and the fetch in flight for that id, so concurrent misses share
+ * one HGETALL. Pub/sub messages evict; a (re)subscription expires
+ * everything; TTLs bound staleness whatever pub/sub does.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "routing/route_store.h"
+
+#define INITIAL_BUCKETS 64 /* power of two; doubles while entries outnumber buckets */
+
+typedef enum {
+    ENTRY_EMPTY = 0, /* created by a miss; its first fetch is in flight */
+    ENTRY_FOUND,     /* `sandbox` as read at `confirmed_at` */
+    ENTRY_NOT_FOUND, /* Redis said there is no such sandbox */
+    ENTRY_REVOKED,   /* a message said it changed: never served; `sandbox` kept to notice a lifecycle change */
+} entry_kind_t;
+
+typedef struct st_flight_t flight_t;
+
+typedef struct st_entry_t {
+    struct st_entry_t *next; /* hash chain */
+    uint64_t hash;
+    h2o_linklist_t age; /* in store->by_age, confirmed longest ago first */
+    entry_kind_t kind;
+    gw_sandbox_t *sandbox; /* owned; FOUND and (optionally) REVOKED */
+    uint64_t confirmed_at; /* when the fetch that produced this answer was sent */
+    uint64_t fresh_until;  /* served without asking Redis before this */
+    flight_t *flight;      /* the fetch for this id, or NULL */
+    char id[GW_SANDBOX_ID_MAX + 1];
+} entry_t;
+
+/* One HGETALL and the lookups waiting for it. */
+struct st_flight_t {
+    gw_route_store_t *store;
+    entry_t *entry; /* NULL once detached: the answer still goes to the waiters but is not cached */
+    gw_redis_req_t *req;
+    uint64_t sent_at;
+    h2o_linklist_t waiters; /* gw_route_lookup_t.link */
+    h2o_linklist_t link;    /* in store->flights */
+    char id[GW_SANDBOX_ID_MAX + 1];
+};
 
 struct st_gw_route_store_t {
     h2o_loop_t *loop;
     gw_redis_t *redis;
+    gw_redis_t *subscriber;     /* NULL: no cache */
     gw_route_store_conf_t conf; /* conf.prefix points to `prefix` */
     char *prefix;
-    h2o_timeout_t deferred; /* 0 ms: answers decided at lookup time still go through the loop */
+    h2o_timeout_t deferred; /* 0 ms: answers known at lookup time still go through the loop */
     h2o_linklist_t lookups; /* every gw_route_lookup_t not yet answered or cancelled */
+    h2o_linklist_t flights; /* every flight_t whose HGETALL is in flight */
+    entry_t **buckets;
+    size_t num_buckets; /* power of two */
+    size_t num_entries;
+    h2o_linklist_t by_age;
+    uint64_t seed;
 };
 
 struct st_gw_route_lookup_t {
     gw_route_store_t *store;
     gw_route_cb cb;
     void *data;
-    gw_redis_req_t *req;       /* non-NULL while the HGETALL is in flight */
-    h2o_timeout_entry_t defer; /* linked while an immediate answer waits for the loop */
+    h2o_timeout_entry_t defer; /* linked while an answer known at lookup time waits for the loop */
     gw_route_status_t deferred_status;
-    h2o_linklist_t link;
-    char id[GW_SANDBOX_ID_MAX + 1];
+    gw_sandbox_t *deferred_sandbox; /* retained */
+    h2o_linklist_t link;            /* in a flight's waiters while waiting for its fetch */
+    h2o_linklist_t all;             /* in store->lookups */
 };
+
+#define COUNT(s, name)                                                                                                             \
+    do {                                                                                                                           \
+        if ((s)->conf.counters != NULL)                                                                                            \
+            atomic_fetch_add_explicit(&(s)->conf.counters->name, 1, memory_order_relaxed);                                         \
+    } while (0)
+
+/* the table */
+
+/* FNV-1a with a per-store random basis and a final mix: ids come from
+ * clients, so chains must not be predictable from outside. */
+static uint64_t hash_id(const gw_route_store_t *s, const char *id, size_t len)
+{
+    uint64_t h = s->seed;
+    for (size_t i = 0; i != len; ++i) {
+        h ^= (unsigned char)id[i];
+        h *= 0x100000001b3ULL;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static entry_t *entry_find(gw_route_store_t *s, const char *id, size_t len, uint64_t hash)
+{
+    for (entry_t *e = s->buckets[hash & (s->num_buckets - 1)]; e != NULL; e = e->next)
+        if (e->hash == hash && strncmp(e->id, id, len) == 0 && e->id[len] == '\0')
+            return e;
+    return NULL;
+}
+
+static void table_grow(gw_route_store_t *s)
+{
+    size_t n = s->num_buckets * 2, i;
+    entry_t **b;
+
+    if ((b = calloc(n, sizeof(*b))) == NULL)
+        return; /* longer chains, still correct */
+    for (i = 0; i != s->num_buckets; ++i) {
+        entry_t *e = s->buckets[i], *next;
+        for (; e != NULL; e = next) {
+            next = e->next;
+            e->next = b[e->hash & (n - 1)];
+            b[e->hash & (n - 1)] = e;
+        }
+    }
+    free(s->buckets);
+    s->buckets = b;
+    s->num_buckets = n;
+}
+
+static void flight_detach(flight_t *f)
+{
+    if (f->entry != NULL) {
+        f->entry->flight = NULL;
+        f->entry = NULL;
+    }
+}
+
+static void entry_remove(gw_route_store_t *s, entry_t *e)
+{
+    entry_t **p = &s->buckets[e->hash & (s->num_buckets - 1)];
+
+    while (*p != e)
+        p = &(*p)->next;
+    *p = e->next;
+    h2o_linklist_unlink(&e->age);
+    if (e->flight != NULL)
+        flight_detach(e->flight);
+    gw_sandbox_release(e->sandbox);
+    free(e);
+    --s->num_entries;
+}
+
+static entry_t *entry_new(gw_route_store_t *s, const char *id, size_t len, uint64_t hash)
+{
+    entry_t *e;
+
+    while (s->num_entries >= GW_ROUTE_CACHE_MAX_ENTRIES) {
+        entry_remove(s, H2O_STRUCT_FROM_MEMBER(entry_t, age, s->by_age.next));
+        COUNT(s, evictions);
+    }
+    if ((e = calloc(1, sizeof(*e))) == NULL)
+        return NULL;
+    memcpy(e->id, id, len);
+    e->id[len] = '\0';
+    e->hash = hash;
+    e->next = s->buckets[hash & (s->num_buckets - 1)];
+    s->buckets[hash & (s->num_buckets - 1)] = e;
+    h2o_linklist_insert(&s->by_age, &e->age);
+    if (++s->num_entries > s->num_buckets)
+        table_grow(s);
+    return e;
+}
+
+static int caching(const gw_route_store_t *s)
+{
+    return s->subscriber != NULL;
+}
+
+/* 1 when a FOUND entry may answer although Redis could not be asked now */
+static int usable_stale(const gw_route_store_t *s, const entry_t *e, uint64_t now)
+{
+    return e->kind == ENTRY_FOUND && now - e->confirmed_at < s->conf.stale_ttl_ms;
+}
+
+/* answering */
 
 static void lookup_free(gw_route_lookup_t *l)
 {
-    h2o_linklist_unlink(&l->link);
+    h2o_linklist_unlink(&l->all);
+    if (h2o_linklist_is_linked(&l->link))
+        h2o_linklist_unlink(&l->link);
     h2o_timeout_unlink(&l->defer);
+    gw_sandbox_release(l->deferred_sandbox);
     free(l);
 }
 
@@ -39,7 +194,10 @@ static void answer(gw_route_lookup_t *l, gw_route_status_t status, gw_sandbox_t 
     gw_route_cb cb = l->cb;
     void *data = l->data;
 
-    /* freed first: the callback may start another lookup or free nothing of ours */
+    if (status == GW_ROUTE_UNAVAILABLE)
+        COUNT(l->store, unavailable);
+    /* freed first: the callback may start another lookup or cancel others */
+    l->deferred_sandbox = NULL; /* the caller holds a reference during the call */
     lookup_free(l);
     cb(data, status, sandbox);
 }
@@ -47,50 +205,192 @@ static void answer(gw_route_lookup_t *l, gw_route_status_t status, gw_sandbox_t 
 static void on_deferred(h2o_timeout_entry_t *entry)
 {
     gw_route_lookup_t *l = H2O_STRUCT_FROM_MEMBER(gw_route_lookup_t, defer, entry);
-    answer(l, l->deferred_status, NULL);
+    gw_sandbox_t *sandbox = l->deferred_sandbox;
+
+    answer(l, l->deferred_status, sandbox);
+    gw_sandbox_release(sandbox);
+}
+
+static void defer(gw_route_lookup_t *l, gw_route_status_t status, gw_sandbox_t *sandbox)
+{
+    l->deferred_status = status;
+    if (sandbox != NULL)
+        gw_sandbox_retain(sandbox);
+    l->deferred_sandbox = sandbox;
+    h2o_timeout_link(l->store->loop, &l->store->deferred, &l->defer);
+}
+
+/* Stores what a fetch sent at `sent_at` found into `e`; tells the owner when a
+ * known sandbox changed lifecycle or disappeared. Returns the entry, or NULL
+ * when the answer is not to be kept (the entry is then removed). */
+static entry_t *entry_update(gw_route_store_t *s, entry_t *e, gw_sandbox_t *sandbox, uint64_t sent_at)
+{
+    if (e->sandbox != NULL && s->conf.on_lifecycle != NULL &&
+        (sandbox == NULL || strcmp(e->sandbox->lifecycle.base, sandbox->lifecycle.base) != 0))
+        s->conf.on_lifecycle(s->conf.lifecycle_data, e->id, sandbox != NULL ? sandbox->lifecycle.base : NULL);
+
+    if (!caching(s) || (sandbox != NULL ? s->conf.cache_ttl_ms == 0 && s->conf.stale_ttl_ms == 0 : s->conf.negative_ttl_ms == 0)) {
+        entry_remove(s, e);
+        return NULL;
+    }
+    gw_sandbox_release(e->sandbox);
+    if (sandbox != NULL) {
+        gw_sandbox_retain(sandbox);
+        e->sandbox = sandbox;
+        e->kind = ENTRY_FOUND;
+        e->fresh_until = sent_at + s->conf.cache_ttl_ms;
+    } else {
+        e->sandbox = NULL;
+        e->kind = ENTRY_NOT_FOUND;
+        e->fresh_until = sent_at + s->conf.negative_ttl_ms;
+    }
+    e->confirmed_at = sent_at;
+    /* confirmed now: youngest */
+    h2o_linklist_unlink(&e->age);
+    h2o_linklist_insert(&s->by_age, &e->age);
+    return e;
+}
+
+static void flight_free(flight_t *f)
+{
+    flight_detach(f);
+    h2o_linklist_unlink(&f->link);
+    free(f);
 }
 
 static void on_hgetall(void *data, const char *err, redisReply *reply)
 {
-    gw_route_lookup_t *l = data;
+    flight_t *f = data;
+    gw_route_store_t *s = f->store;
     gw_sandbox_t *sandbox = NULL;
+    gw_route_status_t status;
+    entry_t *e = f->entry;
     const char *perr;
 
-    l->req = NULL;
-    if (err != NULL) {
-        /* "timeout", "disconnected" or a server error: Redis cannot tell us now */
-        answer(l, GW_ROUTE_UNAVAILABLE, NULL);
-        return;
+    f->req = NULL;
+    /* err: "timeout", "disconnected" or a server error (a key of the wrong type): Redis cannot tell us now */
+    if (err != NULL || gw_sandbox_parse(f->id, reply, &sandbox, &perr) != 0) {
+        status = GW_ROUTE_UNAVAILABLE;
+        if (e != NULL && usable_stale(s, e, h2o_now(s->loop))) {
+            status = GW_ROUTE_FOUND;
+            sandbox = e->sandbox;
+            gw_sandbox_retain(sandbox);
+            COUNT(s, stale);
+        } else if (e != NULL && e->kind == ENTRY_EMPTY) {
+            entry_remove(s, e);
+        }
+    } else {
+        status = sandbox != NULL ? GW_ROUTE_FOUND : GW_ROUTE_NOT_FOUND;
+        if (e != NULL) {
+            e->flight = NULL; /* before the lifecycle callback: the entry is settled */
+            f->entry = NULL;
+            entry_update(s, e, sandbox, f->sent_at);
+        }
     }
-    if (gw_sandbox_parse(l->id, reply, &sandbox, &perr) != 0) {
-        answer(l, GW_ROUTE_UNAVAILABLE, NULL);
-        return;
+    flight_detach(f);
+
+    /* One at a time from the head: a callback may cancel another waiter, or start a
+     * lookup of this id (which finds the settled entry or starts a new flight). */
+    while (!h2o_linklist_is_empty(&f->waiters)) {
+        gw_route_lookup_t *l = H2O_STRUCT_FROM_MEMBER(gw_route_lookup_t, link, f->waiters.next);
+        h2o_linklist_unlink(&l->link);
+        answer(l, status, sandbox);
     }
-    if (sandbox == NULL) {
-        answer(l, GW_ROUTE_NOT_FOUND, NULL);
-        return;
-    }
-    answer(l, GW_ROUTE_FOUND, sandbox);
     gw_sandbox_release(sandbox);
+    flight_free(f);
 }
+
+/* pub/sub */
+
+static void on_message(void *data, const char *payload, size_t len)
+{
+    gw_route_store_t *s = data;
+    char id[GW_SANDBOX_ID_MAX + 1];
+    entry_t *e;
+
+    if (len == 0 || len > GW_SANDBOX_ID_MAX)
+        return; /* not a sandbox id: nothing of ours */
+    for (size_t i = 0; i != len; ++i) {
+        char c = payload[i];
+        id[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+    }
+    if ((e = entry_find(s, id, len, hash_id(s, id, len))) == NULL)
+        return;
+    COUNT(s, invalidations);
+    /* a fetch already on its way may have been read before the change: its answer is not kept */
+    if (e->flight != NULL)
+        flight_detach(e->flight);
+    if (e->sandbox != NULL) {
+        /* kept, never served: the next fetch compares lifecycles */
+        e->kind = ENTRY_REVOKED;
+        e->fresh_until = 0;
+    } else {
+        entry_remove(s, e);
+    }
+}
+
+static void flush_all(gw_route_store_t *s)
+{
+    h2o_linklist_t *pos, *next;
+
+    COUNT(s, flushes);
+    for (pos = s->by_age.next; pos != &s->by_age; pos = next) {
+        entry_t *e = H2O_STRUCT_FROM_MEMBER(entry_t, age, pos);
+        next = pos->next;
+        if (e->flight != NULL)
+            flight_detach(e->flight);
+        if (e->sandbox != NULL) {
+            /* must be confirmed before it serves again, but still answers during an outage
+             * (bounded by stale_ttl_ms) */
+            e->fresh_until = 0;
+        } else {
+            entry_remove(s, e);
+        }
+    }
+}
+
+static void on_subscriber_state(void *data, int connected)
+{
+    gw_route_store_t *s = data;
+
+    /* "connected" comes when the SUBSCRIBE is confirmed: whatever was published while we were
+     * not listening is lost, so nothing read before now is trusted. A disconnect changes
+     * nothing: entries keep serving until their TTL, which bounds what a lost message costs. */
+    if (connected)
+        flush_all(s);
+}
+
+/* public API */
 
 gw_route_store_t *gw_route_store_new(h2o_loop_t *loop, gw_redis_t *redis, const gw_route_store_conf_t *conf)
 {
     gw_route_store_t *s;
+    uint64_t seed = 0xcbf29ce484222325ULL;
 
     if ((s = calloc(1, sizeof(*s))) == NULL)
         return NULL;
-    if ((s->prefix = strdup(conf->prefix != NULL ? conf->prefix : "")) == NULL) {
-        free(s);
-        return NULL;
-    }
+    if ((s->prefix = strdup(conf->prefix != NULL ? conf->prefix : "")) == NULL)
+        goto Error;
+    s->num_buckets = INITIAL_BUCKETS;
+    if ((s->buckets = calloc(s->num_buckets, sizeof(*s->buckets))) == NULL)
+        goto Error;
     s->loop = loop;
     s->redis = redis;
     s->conf = *conf;
     s->conf.prefix = s->prefix;
+    /* unpredictable enough from outside; not a secret worth a syscall that may block */
+    seed ^= (uint64_t)(uintptr_t)s ^ ((uint64_t)getpid() << 32) ^ h2o_now(loop);
+    s->seed = seed;
     h2o_timeout_init(loop, &s->deferred, 0);
     h2o_linklist_init_anchor(&s->lookups);
+    h2o_linklist_init_anchor(&s->flights);
+    h2o_linklist_init_anchor(&s->by_age);
     return s;
+
+Error:
+    free(s->prefix);
+    free(s);
+    return NULL;
 }
 
 void gw_route_store_free(gw_route_store_t *s)
@@ -100,17 +400,85 @@ void gw_route_store_free(gw_route_store_t *s)
     /* Lookups still open are dropped without a callback; their handles die with the store.
      * Not from inside a lookup callback: h2o may be walking `deferred` at that moment. */
     while (!h2o_linklist_is_empty(&s->lookups))
-        gw_route_lookup_cancel(H2O_STRUCT_FROM_MEMBER(gw_route_lookup_t, link, s->lookups.next));
+        gw_route_lookup_cancel(H2O_STRUCT_FROM_MEMBER(gw_route_lookup_t, all, s->lookups.next));
+    while (!h2o_linklist_is_empty(&s->flights)) {
+        flight_t *f = H2O_STRUCT_FROM_MEMBER(flight_t, link, s->flights.next);
+        if (f->req != NULL)
+            gw_redis_req_cancel(f->req);
+        flight_free(f);
+    }
+    while (!h2o_linklist_is_empty(&s->by_age))
+        entry_remove(s, H2O_STRUCT_FROM_MEMBER(entry_t, age, s->by_age.next));
     h2o_timeout_dispose(s->loop, &s->deferred);
+    free(s->buckets);
     free(s->prefix);
     free(s);
+}
+
+int gw_route_store_subscribe(gw_route_store_t *s, gw_redis_t *subscriber)
+{
+    size_t prefix_len = strlen(s->prefix);
+    char *channel;
+    int ret;
+
+    if ((channel = malloc(prefix_len + sizeof("routes"))) == NULL)
+        return -1;
+    memcpy(channel, s->prefix, prefix_len);
+    memcpy(channel + prefix_len, "routes", sizeof("routes"));
+    gw_redis_set_state_cb(subscriber, on_subscriber_state, s);
+    ret = gw_redis_subscribe(subscriber, channel, on_message, s);
+    free(channel);
+    if (ret == 0)
+        s->subscriber = subscriber;
+    return ret;
+}
+
+/* Starts the fetch of e->id; NULL when Redis cannot be asked now. */
+static flight_t *flight_start(gw_route_store_t *s, entry_t *e)
+{
+    size_t id_len = strlen(e->id), prefix_len = strlen(s->prefix), key_len = prefix_len + 5 + id_len + 1;
+    char key[256 + GW_SANDBOX_ID_MAX + 8], *heap_key = NULL, *k = key;
+    flight_t *f;
+
+    if ((f = calloc(1, sizeof(*f))) == NULL)
+        return NULL;
+    /* "<prefix>sbx:{<id>}" */
+    if (key_len + 1 > sizeof(key) && (k = heap_key = malloc(key_len + 1)) == NULL) {
+        free(f);
+        return NULL;
+    }
+    memcpy(k, s->prefix, prefix_len);
+    memcpy(k + prefix_len, "sbx:{", 5);
+    memcpy(k + prefix_len + 5, e->id, id_len);
+    k[key_len - 1] = '}';
+    k[key_len] = '\0';
+    {
+        const char *argv[] = {"HGETALL", k};
+        size_t argvlen[] = {7, key_len};
+        f->req = gw_redis_command_argv(s->redis, s->conf.lookup_timeout_ms, on_hgetall, f, 2, argv, argvlen);
+    }
+    free(heap_key);
+    if (f->req == NULL) {
+        free(f);
+        return NULL;
+    }
+    COUNT(s, fetches);
+    f->store = s;
+    f->entry = e;
+    f->sent_at = h2o_now(s->loop);
+    memcpy(f->id, e->id, id_len + 1);
+    h2o_linklist_init_anchor(&f->waiters);
+    h2o_linklist_insert(&s->flights, &f->link);
+    e->flight = f;
+    return f;
 }
 
 gw_route_lookup_t *gw_route_store_lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data)
 {
     gw_route_lookup_t *l;
-    size_t id_len = strlen(sandbox_id), prefix_len = strlen(s->prefix), key_len;
-    char *key;
+    size_t id_len = strlen(sandbox_id);
+    uint64_t now = h2o_now(s->loop), hash;
+    entry_t *e;
 
     if ((l = calloc(1, sizeof(*l))) == NULL)
         return NULL;
@@ -118,47 +486,64 @@ gw_route_lookup_t *gw_route_store_lookup(gw_route_store_t *s, const char *sandbo
     l->cb = cb;
     l->data = data;
     l->defer.cb = on_deferred;
-    h2o_linklist_insert(&s->lookups, &l->link);
+    h2o_linklist_insert(&s->lookups, &l->all);
 
     if (id_len == 0 || id_len > GW_SANDBOX_ID_MAX) {
         /* cannot be a sandbox the control plane wrote */
-        l->deferred_status = GW_ROUTE_NOT_FOUND;
-        goto Defer;
+        defer(l, GW_ROUTE_NOT_FOUND, NULL);
+        return l;
     }
-    memcpy(l->id, sandbox_id, id_len + 1);
+    hash = hash_id(s, sandbox_id, id_len);
 
-    /* "<prefix>sbx:{<id>}" */
-    key_len = prefix_len + 5 + id_len + 1;
-    if ((key = malloc(key_len + 1)) == NULL) {
-        l->deferred_status = GW_ROUTE_UNAVAILABLE;
-        goto Defer;
+    if ((e = entry_find(s, sandbox_id, id_len, hash)) != NULL) {
+        if (e->flight != NULL) {
+            COUNT(s, coalesced);
+            goto Join;
+        }
+        if (now < e->fresh_until) {
+            if (e->kind == ENTRY_NOT_FOUND) {
+                COUNT(s, hits);
+                defer(l, GW_ROUTE_NOT_FOUND, NULL);
+                return l;
+            }
+            /* e->kind == ENTRY_FOUND; while Redis is known to be down, stale_ttl_ms bounds it as well */
+            if (gw_redis_is_ready(s->redis) || usable_stale(s, e, now)) {
+                COUNT(s, hits);
+                defer(l, GW_ROUTE_FOUND, e->sandbox);
+                return l;
+            }
+        }
+    } else if ((e = entry_new(s, sandbox_id, id_len, hash)) == NULL) {
+        defer(l, GW_ROUTE_UNAVAILABLE, NULL);
+        return l;
     }
-    memcpy(key, s->prefix, prefix_len);
-    memcpy(key + prefix_len, "sbx:{", 5);
-    memcpy(key + prefix_len + 5, sandbox_id, id_len);
-    key[key_len - 1] = '}';
-    key[key_len] = '\0';
-    {
-        const char *argv[] = {"HGETALL", key};
-        size_t argvlen[] = {7, key_len};
-        l->req = gw_redis_command_argv(s->redis, s->conf.lookup_timeout_ms, on_hgetall, l, 2, argv, argvlen);
-    }
-    free(key);
-    if (l->req == NULL) {
-        /* not connected: answer "unavailable" without waiting for a deadline */
-        l->deferred_status = GW_ROUTE_UNAVAILABLE;
-        goto Defer;
-    }
-    return l;
 
-Defer:
-    h2o_timeout_link(s->loop, &s->deferred, &l->defer);
+    /* a miss: no fetch in flight for this id */
+    if (flight_start(s, e) == NULL) {
+        /* not connected: answer now rather than at a deadline */
+        if (usable_stale(s, e, now)) {
+            COUNT(s, stale);
+            defer(l, GW_ROUTE_FOUND, e->sandbox);
+        } else {
+            if (e->kind == ENTRY_EMPTY)
+                entry_remove(s, e);
+            defer(l, GW_ROUTE_UNAVAILABLE, NULL);
+        }
+        return l;
+    }
+
+Join:
+    h2o_linklist_insert(&e->flight->waiters, &l->link);
     return l;
 }
 
 void gw_route_lookup_cancel(gw_route_lookup_t *l)
 {
-    if (l->req != NULL)
-        gw_redis_req_cancel(l->req);
+    /* a flight left without waiters goes on: its answer fills the cache */
     lookup_free(l);
+}
+
+size_t gw_route_store_num_entries(const gw_route_store_t *s)
+{
+    return s->num_entries;
 }

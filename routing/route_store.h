@@ -1,46 +1,96 @@
 /*
- * Where requests get their sandbox from: one per worker thread. Looks the
- * sandbox hash up in Redis with a deadline. (The cache with pub/sub
- * invalidation, negative entries and single flight lives behind this same
- * interface: issue 5.)
+ * Where requests get their sandbox from: one per worker thread. A bounded
+ * cache of sandbox records in front of HGETALL <prefix>sbx:{<id>}, kept
+ * honest by SUBSCRIBE <prefix>routes, with single-flight misses, negative
+ * entries and stale answers while Redis is unreachable.
  */
 #ifndef GW_ROUTING_ROUTE_STORE_H
 #define GW_ROUTING_ROUTE_STORE_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <h2o.h>
 #include "routing/redis.h"
 #include "routing/sandbox.h"
 
+/* Entries one store holds at most (positive, negative and revoked); beyond
+ * it the entry confirmed longest ago is dropped, so a flood of random
+ * sandbox ids cannot grow memory without bound. */
+#define GW_ROUTE_CACHE_MAX_ENTRIES 100000
+
 typedef struct st_gw_route_store_t gw_route_store_t;
 typedef struct st_gw_route_lookup_t gw_route_lookup_t;
 
+/* Counters for operators: may be shared by every worker's store (relaxed
+ * atomics); readable from any thread. */
+typedef struct st_gw_route_store_counters_t {
+    atomic_uint_fast64_t hits;          /* answered from the cache, no Redis call */
+    atomic_uint_fast64_t fetches;       /* HGETALLs sent (one per miss, shared by concurrent lookups) */
+    atomic_uint_fast64_t coalesced;     /* lookups that joined a fetch already in flight */
+    atomic_uint_fast64_t stale;         /* answered with an expired route because Redis could not answer */
+    atomic_uint_fast64_t unavailable;   /* answered GW_ROUTE_UNAVAILABLE */
+    atomic_uint_fast64_t invalidations; /* pub/sub messages that evicted a cached sandbox */
+    atomic_uint_fast64_t flushes;       /* whole-cache drops on (re)subscription */
+    atomic_uint_fast64_t evictions;     /* entries dropped to stay under GW_ROUTE_CACHE_MAX_ENTRIES */
+} gw_route_store_counters_t;
+
+/* Called when a fetch shows that a cached sandbox got a new lifecycle
+ * (`lifecycle` is the new one) or is gone (`lifecycle` NULL), so that the
+ * owner can close pooled connections of the old one. Strings are valid
+ * during the call only. Must not free the store. */
+typedef void (*gw_route_lifecycle_cb)(void *data, const char *sandbox_id, const char *lifecycle);
+
 typedef struct st_gw_route_store_conf_t {
-    const char *prefix;         /* key prefix, e.g. "lizard:" */
-    uint64_t lookup_timeout_ms; /* deadline of one lookup */
-    uint64_t cache_ttl_ms;
-    uint64_t negative_ttl_ms;
-    uint64_t stale_ttl_ms;
+    const char *prefix;                  /* key prefix, e.g. "lizard:" */
+    uint64_t lookup_timeout_ms;          /* deadline of one lookup */
+    uint64_t cache_ttl_ms;               /* a route is served without asking Redis for this long after it was read; 0: no cache */
+    uint64_t negative_ttl_ms;            /* "no such sandbox" is remembered this long; 0: not at all */
+    uint64_t stale_ttl_ms;               /* while Redis cannot answer, routes read less than this long ago still serve */
+    gw_route_store_counters_t *counters; /* NULL: not counted; borrowed, must outlive the store */
+    gw_route_lifecycle_cb on_lifecycle;  /* NULL: none */
+    void *lifecycle_data;
 } gw_route_store_conf_t;
 
 typedef enum {
     GW_ROUTE_FOUND = 0,
     GW_ROUTE_NOT_FOUND,
-    GW_ROUTE_UNAVAILABLE, /* Redis down or the deadline passed */
+    GW_ROUTE_UNAVAILABLE, /* Redis down or the deadline passed, and no usable cached route */
 } gw_route_status_t;
 
 /* `sandbox` is borrowed for the duration of the call (retain to keep it);
  * non-NULL only with GW_ROUTE_FOUND. */
 typedef void (*gw_route_cb)(void *data, gw_route_status_t status, gw_sandbox_t *sandbox);
 
-/* The store borrows `redis` (the worker owns it) and copies conf. */
+/* The store borrows `redis` (the worker owns it) and copies conf. Until
+ * gw_route_store_subscribe is called nothing is cached (concurrent lookups
+ * of one sandbox still share one HGETALL): without invalidation a cache
+ * could not stop traffic to an unexposed port at once. */
 gw_route_store_t *gw_route_store_new(h2o_loop_t *loop, gw_redis_t *redis, const gw_route_store_conf_t *conf);
+
+/* Drops open lookups without calling them back. Not from inside a lookup
+ * callback. Free the subscriber connection (if any) before the store. NULL
+ * is a no-op. */
 void gw_route_store_free(gw_route_store_t *s);
 
+/* Turns the cache on: SUBSCRIBEs `subscriber` (a connection of its own, not
+ * the one given to gw_route_store_new; borrowed) to "<prefix>routes" and
+ * takes its state callback. A message "<sandboxId>" evicts that sandbox;
+ * every (re)confirmed subscription drops the whole cache, since messages
+ * may have been lost meanwhile. Returns 0, or -1 on OOM. */
+int gw_route_store_subscribe(gw_route_store_t *s, gw_redis_t *subscriber);
+
 /* Starts a lookup. cb is always called later from the loop (never from
- * inside this call), exactly once, unless gw_route_lookup_cancel is called
- * first. Returns the handle for cancelling. */
+ * inside this call; a cache hit answers on the next loop turn), exactly
+ * once, no later than lookup_timeout_ms, unless gw_route_lookup_cancel is
+ * called first. Returns the handle for cancelling; NULL only on OOM (then
+ * cb is never called). */
 gw_route_lookup_t *gw_route_store_lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data);
+
+/* After this, the lookup's callback is never called. Not from inside that
+ * callback. */
 void gw_route_lookup_cancel(gw_route_lookup_t *l);
+
+/* Entries currently held (tests, metrics). */
+size_t gw_route_store_num_entries(const gw_route_store_t *s);
 
 #endif

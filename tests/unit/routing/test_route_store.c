@@ -1,0 +1,720 @@
+/*
+ * routing/route_store.c against a real redis-server started by the test on
+ * loopback: cache hits without Redis, pub/sub eviction, single flight,
+ * negative entries, TTLs, resubscription, outages, the size bound and the
+ * lifecycle hook.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <hiredis/hiredis.h>
+#include <h2o.h>
+#include "routing/redis.h"
+#include "routing/route_store.h"
+
+#define REDIS_SERVER "/usr/bin/redis-server"
+#define TOKEN "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+/* redis-server processes (as in test_redis.c) */
+
+typedef struct {
+    pid_t pid;
+    int port;
+    char dir[64];
+} server_t;
+
+static pid_t started;
+
+static void kill_server_at_exit(void)
+{
+    if (started > 0) {
+        kill(started, SIGKILL);
+        waitpid(started, NULL, 0);
+        started = 0;
+    }
+}
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int free_port(void)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+    close(fd);
+    return ntohs(sin.sin_port);
+}
+
+static redisContext *admin_connect(const server_t *srv)
+{
+    struct timeval tv = {1, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", srv->port, tv);
+    if (c == NULL || c->err) {
+        if (c != NULL)
+            redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+/* A blocking command for setting up data (tests only); returns the integer reply. */
+static long long admin(const server_t *srv, const char *fmt, ...)
+{
+    redisContext *c = admin_connect(srv);
+    va_list ap;
+    long long ret;
+    ck_assert_ptr_nonnull(c);
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "admin command failed: %s", r->str);
+    ret = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+    freeReplyObject(r);
+    redisFree(c);
+    return ret;
+}
+
+static void server_start(server_t *srv)
+{
+    char port[16];
+    pid_t pid;
+
+    if (srv->port == 0)
+        srv->port = free_port();
+    snprintf(port, sizeof(port), "%d", srv->port);
+    if (srv->dir[0] == '\0') {
+        snprintf(srv->dir, sizeof(srv->dir), "/tmp/gw-test-rstore-XXXXXX");
+        ck_assert_ptr_nonnull(mkdtemp(srv->dir));
+    }
+    ck_assert_int_ge(pid = fork(), 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        const char *argv[] = {"redis-server", "--port", port,    "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no",     "--dir", srv->dir, NULL};
+        execv(REDIS_SERVER, (char **)argv);
+        _exit(127);
+    }
+    srv->pid = started = pid;
+    uint64_t deadline = now_ms() + 5000;
+    while (now_ms() < deadline) {
+        redisContext *c = admin_connect(srv);
+        if (c != NULL) {
+            redisReply *r = redisCommand(c, "PING");
+            redisFree(c);
+            if (r != NULL) {
+                freeReplyObject(r);
+                return;
+            }
+        }
+        usleep(20000);
+    }
+    ck_abort_msg("redis-server did not start");
+}
+
+static void server_kill(server_t *srv)
+{
+    if (srv->pid > 0) {
+        kill(srv->pid, SIGCONT);
+        kill(srv->pid, SIGKILL);
+        waitpid(srv->pid, NULL, 0);
+        srv->pid = started = 0;
+    }
+}
+
+static void server_cleanup(server_t *srv)
+{
+    server_kill(srv);
+    if (srv->dir[0] != '\0')
+        rmdir(srv->dir);
+}
+
+static void put_sandbox(const server_t *srv, const char *id, const char *lifecycle, const char *port3000)
+{
+    admin(srv, "DEL lizard:sbx:{%s}", id);
+    admin(srv, "HSET lizard:sbx:{%s} state running addr 10.0.3.7 lifecycle %s project p1 token_sha256 %s port:3000 %s", id,
+          lifecycle, TOKEN, port3000);
+}
+
+/* the loop */
+
+static h2o_evloop_t *loop;
+
+static void loop_setup(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    loop = h2o_evloop_create();
+}
+
+static void loop_teardown(void)
+{
+    h2o_evloop_run(loop, 0);
+    h2o_evloop_run(loop, 0);
+    h2o_evloop_destroy(loop);
+    loop = NULL;
+    kill_server_at_exit();
+}
+
+static int run_until(volatile int *flag, uint64_t timeout_ms)
+{
+    uint64_t deadline = now_ms() + timeout_ms;
+    while (!*flag && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    return *flag;
+}
+
+static void run_for(uint64_t ms)
+{
+    int never = 0;
+    run_until(&never, ms);
+}
+
+static uint64_t counter(atomic_uint_fast64_t *c)
+{
+    return atomic_load(c);
+}
+
+/* Runs the loop until *c reaches n. */
+static int run_until_counter(atomic_uint_fast64_t *c, uint64_t n, uint64_t timeout_ms)
+{
+    uint64_t deadline = now_ms() + timeout_ms;
+    while (counter(c) < n && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    return counter(c) >= n;
+}
+
+/* a store with its own Redis connections */
+
+typedef struct {
+    gw_redis_t *redis, *sub;
+    gw_route_store_t *store;
+    gw_route_store_counters_t counters;
+    int sub_up; /* flushes seen: the subscription is confirmed */
+    char lc_id[64], lc_new[64];
+    int lc_calls, lc_null;
+} fixture_t;
+
+static gw_redis_conf_t conf_for(const server_t *srv)
+{
+    gw_redis_conf_t conf = {.connect_timeout_ms = 300, .reconnect_min_ms = 20, .reconnect_max_ms = 100};
+    char addr[64];
+    const char *err;
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", srv->port);
+    ck_assert_int_eq(gw_netaddr_parse(addr, 0, &conf.addr, &err), 0);
+    return conf;
+}
+
+static void on_lifecycle(void *data, const char *id, const char *lifecycle)
+{
+    fixture_t *f = data;
+    ++f->lc_calls;
+    snprintf(f->lc_id, sizeof(f->lc_id), "%s", id);
+    f->lc_null = lifecycle == NULL;
+    snprintf(f->lc_new, sizeof(f->lc_new), "%s", lifecycle != NULL ? lifecycle : "");
+}
+
+/* subscribe 0: no subscriber, hence no cache */
+static void fixture_init(fixture_t *f, const server_t *srv, gw_route_store_conf_t conf, int subscribe)
+{
+    memset(f, 0, sizeof(*f));
+    gw_redis_conf_t rconf = conf_for(srv);
+    f->redis = gw_redis_new((h2o_loop_t *)loop, &rconf);
+    conf.prefix = "lizard:";
+    if (conf.lookup_timeout_ms == 0)
+        conf.lookup_timeout_ms = 300;
+    conf.counters = &f->counters;
+    conf.on_lifecycle = on_lifecycle;
+    conf.lifecycle_data = f;
+    f->store = gw_route_store_new((h2o_loop_t *)loop, f->redis, &conf);
+    ck_assert_ptr_nonnull(f->store);
+    if (subscribe) {
+        f->sub = gw_redis_new((h2o_loop_t *)loop, &rconf);
+        ck_assert_int_eq(gw_route_store_subscribe(f->store, f->sub), 0);
+        /* the subscription is confirmed when the first flush happens */
+        ck_assert(run_until_counter(&f->counters.flushes, 1, 3000));
+    }
+    uint64_t deadline = now_ms() + 3000;
+    while (!gw_redis_is_ready(f->redis) && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    ck_assert(gw_redis_is_ready(f->redis));
+}
+
+static void fixture_dispose(fixture_t *f)
+{
+    gw_redis_free(f->sub); /* before the store, which it calls back */
+    gw_route_store_free(f->store);
+    gw_redis_free(f->redis);
+}
+
+typedef struct {
+    int called;
+    gw_route_status_t status;
+    char lifecycle[64];
+    gw_port_access_t port3000;
+    uint64_t at;
+} result_t;
+
+static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sandbox)
+{
+    result_t *res = data;
+    ++res->called;
+    res->status = status;
+    res->at = now_ms();
+    if (status == GW_ROUTE_FOUND) {
+        ck_assert_ptr_nonnull(sandbox);
+        snprintf(res->lifecycle, sizeof(res->lifecycle), "%s", sandbox->lifecycle.base);
+        res->port3000 = gw_sandbox_port_access(sandbox, 3000);
+    } else {
+        ck_assert_ptr_null(sandbox);
+    }
+}
+
+/* one lookup, run to its answer */
+static result_t lookup(fixture_t *f, const char *id)
+{
+    result_t res = {0};
+    ck_assert_ptr_nonnull(gw_route_store_lookup(f->store, id, on_route, &res));
+    ck_assert_int_eq(res.called, 0); /* never from inside the call, hits included */
+    ck_assert(run_until(&res.called, 3000));
+    run_for(0);
+    ck_assert_int_eq(res.called, 1);
+    return res;
+}
+
+/* tests */
+
+START_TEST(hit_makes_no_redis_call)
+{
+    server_t srv = {0};
+    fixture_t f;
+
+    server_start(&srv);
+    put_sandbox(&srv, "sbx1", "lc1", "private");
+    fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .stale_ttl_ms = 60000}, 1);
+
+    result_t r = lookup(&f, "sbx1");
+    ck_assert_int_eq(r.status, GW_ROUTE_FOUND);
+    ck_assert_str_eq(r.lifecycle, "lc1");
+    ck_assert_uint_eq(counter(&f.counters.fetches), 1);
+
+    /* a frozen server cannot answer anything: hits still do, at once */
+    ck_assert_int_eq(kill(srv.pid, SIGSTOP), 0);
+    uint64_t t0 = now_ms();
+    for (int i = 0; i != 100; ++i) {
+        r = lookup(&f, "sbx1");
+        ck_assert_int_eq(r.status, GW_ROUTE_FOUND);
+        ck_assert_int_eq(r.port3000, GW_PORT_PRIVATE);
+    }
+    ck_assert_uint_lt(now_ms() - t0, 1000); /* 100 hits, not 100 deadlines of 300 ms */
+    ck_assert_uint_eq(counter(&f.counters.fetches), 1);
+    ck_assert_uint_eq(counter(&f.counters.hits), 100);
+    ck_assert_int_eq(kill(srv.pid, SIGCONT), 0);
+
+    fixture_dispose(&f);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(publish_evicts_at_once)
+{
+    server_t srv = {0};
+    fixture_t f;
+
+    server_start(&srv);
+    put_sandbox(&srv, "sbx1", "lc1", "private");
+    put_sandbox(&srv, "sbx2", "lc1", "private");
+    fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .stale_ttl_ms = 60000}, 1);
+    ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PRIVATE);
+    ck_assert_int_eq(lookup(&f, "sbx2").port3000, GW_PORT_PRIVATE);
+
+    /* changed without a message: the cache does not know yet */
+    put_sandbox(&srv, "sbx1", "lc1", "public");
+    put_sandbox(&srv, "sbx2", "lc1", "public");
+    ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PRIVATE);
+
+    /* the message evicts that sandbox only; upper case is the same id (hosts are case-insensitive) */
+    ck_assert_int_eq(admin(&srv, "PUBLISH lizard:routes SBX1"), 1);
+    admin(&srv, "PUBLISH lizard:routes nosuchsandbox");
+    admin(&srv, "PUBLISH lizard:routes %s", "not/an id at all, and far too long to be one ..........................");
+    ck_assert(run_until_counter(&f.counters.invalidations, 1, 2000));
+    result_t r = lookup(&f, "sbx1");
+    ck_assert_int_eq(r.status, GW_ROUTE_FOUND);
+    ck_assert_int_eq(r.port3000, GW_PORT_PUBLIC);
+    ck_assert_int_eq(lookup(&f, "sbx2").port3000, GW_PORT_PRIVATE);
+    ck_assert_uint_eq(counter(&f.counters.invalidations), 1);
+
+    /* deleted + message: not found at once */
+    admin(&srv, "DEL lizard:sbx:{sbx2}");
+    admin(&srv, "PUBLISH lizard:routes sbx2");
+    ck_assert(run_until_counter(&f.counters.invalidations, 2, 2000));
+    ck_assert_int_eq(lookup(&f, "sbx2").status, GW_ROUTE_NOT_FOUND);
+
+    /* another prefix's channel is not ours */
+    put_sandbox(&srv, "sbx1", "lc1", "private");
+    admin(&srv, "PUBLISH other:routes sbx1");
+    run_for(100);
+    ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PUBLIC);
+
+    fixture_dispose(&f);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(concurrent_misses_share_one_fetch)
+{
+    server_t srv = {0};
+    fixture_t f;
+    result_t res[50];
+
+    server_start(&srv);
+    put_sandbox(&srv, "sbx1", "lc1", "public");
+    fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .negative_ttl_ms = 60000}, 1);
+
+    memset(res, 0, sizeof(res));
+    gw_route_lookup_t *cancelled = NULL;
+    for (int i = 0; i != 50; ++i) {
+        gw_route_lookup_t *l = gw_route_store_lookup(f.store, "sbx1", on_route, &res[i]);
+        if (i == 7)
+            cancelled = l;
+    }
+    /* one waiter gives up: the others still get their answer */
+    gw_route_lookup_cancel(cancelled);
+    ck_assert(run_until(&res[49].called, 3000));
+    run_for(20);
+    for (int i = 0; i != 50; ++i) {
+        ck_assert_int_eq(res[i].called, i == 7 ? 0 : 1);
+        if (i != 7)
+            ck_assert_int_eq(res[i].status, GW_ROUTE_FOUND);
+    }
+    ck_assert_uint_eq(counter(&f.counters.fetches), 1);
+    ck_assert_uint_eq(counter(&f.counters.coalesced), 49);
+
+    /* the same for a sandbox that does not exist */
+    memset(res, 0, sizeof(res));
+    for (int i = 0; i != 50; ++i)
+        gw_route_store_lookup(f.store, "nosuch", on_route, &res[i]);
+    ck_assert(run_until(&res[49].called, 3000));
+    for (int i = 0; i != 50; ++i)
+        ck_assert_int_eq(res[i].status, GW_ROUTE_NOT_FOUND);
+    ck_assert_uint_eq(counter(&f.counters.fetches), 2);
+
+    /* every waiter cancelled: the fetch still fills the cache */
+    put_sandbox(&srv, "sbx3", "lc1", "public");
+    memset(res, 0, sizeof(res));
+    gw_route_lookup_cancel(gw_route_store_lookup(f.store, "sbx3", on_route, &res[0]));
+    run_for(100);
+    ck_assert_int_eq(res[0].called, 0);
+    ck_assert_uint_eq(counter(&f.counters.fetches), 3);
+    ck_assert_int_eq(lookup(&f, "sbx3").status, GW_ROUTE_FOUND);
+    ck_assert_uint_eq(counter(&f.counters.fetches), 3);
+
+    fixture_dispose(&f);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(negative_entries)
+{
+    server_t srv = {0};
+    fixture_t f;
+
+    server_start(&srv);
+    fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .negative_ttl_ms = 1000}, 1);
+
+    uint64_t t0 = now_ms();
+    ck_assert_int_eq(lookup(&f, "late").status, GW_ROUTE_NOT_FOUND);
+    put_sandbox(&srv, "late", "lc1", "public"); /* no message */
+    for (int i = 0; i != 20; ++i)
+        ck_assert_int_eq(lookup(&f, "late").status, GW_ROUTE_NOT_FOUND);
+    ck_assert_uint_lt(now_ms() - t0, 900); /* else the next line says nothing */
+    ck_assert_uint_eq(counter(&f.counters.fetches), 1);
+    /* bounded by negative_ttl_ms */
+    run_for(1050);
+    ck_assert_int_eq(lookup(&f, "late").status, GW_ROUTE_FOUND);
+
+    /* and a message ends it at once */
+    ck_assert_int_eq(lookup(&f, "later").status, GW_ROUTE_NOT_FOUND);
+    put_sandbox(&srv, "later", "lc1", "public");
+    admin(&srv, "PUBLISH lizard:routes later");
+    ck_assert(run_until_counter(&f.counters.invalidations, 1, 2000));
+    ck_assert_int_eq(lookup(&f, "later").status, GW_ROUTE_FOUND);
+
+    /* ids that cannot exist never reach Redis */
+    uint64_t fetches = counter(&f.counters.fetches);
+    ck_assert_int_eq(lookup(&f, "").status, GW_ROUTE_NOT_FOUND);
+    ck_assert_int_eq(lookup(&f, "a123456789012345678901234567890123456789012345678901234567").status, GW_ROUTE_NOT_FOUND);
+    ck_assert_uint_eq(counter(&f.counters.fetches), fetches);
+
+    fixture_dispose(&f);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(cache_ttl_bounds_staleness)
+{
+    server_t srv = {0};
+    fixture_t f;
+
+    server_start(&srv);
+    put_sandbox(&srv, "sbx1", "lc1", "private");
+    fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 1000, .stale_ttl_ms = 60000}, 1);
+    uint64_t t0 = now_ms();
+    ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PRIVATE);
+    put_sandbox(&srv, "sbx1", "lc1", "public"); /* the message is "lost" */
+    ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PRIVATE);
+    ck_assert_uint_lt(now_ms() - t0, 900);
+    run_for(1050);
+    ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PUBLIC);
+    ck_assert_uint_eq(counter(&f.counters.fetches), 2);
+
+    fixture_dispose(&f);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(resubscription_drops_everything)
+{
+    server_t srv = {0};
+    fixture_t f;
+
+    server_start(&srv);
+    put_sandbox(&srv, "sbx1", "lc1", "private");
+    fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .negative_ttl_ms = 60000, .stale_ttl_ms = 60000}, 1);
+    ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PRIVATE);
+    ck_assert_int_eq(lookup(&f, "ghost").status, GW_ROUTE_NOT_FOUND);
+    put_sandbox(&srv, "sbx1", "lc1", "public");
+    put_sandbox(&srv, "ghost", "lc1", "public");
+    ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PRIVATE);
+    ck_assert_int_eq(lookup(&f, "ghost").status, GW_ROUTE_NOT_FOUND);
+
+    /* the subscription drops (messages may be lost) and comes back: nothing cached is trusted */
+    ck_assert_int_eq(admin(&srv, "CLIENT KILL TYPE pubsub"), 1);
+    ck_assert(run_until_counter(&f.counters.flushes, 2, 3000));
+    ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PUBLIC);
+    ck_assert_int_eq(lookup(&f, "ghost").status, GW_ROUTE_FOUND);
+
+    fixture_dispose(&f);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(outage_serves_cached_within_stale_ttl)
+{
+    server_t srv = {0};
+    fixture_t f;
+
+    server_start(&srv);
+    put_sandbox(&srv, "hot", "lc1", "public");
+    put_sandbox(&srv, "cold", "lc1", "public");
+    fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 200, .stale_ttl_ms = 800}, 1);
+    ck_assert_int_eq(lookup(&f, "hot").status, GW_ROUTE_FOUND);
+    uint64_t confirmed = now_ms();
+
+    server_kill(&srv);
+    run_for(50);
+    ck_assert_int_eq(gw_redis_is_ready(f.redis), 0);
+    /* uncached: unavailable at once */
+    result_t r = lookup(&f, "cold");
+    ck_assert_int_eq(r.status, GW_ROUTE_UNAVAILABLE);
+    /* cached, past cache_ttl_ms: still served (stale), at once */
+    run_for(250);
+    uint64_t t0 = now_ms();
+    r = lookup(&f, "hot");
+    ck_assert_int_eq(r.status, GW_ROUTE_FOUND);
+    ck_assert_uint_lt(r.at - t0, 50);
+    ck_assert_uint_ge(counter(&f.counters.stale), 1);
+    ck_assert_uint_lt(now_ms() - confirmed, 800);
+    /* but not past stale_ttl_ms */
+    run_for(800 - (now_ms() - confirmed) + 50);
+    ck_assert_int_eq(lookup(&f, "hot").status, GW_ROUTE_UNAVAILABLE);
+
+    /* Redis returns: everything recovers by itself */
+    server_start(&srv);
+    put_sandbox(&srv, "cold", "lc2", "public");
+    uint64_t deadline = now_ms() + 3000;
+    while (!gw_redis_is_ready(f.redis) && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    r = lookup(&f, "cold");
+    ck_assert_int_eq(r.status, GW_ROUTE_FOUND);
+    ck_assert_str_eq(r.lifecycle, "lc2");
+    ck_assert(run_until_counter(&f.counters.flushes, 2, 3000)); /* resubscribed */
+
+    fixture_dispose(&f);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(frozen_redis_answers_by_the_deadline)
+{
+    server_t srv = {0};
+    fixture_t f;
+
+    server_start(&srv);
+    put_sandbox(&srv, "hot", "lc1", "public");
+    fixture_init(&f, &srv, (gw_route_store_conf_t){.lookup_timeout_ms = 200, .cache_ttl_ms = 100, .stale_ttl_ms = 60000}, 1);
+    ck_assert_int_eq(lookup(&f, "hot").status, GW_ROUTE_FOUND);
+    run_for(150); /* expired: the next lookup asks Redis */
+    ck_assert_int_eq(kill(srv.pid, SIGSTOP), 0);
+    uint64_t t0 = now_ms();
+    result_t hot = {0}, cold = {0};
+    gw_route_store_lookup(f.store, "hot", on_route, &hot);
+    gw_route_store_lookup(f.store, "cold", on_route, &cold);
+    ck_assert(run_until(&hot.called, 2000));
+    ck_assert(run_until(&cold.called, 2000));
+    /* the expired route answers when the fetch fails; the unknown one cannot */
+    ck_assert_int_eq(hot.status, GW_ROUTE_FOUND);
+    ck_assert_int_eq(cold.status, GW_ROUTE_UNAVAILABLE);
+    ck_assert_uint_ge(hot.at - t0, 150);
+    ck_assert_msg(hot.at - t0 < 200 + 300 && cold.at - t0 < 200 + 300, "waited %u ms", (unsigned)(cold.at - t0));
+    ck_assert_int_eq(kill(srv.pid, SIGCONT), 0);
+
+    fixture_dispose(&f);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(lifecycle_change_is_reported)
+{
+    server_t srv = {0};
+    fixture_t f;
+
+    server_start(&srv);
+    put_sandbox(&srv, "sbx1", "lc1", "public");
+    fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000}, 1);
+    ck_assert_str_eq(lookup(&f, "sbx1").lifecycle, "lc1");
+    ck_assert_int_eq(f.lc_calls, 0);
+
+    /* a change that keeps the lifecycle says nothing */
+    put_sandbox(&srv, "sbx1", "lc1", "private");
+    admin(&srv, "PUBLISH lizard:routes sbx1");
+    ck_assert(run_until_counter(&f.counters.invalidations, 1, 2000));
+    ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PRIVATE);
+    ck_assert_int_eq(f.lc_calls, 0);
+
+    /* a new VM */
+    put_sandbox(&srv, "sbx1", "lc2", "private");
+    admin(&srv, "PUBLISH lizard:routes sbx1");
+    ck_assert(run_until_counter(&f.counters.invalidations, 2, 2000));
+    ck_assert_str_eq(lookup(&f, "sbx1").lifecycle, "lc2");
+    ck_assert_int_eq(f.lc_calls, 1);
+    ck_assert_str_eq(f.lc_id, "sbx1");
+    ck_assert_str_eq(f.lc_new, "lc2");
+
+    /* gone */
+    admin(&srv, "DEL lizard:sbx:{sbx1}");
+    admin(&srv, "PUBLISH lizard:routes sbx1");
+    ck_assert(run_until_counter(&f.counters.invalidations, 3, 2000));
+    ck_assert_int_eq(lookup(&f, "sbx1").status, GW_ROUTE_NOT_FOUND);
+    ck_assert_int_eq(f.lc_calls, 2);
+    ck_assert_int_eq(f.lc_null, 1);
+
+    fixture_dispose(&f);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(without_subscriber_nothing_is_cached)
+{
+    server_t srv = {0};
+    fixture_t f;
+
+    server_start(&srv);
+    put_sandbox(&srv, "sbx1", "lc1", "private");
+    fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .negative_ttl_ms = 60000}, 0);
+    ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PRIVATE);
+    put_sandbox(&srv, "sbx1", "lc1", "public");
+    ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PUBLIC);
+    ck_assert_int_eq(lookup(&f, "nosuch").status, GW_ROUTE_NOT_FOUND);
+    ck_assert_int_eq(lookup(&f, "nosuch").status, GW_ROUTE_NOT_FOUND);
+    ck_assert_uint_eq(counter(&f.counters.fetches), 4);
+    ck_assert_uint_eq(gw_route_store_num_entries(f.store), 0);
+
+    fixture_dispose(&f);
+    server_cleanup(&srv);
+}
+END_TEST
+
+START_TEST(size_is_bounded)
+{
+    server_t srv = {0};
+    fixture_t f;
+    static result_t res[10000];
+    char id[32];
+
+    server_start(&srv);
+    fixture_init(&f, &srv, (gw_route_store_conf_t){.lookup_timeout_ms = 10000, .cache_ttl_ms = 600000, .negative_ttl_ms = 600000},
+                 1);
+    /* a flood of random names, in batches so that each batch is answered */
+    for (int batch = 0; batch != GW_ROUTE_CACHE_MAX_ENTRIES / 10000 + 1; ++batch) {
+        memset(res, 0, sizeof(res));
+        for (int i = 0; i != 10000; ++i) {
+            snprintf(id, sizeof(id), "flood%d", batch * 10000 + i);
+            ck_assert_ptr_nonnull(gw_route_store_lookup(f.store, id, on_route, &res[i]));
+        }
+        ck_assert(run_until(&res[9999].called, 20000));
+        ck_assert_int_eq(res[0].status, GW_ROUTE_NOT_FOUND);
+    }
+    ck_assert_uint_eq(gw_route_store_num_entries(f.store), GW_ROUTE_CACHE_MAX_ENTRIES);
+    ck_assert_uint_eq(counter(&f.counters.evictions), 10000);
+    /* the oldest went; the newest are still there */
+    uint64_t fetches = counter(&f.counters.fetches);
+    snprintf(id, sizeof(id), "flood%d", GW_ROUTE_CACHE_MAX_ENTRIES + 9999);
+    ck_assert_int_eq(lookup(&f, id).status, GW_ROUTE_NOT_FOUND);
+    ck_assert_uint_eq(counter(&f.counters.fetches), fetches);
+    ck_assert_int_eq(lookup(&f, "flood0").status, GW_ROUTE_NOT_FOUND);
+    ck_assert_uint_eq(counter(&f.counters.fetches), fetches + 1);
+
+    fixture_dispose(&f);
+    server_cleanup(&srv);
+}
+END_TEST
+
+int main(void)
+{
+    atexit(kill_server_at_exit);
+
+    Suite *s = suite_create("route_store");
+    TCase *tc = tcase_create("redis-server");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, loop_setup, loop_teardown);
+    tcase_add_test(tc, hit_makes_no_redis_call);
+    tcase_add_test(tc, publish_evicts_at_once);
+    tcase_add_test(tc, concurrent_misses_share_one_fetch);
+    tcase_add_test(tc, negative_entries);
+    tcase_add_test(tc, cache_ttl_bounds_staleness);
+    tcase_add_test(tc, resubscription_drops_everything);
+    tcase_add_test(tc, outage_serves_cached_within_stale_ttl);
+    tcase_add_test(tc, frozen_redis_answers_by_the_deadline);
+    tcase_add_test(tc, lifecycle_change_is_reported);
+    tcase_add_test(tc, without_subscriber_nothing_is_cached);
+    tcase_add_test(tc, size_is_bounded);
+    suite_add_tcase(s, tc);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
