@@ -7,6 +7,7 @@ GW_DEB_PACKAGES=(
     libh2o-evloop-dev libhiredis-dev libjansson-dev libssl-dev check
     redis-server redis-tools curl nghttp2-client openssl
     python3-pytest python3-h2 python3-websockets
+    clang libclang-rt-14-dev
 )
 
 # The browser end-to-end tests (tests/integration/test_browser_e2e.py) drive
