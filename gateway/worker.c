@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include "gateway/access_log.h"
 #include "gateway/admin.h"
+#include "gateway/early_errors.h"
 #include "gateway/pipeline.h"
 #include "gateway/worker.h"
 
@@ -100,6 +101,7 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     gw_pipeline_register_redirect(pathconf);
     gw_access_log_register(pathconf, s->access_log_fd); /* counts for /metrics even when not logging */
     pathconf->error_log.emit_request_errors = 0;
+    gw_early_errors_register(s); /* h2o's own 413 (HTTP/1) becomes body_too_large */
 
     s->https_port = 443;
     for (i = 0; i != config->num_listen; ++i) {

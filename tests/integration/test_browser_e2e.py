@@ -1,7 +1,8 @@
 """Browser access end to end in a real browser: Debian's headless Chromium,
 driven by playwright-core (browser/e2e.js), opens a preview URL with
 ?lizard_token=, lands on the app with the token gone from the address bar,
-follows a link and makes a fetch() with only the gateway's cookie; with
+follows a link, makes a fetch() and opens a WebSocket to the same preview
+host (wss, exchanging a message) with only the gateway's cookie; with
 auth.cookie_same_site "none" the same works inside an iframe on a page of
 another origin.
 
@@ -9,9 +10,12 @@ Needs /usr/bin/chromium (Debian package chromium; CHROMIUM overrides the
 path), node, and `npm ci --prefix tests/integration/browser`. Outside CI a
 missing Chromium skips these tests; in CI (CI=true) it is a failure."""
 
+import base64
+import hashlib
 import json
 import os
 import shutil
+import struct
 import subprocess
 
 import pytest
@@ -49,8 +53,54 @@ PAGE2 = (b"<!doctype html><html><head><meta charset=utf-8><title>page two</title
          b"<h1 id=title>page two</h1></body></html>")
 
 
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def _ws_echo(app, h):
+    """The app's WebSocket endpoint: the handshake, then every text message is
+    echoed back prefixed with "echo: ", until the browser closes."""
+    key = h.headers.get("Sec-WebSocket-Key")
+    if (h.headers.get("Upgrade") or "").lower() != "websocket" or not key:
+        return 400, [("Content-Type", "text/plain")], b"not a websocket upgrade"
+    accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+    h.send_response(101)
+    h.send_header("Upgrade", "websocket")
+    h.send_header("Connection", "Upgrade")
+    h.send_header("Sec-WebSocket-Accept", accept)
+    h.end_headers()
+    h.wfile.flush()
+    h.close_connection = True
+    try:
+        while True:
+            hdr = h.rfile.read(2)
+            if len(hdr) < 2:
+                return None
+            opcode, n = hdr[0] & 0x0F, hdr[1] & 0x7F
+            if n == 126:
+                n = struct.unpack("!H", h.rfile.read(2))[0]
+            elif n == 127:
+                n = struct.unpack("!Q", h.rfile.read(8))[0]
+            mask = h.rfile.read(4) if hdr[1] & 0x80 else b"\0\0\0\0"
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(h.rfile.read(n)))
+            if opcode == 0x8:  # close: answer it
+                h.wfile.write(bytes([0x88, len(data[:2])]) + data[:2])
+                h.wfile.flush()
+                return None
+            if opcode == 0x1:
+                with app.lock:
+                    app.ws_messages.append(data.decode("utf-8", "replace"))
+                out = b"echo: " + data
+                frame = bytes([0x81, len(out)]) if len(out) < 126 else bytes([0x81, 126]) + struct.pack("!H", len(out))
+                h.wfile.write(frame + out)
+                h.wfile.flush()
+    except OSError:
+        return None
+
+
 def _app_handler(app, h):
     path = h.path.split("?", 1)[0]
+    if h.command == "GET" and path == "/ws":
+        return _ws_echo(app, h)
     if h.command == "GET" and path == "/":
         return 200, [("Content-Type", "text/html; charset=utf-8"), ("Cache-Control", "no-store"),
                      ("Set-Cookie", "app_pref=blue; Path=/; SameSite=Lax")], HOME
@@ -65,7 +115,9 @@ def _app_handler(app, h):
 
 @pytest.fixture
 def app():
-    a = bh.RecordingApp(_app_handler).start()
+    a = bh.RecordingApp(_app_handler)
+    a.ws_messages = []
+    a.start()
     yield a
     a.stop()
 
@@ -113,6 +165,17 @@ def assert_app_saw_no_credentials(app, token):
     return reqs
 
 
+def assert_app_got_websocket(app):
+    """The page's WebSocket reached the app as an upgrade of /ws?via=page
+    (credentials are checked by assert_app_saw_no_credentials) and its
+    message came through."""
+    ups = [r for r in app.snapshot() if r["path"] == "/ws?via=page"]
+    assert len(ups) == 1, [r["path"] for r in app.snapshot()]
+    hdrs = dict(ups[0]["headers"])
+    assert hdrs.get("upgrade", "").lower() == "websocket", ups[0]["headers"]
+    assert app.ws_messages == ["hello over websocket"], app.ws_messages
+
+
 def assert_walkthrough(out, base, token):
     """The landing, the link and the fetch all worked with the cookie."""
     assert not out.get("error"), "browser run failed: %s\nresponses: %s" % (out.get("error"), out.get("responses"))
@@ -124,6 +187,9 @@ def assert_walkthrough(out, base, token):
     assert out["fetch"]["status"] == 200, "fetch() with the cookie only: %r" % out["fetch"]
     assert json.loads(out["fetch"]["body"]) == {"ok": True, "method": "POST", "got": '{"hello":"gateway"}'}, out["fetch"]
     assert bh.COOKIE_NAME not in out["document_cookie"], "the gateway's cookie must be HttpOnly"
+    ws = out.get("websocket") or {}
+    assert ws.get("url") == "wss://%s/ws?via=page" % base.split("//", 1)[1], ws
+    assert ws.get("echo") == "echo: hello over websocket", "a WebSocket with the cookie only: %r" % ws
     # the token was turned into the cookie by a 302 (and never went anywhere else)
     preview = [r for r in out["responses"] if r["url"].startswith(base + "/")]
     first = preview[0]
@@ -146,6 +212,7 @@ def test_browser_top_level_preview(browser_env, tmp_path, app, register_sandbox,
     assert c["httpOnly"] and c["secure"] and c["sameSite"] == "Lax" and c["path"] == "/", c
     assert c["domain"] == host, "host-only cookie expected: %r" % c
     reqs = assert_app_saw_no_credentials(app, token)
+    assert_app_got_websocket(app)
     paths = [(r["method"], r["path"]) for r in reqs]
     assert ("GET", "/?ref=e2e") in paths and ("GET", "/page2?from=home&n=1") in paths, paths
     assert ("POST", "/api/data?via=fetch") in paths, paths
@@ -171,6 +238,7 @@ def test_browser_iframe_preview_with_same_site_none(browser_env, tmp_path, app, 
     assert cs[0]["sameSite"] == "None" and cs[0]["secure"] and cs[0]["httpOnly"], cs[0]
     assert cs[0]["partitionKey"], "the cookie should be partitioned (CHIPS): %r" % cs[0]
     assert_app_saw_no_credentials(app, token)
+    assert_app_got_websocket(app)
 
 
 def test_browser_iframe_needs_same_site_none(browser_env, tmp_path, app, parent_site, register_sandbox, gateway):

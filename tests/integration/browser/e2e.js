@@ -10,7 +10,9 @@
 //          previewHost (host name of the preview), timeoutMs}
 //
 // "top":    open url, read the landing page, follow the link #next, then
-//           fetch() a POST from the page using only the cookie.
+//           fetch() a POST from the page using only the cookie, then open a
+//           WebSocket to wss://<same host>/ws?via=page (the cookie is all it
+//           carries), send one message and wait for the app's echo.
 // "iframe": open parentUrl (another origin) whose <iframe> loads url, and do
 //           the same inside the frame.
 'use strict';
@@ -71,6 +73,45 @@ async function exercise(target, out, timeoutMs) {
         }
     });
     out.document_cookie = await target.evaluate(() => document.cookie);
+
+    out.websocket = await target.evaluate(
+        (ms) =>
+            new Promise((resolve) => {
+                const url = 'wss://' + location.host + '/ws?via=page';
+                const res = { url: url };
+                let ws;
+                const timer = setTimeout(() => {
+                    res.error = 'no echo within ' + ms + ' ms';
+                    resolve(res);
+                }, ms);
+                try {
+                    ws = new WebSocket(url);
+                } catch (e) {
+                    clearTimeout(timer);
+                    res.error = String(e);
+                    resolve(res);
+                    return;
+                }
+                ws.onopen = () => {
+                    res.opened = true;
+                    ws.send('hello over websocket');
+                };
+                ws.onmessage = (e) => {
+                    clearTimeout(timer);
+                    res.echo = String(e.data);
+                    ws.close(1000, 'done');
+                    resolve(res);
+                };
+                ws.onclose = (e) => {
+                    if (res.echo === undefined) {
+                        clearTimeout(timer);
+                        res.error = 'closed before the echo: code ' + e.code;
+                        resolve(res);
+                    }
+                };
+            }),
+        timeoutMs,
+    );
 }
 
 async function main() {
