@@ -48,6 +48,7 @@ struct st_gw_route_store_t {
     h2o_loop_t *loop;
     gw_redis_t *redis;
     gw_redis_t *subscriber;     /* NULL: no cache */
+    int listening;              /* the subscription is confirmed: a cached entry can be trusted */
     gw_route_store_conf_t conf; /* conf.prefix points to `prefix` */
     char *prefix;
     h2o_timeout_t deferred; /* 0 ms: answers known at lookup time still go through the loop */
@@ -354,8 +355,10 @@ static void on_subscriber_state(void *data, int connected)
     gw_route_store_t *s = data;
 
     /* "connected" comes when the SUBSCRIBE is confirmed: whatever was published while we were
-     * not listening is lost, so nothing read before now is trusted. A disconnect changes
-     * nothing: entries keep serving until their TTL, which bounds what a lost message costs. */
+     * not listening is lost, so nothing read before now is trusted. While not listening, a
+     * publish would go unheard, so no entry answers as fresh: every lookup asks Redis, and
+     * cached routes only stand in when Redis cannot answer (stale_ttl_ms). */
+    s->listening = connected;
     if (connected)
         flush_all(s);
 }
@@ -500,7 +503,7 @@ gw_route_lookup_t *gw_route_store_lookup(gw_route_store_t *s, const char *sandbo
             COUNT(s, coalesced);
             goto Join;
         }
-        if (now < e->fresh_until) {
+        if (now < e->fresh_until && s->listening) {
             if (e->kind == ENTRY_NOT_FOUND) {
                 COUNT(s, hits);
                 defer(l, GW_ROUTE_NOT_FOUND, NULL);
