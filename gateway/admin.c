@@ -86,6 +86,25 @@ static void send_metrics(h2o_req_t *req, gw_server_t *s)
     append(&out, "# HELP lizard_redis_connected_workers Workers whose Redis connection is up.\n"
                  "# TYPE lizard_redis_connected_workers gauge\n");
     append(&out, "lizard_redis_connected_workers %d\n", atomic_load(&s->redis_ready_workers));
+    gw_metering_stats_t ms;
+    gw_metering_get_stats(s->metering, &ms);
+    append(&out, "# HELP lizard_metering_pending_records Metering records counted and not yet written to Redis.\n"
+                 "# TYPE lizard_metering_pending_records gauge\n");
+    append(&out, "lizard_metering_pending_records %llu\n", (unsigned long long)ms.pending_records);
+    append(&out, "# HELP lizard_metering_pending_batches Sealed metering batches waiting for Redis.\n"
+                 "# TYPE lizard_metering_pending_batches gauge\n");
+    append(&out, "lizard_metering_pending_batches %llu\n", (unsigned long long)ms.pending_batches);
+    append(&out, "# HELP lizard_metering_records_written_total Metering records written to Redis (XADD + INCRBY).\n"
+                 "# TYPE lizard_metering_records_written_total counter\n");
+    append(&out, "lizard_metering_records_written_total %llu\n", (unsigned long long)ms.records_written);
+    append(&out, "# HELP lizard_metering_flush_failures_total Metering MULTI/EXEC that failed or timed out (retried).\n"
+                 "# TYPE lizard_metering_flush_failures_total counter\n");
+    append(&out, "lizard_metering_flush_failures_total %llu\n", (unsigned long long)ms.flush_failures);
+    append(&out, "# HELP lizard_metering_spill_records_total Spill file records: written at exit, replayed at start, "
+                 "malformed lines skipped.\n# TYPE lizard_metering_spill_records_total counter\n");
+    append(&out, "lizard_metering_spill_records_total{op=\"written\"} %llu\n", (unsigned long long)ms.spill_written);
+    append(&out, "lizard_metering_spill_records_total{op=\"replayed\"} %llu\n", (unsigned long long)ms.spill_replayed);
+    append(&out, "lizard_metering_spill_records_total{op=\"malformed\"} %llu\n", (unsigned long long)ms.spill_malformed);
     append(&out, "# HELP lizard_workers Worker threads.\n# TYPE lizard_workers gauge\nlizard_workers %zu\n", s->num_workers);
 
     send_text(req, 200, "OK", "text/plain; version=0.0.4", out.buf, out.len);

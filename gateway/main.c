@@ -15,6 +15,8 @@
 #include "tls/tls.h"
 
 #define DRAIN_MS 10000
+/* bound of the blocking metering flush after the workers stopped */
+#define METERING_FINAL_FLUSH_MS 2000
 
 static void usage(FILE *out)
 {
@@ -143,6 +145,8 @@ int main(int argc, char **argv)
 
     fprintf(stderr, "lizard-gateway: stopping (draining up to %d ms)\n", DRAIN_MS);
     gw_server_stop(&server, DRAIN_MS);
+    /* what Redis cannot take now goes to metering.spill_file (reported on stderr) */
+    gw_metering_final_flush(server.metering, &config->redis.addr, config->redis.password, METERING_FINAL_FLUSH_MS);
     gw_server_dispose(&server);
     fprintf(stderr, "lizard-gateway: stopped\n");
     return 0;

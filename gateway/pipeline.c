@@ -10,6 +10,7 @@
 #include "auth/query.h"
 #include "auth/token.h"
 #include "gateway/errors.h"
+#include "gateway/metering.h"
 #include "gateway/pipeline.h"
 #include "gateway/proxy.h"
 #include "gateway/worker.h"
@@ -223,6 +224,8 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
         ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(p->host.port);
     else
         ((struct sockaddr_in6 *)&target.addr.ss)->sin6_port = htons(p->host.port);
+    /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */
+    gw_meter_set_project(p->worker->meter, sbx->id, sbx->project, h2o_now(p->worker->ctx.loop));
     gw_proxy_forward(p->worker->proxy, p->req, &target);
 }
 

@@ -23,6 +23,8 @@
 
 #define LISTEN_BACKLOG 1024
 #define LOOP_TICK_MS 100
+/* at exit, how long worker 0 waits for the answer to a metering MULTI/EXEC in flight */
+#define METERING_EXEC_WAIT_MS 1000
 
 static char *errorf(const char *fmt, const char *a, const char *b)
 {
@@ -55,6 +57,13 @@ Error:
     if (fd != -1)
         close(fd);
     return -1;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static h2o_hostconf_t *register_catch_all(h2o_globalconf_t *conf, const char *name)
@@ -127,6 +136,13 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     }
     if (config->admin.address != NULL && (s->admin_fd = open_listener(&config->admin.addr, 0, err, config->admin.address)) == -1)
         return -1;
+
+    /* reads the spill file of the previous run, before any worker can count */
+    gw_metering_conf_t mconf = {config->redis.prefix, config->instance_id, config->metering.spill_file};
+    if ((s->metering = gw_metering_new(&mconf, wall_ms())) == NULL) {
+        *err = errorf("metering: %s%s", "out of memory", "");
+        return -1;
+    }
 
     s->workers = calloc(s->num_workers, sizeof(*s->workers));
     for (w = 0; w != s->num_workers; ++w) {
@@ -208,6 +224,25 @@ static void on_route_lifecycle(void *data, const char *sandbox_id, const char *l
         gw_proxy_drop_pools(w->proxy, sandbox_id, lifecycle);
 }
 
+static void on_proxy_bytes(void *data, const char *sandbox_id, const gw_proxy_bytes_t *delta)
+{
+    gw_worker_t *w = data;
+
+    gw_meter_add(w->meter, sandbox_id, delta->egress, delta->ingress, h2o_now(w->ctx.loop));
+}
+
+/* Every metering.flush_interval_ms: this worker's counts go to the shared
+ * queue; worker 0 then seals and sends. */
+static void on_meter_tick(h2o_timeout_entry_t *entry)
+{
+    gw_worker_t *w = H2O_STRUCT_FROM_MEMBER(gw_worker_t, meter_tick, entry);
+
+    gw_metering_submit(w->server->metering, w->meter, h2o_now(w->ctx.loop));
+    if (w->index == 0)
+        gw_metering_flush(w->server->metering);
+    h2o_timeout_link(w->ctx.loop, &w->meter_timeout, &w->meter_tick);
+}
+
 static void *worker_main(void *arg)
 {
     gw_worker_t *w = arg;
@@ -238,6 +273,13 @@ static void *worker_main(void *arg)
     w->routes_sub = gw_redis_new(loop, &rconf);
     gw_route_store_subscribe(w->routes, w->routes_sub);
     w->proxy = gw_proxy_new(&w->ctx, conf);
+    w->meter = gw_meter_new();
+    gw_proxy_set_bytes_cb(w->proxy, on_proxy_bytes, w);
+    h2o_timeout_init(loop, &w->meter_timeout, conf->metering.flush_interval_ms);
+    w->meter_tick.cb = on_meter_tick;
+    h2o_timeout_link(loop, &w->meter_timeout, &w->meter_tick);
+    if (w->index == 0)
+        gw_metering_start_flusher(s->metering, loop, &rconf);
 
     w->accept_ctxs = calloc(conf->num_listen, sizeof(*w->accept_ctxs));
     w->listeners = calloc(conf->num_listen, sizeof(*w->listeners));
@@ -263,6 +305,23 @@ static void *worker_main(void *arg)
     uint64_t deadline = now_ms() + (uint64_t)atomic_load(&s->stopping);
     while (atomic_load_explicit(&s->stats.in_flight, memory_order_relaxed) != 0 && now_ms() < deadline)
         h2o_evloop_run(loop, LOOP_TICK_MS);
+
+    h2o_timeout_unlink(&w->meter_tick);
+    if (w->index == 0) {
+        /* A MULTI/EXEC in flight is given its answer: sent again by the final
+         * flush it would be a duplicate (same seq) and count twice in INCRBY. */
+        uint64_t until = now_ms() + METERING_EXEC_WAIT_MS;
+        while (gw_metering_in_flight(s->metering) && now_ms() < until)
+            h2o_evloop_run(loop, 10);
+    }
+    /* The loop stops here: what this worker counted goes to the shared queue
+     * for main's final flush. */
+    gw_proxy_set_bytes_cb(w->proxy, NULL, NULL);
+    gw_metering_submit(s->metering, w->meter, wall_ms());
+    gw_meter_free(w->meter);
+    w->meter = NULL;
+    if (w->index == 0)
+        gw_metering_stop_flusher(s->metering);
     return NULL;
 }
 
@@ -298,4 +357,6 @@ void gw_server_dispose(gw_server_t *s)
         close(s->access_log_fd);
     free(s->listen_fds);
     s->listen_fds = NULL;
+    gw_metering_free(s->metering);
+    s->metering = NULL;
 }

@@ -13,6 +13,7 @@
 #include <h2o.h>
 #include "gateway/config.h"
 #include "gateway/errors.h"
+#include "gateway/metering.h"
 #include "gateway/proxy.h"
 #include "routing/redis.h"
 #include "routing/route_store.h"
@@ -47,6 +48,7 @@ typedef struct st_gw_server_t {
     atomic_int stopping; /* set by main on SIGTERM/SIGINT */
     atomic_int redis_ready_workers;
     gw_stats_t stats;
+    gw_metering_t *metering; /* shared; its flusher runs on worker 0 */
 } gw_server_t;
 
 struct st_gw_worker_t {
@@ -64,6 +66,9 @@ struct st_gw_worker_t {
     gw_redis_t *routes_sub; /* SUBSCRIBEd to <prefix>routes for the route cache */
     gw_route_store_t *routes;
     gw_proxy_t *proxy;
+    gw_meter_t *meter; /* this worker's byte counts, handed to server->metering every flush interval */
+    h2o_timeout_t meter_timeout;
+    h2o_timeout_entry_t meter_tick;
 };
 
 /* Builds the shared server state: h2o configuration, handlers, listening

@@ -1,0 +1,324 @@
+"""Metering, as billing sees it: the XADD records on <prefix>egress and the
+INCRBY totals on <prefix>egress:{<sandboxId>} written by a real gateway for
+real traffic (HTTP/1.1, HTTP/2, a WebSocket exchange); Redis killed or paused
+during traffic; SIGTERM with Redis up (final flush) and down (spill file,
+replayed on the next start).
+
+Each test runs its own redis-server, so that killing it touches no other
+test. Byte bounds: bodies and WebSocket frames are counted exactly; each
+request/response head adds less than HEAD_BOUND bytes (the gateway counts a
+head as its HTTP/1.1 text, also for HTTP/2)."""
+
+import json
+import os
+import socket
+import ssl
+import struct
+import time
+
+import pytest
+
+import gwtest
+
+HEAD_BOUND = 512  # per request head and per response head
+INSTANCE = "meter-gw-1"
+FLUSH_MS = 200
+
+
+@pytest.fixture
+def mredis(workdir):
+    r = gwtest.Redis(os.path.join(workdir, "meter-redis"))
+    r.start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def msandbox(mredis, upstream):
+    class Sbx:
+        pass
+
+    s = Sbx()
+    s.id = gwtest.new_sandbox_id("m")
+    s.project = "proj-" + gwtest.new_sandbox_id()
+    gwtest.register_sandbox(mredis, s.id, ports={upstream.port: "public"}, project=s.project)
+    return s
+
+
+def start_gw(gw_factory, mredis, flush_ms=FLUSH_MS, start=True, **extra):
+    over = {"redis": {"address": "127.0.0.1:%d" % mredis.port}, "metering": {"flush_interval_ms": flush_ms},
+            "instance_id": INSTANCE}
+    over.update(extra)
+    # a name of its own: the spill file is named after it
+    return gw_factory(over, name=gwtest.new_sandbox_id("gwm"), start=start)
+
+
+def records(redis, sandbox_id=None):
+    """XRANGE lizard:egress as a list of dicts (str values), stream order."""
+    out = []
+    for _id, fields in redis.cmd("XRANGE", "lizard:egress", "-", "+"):
+        d = {fields[i].decode(): fields[i + 1].decode() for i in range(0, len(fields), 2)}
+        if sandbox_id is None or d["sandbox"] == sandbox_id:
+            out.append(d)
+    return out
+
+
+def total(recs, field):
+    return sum(int(r[field]) for r in recs)
+
+
+def incr_total(redis, sandbox_id):
+    v = redis.cmd("GET", "lizard:egress:{%s}" % sandbox_id)
+    return int(v) if v is not None else 0
+
+
+def wait_egress(redis, sandbox_id, at_least, timeout=10):
+    return gwtest.wait_for(lambda: total(records(redis, sandbox_id), "egress") >= at_least and records(redis, sandbox_id),
+                           timeout, what="metering records with egress >= %d for %s" % (at_least, sandbox_id))
+
+
+def check_stream(redis):
+    """Every record is well formed; seq strictly increases per gateway in
+    stream order (no duplicates). Returns the records."""
+    recs = records(redis)
+    last = {}
+    for r in recs:
+        assert set(r) == {"sandbox", "project", "egress", "ingress", "from_ms", "to_ms", "gateway", "seq"}, r
+        assert int(r["from_ms"]) <= int(r["to_ms"]), r
+        seq = int(r["seq"])
+        assert seq > last.get(r["gateway"], 0), "seq %d after %d in the stream: %r" % (seq, last.get(r["gateway"]), recs)
+        last[r["gateway"]] = seq
+    return recs
+
+
+def check_bounds(recs, body_out, body_in, n_exchanges):
+    egress, ingress = total(recs, "egress"), total(recs, "ingress")
+    assert body_out <= egress < body_out + n_exchanges * HEAD_BOUND, (egress, body_out, n_exchanges)
+    assert body_in <= ingress < body_in + n_exchanges * HEAD_BOUND, (ingress, body_in, n_exchanges)
+
+
+def metric(g, name):
+    status, body = g.admin_get("/metrics")
+    assert status == 200 and body.endswith(b"\n") and b"lizard_workers " in body, body[-200:]
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return int(float(line.split()[1]))
+    raise AssertionError("no metric %s" % name)
+
+
+def traffic(curl, g, s, upstream, http2=False, n=3, size=100000, post=30000):
+    """n GETs of `size` bytes and one POST of `post` bytes; returns
+    (body bytes to the client, body bytes from the client, exchanges)."""
+    host = g.host(upstream.port, s.id)
+    out = 0
+    for _ in range(n):
+        r = curl(host, "/bytes/%d" % size, gw=g, http2=http2)
+        assert r.status == 200 and len(r.body) == size, r
+        out += len(r.body)
+    r = curl(host, "/echo", gw=g, http2=http2, data=b"x" * post, method="POST")
+    assert r.status == 200 and r.json()["body_length"] == post, r
+    return out + len(r.body), post, n + 1
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["http1", "http2"])
+def test_traffic_is_metered(gw_factory, mredis, msandbox, upstream, curl, http2):
+    g = start_gw(gw_factory, mredis)
+    t0 = int(time.time() * 1000)
+    body_out, body_in, n = traffic(curl, g, msandbox, upstream, http2=http2)
+    wait_egress(mredis, msandbox.id, body_out)
+    time.sleep(3 * FLUSH_MS / 1000)  # anything late would show now
+    recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
+    check_bounds(recs, body_out, body_in, n)
+    for r in recs:
+        assert r["project"] == msandbox.project and r["gateway"] == INSTANCE, r
+        assert t0 - 1000 <= int(r["from_ms"]) and int(r["to_ms"]) <= int(time.time() * 1000) + 1000, r
+    assert incr_total(mredis, msandbox.id) == total(recs, "egress")
+    # about one record per flush interval with traffic, not one per request
+    assert len(recs) <= n
+
+
+def ws_frame(payload, mask=b"\x01\x02\x03\x04", opcode=0x2):
+    n = len(payload)
+    head = bytes([0x80 | opcode])
+    if n < 126:
+        head += bytes([0x80 | n])
+    elif n < 65536:
+        head += bytes([0x80 | 126]) + struct.pack("!H", n)
+    else:
+        head += bytes([0x80 | 127]) + struct.pack("!Q", n)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def recv_exact(sock, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed after %d of %d bytes" % (len(buf), n))
+        buf += chunk
+    return buf
+
+
+def test_websocket_is_metered(gw_factory, mredis, msandbox, upstream, certs):
+    """Frames both ways are counted exactly, plus one upgrade head each way."""
+    g = start_gw(gw_factory, mredis)
+    host = g.host(upstream.port, msandbox.id)
+    ctx = ssl.create_default_context(cafile=certs["ca"])
+    ctx.set_alpn_protocols(["http/1.1"])
+    raw = socket.create_connection(("127.0.0.1", g.tls_port), timeout=10)
+    sock = ctx.wrap_socket(raw, server_hostname=host)
+    sock.sendall(("GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n" % host).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += sock.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    sent = recvd = 0
+    for size in (10, 1000, 70000):
+        payload = os.urandom(size)
+        frame = ws_frame(payload)
+        sock.sendall(frame)
+        sent += len(frame)
+        hdr = recv_exact(sock, 2)
+        n = hdr[1] & 0x7F
+        ext = recv_exact(sock, 2 if n == 126 else 8 if n == 127 else 0)
+        n = struct.unpack("!H", ext)[0] if n == 126 else struct.unpack("!Q", ext)[0] if n == 127 else n
+        assert recv_exact(sock, n) == payload
+        recvd += 2 + len(ext) + n
+    close = ws_frame(struct.pack("!H", 1000), opcode=0x8)
+    sock.sendall(close)
+    sent += len(close)
+    echo = recv_exact(sock, 4)  # the app echoes the 2-byte close payload
+    recvd += len(echo)
+    sock.close()
+
+    wait_egress(mredis, msandbox.id, recvd)
+    time.sleep(3 * FLUSH_MS / 1000)
+    recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
+    check_bounds(recs, recvd, sent, 1)
+    assert incr_total(mredis, msandbox.id) == total(recs, "egress")
+
+
+def test_redis_killed_during_traffic(gw_factory, mredis, msandbox, upstream, curl):
+    """Counts made while Redis is down are kept in memory and written once it
+    is back (a fresh, empty Redis: exactly the outage's traffic appears).
+    One worker: its route cache then surely holds the route during the outage."""
+    g = start_gw(gw_factory, mredis, workers=1)
+    b0, _, _ = traffic(curl, g, msandbox, upstream, n=1)  # caches the route
+    wait_egress(mredis, msandbox.id, b0)
+    time.sleep(3 * FLUSH_MS / 1000)
+    seq_before = max(int(r["seq"]) for r in records(mredis))
+
+    mredis.kill()
+    body_out, body_in, n = traffic(curl, g, msandbox, upstream)  # the route is served from the cache
+    time.sleep(4 * FLUSH_MS / 1000)
+    assert metric(g, "lizard_metering_pending_records") >= 1
+    mredis.start()  # same port, empty
+
+    wait_egress(mredis, msandbox.id, body_out)
+    time.sleep(3 * FLUSH_MS / 1000)
+    recs = check_stream(mredis)
+    mine = [r for r in recs if r["sandbox"] == msandbox.id]
+    check_bounds(mine, body_out, body_in, n)
+    assert all(int(r["seq"]) > seq_before for r in recs), "seq must keep increasing: %r" % recs
+    assert incr_total(mredis, msandbox.id) == total(mine, "egress")
+    assert metric(g, "lizard_metering_pending_records") == 0
+
+
+def test_redis_paused_during_traffic(gw_factory, mredis, msandbox, upstream, curl):
+    """A Redis that stops answering (shorter than the EXEC deadline): nothing
+    lost, nothing written twice, order kept."""
+    g = start_gw(gw_factory, mredis, workers=1)
+    b0, i0, n0 = traffic(curl, g, msandbox, upstream, n=1)
+    wait_egress(mredis, msandbox.id, b0)
+    mredis.pause()
+    try:
+        b1, i1, n1 = traffic(curl, g, msandbox, upstream, n=2)
+        time.sleep(1.0)  # several flush intervals pass while Redis hangs
+    finally:
+        mredis.resume()
+    wait_egress(mredis, msandbox.id, b0 + b1)
+    time.sleep(3 * FLUSH_MS / 1000)
+    recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
+    check_bounds(recs, b0 + b1, i0 + i1, n0 + n1)
+    assert incr_total(mredis, msandbox.id) == total(recs, "egress")
+
+
+def test_redis_refusing_writes(gw_factory, mredis, msandbox, upstream, curl):
+    """Redis answers but refuses the transaction (out of memory: EXECABORT):
+    the batch is kept and sent again, unchanged, once Redis accepts."""
+    g = start_gw(gw_factory, mredis)
+    mredis.cmd("CONFIG", "SET", "maxmemory", "1")
+    try:
+        body_out, body_in, n = traffic(curl, g, msandbox, upstream)
+        gwtest.wait_for(lambda: metric(g, "lizard_metering_flush_failures_total") >= 2, 10, what="failed flushes")
+        assert records(mredis, msandbox.id) == []
+        assert metric(g, "lizard_metering_pending_records") >= 1
+    finally:
+        mredis.cmd("CONFIG", "SET", "maxmemory", "0")
+    wait_egress(mredis, msandbox.id, body_out)
+    time.sleep(3 * FLUSH_MS / 1000)
+    recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
+    check_bounds(recs, body_out, body_in, n)
+    assert incr_total(mredis, msandbox.id) == total(recs, "egress")
+    assert metric(g, "lizard_metering_pending_records") == 0
+
+
+def test_sigterm_flushes(gw_factory, mredis, msandbox, upstream, curl):
+    """With a flush interval far away, only the final flush on SIGTERM can
+    write the records; the exit code is 0."""
+    g = start_gw(gw_factory, mredis, flush_ms=60000)
+    body_out, body_in, n = traffic(curl, g, msandbox, upstream)
+    time.sleep(0.3)
+    assert records(mredis, msandbox.id) == []
+    assert g.stop() == 0, gwtest.tail(g.log)
+    recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
+    assert len(recs) == 1, recs  # one sandbox, one flush: one record
+    check_bounds(recs, body_out, body_in, n)
+    assert recs[0]["project"] == msandbox.project
+    assert incr_total(mredis, msandbox.id) == total(recs, "egress")
+    assert not os.path.exists(g.config()["metering"]["spill_file"])
+
+
+def test_sigterm_with_redis_down_spills_and_replays(gw_factory, mredis, msandbox, upstream, curl):
+    g = start_gw(gw_factory, mredis, flush_ms=60000)
+    spill = g.config()["metering"]["spill_file"]
+    if os.path.exists(spill):
+        os.unlink(spill)
+    body_out, body_in, n = traffic(curl, g, msandbox, upstream)
+    mredis.kill()
+    t = time.monotonic()
+    assert g.stop() == 0, gwtest.tail(g.log)
+    assert time.monotonic() - t < 8, "the final flush must give up on a dead Redis quickly"
+
+    with open(spill) as f:
+        lines = [json.loads(line) for line in f if line.strip()]
+    mine = [r for r in lines if r["sandbox"] == msandbox.id]
+    assert len(mine) == 1, lines
+    assert mine[0]["project"] == msandbox.project and mine[0]["gateway"] == INSTANCE
+    check_bounds([{k: str(v) for k, v in r.items()} for r in mine], body_out, body_in, n)
+
+    # a damaged line (a crash mid-write, a hand edit) is reported and skipped
+    with open(spill, "a") as f:
+        f.write('{"sandbox": "broken", "egress": \n')
+        f.write("not json at all\n")
+
+    mredis.start()
+    g.start()
+    recs = gwtest.wait_for(lambda: records(mredis, msandbox.id), 10, what="replayed records")
+    gwtest.wait_for(lambda: not os.path.exists(spill), 10, what="the spill file to be removed after the replay")
+    recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
+    assert [int(r["seq"]) for r in recs] == [mine[0]["seq"]], "the replay keeps the spilled seq"
+    assert int(recs[0]["egress"]) == mine[0]["egress"] and int(recs[0]["ingress"]) == mine[0]["ingress"]
+    assert incr_total(mredis, msandbox.id) == mine[0]["egress"]
+    with open(g.log, "rb") as f:
+        log = f.read().decode("utf-8", "replace")
+    assert "malformed spill line" in log, log
+    assert g.alive()
+
+    # new records of this run come after the replayed ones (the new Redis is empty: register again)
+    gwtest.register_sandbox(mredis, msandbox.id, ports={upstream.port: "public"}, project=msandbox.project)
+    traffic(curl, g, msandbox, upstream, n=1)
+    assert g.stop() == 0
+    recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
+    assert len(recs) == 2 and int(recs[1]["seq"]) > int(recs[0]["seq"]), recs
