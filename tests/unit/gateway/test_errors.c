@@ -252,8 +252,9 @@ START_TEST(test_detail_appended)
 {
     json_t *error = parse_error(render(GW_ERR_SANDBOX_NOT_RUNNING, 0, "sbx1", 0, "It is paused."));
 
-    ck_assert_str_eq(json_string_value(json_object_get(error, "message")),
-                     "Sandbox sbx1 is not running. It is paused. Start or resume the sandbox, then reload this page in a few seconds.");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(error, "message")),
+        "Sandbox sbx1 is not running. It is paused. Start or resume the sandbox, then reload this page in a few seconds.");
     json_decref(error);
 }
 END_TEST
