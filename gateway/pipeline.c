@@ -224,6 +224,13 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
         ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(p->host.port);
     else
         ((struct sockaddr_in6 *)&target.addr.ss)->sin6_port = htons(p->host.port);
+    /* one sandbox cannot take every socket of the gateway */
+    if (!gw_conn_limit_acquire(p->worker->server->conn_limit, sbx->id)) {
+        send_error(p, GW_ERR_TOO_MANY_CONNECTIONS, NULL);
+        return;
+    }
+    target.conn_limit = p->worker->server->conn_limit;
+
     /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */
     gw_meter_set_project(p->worker->meter, sbx->id, sbx->project, h2o_now(p->worker->ctx.loop));
     gw_proxy_forward(p->worker->proxy, p->req, &target);

@@ -115,6 +115,7 @@ typedef struct st_exchange_t {
     unsigned reused : 1;  /* sock came from the pool */
     unsigned retried : 1; /* one retry on a fresh connection has been made */
     unsigned cors_preflight : 1;
+    gw_conn_limit_t *slot; /* the sandbox's connection slot, given back at dispose; NULL: none */
 
     h2o_socket_t *sock; /* NULL once released, closed or handed over */
     h2o_timeout_entry_t timer;
@@ -153,6 +154,7 @@ typedef struct st_websocket_t {
     gw_proxy_t *proxy;
     char *sandbox_id;
     gw_tunnel_t *tunnel;
+    gw_conn_limit_t *slot; /* the connection slot the tunnel holds, NULL: none */
 } websocket_t;
 
 static void on_head_read(h2o_socket_t *sock, const char *err);
@@ -812,6 +814,8 @@ static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstr
 static void on_websocket_close(void *data)
 {
     websocket_t *ws = data;
+    if (ws->slot != NULL)
+        gw_conn_limit_release(ws->slot, ws->sandbox_id);
     h2o_linklist_unlink(&ws->link);
     free(ws->sandbox_id);
     free(ws);
@@ -850,6 +854,9 @@ static void start_websocket(exchange_t *ex)
 
     ws->proxy = p;
     ws->sandbox_id = h2o_strdup(NULL, ex->sandbox_id, SIZE_MAX).base;
+    /* the tunnel outlives the request: it keeps the connection slot */
+    ws->slot = ex->slot;
+    ex->slot = NULL;
     ws->tunnel = gw_tunnel_new(p->ctx->loop, sock, p->websocket_timeout.enabled ? &p->websocket_timeout.timeout : NULL,
                                &websocket_callbacks, ws);
     h2o_linklist_insert(&p->websockets, &ws->link);
@@ -1071,6 +1078,8 @@ static void on_exchange_dispose(void *_ex)
 {
     exchange_t *ex = _ex;
 
+    if (ex->slot != NULL)
+        gw_conn_limit_release(ex->slot, ex->sandbox_id);
     detach_upstream(ex);
     h2o_buffer_dispose(&ex->rest);
     h2o_doublebuffer_dispose(&ex->sending);
@@ -1159,6 +1168,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->is_head = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
     ex->is_idempotent = method_is_idempotent(req->method);
     ex->cors_preflight = target->cors_preflight != 0;
+    ex->slot = target->conn_limit;
     ex->is_websocket = req->version < 0x200 && req->upgrade.base != NULL &&
                        h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <h2o.h>
 #include "gateway/config.h"
+#include "gateway/conn_limit.h"
 #include "routing/netaddr.h"
 
 typedef struct st_gw_proxy_t gw_proxy_t;
@@ -19,8 +20,10 @@ typedef struct st_gw_proxy_target_t {
     h2o_iovec_t lifecycle; /* with the port, the pool key */
     const char *sandbox_id;
     uint16_t port;
-    h2o_iovec_t path;   /* request target to send upstream (credentials removed) */
-    int cors_preflight; /* when the answer allows the origin, add x-lizard-access-token to Access-Control-Allow-Headers */
+    h2o_iovec_t path;            /* request target to send upstream (credentials removed) */
+    int cors_preflight;          /* when the answer allows the origin, add x-lizard-access-token to Access-Control-Allow-Headers */
+    gw_conn_limit_t *conn_limit; /* a slot of this sandbox taken by the caller: the proxy gives it back when the
+                                    exchange (or its WebSocket tunnel) is over; NULL: none */
 } gw_proxy_target_t;
 
 /* Per-request byte counts, reported when a proxied exchange ends (metering). */

@@ -144,6 +144,11 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
         return -1;
     }
 
+    if ((s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox)) == NULL) {
+        *err = errorf("limits: %s%s", "out of memory", "");
+        return -1;
+    }
+
     s->workers = calloc(s->num_workers, sizeof(*s->workers));
     for (w = 0; w != s->num_workers; ++w) {
         s->workers[w].server = s;

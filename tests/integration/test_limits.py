@@ -1,0 +1,55 @@
+"""limits.max_connections_per_sandbox: one sandbox cannot hold more than its
+share of the gateway's connections (429 too_many_connections), counted
+across workers, and slots come back when exchanges end."""
+
+import threading
+import time
+
+import gwtest
+
+
+def test_connections_per_sandbox_limit(gw_factory, curl, register_sandbox, upstream):
+    g = gw_factory({"limits": {"max_connections_per_sandbox": 2}}, name="gw-limit")
+    sid, other = gwtest.new_sandbox_id(), gwtest.new_sandbox_id()
+    for s in (sid, other):
+        register_sandbox(s, ports={upstream.port: "public"})
+    host = g.host(upstream.port, sid)
+    assert curl(host, "/echo", gw=g).status == 200  # warm: the route is cached
+
+    slow = []
+
+    def hold():
+        slow.append(curl(host, "/slow-head/1500", gw=g, timeout=20))
+
+    threads = [threading.Thread(target=hold) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.6)  # both are waiting for the app's answer now
+    t0 = time.monotonic()
+    r = curl(host, "/echo", gw=g)
+    assert r.status == 429 and r.error_code() == "too_many_connections", r
+    assert r.headers.get("cache-control") == "no-store"
+    assert time.monotonic() - t0 < 1.0, "the refusal must not wait for a slot"
+    # another sandbox is not affected
+    assert curl(g.host(upstream.port, other), "/echo", gw=g).status == 200
+    for t in threads:
+        t.join(30)
+    assert [x.status for x in slow] == [200, 200], slow
+    # the slots came back
+    for _ in range(5):
+        assert curl(host, "/echo", gw=g).status == 200
+
+
+def test_slots_come_back_after_errors_and_client_aborts(gw_factory, curl, register_sandbox, upstream):
+    g = gw_factory({"limits": {"max_connections_per_sandbox": 1},
+                    "upstream": {"first_byte_timeout_ms": 300}}, name="gw-limit1")
+    sid = gwtest.new_sandbox_id()
+    register_sandbox(sid, ports={upstream.port: "public"})
+    host = g.host(upstream.port, sid)
+    # an upstream timeout, then a client that gives up mid-wait
+    assert curl(host, "/slow-head/2000", gw=g).status == 504
+    try:
+        curl(host, "/slow-head/1000", gw=g, timeout=0.3, extra_args=("--max-time", "0.3"))
+    except Exception:  # noqa: BLE001 - curl's own timeout is the point
+        pass
+    gwtest.wait_for(lambda: curl(host, "/echo", gw=g).status == 200, 5, what="the slot to come back")
