@@ -421,6 +421,18 @@ def check_event_latency(events, count, interval_s, what):
     return lat
 
 
+def timing_attempts(measure, attempts=3):
+    """Runs a timing measurement up to `attempts` times and passes when one
+    run meets the bound. On a loaded 2-core machine one event can be delayed
+    by the scheduler; a gateway that batches or buffers fails every run."""
+    for i in range(attempts):
+        try:
+            return measure()
+        except AssertionError:
+            if i == attempts - 1:
+                raise
+
+
 def sse_events(chunks):
     out = []
     for t, text in arrivals(chunks, b"\n\n"):
@@ -434,22 +446,30 @@ def sse_events(chunks):
 def test_sse_events_reach_client_as_written(curl_runner, gateway, pub, http2):
     _, host = pub
     path = "/sse?n=%d&interval_ms=%d" % (SSE_EVENTS, SSE_INTERVAL_MS)
-    chunks = curl_stream(curl_runner, gateway, host, path, http2)
-    lat = check_event_latency(sse_events(chunks), SSE_EVENTS, SSE_INTERVAL_MS / 1000.0, "server-sent events")
+
+    def measure():
+        chunks = curl_stream(curl_runner, gateway, host, path, http2)
+        return check_event_latency(sse_events(chunks), SSE_EVENTS, SSE_INTERVAL_MS / 1000.0, "server-sent events")
+
+    lat = timing_attempts(measure)
     print("SSE latency via curl %s (ms): %s" % ("h2" if http2 else "h1", ["%.2f" % (x * 1000) for x in lat]))
 
 
 def test_sse_events_reach_raw_h2_client_as_written(gateway, pub, certs):
     """The same with a raw HTTP/2 client that timestamps each DATA frame."""
     _, host = pub
-    c = H2Client(gateway, host, certs["ca"])
-    try:
-        status, headers, chunks = c.request("GET", "/sse?n=%d&interval_ms=%d" % (SSE_EVENTS, SSE_INTERVAL_MS),
-                                            headers=[("accept", "text/event-stream")])
-    finally:
-        c.close()
-    assert status == 200 and headers.get("content-type") == "text/event-stream", (status, headers)
-    lat = check_event_latency(sse_events(chunks), SSE_EVENTS, SSE_INTERVAL_MS / 1000.0, "server-sent events")
+
+    def measure():
+        c = H2Client(gateway, host, certs["ca"])
+        try:
+            status, headers, chunks = c.request("GET", "/sse?n=%d&interval_ms=%d" % (SSE_EVENTS, SSE_INTERVAL_MS),
+                                                headers=[("accept", "text/event-stream")])
+        finally:
+            c.close()
+        assert status == 200 and headers.get("content-type") == "text/event-stream", (status, headers)
+        return check_event_latency(sse_events(chunks), SSE_EVENTS, SSE_INTERVAL_MS / 1000.0, "server-sent events")
+
+    lat = timing_attempts(measure)
     print("SSE latency via raw h2 (ms): %s" % ["%.2f" % (x * 1000) for x in lat])
 
 
@@ -478,12 +498,16 @@ def test_sse_head_arrives_before_first_event(gateway, pub, certs):
 @H1_H2
 def test_chunked_body_streams(curl_runner, gateway, pub, http2):
     _, host = pub
-    chunks = curl_stream(curl_runner, gateway, host, "/chunked?pieces=4&delay_ms=200&size=16", http2)
-    pieces = []
-    for t, line in arrivals(chunks, b"\n"):
-        if line.startswith("piece "):
-            pieces.append((t, float(line.split()[2].rstrip("."))))
-    check_event_latency(pieces, 4, 0.2, "chunks")
+
+    def measure():
+        chunks = curl_stream(curl_runner, gateway, host, "/chunked?pieces=4&delay_ms=200&size=16", http2)
+        pieces = []
+        for t, line in arrivals(chunks, b"\n"):
+            if line.startswith("piece "):
+                pieces.append((t, float(line.split()[2].rstrip("."))))
+        return check_event_latency(pieces, 4, 0.2, "chunks")
+
+    timing_attempts(measure)
 
 
 # --- back-pressure --------------------------------------------------------------------
