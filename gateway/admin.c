@@ -105,9 +105,22 @@ static void send_metrics(h2o_req_t *req, gw_server_t *s)
     append(&out, "lizard_metering_spill_records_total{op=\"written\"} %llu\n", (unsigned long long)ms.spill_written);
     append(&out, "lizard_metering_spill_records_total{op=\"replayed\"} %llu\n", (unsigned long long)ms.spill_replayed);
     append(&out, "lizard_metering_spill_records_total{op=\"malformed\"} %llu\n", (unsigned long long)ms.spill_malformed);
+    append(&out, "# HELP lizard_cookie_secrets Cookie secrets in the live set (the first signs); changes on a SIGHUP "
+                 "reload of auth.cookie_secrets_file.\n# TYPE lizard_cookie_secrets gauge\n");
+    append(&out, "lizard_cookie_secrets %zu\n", gw_cookie_keys_count(s->cookie_keys));
     append(&out, "# HELP lizard_workers Worker threads.\n# TYPE lizard_workers gauge\nlizard_workers %zu\n", s->num_workers);
 
     send_text(req, 200, "OK", "text/plain; version=0.0.4", out.buf, out.len);
+}
+
+static int needs_tls(const gw_config_t *config)
+{
+    size_t i;
+
+    for (i = 0; i != config->num_listen; ++i)
+        if (config->listen[i].tls)
+            return 1;
+    return 0;
 }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
@@ -124,7 +137,9 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         send_text(req, 200, "OK", "text/plain", H2O_STRLIT("ok\n"));
     } else if (h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/readyz"))) {
         int redis = (size_t)atomic_load(&s->redis_ready_workers) == s->num_workers;
-        int certs = 1; /* loaded before the listeners opened; a failed reload keeps the old set */
+        /* loaded before the listeners opened (or no TLS listener needs them); a
+         * failed reload keeps the old set, so this holds for the process's life */
+        int certs = s->tls != NULL || !needs_tls(s->config);
         char body[128];
         int n = snprintf(body, sizeof(body), "{\"ready\":%s,\"redis\":%s,\"certificates\":%s}\n", redis && certs ? "true" : "false",
                          redis ? "true" : "false", certs ? "true" : "false");

@@ -5,11 +5,13 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
@@ -22,6 +24,7 @@
 #define MAX_WORKERS 256
 #define MIN_COOKIE_SECRET_LEN 32
 #define MAX_COOKIE_SECRETS 16
+#define MAX_COOKIE_SECRETS_FILE_SIZE (64 * 1024)
 
 /* Defaults, in one place. */
 
@@ -567,6 +570,151 @@ static int load_cookie_secrets(gw_config_t *c, const char *name, char **err)
     return 0;
 }
 
+/* A message without the "config: " prefix: the secrets file is also read on
+ * SIGHUP, where it is not a configuration error. */
+static int say(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int say(char **err, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list args;
+
+    va_start(args, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, args);
+    va_end(args);
+    *err = strdup(msg);
+    return -1;
+}
+
+static int is_blank(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+int gw_config_read_cookie_secrets_file(const char *path, gw_cookie_secret_t **secrets, size_t *num_secrets, char **err)
+{
+    gw_cookie_secret_t *list = NULL;
+    size_t count = 0, line = 0, len = 0;
+    const char *p, *end, *eol, *s, *e;
+    char *buf = NULL;
+    struct stat st;
+    ssize_t n;
+    int fd;
+
+    *secrets = NULL;
+    *num_secrets = 0;
+    *err = NULL;
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1)
+        return say(err, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0) {
+        say(err, "%s: %s", path, strerror(errno));
+        goto Error;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        say(err, "%s: not a regular file", path);
+        goto Error;
+    }
+    /* Refused rather than warned about: a secret anyone on the host can read
+     * lets them mint cookies for every sandbox. Group access is allowed, for a
+     * root:lizard 0640 file. */
+    if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
+        say(err, "%s: readable or writable by others (mode %04o); make it 0600 or 0640 (chmod o-rw)", path,
+            (unsigned)(st.st_mode & 07777));
+        goto Error;
+    }
+    if ((buf = malloc(MAX_COOKIE_SECRETS_FILE_SIZE + 1)) == NULL) {
+        say(err, "out of memory");
+        goto Error;
+    }
+    while (len <= MAX_COOKIE_SECRETS_FILE_SIZE && (n = read(fd, buf + len, MAX_COOKIE_SECRETS_FILE_SIZE + 1 - len)) != 0) {
+        if (n == -1) {
+            if (errno == EINTR)
+                continue;
+            say(err, "%s: %s", path, strerror(errno));
+            goto Error;
+        }
+        len += (size_t)n;
+    }
+    if (len > MAX_COOKIE_SECRETS_FILE_SIZE) {
+        say(err, "%s: larger than %d bytes", path, MAX_COOKIE_SECRETS_FILE_SIZE);
+        goto Error;
+    }
+    if (memchr(buf, '\0', len) != NULL) {
+        say(err, "%s: contains a NUL byte; expected one secret per line", path);
+        goto Error;
+    }
+    if ((list = calloc(MAX_COOKIE_SECRETS, sizeof(*list))) == NULL) {
+        say(err, "out of memory");
+        goto Error;
+    }
+
+    for (p = buf, end = buf + len; p < end; p = eol + 1) {
+        unsigned char *bytes;
+
+        ++line;
+        if ((eol = memchr(p, '\n', end - p)) == NULL)
+            eol = end;
+        for (s = p, e = eol; s < e && is_blank(*s); ++s)
+            ;
+        while (e > s && (is_blank(e[-1]) || e[-1] == '\r'))
+            --e;
+        if (s == e || *s == '#')
+            continue;
+        /* messages name the line, never its bytes */
+        if (count == MAX_COOKIE_SECRETS) {
+            say(err, "%s: line %zu: more than %d secrets; at most %d are allowed", path, line, MAX_COOKIE_SECRETS,
+                MAX_COOKIE_SECRETS);
+            goto Error;
+        }
+        if ((size_t)(e - s) < MIN_COOKIE_SECRET_LEN) {
+            say(err, "%s: line %zu: the secret is shorter than %d bytes", path, line, MIN_COOKIE_SECRET_LEN);
+            goto Error;
+        }
+        if ((bytes = malloc(e - s)) == NULL) {
+            say(err, "out of memory");
+            goto Error;
+        }
+        memcpy(bytes, s, e - s);
+        list[count].bytes = bytes;
+        list[count].len = e - s;
+        ++count;
+    }
+    if (count == 0) {
+        say(err, "%s: holds no secret (only blank lines and comments)", path);
+        goto Error;
+    }
+
+    OPENSSL_cleanse(buf, len);
+    free(buf);
+    close(fd);
+    *secrets = list;
+    *num_secrets = count;
+    return 0;
+
+Error:
+    gw_config_free_cookie_secrets(list, count);
+    if (buf != NULL) {
+        OPENSSL_cleanse(buf, len);
+        free(buf);
+    }
+    close(fd);
+    return -1;
+}
+
+void gw_config_free_cookie_secrets(gw_cookie_secret_t *secrets, size_t num_secrets)
+{
+    size_t i;
+
+    if (secrets == NULL)
+        return;
+    for (i = 0; i != num_secrets; ++i) {
+        unsigned char *bytes = (unsigned char *)secrets[i].bytes;
+        OPENSSL_cleanse(bytes, secrets[i].len);
+        free(bytes);
+    }
+    free(secrets);
+}
+
 static int parse_auth(const json_t *v, gw_config_t *c, char **err)
 {
     static const char *const same_site_names[] = {"lax", "strict", "none", NULL};
@@ -583,6 +731,9 @@ static int parse_auth(const json_t *v, gw_config_t *c, char **err)
         path_key(path, sizeof(path), "auth", key);
         if (strcmp(key, "cookie_secrets_env") == 0) {
             if (get_env_name(err, path, value, &c->auth.cookie_secrets_env) != 0)
+                return -1;
+        } else if (strcmp(key, "cookie_secrets_file") == 0) {
+            if (get_string(err, path, value, 1, 4096, &c->auth.cookie_secrets_file) != 0)
                 return -1;
         } else if (strcmp(key, "cookie_name") == 0) {
             if (get_string(err, path, value, 1, 128, &c->auth.cookie_name) != 0)
@@ -604,8 +755,21 @@ static int parse_auth(const json_t *v, gw_config_t *c, char **err)
             return fail(err, path, "unknown key");
         }
     }
+    if (c->auth.cookie_secrets_env != NULL && c->auth.cookie_secrets_file != NULL)
+        return fail(err, "auth",
+                    "cookie_secrets_env and cookie_secrets_file are both set; set only one (cookie_secrets_file is re-read on "
+                    "SIGHUP, the environment only at start)");
     if (c->auth.cookie_secrets_env != NULL && load_cookie_secrets(c, c->auth.cookie_secrets_env, err) != 0)
         return -1;
+    if (c->auth.cookie_secrets_file != NULL) {
+        char *why = NULL;
+        if (gw_config_read_cookie_secrets_file(c->auth.cookie_secrets_file, &c->auth.cookie_secrets, &c->auth.num_cookie_secrets,
+                                               &why) != 0) {
+            fail(err, "auth.cookie_secrets_file", "%s", why != NULL ? why : "out of memory");
+            free(why);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -1000,12 +1164,8 @@ void gw_config_free(gw_config_t *c)
     free(c->redis.prefix);
 
     free(c->auth.cookie_secrets_env);
-    for (i = 0; i != c->auth.num_cookie_secrets; ++i) {
-        unsigned char *bytes = (unsigned char *)c->auth.cookie_secrets[i].bytes;
-        OPENSSL_cleanse(bytes, c->auth.cookie_secrets[i].len);
-        free(bytes);
-    }
-    free(c->auth.cookie_secrets);
+    free(c->auth.cookie_secrets_file);
+    gw_config_free_cookie_secrets(c->auth.cookie_secrets, c->auth.num_cookie_secrets);
     free(c->auth.cookie_name);
 
     free(c->upstream.allowed_networks);

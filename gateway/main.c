@@ -1,7 +1,8 @@
 /*
  * lizard-gateway: the process. Reads and freezes the configuration, loads
  * certificates, binds listeners, starts the workers, then waits for signals:
- * SIGHUP reloads certificates, SIGTERM/SIGINT drain and exit 0.
+ * SIGHUP reloads certificates and cookie secrets, SIGTERM/SIGINT drain and
+ * exit 0.
  */
 #include <getopt.h>
 #include <pthread.h>
@@ -30,7 +31,39 @@ static void usage(FILE *out)
                  "  -v, --version      print the version and exit\n"
                  "  -h, --help         print this help and exit\n"
                  "\n"
-                 "Signals: SIGHUP reloads certificates; SIGTERM drains in-flight requests and exits.\n");
+                 "Signals: SIGHUP reloads certificates and auth.cookie_secrets_file; SIGTERM drains\n"
+                 "in-flight requests, flushes metering and exits.\n");
+}
+
+/* SIGHUP: one line each for certificates and cookie secrets, never a secret.
+ * Listeners and connections are untouched; a failed part keeps what it had. */
+static void reload(gw_tls_t *tls, gw_cookie_keys_t *keys)
+{
+    char *err = NULL;
+
+    if (tls == NULL) {
+        fprintf(stderr, "lizard-gateway: certificates: none loaded (no TLS listener)\n");
+    } else if (gw_tls_reload(tls, &err) != 0) {
+        fprintf(stderr, "lizard-gateway: reload failed, keeping the current certificates: %s\n", err);
+        free(err);
+        err = NULL;
+    } else {
+        fprintf(stderr, "lizard-gateway: certificates reloaded\n");
+    }
+
+    if (gw_cookie_keys_file(keys) == NULL) {
+        if (gw_cookie_keys_count(keys) != 0)
+            fprintf(stderr, "lizard-gateway: cookie secrets come from the environment: restart to change them\n");
+        else
+            fprintf(stderr, "lizard-gateway: cookie secrets: none configured, cookies stay disabled\n");
+    } else if (gw_cookie_keys_reload(keys, &err) != 0) {
+        fprintf(stderr, "lizard-gateway: cookie secrets reload failed, keeping the current %zu: %s\n", gw_cookie_keys_count(keys),
+                err != NULL ? err : "out of memory");
+        free(err);
+    } else {
+        fprintf(stderr, "lizard-gateway: cookie secrets reloaded from %s: %zu secret%s\n", gw_cookie_keys_file(keys),
+                gw_cookie_keys_count(keys), gw_cookie_keys_count(keys) == 1 ? "" : "s");
+    }
 }
 
 static gw_tls_t *load_tls(const gw_config_t *config, char **err)
@@ -131,13 +164,7 @@ int main(int argc, char **argv)
         if (sigwait(&sigs, &sig) != 0)
             continue;
         if (sig == SIGHUP) {
-            if (tls != NULL && gw_tls_reload(tls, &err) != 0) {
-                fprintf(stderr, "lizard-gateway: reload failed, keeping the current certificates: %s\n", err);
-                free(err);
-                err = NULL;
-            } else {
-                fprintf(stderr, "lizard-gateway: certificates reloaded\n");
-            }
+            reload(tls, server.cookie_keys);
             continue;
         }
         break; /* SIGTERM or SIGINT */

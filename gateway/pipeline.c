@@ -116,9 +116,14 @@ static void redirect_with_cookie(pending_t *p, const gw_sandbox_t *sbx)
     h2o_req_t *req = p->req;
     const gw_config_t *conf = p->worker->server->config;
     uint64_t expires = (uint64_t)time(NULL) + conf->auth.cookie_ttl_s;
-    gw_cookie_secret_t *signer = conf->auth.cookie_secrets;
+    h2o_iovec_t value;
 
-    h2o_iovec_t value = gw_cookie_sign(&req->pool, signer, sbx->id, p->host.port, expires, sbx->token_sha256);
+    /* the set was not empty when the caller checked; a reload never empties it */
+    if (gw_cookie_keys_sign(p->worker->server->cookie_keys, &req->pool, sbx->id, p->host.port, expires, sbx->token_sha256,
+                            &value) != 0) {
+        send_error(p, GW_ERR_INVALID_TOKEN, NULL);
+        return;
+    }
     h2o_iovec_t set = gw_cookie_set_header(&req->pool, cookie_name(conf), value, conf->auth.cookie_ttl_s, same_site(conf));
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, set.base, set.len);
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("referrer-policy"), 0, NULL, H2O_STRLIT("no-referrer"));
@@ -146,7 +151,7 @@ static int authenticate(pending_t *p, const gw_sandbox_t *sbx)
             return 0;
         }
         if ((is_method(req, H2O_STRLIT("GET")) || is_method(req, H2O_STRLIT("HEAD"))) && req->upgrade.base == NULL &&
-            conf->auth.num_cookie_secrets != 0) {
+            gw_cookie_keys_count(p->worker->server->cookie_keys) != 0) {
             redirect_with_cookie(p, sbx);
             return 0;
         }
@@ -154,9 +159,8 @@ static int authenticate(pending_t *p, const gw_sandbox_t *sbx)
     }
 
     if (p->cookie.base != NULL) {
-        if (conf->auth.num_cookie_secrets != 0 && sbx->has_token &&
-            gw_cookie_verify(p->cookie, conf->auth.cookie_secrets, conf->auth.num_cookie_secrets, sbx->id, p->host.port,
-                             (uint64_t)time(NULL), sbx->token_sha256) == GW_COOKIE_OK)
+        if (sbx->has_token && gw_cookie_keys_verify(p->worker->server->cookie_keys, p->cookie, sbx->id, p->host.port,
+                                                    (uint64_t)time(NULL), sbx->token_sha256) == GW_COOKIE_OK)
             return 1;
         h2o_iovec_t clear = gw_cookie_clear_header(&req->pool, cookie_name(conf), same_site(conf));
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, clear.base, clear.len);

@@ -149,6 +149,11 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
         return -1;
     }
 
+    if ((s->cookie_keys = gw_cookie_keys_new(config)) == NULL) {
+        *err = errorf("auth: %s%s", "out of memory", "");
+        return -1;
+    }
+
     s->workers = calloc(s->num_workers, sizeof(*s->workers));
     for (w = 0; w != s->num_workers; ++w) {
         s->workers[w].server = s;
@@ -305,8 +310,13 @@ static void *worker_main(void *arg)
     while (!atomic_load(&s->stopping))
         h2o_evloop_run(loop, LOOP_TICK_MS);
 
-    /* Drain: no new connections; in-flight requests get a bounded time. */
+    /* Drain: no new connections; in-flight requests get a bounded time.
+     * Open connections are told to go elsewhere: HTTP/1 answers from now on
+     * carry "Connection: close", HTTP/2 gets GOAWAY. Idle connections and
+     * WebSocket tunnels hold no request, so they do not extend the drain;
+     * they are closed when the process exits. */
     close_listeners(w);
+    h2o_context_request_shutdown(&w->ctx);
     uint64_t deadline = now_ms() + (uint64_t)atomic_load(&s->stopping);
     while (atomic_load_explicit(&s->stats.in_flight, memory_order_relaxed) != 0 && now_ms() < deadline)
         h2o_evloop_run(loop, LOOP_TICK_MS);
@@ -364,4 +374,7 @@ void gw_server_dispose(gw_server_t *s)
     s->listen_fds = NULL;
     gw_metering_free(s->metering);
     s->metering = NULL;
+    /* the worker threads are joined: nothing signs or verifies any more */
+    gw_cookie_keys_free(s->cookie_keys);
+    s->cookie_keys = NULL;
 }

@@ -13,6 +13,7 @@
 #include <h2o.h>
 #include "gateway/config.h"
 #include "gateway/conn_limit.h"
+#include "gateway/cookie_keys.h"
 #include "gateway/errors.h"
 #include "gateway/metering.h"
 #include "gateway/proxy.h"
@@ -34,8 +35,9 @@ typedef struct st_gw_stats_t {
 
 typedef struct st_gw_server_t {
     const gw_config_t *config;
-    gw_tls_t *tls;               /* NULL when no TLS listener */
-    gw_conn_limit_t *conn_limit; /* limits.max_connections_per_sandbox, across workers */
+    gw_tls_t *tls;                 /* NULL when no TLS listener */
+    gw_conn_limit_t *conn_limit;   /* limits.max_connections_per_sandbox, across workers */
+    gw_cookie_keys_t *cookie_keys; /* the live cookie secrets; replaced on SIGHUP by main */
     h2o_globalconf_t globalconf;
     h2o_hostconf_t *preview_hosts[2];  /* {preview hostconf, NULL}: TLS and trusted plain listeners */
     h2o_hostconf_t *redirect_hosts[2]; /* {redirect hostconf, NULL}: plain listeners */

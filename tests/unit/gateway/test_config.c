@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <check.h>
@@ -212,6 +213,7 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(c->redis.reconnect_max_ms, 5000);
 
     ck_assert_ptr_null(c->auth.cookie_secrets_env);
+    ck_assert_ptr_null(c->auth.cookie_secrets_file);
     ck_assert_uint_eq(c->auth.num_cookie_secrets, 0);
     ck_assert_str_eq(c->auth.cookie_name, "__Host-lizard_access");
     ck_assert_uint_eq(c->auth.cookie_ttl_s, 86400);
@@ -525,6 +527,148 @@ START_TEST(test_cookie_secrets)
 }
 END_TEST
 
+/* {BASE, auth.cookie_secrets_file: path}, as JSON with ' for ". Static. */
+static const char *file_conf(const char *path)
+{
+    static char buf[1024];
+
+    snprintf(buf, sizeof(buf), "{" BASE ",'auth':{'cookie_secrets_file':'%s'}}", path);
+    return buf;
+}
+
+/* A secrets file holding `text` with `mode` is refused with
+ * "config: auth.cookie_secrets_file: <path>: <what>". */
+static void check_file_err(const char *text, mode_t mode, const char *what)
+{
+    char *path = write_temp(text), *err, expected[512];
+
+    ck_assert_int_eq(chmod(path, mode), 0);
+    err = load_err(file_conf(path));
+    snprintf(expected, sizeof(expected), "config: auth.cookie_secrets_file: %s: %s", path, what);
+    ck_assert_str_eq(err, expected);
+    free(err);
+    unlink(path);
+    free(path);
+}
+
+START_TEST(test_cookie_secrets_file)
+{
+    char *path, *err, big[70000];
+    gw_config_t *c;
+    size_t i;
+
+    /* comments, blank lines, CRLF and spaces around a secret are layout */
+    path = write_temp("# rotated 2026-11-29\n\n  " SECRET_B "  \r\n\t# the previous one\n" SECRET_A "\n\n");
+    c = load_ok(file_conf(path));
+    ck_assert_str_eq(c->auth.cookie_secrets_file, path);
+    ck_assert_ptr_null(c->auth.cookie_secrets_env);
+    ck_assert_uint_eq(c->auth.num_cookie_secrets, 2);
+    /* the first signs */
+    ck_assert_uint_eq(c->auth.cookie_secrets[0].len, strlen(SECRET_B));
+    ck_assert(memcmp(c->auth.cookie_secrets[0].bytes, SECRET_B, strlen(SECRET_B)) == 0);
+    ck_assert_uint_eq(c->auth.cookie_secrets[1].len, strlen(SECRET_A));
+    ck_assert(memcmp(c->auth.cookie_secrets[1].bytes, SECRET_A, strlen(SECRET_A)) == 0);
+    gw_config_free(c);
+
+    /* no newline at the end; group-readable is allowed (root:lizard 0640) */
+    unlink(path);
+    free(path);
+    path = write_temp(SECRET_A);
+    ck_assert_int_eq(chmod(path, 0640), 0);
+    c = load_ok(file_conf(path));
+    ck_assert_uint_eq(c->auth.num_cookie_secrets, 1);
+    ck_assert_uint_eq(c->auth.cookie_secrets[0].len, strlen(SECRET_A));
+    gw_config_free(c);
+
+    /* exactly one source */
+    setenv("GW_TEST_COOKIES", SECRET_A, 1);
+    {
+        char json[1024];
+        snprintf(json, sizeof(json), "{" BASE ",'auth':{'cookie_secrets_env':'GW_TEST_COOKIES','cookie_secrets_file':'%s'}}", path);
+        ck_assert_err_eq(json, "config: auth: cookie_secrets_env and cookie_secrets_file are both set; set only one "
+                               "(cookie_secrets_file is re-read on SIGHUP, the environment only at start)");
+    }
+    unsetenv("GW_TEST_COOKIES");
+    unlink(path);
+    free(path);
+
+    /* the same rules as the environment, and never a secret in a message */
+    path = write_temp(SECRET_A "\n# fine\nshort-but-secret-value\n");
+    err = load_err(file_conf(path));
+    ck_assert_ptr_null(strstr(err, "short-but-secret-value"));
+    ck_assert_ptr_null(strstr(err, SECRET_A));
+    free(err);
+    unlink(path);
+    free(path);
+    check_file_err(SECRET_A "\n# fine\nshort-but-secret-value\n", 0600, "line 3: the secret is shorter than 32 bytes");
+    check_file_err("", 0600, "holds no secret (only blank lines and comments)");
+    check_file_err("# only a comment\n \n", 0600, "holds no secret (only blank lines and comments)");
+    check_file_err(SECRET_A "\n", 0644, "readable or writable by others (mode 0644); make it 0600 or 0640 (chmod o-rw)");
+    check_file_err(SECRET_A "\n", 0602, "readable or writable by others (mode 0602); make it 0600 or 0640 (chmod o-rw)");
+
+    /* at most 16 */
+    for (i = 0; i != 17; ++i)
+        memcpy(big + i * (sizeof(SECRET_A "\n") - 1), SECRET_A "\n", sizeof(SECRET_A "\n") - 1);
+    big[17 * (sizeof(SECRET_A "\n") - 1)] = '\0';
+    check_file_err(big, 0600, "line 17: more than 16 secrets; at most 16 are allowed");
+    /* bounded: a wrong path (a log, a binary) is not read whole */
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    check_file_err(big, 0600, "larger than 65536 bytes");
+
+    ck_assert_err_eq(file_conf("/nonexistent/cookie-secrets"),
+                     "config: auth.cookie_secrets_file: /nonexistent/cookie-secrets: No such file or directory");
+    ck_assert_err_eq(file_conf("/tmp"), "config: auth.cookie_secrets_file: /tmp: not a regular file");
+    ck_assert_err_prefix("{" BASE ",'auth':{'cookie_secrets_file':''}}",
+                         "config: auth.cookie_secrets_file: expected a non-empty string");
+    ck_assert_err_prefix("{" BASE ",'auth':{'cookie_secrets_file':7}}",
+                         "config: auth.cookie_secrets_file: expected a non-empty string");
+}
+END_TEST
+
+START_TEST(test_cookie_secrets_file_nul)
+{
+    static const char text[] = SECRET_A "\n\0" SECRET_B "\n";
+    char path[] = "/tmp/gw-config-test-XXXXXX", expected[256], *err;
+    int fd = mkstemp(path);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, sizeof(text) - 1), (ssize_t)(sizeof(text) - 1));
+    close(fd);
+    err = load_err(file_conf(path));
+    snprintf(expected, sizeof(expected), "config: auth.cookie_secrets_file: %s: contains a NUL byte; expected one secret per line",
+             path);
+    ck_assert_str_eq(err, expected);
+    free(err);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_read_cookie_secrets_file)
+{
+    gw_cookie_secret_t *secrets = (gw_cookie_secret_t *)1;
+    char *path = write_temp(SECRET_A "\n" SECRET_B "\n"), *err = (char *)1;
+    size_t n = 99;
+
+    /* the reader SIGHUP uses: messages without the "config:" prefix */
+    ck_assert_int_eq(gw_config_read_cookie_secrets_file(path, &secrets, &n, &err), 0);
+    ck_assert_ptr_null(err);
+    ck_assert_uint_eq(n, 2);
+    ck_assert(memcmp(secrets[1].bytes, SECRET_B, strlen(SECRET_B)) == 0);
+    gw_config_free_cookie_secrets(secrets, n);
+    gw_config_free_cookie_secrets(NULL, 0);
+
+    unlink(path);
+    ck_assert_int_eq(gw_config_read_cookie_secrets_file(path, &secrets, &n, &err), -1);
+    ck_assert_ptr_null(secrets);
+    ck_assert_uint_eq(n, 0);
+    ck_assert(strncmp(err, path, strlen(path)) == 0);
+    ck_assert_ptr_nonnull(strstr(err, ": No such file or directory"));
+    free(err);
+    free(path);
+}
+END_TEST
+
 START_TEST(test_cookie_options)
 {
     static const struct {
@@ -607,6 +751,9 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_file);
     tcase_add_test(tc, test_redis_password);
     tcase_add_test(tc, test_cookie_secrets);
+    tcase_add_test(tc, test_cookie_secrets_file);
+    tcase_add_test(tc, test_cookie_secrets_file_nul);
+    tcase_add_test(tc, test_read_cookie_secrets_file);
     tcase_add_test(tc, test_cookie_options);
     tcase_add_test(tc, test_workers);
     tcase_add_test(tc, test_example_file);
