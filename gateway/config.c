@@ -86,7 +86,7 @@ static int gw_config_defaults(gw_config_t *c)
     c->upstream.first_byte_timeout_ms = 60000;
     c->upstream.idle_timeout_ms = 60000;
     c->upstream.websocket_idle_timeout_ms = 300000;
-    c->upstream.max_idle_per_pool = 16;
+    c->upstream.max_idle_per_pool = 64;
     c->upstream.num_allowed_networks = sizeof(default_allowed_networks) / sizeof(default_allowed_networks[0]);
     if ((c->upstream.allowed_networks = calloc(c->upstream.num_allowed_networks, sizeof(gw_cidr_t))) == NULL)
         return -1;
@@ -833,7 +833,7 @@ static int parse_upstream(const json_t *v, gw_config_t *c, char **err)
     char path[MAX_PATH_LEN];
     const char *key;
     json_t *value;
-    uint64_t n;
+    uint64_t n = 0; /* set by get_uint before use; -O3 cannot see it */
     int mode;
 
     if (get_object(err, "upstream", v) != 0)
@@ -1003,7 +1003,7 @@ static int parse_root(const json_t *root, const char *name, gw_config_t *c, char
     const char *key;
     json_t *value;
     int seen_domains = 0, rc;
-    uint64_t workers;
+    uint64_t workers = 0; /* set by get_uint before use; -O3 cannot see it */
     size_t i;
 
     if (!json_is_object(root)) {
