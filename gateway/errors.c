@@ -349,10 +349,22 @@ static void render_html(sb_t *out, const error_def_t *def, const char *message, 
     sb_puts(out, "</code></p>\n</main>\n</body>\n</html>\n");
 }
 
+/* port_not_open when something did accept the connection but gave no valid
+ * HTTP answer (the proxy says what in `detail`): "nothing is listening" would
+ * send the user looking in the wrong place. */
+static const error_def_t port_not_open_bad_answer = {
+    "port_not_open",
+    502,
+    "Bad Gateway",
+    "No valid answer from this port",
+    "The app on $P of $S did not answer with HTTP.",
+    "Make sure the server on this port speaks HTTP/1.1, listens on 0.0.0.0 (not 127.0.0.1), and check its logs.",
+    0};
+
 h2o_iovec_t gw_error_render(h2o_mem_pool_t *pool, gw_error_code_t code, int html, const char *sandbox_id, uint16_t port,
                             const char *detail)
 {
-    const error_def_t *def = def_of(code);
+    const error_def_t *def = code == GW_ERR_PORT_NOT_OPEN && detail != NULL ? &port_not_open_bad_answer : def_of(code);
     sb_t message = {0}, hint = {0}, out = {0};
     h2o_iovec_t body = {NULL, 0};
 

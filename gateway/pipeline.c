@@ -18,7 +18,6 @@
 
 #define TOKEN_HEADER "x-lizard-access-token"
 #define QUERY_PARAM "lizard_token"
-#define GW_MAX_COOKIE_FIELDS 64 /* HTTP/2 sends one field per cookie */
 
 /* State of one preview request while its route is being looked up; lives in
  * req->pool, so its dispose runs whenever the request goes away (including an
@@ -89,24 +88,64 @@ static void strip_credentials(pending_t *p)
 {
     h2o_req_t *req = p->req;
     const gw_config_t *conf = p->worker->server->config;
-    h2o_iovec_t fields[GW_MAX_COOKIE_FIELDS], rest;
-    size_t num_fields = 0;
-    ssize_t i;
+    h2o_iovec_t *fields, rest;
+    size_t num_fields = 0, i, kept;
 
     p->query_token_count = gw_query_take(&req->pool, req->path, h2o_iovec_init(H2O_STRLIT(QUERY_PARAM)), &p->query_token, &p->path);
 
-    for (i = -1; (i = h2o_find_header(&req->headers, H2O_TOKEN_COOKIE, i)) != -1;) {
-        if (num_fields == GW_MAX_COOKIE_FIELDS)
-            break; /* the rest are dropped below: bounded, and never forwarded unchecked */
-        fields[num_fields++] = req->headers.entries[i].value;
-    }
+    /* Linear in the number of header fields: HPACK makes a repeated "cookie" field cost a byte,
+     * so a request can carry hundreds of thousands of them. */
+    for (i = 0; i != req->headers.size; ++i)
+        if (req->headers.entries[i].name == &H2O_TOKEN_COOKIE->buf)
+            ++num_fields;
     if (num_fields == 0)
         return;
+    fields = h2o_mem_alloc_pool(&req->pool, sizeof(*fields) * num_fields);
+    num_fields = 0;
+    for (i = 0, kept = 0; i != req->headers.size; ++i) {
+        if (req->headers.entries[i].name == &H2O_TOKEN_COOKIE->buf)
+            fields[num_fields++] = req->headers.entries[i].value;
+        else
+            req->headers.entries[kept++] = req->headers.entries[i];
+    }
+    req->headers.size = kept;
     gw_cookie_extract(&req->pool, fields, num_fields, cookie_name(conf), &p->cookie, &rest);
-    while ((i = h2o_find_header(&req->headers, H2O_TOKEN_COOKIE, -1)) != -1)
-        h2o_delete_header(&req->headers, i);
     if (rest.len != 0)
         h2o_add_header(&req->pool, &req->headers, H2O_TOKEN_COOKIE, NULL, rest.base, rest.len);
+}
+
+/* The request line the app gets must be one: an HTTP/2 :path may hold bytes
+ * an HTTP/1.1 request-target cannot (space, controls, non-ASCII, '#'), or be
+ * empty. Those bytes are percent-encoded, as a browser would; a valid target
+ * passes byte for byte. */
+static h2o_iovec_t safe_target(h2o_mem_pool_t *pool, h2o_iovec_t path)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t i, extra = 0;
+    char *out, *o;
+
+    if (path.len == 0)
+        return h2o_iovec_init(H2O_STRLIT("/"));
+    for (i = 0; i != path.len; ++i) {
+        unsigned char c = (unsigned char)path.base[i];
+        if (c <= 0x20 || c >= 0x7f || c == '#')
+            extra += 2;
+    }
+    if (extra == 0)
+        return path;
+    o = out = h2o_mem_alloc_pool(pool, path.len + extra + 1);
+    for (i = 0; i != path.len; ++i) {
+        unsigned char c = (unsigned char)path.base[i];
+        if (c <= 0x20 || c >= 0x7f || c == '#') {
+            *o++ = '%';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        } else {
+            *o++ = (char)c;
+        }
+    }
+    *o = '\0';
+    return h2o_iovec_init(out, (size_t)(o - out));
 }
 
 /* The query token on a GET/HEAD becomes a cookie: 302 to the same target
@@ -180,6 +219,7 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
 
     p->lookup = NULL;
     strip_credentials(p);
+    p->path = safe_target(&p->req->pool, p->path);
 
     switch (status) {
     case GW_ROUTE_FOUND:

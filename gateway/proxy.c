@@ -966,6 +966,11 @@ static void on_head_read(h2o_socket_t *sock, const char *err)
             fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_NOT_HTTP);
             return;
         }
+        /* a whole head can arrive in one read: the bound holds for it too */
+        if ((size_t)rlen > MAX_RESPONSE_HEAD_BYTES) {
+            fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_HEAD_TOO_LARGE);
+            return;
+        }
         if (head.status < 100 || head.status > 599) {
             fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_NOT_HTTP);
             return;

@@ -42,6 +42,21 @@ h2o_iovec_t gw_host_strip_port(h2o_iovec_t host)
     return host;
 }
 
+/* The part after the host name: nothing, or ':' and 1 to 5 digits. */
+static int port_suffix_ok(const char *s, size_t len)
+{
+    size_t i;
+
+    if (len == 0)
+        return 1;
+    if (s[0] != ':' || len < 2 || len > 6)
+        return 0;
+    for (i = 1; i != len; ++i)
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+    return 1;
+}
+
 /* Decimal 1..65535, no sign, no leading zero. */
 static int parse_port(const char *s, size_t len, uint16_t *out)
 {
@@ -67,7 +82,13 @@ gw_host_result_t gw_host_parse(h2o_iovec_t host, char *const *domains, size_t nu
     const char *label, *dash;
     gw_host_t parsed;
 
+    h2o_iovec_t whole = host;
+    int bad_suffix;
+
     host = gw_host_strip_port(host);
+    /* whatever follows the name must be ":<digits>": apps build absolute URLs from Host, so
+     * "x.lizard.app:@evil.example" must never reach them */
+    bad_suffix = !port_suffix_ok(whole.base + host.len, whole.len - host.len);
     if (host.len != 0 && host.base[host.len - 1] == '.')
         --host.len;
     if (host.len == 0)
@@ -89,7 +110,7 @@ gw_host_result_t gw_host_parse(h2o_iovec_t host, char *const *domains, size_t nu
         return GW_HOST_UNKNOWN;
 
     /* under a preview domain from here on: anything wrong is bad_host */
-    if (host.len > HOST_MAX || best_len == host.len)
+    if (bad_suffix || host.len > HOST_MAX || best_len == host.len)
         return GW_HOST_BAD;
     label = host.base;
     label_len = host.len - best_len - 1;

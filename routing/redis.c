@@ -352,13 +352,21 @@ static void on_connect(const redisAsyncContext *cac, int status)
 {
     redisAsyncContext *ac = (redisAsyncContext *)cac;
     gw_redis_t *r = ac->data;
-    const char *ping[] = {"PING"};
-    size_t ping_len[] = {4};
 
     if (status != REDIS_OK || ac != r->ac)
         return; /* a failed connect: hiredis frees the context next and ev_cleanup reports it */
+    /* AUTH and PING were queued with the connect; the connect deadline still runs until the PING
+     * (or SUBSCRIBE) answer */
     r->state = ST_HANDSHAKE;
-    /* pipelined; the connect deadline still runs until the PING (or SUBSCRIBE) answer */
+}
+
+/* Queued before anything else on a new context, so that commands callers send while we connect
+ * follow them on the wire (hiredis writes its buffer in order once connected). */
+static void queue_handshake(gw_redis_t *r, redisAsyncContext *ac)
+{
+    const char *ping[] = {"PING"};
+    size_t ping_len[] = {4};
+
     if (r->password != NULL) {
         const char *auth[] = {"AUTH", r->password};
         size_t auth_len[] = {4, strlen(r->password)};
@@ -404,6 +412,7 @@ static void start_connect(gw_redis_t *r)
     r->ac = ac;
     r->state = ST_CONNECTING;
     redisAsyncSetConnectCallback(ac, on_connect); /* also asks for the first write event */
+    queue_handshake(r, ac);
     timer_arm(r->loop, &r->conn_timer, r->conf.connect_timeout_ms);
 }
 
@@ -565,7 +574,11 @@ gw_redis_req_t *gw_redis_command_argv(gw_redis_t *r, uint64_t timeout_ms, gw_red
     gw_redis_req_t *req;
     h2o_linklist_t *pos;
 
-    if (!gw_redis_is_ready(r))
+    /* A connection being set up takes commands too: they queue behind AUTH and PING, and a failed
+     * attempt completes them with "disconnected", so nothing waits past its deadline. Between
+     * attempts (backoff) Redis is known down: answer at once. */
+    if (!(gw_redis_is_ready(r) || (r->sub.channel == NULL && (r->state == ST_CONNECTING || r->state == ST_HANDSHAKE) &&
+                                   r->ac != NULL && (r->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) == 0)))
         return NULL;
     if ((req = calloc(1, sizeof(*req))) == NULL)
         return NULL;
@@ -589,6 +602,18 @@ gw_redis_req_t *gw_redis_command_argv(gw_redis_t *r, uint64_t timeout_ms, gw_red
     if (req->deadline < r->req_timer_at)
         arm_req_timer(r);
     return req;
+}
+
+void gw_redis_reconnect_now(gw_redis_t *r)
+{
+    /* only between attempts: an attempt under way goes on */
+    if (r->state != ST_IDLE || r->closing)
+        return;
+    r->backoff_ms = r->conf.reconnect_min_ms;
+    h2o_timeout_unlink(&r->conn_timer.entry);
+    ++r->depth;
+    start_connect(r);
+    --r->depth;
 }
 
 void gw_redis_req_cancel(gw_redis_req_t *req)

@@ -47,8 +47,14 @@ int gw_redis_is_ready(const gw_redis_t *r);
 /* Registers a state callback (one per connection; NULL removes). */
 void gw_redis_set_state_cb(gw_redis_t *r, gw_redis_state_cb cb, void *data);
 
-/* Sends a command. Returns NULL without calling cb when not ready (the caller
- * answers "unavailable" at once). Otherwise cb is called exactly once, later,
+/* Starts a connection attempt now when the connection is waiting out its
+ * backoff (e.g. another connection to the same server just came back). */
+void gw_redis_reconnect_now(gw_redis_t *r);
+
+/* Sends a command. Returns NULL without calling cb when Redis is known to be
+ * down, i.e. between connection attempts (the caller answers "unavailable" at
+ * once); while an attempt is under way the command queues behind the
+ * handshake. Otherwise cb is called exactly once, later,
  * from the loop: with the reply, or with "timeout" after timeout_ms, or with
  * "disconnected" -- unless gw_redis_req_cancel was called first. */
 gw_redis_req_t *gw_redis_command_argv(gw_redis_t *r, uint64_t timeout_ms, gw_redis_reply_cb cb, void *data, int argc,

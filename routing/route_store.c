@@ -359,8 +359,11 @@ static void on_subscriber_state(void *data, int connected)
      * publish would go unheard, so no entry answers as fresh: every lookup asks Redis, and
      * cached routes only stand in when Redis cannot answer (stale_ttl_ms). */
     s->listening = connected;
-    if (connected)
+    if (connected) {
         flush_all(s);
+        /* the server is back: the lookup connection need not wait out its backoff */
+        gw_redis_reconnect_now(s->redis);
+    }
 }
 
 /* public API */

@@ -58,6 +58,12 @@ START_TEST(port_suffix_and_trailing_dot)
     assert_ok("3000-sbx1.lizard.app.:443", 3000, "sbx1", 0);
     /* only one trailing dot is stripped */
     assert_result("3000-sbx1.lizard.app..", GW_HOST_UNKNOWN);
+    /* the suffix is a port or nothing: apps build absolute URLs from Host */
+    assert_result("3000-sbx1.lizard.app:@evil.example", GW_HOST_BAD);
+    assert_result("3000-sbx1.lizard.app:443 x", GW_HOST_BAD);
+    assert_result("3000-sbx1.lizard.app:", GW_HOST_BAD);
+    assert_result("3000-sbx1.lizard.app:1234567", GW_HOST_BAD);
+    assert_result("3000-sbx1.lizard.app:44a", GW_HOST_BAD);
 }
 END_TEST
 
