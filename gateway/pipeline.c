@@ -287,22 +287,20 @@ static int lacks_authority(h2o_req_t *req)
     return req->authority.base == req->hostconf->authority.hostport.base;
 }
 
-static int on_req(h2o_handler_t *self, h2o_req_t *req)
+/* Counts the request and parses its host: 1 with *host filled, or 0 when
+ * the request has been answered (bad_host, unknown_host). */
+static int preview_host(h2o_req_t *req, gw_worker_t *w, gw_host_t *host)
 {
-    gw_worker_t *w = gw_worker_of(req->conn->ctx);
     const gw_config_t *conf = w->server->config;
-    gw_host_t host;
-    (void)self;
 
     atomic_fetch_add_explicit(&w->server->stats.requests, 1, memory_order_relaxed);
-
     if (lacks_authority(req)) {
         gw_error_send(req, GW_ERR_BAD_HOST, NULL, 0, "The request has no Host header.");
         return 0;
     }
-    switch (gw_host_parse(req->authority, conf->domains, conf->num_domains, &host)) {
+    switch (gw_host_parse(req->authority, conf->domains, conf->num_domains, host)) {
     case GW_HOST_OK:
-        break;
+        return 1;
     case GW_HOST_UNKNOWN:
         gw_error_send(req, GW_ERR_UNKNOWN_HOST, NULL, 0, NULL);
         return 0;
@@ -310,6 +308,16 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         gw_error_send(req, GW_ERR_BAD_HOST, NULL, 0, NULL);
         return 0;
     }
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    gw_worker_t *w = gw_worker_of(req->conn->ctx);
+    gw_host_t host;
+    (void)self;
+
+    if (!preview_host(req, w, &host))
+        return 0;
 
     pending_t *p = h2o_mem_alloc_shared(&req->pool, sizeof(*p), on_pending_dispose);
     *p = (pending_t){.req = req, .worker = w, .host = host};
@@ -323,26 +331,11 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 static int on_req_redirect(h2o_handler_t *self, h2o_req_t *req)
 {
     gw_worker_t *w = gw_worker_of(req->conn->ctx);
-    const gw_config_t *conf = w->server->config;
     gw_host_t host;
     (void)self;
 
-    atomic_fetch_add_explicit(&w->server->stats.requests, 1, memory_order_relaxed);
-
-    if (lacks_authority(req)) {
-        gw_error_send(req, GW_ERR_BAD_HOST, NULL, 0, "The request has no Host header.");
+    if (!preview_host(req, w, &host))
         return 0;
-    }
-    switch (gw_host_parse(req->authority, conf->domains, conf->num_domains, &host)) {
-    case GW_HOST_OK:
-        break;
-    case GW_HOST_UNKNOWN:
-        gw_error_send(req, GW_ERR_UNKNOWN_HOST, NULL, 0, NULL);
-        return 0;
-    default:
-        gw_error_send(req, GW_ERR_BAD_HOST, NULL, 0, NULL);
-        return 0;
-    }
 
     /* The host is a valid preview name (so it is safe to reflect): rebuild it
      * in lowercase with the https port. */

@@ -5,6 +5,7 @@
  */
 #include <string.h>
 #include "routing/host.h"
+#include "routing/netaddr.h"
 
 #define HOST_MAX 253 /* longest DNS name in text form, without the trailing dot */
 
@@ -57,25 +58,6 @@ static int port_suffix_ok(const char *s, size_t len)
     return 1;
 }
 
-/* Decimal 1..65535, no sign, no leading zero. */
-static int parse_port(const char *s, size_t len, uint16_t *out)
-{
-    unsigned long v = 0;
-    size_t i;
-
-    if (len == 0 || len > 5 || s[0] == '0')
-        return -1;
-    for (i = 0; i != len; ++i) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (unsigned long)(s[i] - '0');
-    }
-    if (v > 65535)
-        return -1;
-    *out = (uint16_t)v;
-    return 0;
-}
-
 gw_host_result_t gw_host_parse(h2o_iovec_t host, char *const *domains, size_t num_domains, gw_host_t *out)
 {
     size_t i, best = SIZE_MAX, best_len = 0, label_len, id_len;
@@ -118,7 +100,7 @@ gw_host_result_t gw_host_parse(h2o_iovec_t host, char *const *domains, size_t nu
         return GW_HOST_BAD;
     if ((dash = memchr(label, '-', label_len)) == NULL)
         return GW_HOST_BAD;
-    if (parse_port(label, (size_t)(dash - label), &parsed.port) != 0)
+    if (gw_port_parse(label, (size_t)(dash - label), &parsed.port) != 0)
         return GW_HOST_BAD;
     id_len = label_len - (size_t)(dash - label) - 1;
     if (id_len == 0 || id_len > GW_SANDBOX_ID_MAX)

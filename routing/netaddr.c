@@ -13,8 +13,7 @@
 
 #define IP_LITERAL_MAX 64 /* longer than any INET6_ADDRSTRLEN spelling */
 
-/* Parses a decimal port 1..65535: digits only, no sign, no leading zero. */
-static int parse_port(const char *s, size_t len, uint16_t *out)
+int gw_port_parse(const char *s, size_t len, uint16_t *out)
 {
     unsigned long v = 0;
     size_t i;
@@ -126,7 +125,7 @@ int gw_netaddr_parse(const char *s, int allow_unix, gw_netaddr_t *out, const cha
         if (copy_literal(s + 1, (size_t)(close - s - 1), buf, sizeof(buf)) != 0 || inet_pton(AF_INET6, buf, &a6) != 1)
             goto Error;
         port_str = close + 2;
-        if (parse_port(port_str, strlen(port_str), &port) != 0)
+        if (gw_port_parse(port_str, strlen(port_str), &port) != 0)
             goto Error;
         set_inet6(out, &a6, port);
         return 0;
@@ -139,7 +138,7 @@ int gw_netaddr_parse(const char *s, int allow_unix, gw_netaddr_t *out, const cha
     if (copy_literal(s, (size_t)(colon - s), buf, sizeof(buf)) != 0 || inet_pton(AF_INET, buf, &a4) != 1)
         goto Error;
     port_str = colon + 1;
-    if (parse_port(port_str, strlen(port_str), &port) != 0)
+    if (gw_port_parse(port_str, strlen(port_str), &port) != 0)
         goto Error;
     set_inet(out, &a4, port);
     return 0;

@@ -21,6 +21,10 @@ typedef struct st_gw_cidr_t {
     unsigned prefix; /* 0..32 or 0..128 */
 } gw_cidr_t;
 
+/* Parses a decimal port 1..65535: digits only, no sign, no leading zero (the
+ * rule for hostnames, "port:<n>" fields and addresses alike). 0 or -1. */
+int gw_port_parse(const char *s, size_t len, uint16_t *out);
+
 /* Parses "ipv4:port", "[ipv6]:port" or (when allow_unix) "unix:/path".
  * IP literals only: a hostname is an error. Returns 0, or -1 with *err set
  * to a static string saying what was expected. */

@@ -20,25 +20,6 @@ static int field_is(const redisReply *f, const char *name)
     return f->len == len && memcmp(f->str, name, len) == 0;
 }
 
-/* Decimal 1..65535, no sign, no leading zero (the same rule as hostnames). */
-static int parse_port(const char *s, size_t len, uint16_t *out)
-{
-    unsigned long v = 0;
-    size_t i;
-
-    if (len == 0 || len > 5 || s[0] == '0')
-        return -1;
-    for (i = 0; i != len; ++i) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (unsigned long)(s[i] - '0');
-    }
-    if (v > 65535)
-        return -1;
-    *out = (uint16_t)v;
-    return 0;
-}
-
 /* A "port:<n>" field with a recognised value: fills port/access and returns 1. */
 static int parse_port_field(const redisReply *f, const redisReply *v, gw_sandbox_port_t *out)
 {
@@ -46,7 +27,7 @@ static int parse_port_field(const redisReply *f, const redisReply *v, gw_sandbox
 
     if ((size_t)f->len <= plen || memcmp(f->str, PORT_FIELD_PREFIX, plen) != 0)
         return 0;
-    if (parse_port(f->str + plen, (size_t)f->len - plen, &out->port) != 0)
+    if (gw_port_parse(f->str + plen, (size_t)f->len - plen, &out->port) != 0)
         return 0;
     if (field_is(v, "private"))
         out->access = GW_PORT_PRIVATE;
