@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1092,6 +1093,36 @@ Error:
     return -1;
 }
 
+/* The spill file is written at exit, when Redis is down: a directory that
+ * cannot take it must show now (and in --check), not when the records it
+ * should have held are lost. Checked for the file loader only: what the
+ * process that loads it can do there. */
+static int check_spill_dir(const char *spill, char **err)
+{
+    char buf[4096 + 2];
+    struct stat st;
+    const char *dir;
+
+    if (stat(spill, &st) == 0 && S_ISDIR(st.st_mode))
+        return fail(err, "metering.spill_file", "%s is a directory; expected the path of a file", spill);
+    snprintf(buf, sizeof(buf), "%s", spill);
+    dir = dirname(buf);
+    if (stat(dir, &st) != 0) {
+        if (errno == ENOENT)
+            return fail(err, "metering.spill_file",
+                        "the directory %s does not exist; create it (writable by the gateway's user) "
+                        "or choose another path",
+                        dir);
+        return fail(err, "metering.spill_file", "the directory %s: %s", dir, strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode))
+        return fail(err, "metering.spill_file", "%s is not a directory", dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return fail(err, "metering.spill_file", "the directory %s is not writable by this process (uid %u): %s", dir,
+                    (unsigned)getuid(), strerror(errno));
+    return 0;
+}
+
 int gw_config_load(const char *path, gw_config_t **out, char **err)
 {
     char *buf = NULL;
@@ -1124,6 +1155,11 @@ int gw_config_load(const char *path, gw_config_t **out, char **err)
     fclose(fp);
     rc = gw_config_load_string(buf, path, out, err);
     free(buf);
+    if (rc == 0 && check_spill_dir((*out)->metering.spill_file, err) != 0) {
+        gw_config_free(*out);
+        *out = NULL;
+        rc = -1;
+    }
     return rc;
 
 Error:

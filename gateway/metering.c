@@ -9,9 +9,11 @@
 #include <libgen.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -148,16 +150,93 @@ static void table_dispose(table_t *t)
     memset(t, 0, sizeof(*t));
 }
 
+/* Length of the well-formed UTF-8 sequence at s (avail bytes there), 0 when
+ * there is none: the rules jansson checks (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF). NUL counts as ill-formed: the strings
+ * here end at it. */
+static size_t utf8_len(const unsigned char *s, size_t avail)
+{
+    uint32_t cp;
+    size_t n, i;
+
+    if (s[0] >= 0x01 && s[0] <= 0x7f)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+        n = 2;
+        cp = s[0] & 0x1f;
+    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+        n = 3;
+        cp = s[0] & 0x0f;
+    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+        n = 4;
+        cp = s[0] & 0x07;
+    } else {
+        return 0;
+    }
+    if (n > avail)
+        return 0;
+    for (i = 1; i != n; ++i) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return n;
+}
+
+/* Copies a project id as it can be written everywhere (JSON in the spill
+ * file, a Redis field): at most GW_METERING_PROJECT_MAX bytes, cut between
+ * characters, each byte that is not part of well-formed UTF-8 (or is NUL)
+ * replaced by '?'. out holds GW_METERING_PROJECT_MAX + 1 bytes; returns the
+ * length written before its NUL. */
+static size_t clean_project(const char *s, size_t len, char *out)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, o = 0, n;
+
+    while (i != len) {
+        if ((n = utf8_len(u + i, len - i)) == 0) {
+            if (o + 1 > GW_METERING_PROJECT_MAX)
+                break;
+            out[o++] = '?';
+            ++i;
+            continue;
+        }
+        if (o + n > GW_METERING_PROJECT_MAX)
+            break; /* a whole character or none */
+        memcpy(out + o, s + i, n);
+        o += n;
+        i += n;
+    }
+    out[o] = '\0';
+    return o;
+}
+
 static char *dup_project(const char *s, size_t len)
 {
-    char *p;
+    char clean[GW_METERING_PROJECT_MAX + 1];
 
-    if (len > GW_METERING_PROJECT_MAX)
-        len = GW_METERING_PROJECT_MAX;
-    if ((p = malloc(len + 1)) == NULL)
+    clean_project(s, len, clean);
+    return strdup(clean);
+}
+
+/* A malloc'd string; NULL on OOM. */
+static char *strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *strf(const char *fmt, ...)
+{
+    va_list args;
+    char *p;
+    int n;
+
+    va_start(args, fmt);
+    n = vsnprintf(NULL, 0, fmt, args);
+    va_end(args);
+    if (n < 0 || (p = malloc((size_t)n + 1)) == NULL)
         return NULL;
-    memcpy(p, s, len);
-    p[len] = '\0';
+    va_start(args, fmt);
+    vsnprintf(p, (size_t)n + 1, fmt, args);
+    va_end(args);
     return p;
 }
 
@@ -231,18 +310,17 @@ static entry_t *meter_entry(gw_meter_t *m, const char *sandbox_id)
 
 void gw_meter_set_project(gw_meter_t *m, const char *sandbox_id, h2o_iovec_t project, uint64_t now_ms)
 {
+    char clean[GW_METERING_PROJECT_MAX + 1], *copy;
     entry_t *e;
-    char *copy;
-    size_t cut;
 
     if ((e = meter_entry(m, sandbox_id)) == NULL)
         return;
     e->last_ms = now_ms;
-    cut = project.len < GW_METERING_PROJECT_MAX ? project.len : GW_METERING_PROJECT_MAX;
-    if (strlen(e->rec.project) == cut && memcmp(e->rec.project, project.base, cut) == 0)
+    clean_project(project.base, project.len, clean);
+    if (strcmp(e->rec.project, clean) == 0)
         return;
     /* a new project (or the first one): counts not yet handed over go with it */
-    if ((copy = dup_project(project.base, project.len)) == NULL)
+    if ((copy = strdup(clean)) == NULL)
         return;
     free(e->rec.project);
     e->rec.project = copy;
@@ -273,13 +351,15 @@ struct st_gw_metering_t {
     char *prefix;
     char *instance_id;
     char *spill_file; /* NULL: none */
+    int lock_fd;      /* holds the flock on "<spill_file>.lock" for the life of m; -1: none */
     /* under mutex */
     table_t open; /* not sealed yet: no seq; one record per (sandbox, project) */
     gw_metering_batch_t *head, *tail;
     size_t num_batches;
     int head_in_flight;
-    size_t spill_batches; /* sealed batches loaded from the spill file, not yet written */
-    int spill_unreadable; /* the file exists but could not be read: only ever append to it */
+    size_t spill_batches;      /* sealed batches loaded from the spill file, not yet written */
+    int spill_unreadable;      /* the file exists but could not be read: only ever append to it */
+    int spill_malformed_lines; /* the file has lines that were skipped: set it aside, never delete it */
     uint64_t next_seq;
     gw_metering_stats_t stats;
     /* the flusher's, on its thread only */
@@ -411,6 +491,23 @@ static void report_malformed(gw_metering_t *m, size_t lineno, const char *why)
 {
     fprintf(stderr, LOG_PREFIX "%s:%zu: skipping a malformed spill line: %s\n", m->spill_file, lineno, why);
     ++m->stats.spill_malformed;
+    m->spill_malformed_lines = 1;
+}
+
+/* The spill file had lines that could not be read: rather than removing
+ * (or replacing) it, keep it under a name of its own for a person to look
+ * at. Under mutex, or before any thread shares m. */
+static void set_aside_spill(gw_metering_t *m)
+{
+    char *aside = strf("%s.malformed-%lld", m->spill_file, (long long)time(NULL));
+
+    m->spill_malformed_lines = 0;
+    if (aside != NULL && rename(m->spill_file, aside) == 0)
+        fprintf(stderr, LOG_PREFIX "%s: it had malformed lines: kept as %s\n", m->spill_file, aside);
+    else
+        fprintf(stderr, LOG_PREFIX "%s: it had malformed lines but could not be kept under another name: %s\n", m->spill_file,
+                aside != NULL ? strerror(errno) : "out of memory");
+    free(aside);
 }
 
 /* Reads the spill file left by a previous run into sealed batches, first in
@@ -418,12 +515,13 @@ static void report_malformed(gw_metering_t *m, size_t lineno, const char *why)
  * thread shares m. */
 static uint64_t load_spill(gw_metering_t *m)
 {
-    char buf[GW_METERING_SPILL_LINE_MAX + 2];
     gw_metering_batch_t *b = NULL;
     gw_metering_record_t rec;
     uint64_t max_seq = 0;
-    size_t lineno = 0, loaded = 0, len;
+    size_t lineno = 0, loaded = 0, cap = 0, len;
+    char *line = NULL;
     const char *why;
+    ssize_t got;
     FILE *f;
 
     if (m->spill_file == NULL)
@@ -435,21 +533,24 @@ static uint64_t load_spill(gw_metering_t *m)
         }
         return 0;
     }
-    while (fgets(buf, sizeof(buf), f) != NULL) {
+    /* getline's buffer grows to the longest line, which the file's size
+     * bounds; its length (not strlen) is the line's, NUL bytes included */
+    while ((got = getline(&line, &cap, f)) != -1) {
         ++lineno;
-        len = strlen(buf);
-        if (len != 0 && buf[len - 1] == '\n') {
-            buf[--len] = '\0';
-        } else if (!feof(f)) {
-            int c;
-            while ((c = fgetc(f)) != EOF && c != '\n')
-                ;
+        len = (size_t)got;
+        if (len != 0 && line[len - 1] == '\n')
+            line[--len] = '\0';
+        if (len == 0)
+            continue;
+        if (len > GW_METERING_SPILL_LINE_MAX) {
             report_malformed(m, lineno, "longer than GW_METERING_SPILL_LINE_MAX");
             continue;
         }
-        if (len == 0)
+        if (memchr(line, '\0', len) != NULL) {
+            report_malformed(m, lineno, "contains a NUL byte");
             continue;
-        if (gw_metering_parse_spill_line(buf, len, &rec, &why) != 0) {
+        }
+        if (gw_metering_parse_spill_line(line, len, &rec, &why) != 0) {
             report_malformed(m, lineno, why);
             continue;
         }
@@ -473,6 +574,7 @@ static uint64_t load_spill(gw_metering_t *m)
         fprintf(stderr, LOG_PREFIX "%s: error reading the spill file, leaving it as is\n", m->spill_file);
         m->spill_unreadable = 1;
     }
+    free(line);
     fclose(f);
     m->stats.spill_replayed += loaded;
     m->stats.pending_records += loaded;
@@ -480,24 +582,67 @@ static uint64_t load_spill(gw_metering_t *m)
         fprintf(stderr, LOG_PREFIX "%s: %zu records from the previous run will be written first\n", m->spill_file, loaded);
     } else if (!m->spill_unreadable) {
         /* empty, or nothing in it could be read (each line reported above) */
-        unlink(m->spill_file);
+        if (m->spill_malformed_lines)
+            set_aside_spill(m);
+        else
+            unlink(m->spill_file);
     }
     return max_seq;
 }
 
-gw_metering_t *gw_metering_new(const gw_metering_conf_t *conf, uint64_t now_ms)
+/* Takes the lock that makes m the only user of its spill file (and of the
+ * temporary files next to it) on this host, held until gw_metering_free.
+ * Returns 0, or -1 with *err (malloc'd). */
+static int lock_spill(gw_metering_t *m, char **err)
+{
+    char *path;
+    int fd = -1;
+
+    *err = NULL;
+    if ((path = strf("%s.lock", m->spill_file)) == NULL)
+        goto Error;
+    if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1) {
+        *err = strf("metering.spill_file %s: cannot open its lock file %s: %s", m->spill_file, path, strerror(errno));
+        goto Error;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EWOULDBLOCK)
+            *err = strf("metering.spill_file %s is in use by another lizard-gateway; give each instance its own spill_file (and "
+                        "instance_id)",
+                        m->spill_file);
+        else
+            *err = strf("metering.spill_file %s: cannot lock %s: %s", m->spill_file, path, strerror(errno));
+        goto Error;
+    }
+    free(path);
+    m->lock_fd = fd;
+    return 0;
+
+Error:
+    if (*err == NULL)
+        *err = strdup("metering: out of memory");
+    if (fd != -1)
+        close(fd);
+    free(path);
+    return -1;
+}
+
+gw_metering_t *gw_metering_new(const gw_metering_conf_t *conf, uint64_t now_ms, char **err)
 {
     gw_metering_t *m;
     uint64_t max_seq;
 
+    *err = NULL;
     if ((m = calloc(1, sizeof(*m))) == NULL)
-        return NULL;
+        goto NoMem;
     pthread_mutex_init(&m->mutex, NULL);
+    m->lock_fd = -1;
     if ((m->prefix = strdup(conf->prefix)) == NULL || (m->instance_id = strdup(conf->instance_id)) == NULL ||
-        (conf->spill_file != NULL && (m->spill_file = strdup(conf->spill_file)) == NULL)) {
-        gw_metering_free(m);
-        return NULL;
-    }
+        (conf->spill_file != NULL && (m->spill_file = strdup(conf->spill_file)) == NULL))
+        goto NoMem;
+    /* before reading the file: another process may be writing it */
+    if (m->spill_file != NULL && lock_spill(m, err) != 0)
+        goto Error;
     max_seq = load_spill(m);
     /* Above every seq of an earlier run without persisting a counter: an
      * earlier run started before now_ms and took fewer than
@@ -507,6 +652,12 @@ gw_metering_t *gw_metering_new(const gw_metering_conf_t *conf, uint64_t now_ms)
     if (m->next_seq <= max_seq)
         m->next_seq = max_seq + 1;
     return m;
+
+NoMem:
+    *err = strdup("metering: out of memory");
+Error:
+    gw_metering_free(m);
+    return NULL;
 }
 
 void gw_metering_free(gw_metering_t *m)
@@ -519,6 +670,8 @@ void gw_metering_free(gw_metering_t *m)
         batch_free(b);
     }
     table_dispose(&m->open);
+    if (m->lock_fd != -1)
+        close(m->lock_fd); /* the lock goes with it; the lock file stays, or a newcomer could lock a removed one */
     free(m->prefix);
     free(m->instance_id);
     free(m->spill_file);
@@ -621,15 +774,17 @@ void gw_metering_batch_done(gw_metering_t *m, gw_metering_batch_t *b, int ok)
     --m->num_batches;
     m->stats.pending_records -= b->num_records;
     m->stats.records_written += b->num_records;
-    if (b->from_spill && --m->spill_batches == 0 && !m->spill_unreadable)
-        remove_spill = 1;
+    if (b->from_spill && --m->spill_batches == 0 && !m->spill_unreadable) {
+        /* every record replayed from it is in Redis now (once, metadata only) */
+        if (m->spill_malformed_lines)
+            set_aside_spill(m);
+        else
+            remove_spill = 1;
+    }
     pthread_mutex_unlock(&m->mutex);
 
-    if (remove_spill) {
-        /* every record replayed from it is in Redis now (once, metadata only) */
-        if (unlink(m->spill_file) == 0)
-            fprintf(stderr, LOG_PREFIX "%s: replayed, removed\n", m->spill_file);
-    }
+    if (remove_spill && unlink(m->spill_file) == 0)
+        fprintf(stderr, LOG_PREFIX "%s: replayed, removed\n", m->spill_file);
     batch_free(b);
 }
 
@@ -956,6 +1111,7 @@ int gw_metering_final_flush(gw_metering_t *m, const gw_netaddr_t *addr, const ch
     redisContext *c = NULL;
     const char *why = NULL;
     size_t written = 0;
+    uint64_t skipped;
     char *err = NULL;
 
     gw_metering_seal(m, 1);
@@ -992,12 +1148,13 @@ int gw_metering_final_flush(gw_metering_t *m, const gw_netaddr_t *addr, const ch
             why != NULL ? why : "?", written, (unsigned long long)st.pending_records,
             m->spill_file != NULL ? m->spill_file : "(none)");
     if (gw_metering_write_spill(m, &err) != 0) {
-        fprintf(stderr, LOG_PREFIX "%s; %llu records are lost\n", err != NULL ? err : "out of memory",
-                (unsigned long long)st.pending_records);
+        fprintf(stderr, LOG_PREFIX "%s; %llu records are lost\n", err, (unsigned long long)st.pending_records);
         free(err);
         return -1;
     }
-    return 0;
+    skipped = st.spill_malformed;
+    gw_metering_get_stats(m, &st);
+    return st.spill_malformed == skipped ? 0 : -1; /* records that could not be written were reported one by one */
 }
 
 /* --- the spill file ------------------------------------------------------- */
@@ -1017,45 +1174,44 @@ static int write_all(int fd, const char *p, size_t len)
     return 0;
 }
 
+/* Returns 0 (written), 1 when the record cannot be put into JSON (nothing
+ * written), or -1 with errno when writing failed. */
 static int write_record(int fd, const gw_metering_t *m, const gw_metering_record_t *r)
 {
     json_t *obj =
         json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:I}", "sandbox", r->sandbox, "project", r->project, "egress",
                   (json_int_t)r->egress, "ingress", (json_int_t)r->ingress, "from_ms", (json_int_t)r->from_ms, "to_ms",
                   (json_int_t)r->to_ms, "gateway", r->gateway != NULL ? r->gateway : m->instance_id, "seq", (json_int_t)r->seq);
-    char *line;
-    int ret = -1;
+    char *line = NULL;
+    int ret = 1, werr = 0;
 
     if (obj == NULL)
-        return -1;
+        return 1;
     if ((line = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER)) != NULL) {
         size_t len = strlen(line);
         line[len] = '\n'; /* json_dumps allocated len + 1 */
-        ret = write_all(fd, line, len + 1);
+        if ((ret = write_all(fd, line, len + 1)) != 0)
+            werr = errno;
         free(line);
     }
     json_decref(obj);
+    errno = werr;
     return ret;
 }
 
-static char *errorf(const char *what, const char *path)
+static char *errorf(const char *what, const char *path, int errnum)
 {
-    const char *reason = strerror(errno);
-    size_t size = strlen(path) + strlen(what) + strlen(reason) + sizeof("spill file : : ");
-    char *buf = malloc(size);
-
-    if (buf != NULL)
-        snprintf(buf, size, "spill file %s: %s: %s", path, what, reason);
-    return buf;
+    return strf("spill file %s: %s: %s", path, what, strerror(errnum));
 }
 
 int gw_metering_write_spill(gw_metering_t *m, char **err)
 {
-    char tmp[4200], dir[4200];
-    const char *path = m->spill_file;
-    int fd = -1, append, dfd;
-    size_t n = 0, i;
+    char *tmp = NULL, dir[4200];
+    const char *path = m->spill_file, *target;
+    int fd = -1, append, dfd, rc;
+    size_t n = 0, skipped = 0, i;
 
+    *err = NULL;
     if (path == NULL) {
         *err = strdup("no metering.spill_file configured");
         return -1;
@@ -1067,31 +1223,50 @@ int gw_metering_write_spill(gw_metering_t *m, char **err)
         return 0;
     }
     /* Records loaded from the file are pending too, so the file is replaced
-     * (atomically); one that could not be read is only appended to. */
+     * (atomically, through a temporary file of this process: the lock taken
+     * at start keeps every other gateway away from this path); one that
+     * could not be read is only appended to. */
     append = m->spill_unreadable;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    if (!append && (tmp = strf("%s.tmp.%ld", path, (long)getpid())) == NULL)
+        goto Error;
+    target = append ? path : tmp;
     if ((fd = append ? open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600)
                      : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) == -1) {
-        *err = errorf("open", append ? path : tmp);
+        *err = errorf("open", target, errno);
         goto Error;
     }
     for (gw_metering_batch_t *b = m->head; b != NULL; b = b->next) {
-        for (i = 0; i != b->num_records; ++i, ++n) {
-            if (write_record(fd, m, b->records + i) != 0) {
-                *err = errorf("write", append ? path : tmp);
+        for (i = 0; i != b->num_records; ++i) {
+            const gw_metering_record_t *r = b->records + i;
+            if ((rc = write_record(fd, m, r)) == -1) {
+                *err = errorf("write", target, errno);
                 goto Error;
             }
+            if (rc == 0) {
+                ++n;
+                continue;
+            }
+            /* one record that cannot be encoded costs that record only */
+            fprintf(stderr,
+                    LOG_PREFIX "%s: cannot write the record of sandbox %s (seq %llu, %llu bytes out) as JSON: skipped, lost\n",
+                    path, r->sandbox, (unsigned long long)r->seq, (unsigned long long)r->egress);
+            ++skipped;
         }
     }
     if (fsync(fd) != 0) {
-        *err = errorf("fsync", append ? path : tmp);
+        *err = errorf("fsync", target, errno);
         goto Error;
     }
     close(fd);
     fd = -1;
-    if (!append && rename(tmp, path) != 0) {
-        *err = errorf("rename", path);
-        goto Error;
+    if (!append) {
+        /* the lines of the old file that could not be read stay for a person */
+        if (m->spill_malformed_lines)
+            set_aside_spill(m);
+        if (rename(tmp, path) != 0) {
+            *err = errorf("rename", path, errno);
+            goto Error;
+        }
     }
     /* the rename itself must survive a crash */
     snprintf(dir, sizeof(dir), "%s", path);
@@ -1100,15 +1275,20 @@ int gw_metering_write_spill(gw_metering_t *m, char **err)
         close(dfd);
     }
     m->stats.spill_written += n;
+    m->stats.spill_malformed += skipped;
     pthread_mutex_unlock(&m->mutex);
+    free(tmp);
     fprintf(stderr, LOG_PREFIX "%s: %zu records written, replayed on the next start\n", path, n);
     return 0;
 
 Error:
+    if (*err == NULL)
+        *err = strdup("spill file: out of memory");
     if (fd != -1)
         close(fd);
-    if (!append)
+    if (tmp != NULL)
         unlink(tmp);
     pthread_mutex_unlock(&m->mutex);
+    free(tmp);
     return -1;
 }

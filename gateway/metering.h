@@ -31,7 +31,8 @@
 #define GW_METERING_MAX_BATCHES 16
 /* Records per MULTI/EXEC; a flush with more sandboxes is cut into batches. */
 #define GW_METERING_MAX_BATCH_RECORDS 1000
-/* Longer project ids are cut to this many bytes. */
+/* Longer project ids are cut to this many bytes, between two UTF-8
+ * characters; bytes that are not well-formed UTF-8 become '?'. */
 #define GW_METERING_PROJECT_MAX 256
 /* Deadline of one MULTI/EXEC on the event loop. */
 #define GW_METERING_EXEC_TIMEOUT_MS 5000
@@ -78,7 +79,7 @@ typedef struct st_gw_metering_stats_t {
     uint64_t flush_failures;  /* MULTI/EXEC that failed, timed out or could not be sent */
     uint64_t spill_written;   /* records written to the spill file */
     uint64_t spill_replayed;  /* records loaded from the spill file at start */
-    uint64_t spill_malformed; /* spill lines skipped */
+    uint64_t spill_malformed; /* spill lines skipped at start, and records that could not be written to it */
 } gw_metering_stats_t;
 
 /* --- per worker, no lock: only the owning thread touches a meter ---------- */
@@ -101,11 +102,15 @@ size_t gw_meter_num_sandboxes(const gw_meter_t *m);
 
 /* --- process-wide (thread-safe) ------------------------------------------- */
 
-/* Copies conf, loads the spill file (its records keep their seq and gateway
- * and go first; malformed lines are reported on stderr and skipped) and
- * picks the first seq: now_ms * GW_METERING_SEQ_PER_MS, or above the
- * highest spilled seq. NULL only on OOM. */
-gw_metering_t *gw_metering_new(const gw_metering_conf_t *conf, uint64_t now_ms);
+/* Copies conf, takes an exclusive lock on "<spill_file>.lock" (flock, held
+ * until gw_metering_free: one process per spill file), loads the spill file
+ * (its records keep their seq and gateway and go first; malformed lines are
+ * reported on stderr and skipped, and the file is then kept as
+ * "<spill_file>.malformed-<unix time>" instead of being removed) and picks
+ * the first seq: now_ms * GW_METERING_SEQ_PER_MS, or above the highest
+ * spilled seq. NULL with *err (malloc'd) when another process holds the
+ * lock, the lock file cannot be opened, or on OOM. */
+gw_metering_t *gw_metering_new(const gw_metering_conf_t *conf, uint64_t now_ms, char **err);
 /* Frees everything, written or not (stop the flusher first). NULL: no-op. */
 void gw_metering_free(gw_metering_t *m);
 
@@ -144,9 +149,12 @@ void gw_metering_stop_flusher(gw_metering_t *m);
  * spilled, -1 when records were lost (reported on stderr). */
 int gw_metering_final_flush(gw_metering_t *m, const gw_netaddr_t *addr, const char *password, uint64_t timeout_ms);
 
-/* Writes every pending record to the spill file (replacing it: records
- * loaded from it are pending too), one JSON object per line, fsync'd.
- * Returns 0, or -1 with *err (malloc'd). Pending records stay pending. */
+/* Writes every pending record to the spill file (replacing it through
+ * "<spill_file>.tmp.<pid>": records loaded from it are pending too), one
+ * JSON object per line, fsync'd. A record that cannot be encoded is reported
+ * and skipped (stats.spill_malformed), the others are written. Returns 0,
+ * or -1 with *err (malloc'd) when the file could not be written. Pending
+ * records stay pending. */
 int gw_metering_write_spill(gw_metering_t *m, char **err);
 
 /* Parses one spill line (without its newline). Returns 0, or -1 with *err

@@ -137,12 +137,11 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     if (config->admin.address != NULL && (s->admin_fd = open_listener(&config->admin.addr, 0, err, config->admin.address)) == -1)
         return -1;
 
-    /* reads the spill file of the previous run, before any worker can count */
+    /* locks the spill file (one gateway per file) and reads what the
+     * previous run left in it, before any worker can count */
     gw_metering_conf_t mconf = {config->redis.prefix, config->instance_id, config->metering.spill_file};
-    if ((s->metering = gw_metering_new(&mconf, wall_ms())) == NULL) {
-        *err = errorf("metering: %s%s", "out of memory", "");
+    if ((s->metering = gw_metering_new(&mconf, wall_ms(), err)) == NULL)
         return -1;
-    }
 
     if ((s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox)) == NULL) {
         *err = errorf("limits: %s%s", "out of memory", "");

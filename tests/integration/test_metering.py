@@ -9,11 +9,13 @@ test. Byte bounds: bodies and WebSocket frames are counted exactly; each
 request/response head adds less than HEAD_BOUND bytes (the gateway counts a
 head as its HTTP/1.1 text, also for HTTP/2)."""
 
+import glob
 import json
 import os
 import socket
 import ssl
 import struct
+import subprocess
 import time
 
 import pytest
@@ -306,7 +308,12 @@ def test_sigterm_with_redis_down_spills_and_replays(gw_factory, mredis, msandbox
     mredis.start()
     g.start()
     recs = gwtest.wait_for(lambda: records(mredis, msandbox.id), 10, what="replayed records")
-    gwtest.wait_for(lambda: not os.path.exists(spill), 10, what="the spill file to be removed after the replay")
+    gwtest.wait_for(lambda: not os.path.exists(spill), 10, what="the spill file to be set aside after the replay")
+    # it had malformed lines: kept for a person to look at, not deleted
+    aside = glob.glob(spill + ".malformed-*")
+    assert len(aside) == 1, aside
+    with open(aside[0]) as f:
+        assert "not json at all" in f.read()
     recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
     assert [int(r["seq"]) for r in recs] == [mine[0]["seq"]], "the replay keeps the spilled seq"
     assert int(recs[0]["egress"]) == mine[0]["egress"] and int(recs[0]["ingress"]) == mine[0]["ingress"]
@@ -314,6 +321,7 @@ def test_sigterm_with_redis_down_spills_and_replays(gw_factory, mredis, msandbox
     with open(g.log, "rb") as f:
         log = f.read().decode("utf-8", "replace")
     assert "malformed spill line" in log, log
+    assert "kept as %s" % aside[0] in log, log
     assert g.alive()
 
     # new records of this run come after the replayed ones (the new Redis is empty: register again)
@@ -322,3 +330,120 @@ def test_sigterm_with_redis_down_spills_and_replays(gw_factory, mredis, msandbox
     assert g.stop() == 0
     recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
     assert len(recs) == 2 and int(recs[1]["seq"]) > int(recs[0]["seq"]), recs
+
+
+def spill_lines(path):
+    with open(path, "rb") as f:
+        return [json.loads(line) for line in f.read().splitlines() if line.strip()]
+
+
+def test_spill_file_in_use_is_refused(gw_factory, mredis, msandbox, upstream, curl):
+    """Two gateways on one host with the same spill_file (the default path is
+    the same for all) would replace each other's records at exit: the second
+    refuses to start, and takes the file over once the first is gone."""
+    g1 = start_gw(gw_factory, mredis, flush_ms=60000)
+    spill = g1.config()["metering"]["spill_file"]
+    g2 = start_gw(gw_factory, mredis, start=False, instance_id="meter-gw-2",
+                  metering={"flush_interval_ms": FLUSH_MS, "spill_file": spill})
+    os.makedirs(g2.workdir, exist_ok=True)
+    g2.write_config()
+    proc = subprocess.Popen([gwtest.gateway_binary(), "-c", g2.config_path], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=g2.env(), start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        gwtest.stop_process(proc)
+        raise AssertionError("a second gateway started on a spill file in use")
+    assert proc.returncode != 0, out
+    assert ("metering.spill_file %s is in use by another lizard-gateway; give each instance its own spill_file "
+            "(and instance_id)" % spill).encode() in out, out
+    assert g1.alive()
+
+    body_out, body_in, n = traffic(curl, g1, msandbox, upstream)
+    mredis.kill()
+    assert g1.stop() == 0, gwtest.tail(g1.log)
+    mine = [r for r in spill_lines(spill) if r["sandbox"] == msandbox.id]
+    assert len(mine) == 1 and mine[0]["gateway"] == INSTANCE, mine
+
+    # the lock went with the first process: the second starts and replays its records
+    mredis.start()
+    g2.start()
+    recs = gwtest.wait_for(lambda: records(mredis, msandbox.id), 10, what="replayed records")
+    assert [(r["gateway"], int(r["seq"])) for r in recs] == [(INSTANCE, mine[0]["seq"])]
+    check_bounds(recs, body_out, body_in, n)
+
+
+def test_spill_keeps_records_with_odd_projects(gw_factory, mredis, upstream, curl):
+    """A project id cut at 256 bytes inside a character, or not UTF-8 at all
+    (raw bytes from the control plane), is written cleaned; no record of any
+    sandbox is lost at exit."""
+    long_project = "a" * 255 + "\u00e9"  # 257 bytes: the cut at 256 falls inside the last character
+    sandboxes = {"good": ("p-good", "p-good"), "cut": (long_project, "a" * 255), "raw": (None, "p-??x")}
+    ids = {}
+    for k, (project, _) in sandboxes.items():
+        ids[k] = gwtest.new_sandbox_id(k)
+        gwtest.register_sandbox(mredis, ids[k], ports={upstream.port: "public"}, project=project or "x", publish=False)
+    mredis.cmd("HSET", "lizard:sbx:{%s}" % ids["raw"], "project", b"p-\xff\xfex")
+    g = start_gw(gw_factory, mredis, flush_ms=60000)
+    sent = {}
+    for k, sid in ids.items():
+        r = curl(g.host(upstream.port, sid), "/bytes/%d" % (1000 * (len(sent) + 1)), gw=g)
+        assert r.status == 200, r
+        sent[k] = len(r.body)
+    mredis.kill()
+    assert g.stop() == 0, gwtest.tail(g.log)
+    spill = g.config()["metering"]["spill_file"]
+    lines = {r["sandbox"]: r for r in spill_lines(spill)}
+    assert set(lines) == set(ids.values()), (lines, gwtest.tail(g.log))
+    for k, sid in ids.items():
+        assert lines[sid]["project"] == sandboxes[k][1], lines[sid]
+        assert lines[sid]["egress"] >= sent[k]
+
+    mredis.start()
+    g.start()
+    for k, sid in ids.items():
+        recs = gwtest.wait_for(lambda: records(mredis, sid), 10, what="replayed records of %s" % k)
+        assert recs[0]["project"] == sandboxes[k][1], recs
+    gwtest.wait_for(lambda: not os.path.exists(spill), 10, what="the spill file to be removed after the replay")
+    assert not glob.glob(spill + ".malformed-*")
+
+
+def test_spill_line_with_nul_is_skipped_alone(gw_factory, mredis):
+    """A NUL byte in one spill line makes that line malformed, not the next;
+    the file is set aside (not deleted) after the replay."""
+    g = start_gw(gw_factory, mredis, start=False)
+    spill = g.config()["metering"]["spill_file"]
+    os.makedirs(os.path.dirname(spill), exist_ok=True)
+
+    def rec(sandbox, seq):
+        return json.dumps({"sandbox": sandbox, "project": "p", "egress": 100, "ingress": 1, "from_ms": 1, "to_ms": 2,
+                           "gateway": "old-gw", "seq": seq}).encode()
+
+    second, third = gwtest.new_sandbox_id("second"), gwtest.new_sandbox_id("third")
+    with open(spill, "wb") as f:
+        f.write(b'{"sandbox":"x\x00garbage"}\n' + rec(second, 10) + b"\n" + rec(third, 11) + b"\n")
+    g.start()
+    gwtest.wait_for(lambda: records(mredis, third), 10, what="replayed records")
+    assert [r["sandbox"] for r in records(mredis) if r["gateway"] == "old-gw"] == [second, third]
+    gwtest.wait_for(lambda: not os.path.exists(spill), 10, what="the spill file to be set aside")
+    aside = glob.glob(spill + ".malformed-*")
+    assert len(aside) == 1, aside
+    with open(aside[0], "rb") as f:
+        assert f.read().startswith(b'{"sandbox":"x\x00garbage"}\n')
+    assert metric(g, 'lizard_metering_spill_records_total{op="malformed"}') == 1
+    assert metric(g, 'lizard_metering_spill_records_total{op="replayed"}') == 2
+
+
+def test_spill_directory_is_checked_at_load(gw_factory, mredis):
+    """A spill_file whose directory does not exist is found by --check and at
+    start, not at SIGTERM when the records it should hold are lost."""
+    g = start_gw(gw_factory, mredis, start=False)
+    missing = os.path.join(g.workdir, "no-such-dir")
+    g.overrides["metering"]["spill_file"] = os.path.join(missing, "egress.spill")
+    os.makedirs(g.workdir, exist_ok=True)
+    g.write_config()
+    for args in (["--check"], []):
+        r = subprocess.run([gwtest.gateway_binary(), "-c", g.config_path] + args, capture_output=True, text=True,
+                           env=g.env(), timeout=20)
+        assert r.returncode != 0, (args, r)
+        assert "config: metering.spill_file: the directory %s does not exist" % missing in r.stderr, r.stderr

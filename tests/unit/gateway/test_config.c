@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <check.h>
 #include "gateway/config.h"
@@ -447,7 +448,8 @@ END_TEST
 
 START_TEST(test_file)
 {
-    char *path = write_temp("{\"domains\": [\"lizard.app\"], \"listen\": [{\"address\": \"127.0.0.1:8080\", \"tls\": false}]}"),
+    char *path = write_temp("{\"domains\": [\"lizard.app\"], \"listen\": [{\"address\": \"127.0.0.1:8080\", \"tls\": false}], "
+                            "\"metering\": {\"spill_file\": \"/tmp/gw-config-test.spill\"}}"),
          *err = NULL;
     gw_config_t *c = NULL;
 
@@ -710,26 +712,138 @@ START_TEST(test_workers)
 }
 END_TEST
 
+#define EXAMPLE_SPILL_DIR "/var/lib/lizard-gateway"
+
+/* deploy/gateway.example.json with its spill file moved from
+ * EXAMPLE_SPILL_DIR (systemd's StateDirectory, absent on a build machine) to
+ * /tmp; the caller unlinks and frees the path. */
+static char *example_in_tmp(void)
+{
+    FILE *f = fopen(GW_TEST_SRCDIR "/../deploy/gateway.example.json", "r");
+    char text[16384], out[16384 + 64], *at, *path;
+    size_t len;
+
+    ck_assert_ptr_nonnull(f);
+    len = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    ck_assert_ptr_nonnull(at = strstr(text, EXAMPLE_SPILL_DIR "/"));
+    snprintf(out, sizeof(out), "%.*s/tmp/%s", (int)(at - text), text, at + sizeof(EXAMPLE_SPILL_DIR));
+    path = write_temp(out);
+    return path;
+}
+
 START_TEST(test_example_file)
 {
     gw_config_t *c = NULL;
-    char *err = NULL;
+    char *err = NULL, *path = example_in_tmp();
 
     setenv("REDIS_PASSWORD", "example-redis-password", 1);
     setenv("LIZARD_COOKIE_SECRETS", SECRET_A "," SECRET_B, 1);
-    ck_assert_msg(gw_config_load(GW_TEST_SRCDIR "/../deploy/gateway.example.json", &c, &err) == 0, "%s", err);
+    ck_assert_msg(gw_config_load(path, &c, &err) == 0, "%s", err);
     ck_assert_str_eq(c->domains[0], "lizard.app");
     ck_assert_uint_ge(c->tls.num_certificates, 1);
     ck_assert_str_eq(c->redis.password, "example-redis-password");
     ck_assert_uint_eq(c->auth.num_cookie_secrets, 2);
     ck_assert_uint_ge(c->workers, 1);
+    ck_assert_str_eq(c->metering.spill_file, "/tmp/egress.spill");
     gw_config_free(c);
+
+    /* as shipped: fine where its spill directory is writable, else that is the error */
+    if (gw_config_load(GW_TEST_SRCDIR "/../deploy/gateway.example.json", &c, &err) == 0) {
+        ck_assert_int_eq(access(EXAMPLE_SPILL_DIR, W_OK), 0);
+        gw_config_free(c);
+    } else {
+        ck_assert_msg(strstr(err, "metering.spill_file") != NULL && strstr(err, EXAMPLE_SPILL_DIR) != NULL, "%s", err);
+        free(err);
+    }
 
     /* the secrets it names are required */
     unsetenv("LIZARD_COOKIE_SECRETS");
-    ck_assert_int_eq(gw_config_load(GW_TEST_SRCDIR "/../deploy/gateway.example.json", &c, &err), -1);
+    ck_assert_int_eq(gw_config_load(path, &c, &err), -1);
     ck_assert_msg(strstr(err, "LIZARD_COOKIE_SECRETS") != NULL, "%s", err);
     free(err);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+/* The message of gw_config_load for a config whose only special key is
+ * metering.spill_file = spill; NULL when it loads. In a child that gave up
+ * root when run as root (root may write anywhere). */
+static char *spill_file_error(const char *spill)
+{
+    char json[512], *path, msg[1024] = "";
+    int pipefd[2], status;
+    ssize_t got, total = 0;
+    pid_t pid;
+
+    snprintf(json, sizeof(json),
+             "{\"domains\": [\"lizard.app\"], \"listen\": [{\"address\": \"127.0.0.1:8080\", \"tls\": false}], "
+             "\"metering\": {\"spill_file\": \"%s\"}}",
+             spill);
+    path = write_temp(json);
+    ck_assert_int_eq(chmod(path, 0644), 0);
+    ck_assert_int_eq(pipe(pipefd), 0);
+    ck_assert_int_ge(pid = fork(), 0);
+    if (pid == 0) {
+        gw_config_t *c = NULL;
+        char *err = NULL;
+        close(pipefd[0]);
+        if (geteuid() == 0 && setuid(65534) != 0)
+            _exit(2);
+        if (gw_config_load(path, &c, &err) == 0)
+            _exit(0);
+        if (write(pipefd[1], err, strlen(err)) < 0)
+            _exit(3);
+        _exit(1);
+    }
+    close(pipefd[1]);
+    while ((got = read(pipefd[0], msg + total, sizeof(msg) - 1 - total)) > 0)
+        total += got;
+    msg[total] = '\0';
+    close(pipefd[0]);
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_msg(WEXITSTATUS(status) <= 1, "the child failed: %d", WEXITSTATUS(status));
+    unlink(path);
+    free(path);
+    return WEXITSTATUS(status) == 0 ? NULL : strdup(msg);
+}
+
+START_TEST(test_spill_file_directory)
+{
+    char dir[] = "/tmp/gw-config-spill-XXXXXX", spill[128], *err;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+
+    /* writable by everyone (the test's child may not be root) */
+    ck_assert_int_eq(chmod(dir, 0777), 0);
+    snprintf(spill, sizeof(spill), "%s/egress.spill", dir);
+    ck_assert_ptr_null(err = spill_file_error(spill));
+
+    /* a directory that does not exist */
+    snprintf(spill, sizeof(spill), "%s/missing/egress.spill", dir);
+    ck_assert_ptr_nonnull(err = spill_file_error(spill));
+    ck_assert_msg(strstr(err, "config: metering.spill_file: the directory ") == err && strstr(err, "/missing does not exist"), "%s",
+                  err);
+    free(err);
+
+    /* a directory this process cannot write to */
+    ck_assert_int_eq(chmod(dir, 0555), 0);
+    snprintf(spill, sizeof(spill), "%s/egress.spill", dir);
+    ck_assert_ptr_nonnull(err = spill_file_error(spill));
+    ck_assert_msg(strstr(err, "config: metering.spill_file: the directory ") == err && strstr(err, dir) != NULL &&
+                      strstr(err, "is not writable by this process") != NULL,
+                  "%s", err);
+    free(err);
+
+    /* the path of a directory */
+    ck_assert_ptr_nonnull(err = spill_file_error(dir));
+    ck_assert_msg(strstr(err, "config: metering.spill_file: ") == err && strstr(err, "is a directory") != NULL, "%s", err);
+    free(err);
+
+    ck_assert_int_eq(rmdir(dir), 0);
 }
 END_TEST
 
@@ -757,6 +871,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_cookie_options);
     tcase_add_test(tc, test_workers);
     tcase_add_test(tc, test_example_file);
+    tcase_add_test(tc, test_spill_file_directory);
     suite_add_tcase(s, tc);
     return s;
 }

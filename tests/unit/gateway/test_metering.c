@@ -4,11 +4,13 @@
  * (write, replay, malformed lines, seq after a replay).
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <h2o.h>
 /* the .c itself: the tests look at the open batch and the queue */
@@ -26,21 +28,67 @@ static void setup(void)
     snprintf(spill, sizeof(spill), "%s/egress.spill", dir);
 }
 
+/* the spill file, its lock, temporary and set-aside files */
 static void teardown(void)
 {
-    char tmp[160];
-    unlink(spill);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", spill);
-    unlink(tmp);
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[400];
+
+    while (d != NULL && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        unlink(path);
+    }
+    if (d != NULL)
+        closedir(d);
     rmdir(dir);
 }
 
 static gw_metering_t *new_metering(const char *spill_file, uint64_t now)
 {
     gw_metering_conf_t conf = {"lizard:", "gw-test", spill_file};
-    gw_metering_t *m = gw_metering_new(&conf, now);
-    ck_assert_ptr_nonnull(m);
+    char *err = NULL;
+    gw_metering_t *m = gw_metering_new(&conf, now, &err);
+    ck_assert_msg(m != NULL, "%s", err);
+    ck_assert_ptr_null(err);
     return m;
+}
+
+/* The malloc'd path of the file "<spill>.malformed-<t>" in dir; NULL: none.
+ * Fails when there are several. */
+static char *find_set_aside(void)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char prefix[64], *found = NULL;
+
+    snprintf(prefix, sizeof(prefix), "%s.malformed-", strrchr(spill, '/') + 1);
+    ck_assert_ptr_nonnull(d);
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        ck_assert_msg(found == NULL, "two set-aside files: %s, %s", found, de->d_name);
+        found = malloc(strlen(dir) + strlen(de->d_name) + 2);
+        snprintf(found, strlen(dir) + strlen(de->d_name) + 2, "%s/%s", dir, de->d_name);
+    }
+    closedir(d);
+    return found;
+}
+
+/* The file's bytes (at most 64 KiB), NUL-terminated; the caller frees. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = malloc(65536);
+    size_t n;
+
+    ck_assert_ptr_nonnull(f);
+    n = fread(buf, 1, 65535, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
 }
 
 static h2o_iovec_t iov(const char *s)
@@ -415,7 +463,7 @@ START_TEST(test_spill_malformed_lines_are_skipped)
     gw_metering_stats_t st;
     gw_metering_t *m;
     gw_metering_batch_t *b;
-    char longline[GW_METERING_SPILL_LINE_MAX + 100];
+    char longline[GW_METERING_SPILL_LINE_MAX + 100], *aside, *text;
 
     memset(longline, ' ', sizeof(longline) - 1);
     longline[sizeof(longline) - 1] = '\0';
@@ -447,17 +495,40 @@ START_TEST(test_spill_malformed_lines_are_skipped)
     ck_assert_uint_eq(b->records[0].seq, 77);
     ck_assert_str_eq(b->records[1].sandbox, "good2");
     ck_assert_uint_eq(m->next_seq, 1 * GW_METERING_SEQ_PER_MS > 80 ? 1 * GW_METERING_SEQ_PER_MS : 81);
+    gw_metering_batch_done(m, b, 0);
+    ck_assert_ptr_null(find_set_aside()); /* not replayed yet: the file stays where it is */
+    b = gw_metering_next_batch(m);
     gw_metering_batch_done(m, b, 1);
+    /* replayed: the file moves aside, malformed lines and all, for a person to look at */
     ck_assert(!file_exists(spill));
+    ck_assert_ptr_nonnull(aside = find_set_aside());
+    text = slurp(aside);
+    ck_assert_ptr_nonnull(strstr(text, "not json\n\n[1,2,3]\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\"sandbox\":\"good2\""));
+    free(text);
+    unlink(aside);
+    free(aside);
     gw_metering_free(m);
 
-    /* a file with nothing usable is reported and removed; no file at all is fine */
+    /* a file with nothing usable is reported and set aside; no file at all is fine */
     f = fopen(spill, "w");
     fprintf(f, "garbage\n");
     fclose(f);
     m = new_metering(spill, NOW);
     ck_assert_ptr_null(gw_metering_next_batch(m));
     ck_assert(!file_exists(spill));
+    ck_assert_ptr_nonnull(aside = find_set_aside());
+    text = slurp(aside);
+    ck_assert_str_eq(text, "garbage\n");
+    free(text);
+    unlink(aside);
+    free(aside);
+    gw_metering_free(m);
+    /* an empty file is simply removed */
+    fclose(fopen(spill, "w"));
+    m = new_metering(spill, NOW);
+    ck_assert(!file_exists(spill));
+    ck_assert_ptr_null(find_set_aside());
     gw_metering_free(m);
     m = new_metering(spill, NOW);
     ck_assert_ptr_null(gw_metering_next_batch(m));
@@ -528,6 +599,247 @@ START_TEST(test_final_flush_spills_when_redis_is_down)
 }
 END_TEST
 
+/* Two gateways on one host with the same spill file (the default path is the
+ * same for all) would replace each other's records: the second is refused. */
+START_TEST(test_spill_file_is_locked)
+{
+    gw_metering_conf_t conf = {"lizard:", "gw-other", spill};
+    gw_metering_t *m = new_metering(spill, NOW), *other;
+    gw_meter_t *meter = gw_meter_new();
+    char *err = NULL, expected[256], tmp[160], *text;
+    int status;
+    pid_t pid;
+
+    snprintf(expected, sizeof(expected),
+             "metering.spill_file %s is in use by another lizard-gateway; give each instance its own spill_file (and instance_id)",
+             spill);
+    ck_assert_ptr_null(other = gw_metering_new(&conf, NOW, &err));
+    ck_assert_ptr_nonnull(err);
+    ck_assert_str_eq(err, expected);
+    free(err);
+    err = NULL;
+    /* and from another process, which is the case that matters */
+    ck_assert_int_ge(pid = fork(), 0);
+    if (pid == 0) {
+        gw_metering_t *o = gw_metering_new(&conf, NOW, &err);
+        _exit(o == NULL && err != NULL && strcmp(err, expected) == 0 ? 0 : 1);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    /* the temporary file is this process's own: a fixed "<spill>.tmp" of someone else is left alone */
+    snprintf(tmp, sizeof(tmp), "%s.tmp", spill);
+    FILE *f = fopen(tmp, "w");
+    fputs("not mine\n", f);
+    fclose(f);
+    gw_meter_add(meter, "sa", 1, 2, NOW);
+    gw_metering_submit(m, meter, NOW);
+    ck_assert_int_eq(gw_metering_write_spill(m, &err), 0);
+    ck_assert_uint_eq(count_lines(spill), 1);
+    text = slurp(tmp);
+    ck_assert_str_eq(text, "not mine\n");
+    free(text);
+    gw_metering_free(m);
+
+    /* released with m: the next run gets the file, and its records */
+    other = gw_metering_new(&conf, NOW + 1000, &err);
+    ck_assert_msg(other != NULL, "%s", err);
+    ck_assert_ptr_nonnull(gw_metering_next_batch(other));
+    gw_metering_free(other);
+    gw_meter_free(meter);
+}
+END_TEST
+
+/* A project id from the control plane goes into JSON (the spill file) and
+ * Redis: cut between characters, ill-formed bytes replaced. */
+START_TEST(test_project_is_cut_and_cleaned_as_utf8)
+{
+    static const struct {
+        const char *in;
+        size_t len;
+        const char *out;
+    } cases[] = {
+        {"proj-\xc3\xa9t\xc3\xa9", 10, "proj-\xc3\xa9t\xc3\xa9"}, /* well-formed: as is */
+        {"x\xff\xfey", 4, "x??y"},                                /* not UTF-8 */
+        {"a\0b", 3, "a?b"},                                       /* NUL would end the string */
+        {"\xc0\xaf", 2, "??"},                                    /* overlong '/' */
+        {"\xed\xa0\x80z", 4, "???z"},                             /* a surrogate */
+        {"\xf4\x90\x80\x80", 4, "????"},                          /* above U+10FFFF */
+        {"ab\xe2\x82", 4, "ab??"},                                /* a character cut by the control plane */
+    };
+    char in[300], want[300];
+    size_t i;
+
+    for (i = 0; i != sizeof(cases) / sizeof(cases[0]); ++i) {
+        char *p = dup_project(cases[i].in, cases[i].len);
+        ck_assert_msg(strcmp(p, cases[i].out) == 0, "case %zu: got \"%s\"", i, p);
+        free(p);
+    }
+    /* 255 bytes then a 2-byte character: cut before it, not inside */
+    memset(in, 'a', 255);
+    memcpy(in + 255, "\xc3\xa9", 2);
+    memset(want, 'a', 255);
+    want[255] = '\0';
+    char *p = dup_project(in, 257);
+    ck_assert_str_eq(p, want);
+    free(p);
+    /* 254 bytes then a 4-byte character: likewise */
+    memcpy(in + 254, "\xf0\x9f\xa6\x8e", 4);
+    want[254] = '\0';
+    p = dup_project(in, 258);
+    ck_assert_str_eq(p, want);
+    free(p);
+    /* exactly 256 bytes ending in a whole character: kept */
+    memcpy(in + 254, "\xc3\xa9", 2);
+    p = dup_project(in, 256);
+    ck_assert_uint_eq(strlen(p), 256);
+    ck_assert_int_eq(memcmp(p, in, 256), 0);
+    free(p);
+}
+END_TEST
+
+/* The reviewer's case end to end: a route's project cut inside a character
+ * next to a normal one; at exit both are spilled and replayed. */
+START_TEST(test_spill_survives_odd_projects)
+{
+    gw_metering_t *m = new_metering(spill, NOW);
+    gw_meter_t *meter = gw_meter_new();
+    gw_metering_stats_t st;
+    gw_metering_batch_t *b;
+    char proj[300], *err = NULL;
+
+    memset(proj, 'a', 255);
+    memcpy(proj + 255, "\xc3\xa9", 2);
+    gw_meter_set_project(meter, "cut", h2o_iovec_init(proj, 257), NOW);
+    gw_meter_add(meter, "cut", 3000, 1, NOW);
+    gw_meter_set_project(meter, "bad", h2o_iovec_init("p\xff", 2), NOW);
+    gw_meter_add(meter, "bad", 10, 1, NOW);
+    gw_meter_set_project(meter, "good", iov("p-good"), NOW);
+    gw_meter_add(meter, "good", 7000, 1, NOW);
+    gw_metering_submit(m, meter, NOW + 1);
+    /* the same project again does not make a new record */
+    gw_meter_set_project(meter, "cut", h2o_iovec_init(proj, 257), NOW + 2);
+    gw_meter_add(meter, "cut", 5, 0, NOW + 2);
+    gw_metering_submit(m, meter, NOW + 3);
+    ck_assert_uint_eq(m->open.count, 3);
+    ck_assert_int_eq(gw_metering_write_spill(m, &err), 0);
+    ck_assert_uint_eq(count_lines(spill), 3);
+    gw_metering_free(m);
+
+    m = new_metering(spill, NOW + 1000);
+    gw_metering_get_stats(m, &st);
+    ck_assert_uint_eq(st.spill_replayed, 3);
+    ck_assert_uint_eq(st.spill_malformed, 0);
+    b = gw_metering_next_batch(m);
+    proj[255] = '\0';
+    ck_assert_str_eq(find(b, "cut")->project, proj);
+    ck_assert_uint_eq(find(b, "cut")->egress, 3005);
+    ck_assert_str_eq(find(b, "bad")->project, "p?");
+    ck_assert_uint_eq(find(b, "good")->egress, 7000);
+    gw_metering_free(m);
+    gw_meter_free(meter);
+}
+END_TEST
+
+/* Should a record still not go into JSON, it alone is skipped and counted:
+ * the others are written. */
+START_TEST(test_spill_skips_a_record_it_cannot_write)
+{
+    gw_metering_t *m = new_metering(spill, NOW);
+    gw_meter_t *meter = gw_meter_new();
+    gw_metering_stats_t st;
+    gw_metering_batch_t *b;
+    gw_metering_record_t *r;
+    char *err = NULL, *text;
+
+    gw_meter_add(meter, "s1", 100, 1, NOW);
+    gw_meter_add(meter, "s2", 200, 2, NOW);
+    gw_meter_add(meter, "s3", 300, 3, NOW);
+    gw_metering_submit(m, meter, NOW);
+    gw_metering_seal(m, 0);
+    /* what no path in the gateway should produce any more */
+    r = (gw_metering_record_t *)find(m->head, "s2");
+    free(r->project);
+    r->project = strdup("\xff\xfe");
+    ck_assert_int_eq(gw_metering_write_spill(m, &err), 0);
+    ck_assert_ptr_null(err);
+    ck_assert_uint_eq(count_lines(spill), 2);
+    text = slurp(spill);
+    ck_assert_ptr_nonnull(strstr(text, "\"s1\""));
+    ck_assert_ptr_nonnull(strstr(text, "\"s3\""));
+    ck_assert_ptr_null(strstr(text, "\"s2\""));
+    free(text);
+    gw_metering_get_stats(m, &st);
+    ck_assert_uint_eq(st.spill_written, 2);
+    ck_assert_uint_eq(st.spill_malformed, 1);
+    gw_metering_free(m);
+
+    m = new_metering(spill, NOW + 1000);
+    b = gw_metering_next_batch(m);
+    ck_assert_uint_eq(b->num_records, 2);
+    gw_metering_free(m);
+    gw_meter_free(meter);
+}
+END_TEST
+
+/* A NUL byte makes its own line malformed, and only that line. */
+START_TEST(test_spill_line_with_nul)
+{
+    static const char text[] = "{\"sandbox\":\"x\0garbage\"}\n"
+                               "{\"sandbox\":\"second\",\"project\":\"p\",\"egress\":100,\"ingress\":1,\"from_ms\":1,\"to_ms\":2,"
+                               "\"gateway\":\"old-gw\",\"seq\":10}\n"
+                               "{\"sandbox\":\"third\",\"project\":\"p\",\"egress\":100,\"ingress\":1,\"from_ms\":1,\"to_ms\":2,"
+                               "\"gateway\":\"old-gw\",\"seq\":11}\n"
+                               "{\"sandbox\":\"fourth\",\"project\":\"p\",\"egress\":100,\"ingress\":1,\"from_ms\":1,\"to_ms\":2,"
+                               "\"gateway\":\"old-gw\",\"seq\":12}\0\n";
+    FILE *f = fopen(spill, "wb");
+    gw_metering_stats_t st;
+    gw_metering_batch_t *b;
+    gw_metering_t *m;
+
+    ck_assert_uint_eq(fwrite(text, 1, sizeof(text) - 1, f), sizeof(text) - 1);
+    fclose(f);
+    m = new_metering(spill, NOW);
+    gw_metering_get_stats(m, &st);
+    ck_assert_uint_eq(st.spill_replayed, 2);
+    ck_assert_uint_eq(st.spill_malformed, 2);
+    b = gw_metering_next_batch(m);
+    ck_assert_uint_eq(b->num_records, 2);
+    ck_assert_str_eq(b->records[0].sandbox, "second");
+    ck_assert_str_eq(b->records[1].sandbox, "third");
+    gw_metering_free(m);
+}
+END_TEST
+
+/* Redis down at two exits in a row: the malformed lines of the first file
+ * are not lost when the second run replaces it. */
+START_TEST(test_spill_rewrite_keeps_malformed_lines_aside)
+{
+    FILE *f = fopen(spill, "w");
+    gw_meter_t *meter = gw_meter_new();
+    char *err = NULL, *aside, *text;
+    gw_metering_t *m;
+
+    fprintf(f, "{\"sandbox\":\"old\",\"project\":\"p\",\"egress\":5,\"ingress\":6,\"from_ms\":1,\"to_ms\":2,"
+               "\"gateway\":\"gw-test\",\"seq\":77}\n");
+    fprintf(f, "{\"sandbox\": \"hand-edited\", \"egress\": \n");
+    fclose(f);
+    m = new_metering(spill, NOW);
+    ck_assert_ptr_null(find_set_aside());
+    gw_meter_add(meter, "new", 1, 0, NOW);
+    gw_metering_submit(m, meter, NOW);
+    ck_assert_int_eq(gw_metering_write_spill(m, &err), 0);
+    ck_assert_uint_eq(count_lines(spill), 2); /* old and new */
+    ck_assert_ptr_nonnull(aside = find_set_aside());
+    text = slurp(aside);
+    ck_assert_ptr_nonnull(strstr(text, "hand-edited"));
+    free(text);
+    free(aside);
+    gw_metering_free(m);
+    gw_meter_free(meter);
+}
+END_TEST
+
 static Suite *metering_suite(void)
 {
     Suite *s = suite_create("metering");
@@ -546,6 +858,12 @@ static Suite *metering_suite(void)
     tcase_add_test(tc, test_spill_malformed_lines_are_skipped);
     tcase_add_test(tc, test_parse_spill_line);
     tcase_add_test(tc, test_final_flush_spills_when_redis_is_down);
+    tcase_add_test(tc, test_spill_file_is_locked);
+    tcase_add_test(tc, test_project_is_cut_and_cleaned_as_utf8);
+    tcase_add_test(tc, test_spill_survives_odd_projects);
+    tcase_add_test(tc, test_spill_skips_a_record_it_cannot_write);
+    tcase_add_test(tc, test_spill_line_with_nul);
+    tcase_add_test(tc, test_spill_rewrite_keeps_malformed_lines_aside);
     suite_add_tcase(s, tc);
     return s;
 }
