@@ -9,7 +9,7 @@
 #include "gateway/admin.h"
 #include "gateway/worker.h"
 
-#define METRICS_MAX 8192
+#define METRICS_MAX 16384
 
 static gw_server_t *server_of(h2o_req_t *req)
 {
@@ -81,6 +81,39 @@ static void send_metrics(h2o_req_t *req, gw_server_t *s)
     append(&out, "# HELP lizard_route_cache_evictions_total Entries dropped to keep the cache under its size bound.\n"
                  "# TYPE lizard_route_cache_evictions_total counter\n");
     append(&out, "lizard_route_cache_evictions_total %llu\n", (unsigned long long)load(&s->stats.routes.evictions));
+    {
+        gw_proxy_counters_t *pc = &s->proxy_counters;
+        append(&out,
+               "# HELP lizard_upstream_connects_total Fresh connections to sandboxes started.\n"
+               "# TYPE lizard_upstream_connects_total counter\n"
+               "lizard_upstream_connects_total %llu\n",
+               (unsigned long long)load(&pc->connects));
+        append(&out,
+               "# HELP lizard_upstream_reuses_total Requests sent on a pooled keep-alive connection.\n"
+               "# TYPE lizard_upstream_reuses_total counter\n"
+               "lizard_upstream_reuses_total %llu\n",
+               (unsigned long long)load(&pc->reuses));
+        append(&out,
+               "# HELP lizard_upstream_retries_total Requests retried after a pooled connection was found dead.\n"
+               "# TYPE lizard_upstream_retries_total counter\n"
+               "lizard_upstream_retries_total %llu\n",
+               (unsigned long long)load(&pc->retries));
+        append(&out,
+               "# HELP lizard_websockets_opened_total WebSocket tunnels opened.\n"
+               "# TYPE lizard_websockets_opened_total counter\n"
+               "lizard_websockets_opened_total %llu\n",
+               (unsigned long long)load(&pc->websockets_opened));
+        append(&out,
+               "# HELP lizard_websockets_open WebSocket tunnels open now.\n# TYPE lizard_websockets_open gauge\n"
+               "lizard_websockets_open %lld\n",
+               (long long)atomic_load_explicit(&pc->websockets_open, memory_order_relaxed));
+        append(&out,
+               "# HELP lizard_proxied_bytes_total HTTP-level bytes of proxied exchanges, by direction.\n"
+               "# TYPE lizard_proxied_bytes_total counter\n"
+               "lizard_proxied_bytes_total{direction=\"egress\"} %llu\n"
+               "lizard_proxied_bytes_total{direction=\"ingress\"} %llu\n",
+               (unsigned long long)load(&pc->egress_bytes), (unsigned long long)load(&pc->ingress_bytes));
+    }
     append(&out, "# HELP lizard_in_flight_requests Preview requests being served.\n# TYPE lizard_in_flight_requests gauge\n");
     append(&out, "lizard_in_flight_requests %llu\n", (unsigned long long)load(&s->stats.in_flight));
     append(&out, "# HELP lizard_redis_connected_workers Workers whose Redis connection is up.\n"

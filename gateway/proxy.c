@@ -83,7 +83,14 @@ struct st_gw_proxy_t {
     gw_proxy_bytes_t total;
     gw_proxy_bytes_cb bytes_cb;
     void *bytes_cb_data;
+    gw_proxy_counters_t *counters; /* NULL: not counted */
 };
+
+#define COUNT(p, field, n)                                                                                                         \
+    do {                                                                                                                           \
+        if ((p)->counters != NULL)                                                                                                 \
+            atomic_fetch_add_explicit(&(p)->counters->field, (n), memory_order_relaxed);                                           \
+    } while (0)
 
 typedef enum en_exchange_state_t {
     EX_CONNECTING = 0, /* a fresh connection is being established */
@@ -200,6 +207,8 @@ static void add_bytes(gw_proxy_t *p, const char *sandbox_id, uint64_t egress, ui
         return;
     p->total.egress += egress;
     p->total.ingress += ingress;
+    COUNT(p, egress_bytes, egress);
+    COUNT(p, ingress_bytes, ingress);
     if (p->bytes_cb != NULL)
         p->bytes_cb(p->bytes_cb_data, sandbox_id, &delta);
 }
@@ -454,6 +463,7 @@ static void on_no_response(exchange_t *ex, const char *detail)
     if (ex->reused && !ex->retried && ex->is_idempotent) {
         detach_upstream(ex);
         ex->retried = 1;
+        COUNT(ex->proxy, retries, 1);
         ex->up_req.body_written = 0;
         ex->up_req.body_inflight = 0;
         ex->up_req.head_written = 0;
@@ -814,6 +824,7 @@ static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstr
 static void on_websocket_close(void *data)
 {
     websocket_t *ws = data;
+    COUNT(ws->proxy, websockets_open, -1);
     if (ws->slot != NULL)
         gw_conn_limit_release(ws->slot, ws->sandbox_id);
     h2o_linklist_unlink(&ws->link);
@@ -860,6 +871,8 @@ static void start_websocket(exchange_t *ex)
     ws->tunnel = gw_tunnel_new(p->ctx->loop, sock, p->websocket_timeout.enabled ? &p->websocket_timeout.timeout : NULL,
                                &websocket_callbacks, ws);
     h2o_linklist_insert(&p->websockets, &ws->link);
+    COUNT(p, websockets_opened, 1);
+    COUNT(p, websockets_open, 1);
     add_bytes(p, ex->sandbox_id, response_head_size(ex->req) + sizeof("connection: upgrade\r\n") - 1, 0);
     h2o_http1_upgrade(ex->req, NULL, 0, on_upgrade_complete, ws);
 }
@@ -1067,6 +1080,7 @@ static void connect_fresh(exchange_t *ex)
 
     ex->reused = 0;
     ex->state = EX_CONNECTING;
+    COUNT(p, connects, 1);
     if ((sock = h2o_socket_connect(p->ctx->loop, (struct sockaddr *)&ex->addr.ss, ex->addr.len, on_connect)) == NULL) {
         fail(ex, GW_ERR_PORT_NOT_OPEN, NULL);
         return;
@@ -1191,6 +1205,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->up_req.head = build_request_head(ex);
     key = pool_key(ex);
     if (!ex->is_websocket && (sock = gw_upstream_pool_take(p->pool, &key)) != NULL) {
+        COUNT(p, reuses, 1);
         ex->reused = 1;
         ex->sock = sock;
         sock->data = ex;
@@ -1198,6 +1213,11 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     } else {
         connect_fresh(ex);
     }
+}
+
+void gw_proxy_set_counters(gw_proxy_t *p, gw_proxy_counters_t *c)
+{
+    p->counters = c;
 }
 
 void gw_proxy_set_bytes_cb(gw_proxy_t *p, gw_proxy_bytes_cb cb, void *data)

@@ -7,6 +7,7 @@
 #ifndef GW_GATEWAY_PROXY_H
 #define GW_GATEWAY_PROXY_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <h2o.h>
 #include "gateway/config.h"
@@ -47,6 +48,20 @@ void gw_proxy_free(gw_proxy_t *p);
  * target's strings are copied. The request's X-Lizard-* headers and
  * hop-by-hop headers are never forwarded; X-Forwarded-* are set. */
 void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *target);
+
+/* Counters for /metrics, shared by every worker's proxy (relaxed atomics). */
+typedef struct st_gw_proxy_counters_t {
+    atomic_uint_fast64_t connects; /* fresh upstream connections started */
+    atomic_uint_fast64_t reuses;   /* requests sent on a pooled connection */
+    atomic_uint_fast64_t retries;  /* dead pooled connections retried on a fresh one */
+    atomic_uint_fast64_t websockets_opened;
+    atomic_int_fast64_t websockets_open; /* gauge */
+    atomic_uint_fast64_t egress_bytes;
+    atomic_uint_fast64_t ingress_bytes;
+} gw_proxy_counters_t;
+
+/* Makes this proxy count into `c` (NULL: stop counting). */
+void gw_proxy_set_counters(gw_proxy_t *p, gw_proxy_counters_t *c);
 
 /* Sets (cb NULL: clears) the byte-count hook. */
 void gw_proxy_set_bytes_cb(gw_proxy_t *p, gw_proxy_bytes_cb cb, void *data);

@@ -282,6 +282,7 @@ static void *worker_main(void *arg)
     w->routes_sub = gw_redis_new(loop, &rconf);
     gw_route_store_subscribe(w->routes, w->routes_sub);
     w->proxy = gw_proxy_new(&w->ctx, conf);
+    gw_proxy_set_counters(w->proxy, &s->proxy_counters);
     w->meter = gw_meter_new();
     gw_proxy_set_bytes_cb(w->proxy, on_proxy_bytes, w);
     h2o_timeout_init(loop, &w->meter_timeout, conf->metering.flush_interval_ms);

@@ -52,6 +52,7 @@ typedef struct st_gw_server_t {
     atomic_int stopping; /* set by main on SIGTERM/SIGINT */
     atomic_int redis_ready_workers;
     gw_stats_t stats;
+    gw_proxy_counters_t proxy_counters;
     gw_metering_t *metering; /* shared; its flusher runs on worker 0 */
 } gw_server_t;
 
