@@ -5,151 +5,18 @@
  * lifecycle hook.
  */
 #include <check.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 #include <hiredis/hiredis.h>
 #include <h2o.h>
 #include "routing/redis.h"
 #include "routing/route_store.h"
+#include "redis_server.h"
 
-#define REDIS_SERVER "/usr/bin/redis-server"
 #define TOKEN "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
-
-/* redis-server processes (as in test_redis.c) */
-
-typedef struct {
-    pid_t pid;
-    int port;
-    char dir[64];
-} server_t;
-
-static pid_t started;
-
-static void kill_server_at_exit(void)
-{
-    if (started > 0) {
-        kill(started, SIGKILL);
-        waitpid(started, NULL, 0);
-        started = 0;
-    }
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static int free_port(void)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sin);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
-    close(fd);
-    return ntohs(sin.sin_port);
-}
-
-static redisContext *admin_connect(const server_t *srv)
-{
-    struct timeval tv = {1, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", srv->port, tv);
-    if (c == NULL || c->err) {
-        if (c != NULL)
-            redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    return c;
-}
-
-/* A blocking command for setting up data (tests only); returns the integer reply. */
-static long long admin(const server_t *srv, const char *fmt, ...)
-{
-    redisContext *c = admin_connect(srv);
-    va_list ap;
-    long long ret;
-    ck_assert_ptr_nonnull(c);
-    va_start(ap, fmt);
-    redisReply *r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    ck_assert_ptr_nonnull(r);
-    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "admin command failed: %s", r->str);
-    ret = r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
-    freeReplyObject(r);
-    redisFree(c);
-    return ret;
-}
-
-static void server_start(server_t *srv)
-{
-    char port[16];
-    pid_t pid;
-
-    if (srv->port == 0)
-        srv->port = free_port();
-    snprintf(port, sizeof(port), "%d", srv->port);
-    if (srv->dir[0] == '\0') {
-        snprintf(srv->dir, sizeof(srv->dir), "/tmp/gw-test-rstore-XXXXXX");
-        ck_assert_ptr_nonnull(mkdtemp(srv->dir));
-    }
-    ck_assert_int_ge(pid = fork(), 0);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        const char *argv[] = {"redis-server", "--port", port,    "--bind", "127.0.0.1", "--save", "",
-                              "--appendonly", "no",     "--dir", srv->dir, NULL};
-        execv(REDIS_SERVER, (char **)argv);
-        _exit(127);
-    }
-    srv->pid = started = pid;
-    uint64_t deadline = now_ms() + 5000;
-    while (now_ms() < deadline) {
-        redisContext *c = admin_connect(srv);
-        if (c != NULL) {
-            redisReply *r = redisCommand(c, "PING");
-            redisFree(c);
-            if (r != NULL) {
-                freeReplyObject(r);
-                return;
-            }
-        }
-        usleep(20000);
-    }
-    ck_abort_msg("redis-server did not start");
-}
-
-static void server_kill(server_t *srv)
-{
-    if (srv->pid > 0) {
-        kill(srv->pid, SIGCONT);
-        kill(srv->pid, SIGKILL);
-        waitpid(srv->pid, NULL, 0);
-        srv->pid = started = 0;
-    }
-}
-
-static void server_cleanup(server_t *srv)
-{
-    server_kill(srv);
-    if (srv->dir[0] != '\0')
-        rmdir(srv->dir);
-}
 
 static void put_sandbox(const server_t *srv, const char *id, const char *lifecycle, const char *port3000)
 {
@@ -158,38 +25,7 @@ static void put_sandbox(const server_t *srv, const char *id, const char *lifecyc
           lifecycle, TOKEN, port3000);
 }
 
-/* the loop */
-
-static h2o_evloop_t *loop;
-
-static void loop_setup(void)
-{
-    signal(SIGPIPE, SIG_IGN);
-    loop = h2o_evloop_create();
-}
-
-static void loop_teardown(void)
-{
-    h2o_evloop_run(loop, 0);
-    h2o_evloop_run(loop, 0);
-    h2o_evloop_destroy(loop);
-    loop = NULL;
-    kill_server_at_exit();
-}
-
-static int run_until(volatile int *flag, uint64_t timeout_ms)
-{
-    uint64_t deadline = now_ms() + timeout_ms;
-    while (!*flag && now_ms() < deadline)
-        h2o_evloop_run(loop, 10);
-    return *flag;
-}
-
-static void run_for(uint64_t ms)
-{
-    int never = 0;
-    run_until(&never, ms);
-}
+/* counters */
 
 static uint64_t counter(atomic_uint_fast64_t *c)
 {
@@ -216,16 +52,6 @@ typedef struct {
     int lc_calls, lc_null;
 } fixture_t;
 
-static gw_redis_conf_t conf_for(const server_t *srv)
-{
-    gw_redis_conf_t conf = {.connect_timeout_ms = 300, .reconnect_min_ms = 20, .reconnect_max_ms = 100};
-    char addr[64];
-    const char *err;
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", srv->port);
-    ck_assert_int_eq(gw_netaddr_parse(addr, 0, &conf.addr, &err), 0);
-    return conf;
-}
-
 static void on_lifecycle(void *data, const char *id, const char *lifecycle)
 {
     fixture_t *f = data;
@@ -240,6 +66,7 @@ static void fixture_init(fixture_t *f, const server_t *srv, gw_route_store_conf_
 {
     memset(f, 0, sizeof(*f));
     gw_redis_conf_t rconf = conf_for(srv);
+    rconf.reconnect_max_ms = 100; /* this suite's bound; test_redis.c uses 200 */
     f->redis = gw_redis_new((h2o_loop_t *)loop, &rconf);
     conf.prefix = "lizard:";
     if (conf.lookup_timeout_ms == 0)
@@ -307,10 +134,10 @@ static result_t lookup(fixture_t *f, const char *id)
 
 START_TEST(hit_makes_no_redis_call)
 {
-    server_t srv = {0};
+    server_t srv;
     fixture_t f;
 
-    server_start(&srv);
+    server_tcp(&srv);
     put_sandbox(&srv, "sbx1", "lc1", "private");
     fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .stale_ttl_ms = 60000}, 1);
 
@@ -339,10 +166,10 @@ END_TEST
 
 START_TEST(publish_evicts_at_once)
 {
-    server_t srv = {0};
+    server_t srv;
     fixture_t f;
 
-    server_start(&srv);
+    server_tcp(&srv);
     put_sandbox(&srv, "sbx1", "lc1", "private");
     put_sandbox(&srv, "sbx2", "lc1", "private");
     fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .stale_ttl_ms = 60000}, 1);
@@ -384,11 +211,11 @@ END_TEST
 
 START_TEST(concurrent_misses_share_one_fetch)
 {
-    server_t srv = {0};
+    server_t srv;
     fixture_t f;
     result_t res[50];
 
-    server_start(&srv);
+    server_tcp(&srv);
     put_sandbox(&srv, "sbx1", "lc1", "public");
     fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .negative_ttl_ms = 60000}, 1);
 
@@ -437,10 +264,10 @@ END_TEST
 
 START_TEST(negative_entries)
 {
-    server_t srv = {0};
+    server_t srv;
     fixture_t f;
 
-    server_start(&srv);
+    server_tcp(&srv);
     fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .negative_ttl_ms = 1000}, 1);
 
     uint64_t t0 = now_ms();
@@ -474,10 +301,10 @@ END_TEST
 
 START_TEST(cache_ttl_bounds_staleness)
 {
-    server_t srv = {0};
+    server_t srv;
     fixture_t f;
 
-    server_start(&srv);
+    server_tcp(&srv);
     put_sandbox(&srv, "sbx1", "lc1", "private");
     fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 1000, .stale_ttl_ms = 60000}, 1);
     uint64_t t0 = now_ms();
@@ -496,10 +323,10 @@ END_TEST
 
 START_TEST(resubscription_drops_everything)
 {
-    server_t srv = {0};
+    server_t srv;
     fixture_t f;
 
-    server_start(&srv);
+    server_tcp(&srv);
     put_sandbox(&srv, "sbx1", "lc1", "private");
     fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .negative_ttl_ms = 60000, .stale_ttl_ms = 60000}, 1);
     ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PRIVATE);
@@ -522,10 +349,10 @@ END_TEST
 
 START_TEST(outage_serves_cached_within_stale_ttl)
 {
-    server_t srv = {0};
+    server_t srv;
     fixture_t f;
 
-    server_start(&srv);
+    server_tcp(&srv);
     put_sandbox(&srv, "hot", "lc1", "public");
     put_sandbox(&srv, "cold", "lc1", "public");
     fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 200, .stale_ttl_ms = 800}, 1);
@@ -568,10 +395,10 @@ END_TEST
 
 START_TEST(frozen_redis_answers_by_the_deadline)
 {
-    server_t srv = {0};
+    server_t srv;
     fixture_t f;
 
-    server_start(&srv);
+    server_tcp(&srv);
     put_sandbox(&srv, "hot", "lc1", "public");
     fixture_init(&f, &srv, (gw_route_store_conf_t){.lookup_timeout_ms = 200, .cache_ttl_ms = 100, .stale_ttl_ms = 60000}, 1);
     ck_assert_int_eq(lookup(&f, "hot").status, GW_ROUTE_FOUND);
@@ -597,10 +424,10 @@ END_TEST
 
 START_TEST(lifecycle_change_is_reported)
 {
-    server_t srv = {0};
+    server_t srv;
     fixture_t f;
 
-    server_start(&srv);
+    server_tcp(&srv);
     put_sandbox(&srv, "sbx1", "lc1", "public");
     fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000}, 1);
     ck_assert_str_eq(lookup(&f, "sbx1").lifecycle, "lc1");
@@ -637,10 +464,10 @@ END_TEST
 
 START_TEST(without_subscriber_nothing_is_cached)
 {
-    server_t srv = {0};
+    server_t srv;
     fixture_t f;
 
-    server_start(&srv);
+    server_tcp(&srv);
     put_sandbox(&srv, "sbx1", "lc1", "private");
     fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .negative_ttl_ms = 60000}, 0);
     ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PRIVATE);
@@ -658,12 +485,12 @@ END_TEST
 
 START_TEST(size_is_bounded)
 {
-    server_t srv = {0};
+    server_t srv;
     fixture_t f;
     static result_t res[10000];
     char id[32];
 
-    server_start(&srv);
+    server_tcp(&srv);
     fixture_init(&f, &srv, (gw_route_store_conf_t){.lookup_timeout_ms = 10000, .cache_ttl_ms = 600000, .negative_ttl_ms = 600000},
                  1);
     /* a flood of random names, in batches so that each batch is answered */
@@ -693,7 +520,7 @@ END_TEST
 
 int main(void)
 {
-    atexit(kill_server_at_exit);
+    atexit(kill_all_servers);
 
     Suite *s = suite_create("route_store");
     TCase *tc = tcase_create("redis-server");
