@@ -274,6 +274,7 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
         return;
     }
     target.conn_limit = p->worker->server->conn_limit;
+    target.client_port = gw_server_listener_port(p->worker->server, p->req->conn);
 
     /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */
     gw_meter_set_project(p->worker->meter, sbx->id, sbx->project, h2o_now(p->worker->ctx.loop));

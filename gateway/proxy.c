@@ -115,6 +115,7 @@ typedef struct st_exchange_t {
     uint16_t port;
     gw_netaddr_t addr;
     h2o_iovec_t path;
+    uint16_t client_port; /* 0: unknown, ask the socket */
 
     unsigned is_head : 1;
     unsigned is_idempotent : 1;
@@ -349,7 +350,7 @@ static h2o_iovec_t build_request_head(exchange_t *ex)
     size_t num_conn_values = 0, cookie_len = 0, num_cookies = 0, i;
     char client_ip[NI_MAXHOST], host_buf[sizeof("localhost:65535")], num_buf[32];
     size_t client_ip_len = client_address(req, client_ip, sizeof(client_ip));
-    int32_t port = local_port(req);
+    int32_t port = ex->client_port != 0 ? ex->client_port : local_port(req);
     h2o_iovec_t host;
     head_buf_t hb = {NULL, 0, 0};
 
@@ -1184,6 +1185,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->port = target->port;
     ex->addr = target->addr;
     ex->path = h2o_strdup(&req->pool, target->path.base, target->path.len);
+    ex->client_port = target->client_port;
     ex->is_head = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
     ex->is_idempotent = method_is_idempotent(req->method);
     ex->cors_preflight = target->cors_preflight != 0;

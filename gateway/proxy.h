@@ -23,6 +23,7 @@ typedef struct st_gw_proxy_target_t {
     uint16_t port;
     h2o_iovec_t path;            /* request target to send upstream (credentials removed) */
     int cors_preflight;          /* when the answer allows the origin, add x-lizard-access-token to Access-Control-Allow-Headers */
+    uint16_t client_port;        /* the port the client connected to (X-Forwarded-Port); 0: ask the socket */
     gw_conn_limit_t *conn_limit; /* a slot of this sandbox taken by the caller: the proxy gives it back when the
                                     exchange (or its WebSocket tunnel) is over; NULL: none */
 } gw_proxy_target_t;

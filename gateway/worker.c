@@ -153,11 +153,28 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
         return -1;
     }
 
+    s->listener_hosts = calloc(config->num_listen ? config->num_listen : 1, sizeof(*s->listener_hosts));
+    for (i = 0; i != config->num_listen; ++i) {
+        h2o_hostconf_t **from = (config->listen[i].tls || config->listen[i].trusted) ? s->preview_hosts : s->redirect_hosts;
+        s->listener_hosts[i][0] = from[0];
+        s->listener_hosts[i][1] = NULL;
+    }
+
     s->workers = calloc(s->num_workers, sizeof(*s->workers));
     for (w = 0; w != s->num_workers; ++w) {
         s->workers[w].server = s;
         s->workers[w].index = w;
     }
+    return 0;
+}
+
+uint16_t gw_server_listener_port(const gw_server_t *s, const h2o_conn_t *conn)
+{
+    size_t i;
+
+    for (i = 0; i != s->config->num_listen; ++i)
+        if (conn->hosts == s->listener_hosts[i])
+            return gw_netaddr_port(&s->config->listen[i].addr);
     return 0;
 }
 
@@ -297,7 +314,7 @@ static void *worker_main(void *arg)
         const gw_config_listen_t *l = conf->listen + i;
         h2o_accept_ctx_t *actx = w->accept_ctxs + i;
         actx->ctx = &w->ctx;
-        actx->hosts = (l->tls || l->trusted) ? s->preview_hosts : s->redirect_hosts;
+        actx->hosts = s->listener_hosts[i];
         actx->ssl_ctx = l->tls ? gw_tls_listener_ctx(s->tls) : NULL;
         w->listeners[i] = start_listener(loop, s->listen_fds[w->index * conf->num_listen + i], actx);
     }
@@ -371,6 +388,8 @@ void gw_server_dispose(gw_server_t *s)
     if (s->access_log_fd != -1)
         close(s->access_log_fd);
     free(s->listen_fds);
+    free(s->listener_hosts);
+    s->listener_hosts = NULL;
     s->listen_fds = NULL;
     gw_metering_free(s->metering);
     s->metering = NULL;

@@ -39,9 +39,11 @@ typedef struct st_gw_server_t {
     gw_conn_limit_t *conn_limit;   /* limits.max_connections_per_sandbox, across workers */
     gw_cookie_keys_t *cookie_keys; /* the live cookie secrets; replaced on SIGHUP by main */
     h2o_globalconf_t globalconf;
-    h2o_hostconf_t *preview_hosts[2];  /* {preview hostconf, NULL}: TLS and trusted plain listeners */
-    h2o_hostconf_t *redirect_hosts[2]; /* {redirect hostconf, NULL}: plain listeners */
-    uint16_t https_port;               /* port of the first TLS listener, for redirects */
+    h2o_hostconf_t *preview_hosts[2];     /* {preview hostconf, NULL}: TLS and trusted plain listeners */
+    h2o_hostconf_t *(*listener_hosts)[2]; /* per listener, a copy of preview_hosts or redirect_hosts: a
+                                             connection's `hosts` pointer then tells which listener took it */
+    h2o_hostconf_t *redirect_hosts[2];    /* {redirect hostconf, NULL}: plain listeners */
+    uint16_t https_port;                  /* port of the first TLS listener, for redirects */
     h2o_globalconf_t admin_globalconf;
     h2o_hostconf_t *admin_hosts[2];
     int access_log_fd; /* -1: off */
@@ -89,6 +91,10 @@ int gw_server_start(gw_server_t *s, char **err);
 void gw_server_stop(gw_server_t *s, uint64_t drain_ms);
 
 void gw_server_dispose(gw_server_t *s);
+
+/* The port of the listener that accepted `conn` (X-Forwarded-Port), without
+ * a system call; 0 if unknown. */
+uint16_t gw_server_listener_port(const gw_server_t *s, const h2o_conn_t *conn);
 
 /* The worker whose preview context is `ctx` (not for the admin context:
  * admin handlers reach the server through their globalconf). */

@@ -121,6 +121,8 @@ def test_trusted_plain_listener_serves_instead_of_redirecting(gw_factory, curl, 
     assert r.json()["method"] == "GET"
     fwd = {k.lower(): v for k, v in r.json()["headers"]}
     assert fwd.get("x-forwarded-proto") == "http"
+    # each listener reports its own port (the gateway knows it without asking the socket)
+    assert fwd.get("x-forwarded-port") == str(g.plain_port)
 
 
 def tls_peer(port, server_name, cafile):
