@@ -1,6 +1,7 @@
 /*
- * The request pipeline: host -> route (Redis) -> access rule -> credential
- * -> state -> allowed network -> proxy. Each step either answers the request
+ * The request pipeline: host -> route (cache or Redis) -> access rule ->
+ * credential -> state -> allowed network -> connection slot -> proxy, with
+ * the gateway's credentials stripped from what is forwarded. Each step either answers the request
  * with a contract error or passes it on; the route lookup is the only
  * asynchronous step, and its state is detached when the request dies.
  */
