@@ -1,9 +1,10 @@
 /*
  * The request pipeline: host -> route (cache or Redis) -> access rule ->
  * credential -> state -> allowed network -> connection slot -> proxy, with
- * the gateway's credentials stripped from what is forwarded. Each step either answers the request
- * with a contract error or passes it on; the route lookup is the only
- * asynchronous step, and its state is detached when the request dies.
+ * the gateway's credentials stripped from what is forwarded. Each step
+ * either answers the request with a contract error or passes it on; the
+ * route lookup is the only asynchronous step, and its state is detached
+ * when the request dies.
  */
 #include <string.h>
 #include <time.h>
