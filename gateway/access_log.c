@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "auth/query.h"
+#include "routing/host.h"
 #include "gateway/access_log.h"
 #include "gateway/worker.h"
 
@@ -136,6 +137,16 @@ static void log_access(h2o_logger_t *_self, h2o_req_t *req)
     put_str(&line, req->input.method.base, req->input.method.len);
     put_key(&line, "host");
     put_str(&line, req->input.authority.base, req->input.authority.len);
+    {
+        /* parsed again rather than carried: the log must not depend on how far the pipeline got */
+        gw_host_t host;
+        const gw_config_t *conf = server->config;
+        if (gw_host_parse(req->input.authority, conf->domains, conf->num_domains, &host) == GW_HOST_OK) {
+            put_key(&line, "sandbox");
+            put_str(&line, host.sandbox_id, strlen(host.sandbox_id));
+            put_num(&line, "port", host.port);
+        }
+    }
     {
         h2o_iovec_t value, path = req->input.path;
         gw_query_take(&req->pool, req->input.path, h2o_iovec_init(H2O_STRLIT("lizard_token")), &value, &path);

@@ -1,6 +1,7 @@
 /*
- * One JSON line per request: time, client, method, host, path (query kept,
- * lizard_token removed), status, bytes, duration, error code. Never a
+ * One JSON line per request: time, client, method, host, sandbox and port
+ * (for preview hosts), path (query kept, lizard_token removed), status,
+ * bytes, duration, error code. Never a
  * credential: no token header, no cookie, no lizard_token parameter.
  */
 #ifndef GW_GATEWAY_ACCESS_LOG_H

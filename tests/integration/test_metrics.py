@@ -1,6 +1,7 @@
 """/metrics says what the gateway did: an operator's dashboard must move when
 traffic does."""
 
+import json
 import re
 
 import gwtest
@@ -43,3 +44,25 @@ def test_metrics_follow_traffic(gw_factory, curl, register_sandbox, upstream):
     assert after["lizard_in_flight_requests"] == 0
     assert after["lizard_workers"] == g.config()["workers"]
     assert all(re.match(r"^lizard_[a-z_]+(\{[a-z_]+=\"[^\"]*\"\})?$", k) for k in after), "malformed metric names"
+
+
+def test_access_log_line_per_request(gw_factory, curl, register_sandbox, upstream):
+    g = gw_factory({}, name="gw-log")
+    sid = gwtest.new_sandbox_id()
+    token = register_sandbox(sid, ports={upstream.port: "private"})
+    host = g.host(upstream.port, sid)
+    assert curl(host, "/echo?a=1&lizard_token=%s&b=2" % token, gw=g, method="POST", data=b"x").status == 200
+    assert curl(host, "/denied", gw=g).status == 401
+    assert curl("nowhere.example", "/", gw=g, extra_args=("--insecure",)).status == 404
+
+    gwtest.wait_for(lambda: sum(1 for _ in open(g.config()["log"]["access"])) >= 3, 5, what="three log lines")
+    with open(g.config()["log"]["access"]) as f:
+        text = f.read()
+    lines = [json.loads(ln) for ln in text.splitlines()]
+    ok, denied, unknown = lines[-3:]
+    assert ok["method"] == "POST" and ok["status"] == 200 and ok["sandbox"] == sid and ok["port"] == upstream.port
+    assert ok["path"] == "/echo?a=1&b=2", ok  # the token is never logged
+    assert "error" not in ok
+    assert denied["status"] == 401 and denied["error"] == "missing_token" and denied["sandbox"] == sid
+    assert unknown["status"] == 404 and unknown["error"] == "unknown_host" and "sandbox" not in unknown
+    assert token not in text
