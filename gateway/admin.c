@@ -48,100 +48,98 @@ __attribute__((format(printf, 2, 3))) static void append(text_t *t, const char *
         t->len += (size_t)n < METRICS_MAX - t->len ? (size_t)n : METRICS_MAX - t->len - 1;
 }
 
+/* "# HELP" and "# TYPE" lines of one metric family. */
+static void family(text_t *out, const char *name, const char *type, const char *help)
+{
+    append(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One sample; `labels` is NULL or "key=\"value\"". */
+static void sample(text_t *out, const char *name, const char *labels, unsigned long long value)
+{
+    if (labels != NULL)
+        append(out, "%s{%s} %llu\n", name, labels, value);
+    else
+        append(out, "%s %llu\n", name, value);
+}
+
+/* A family with a single unlabelled sample. */
+static void metric(text_t *out, const char *name, const char *type, const char *help, unsigned long long value)
+{
+    family(out, name, type, help);
+    sample(out, name, NULL, value);
+}
+
 static void send_metrics(h2o_req_t *req, gw_server_t *s)
 {
     text_t out = {h2o_mem_alloc_pool(&req->pool, METRICS_MAX), 0};
+    gw_route_store_counters_t *rc = &s->stats.routes;
+    gw_proxy_counters_t *pc = &s->proxy_counters;
+    gw_metering_stats_t ms;
+    char label[64];
     int i;
 
-    append(&out, "# HELP lizard_requests_total Preview requests received.\n# TYPE lizard_requests_total counter\n");
-    append(&out, "lizard_requests_total %llu\n", (unsigned long long)load(&s->stats.requests));
-    append(&out, "# HELP lizard_responses_total Responses sent, by status class.\n# TYPE lizard_responses_total counter\n");
-    for (i = 1; i <= 5; ++i)
-        append(&out, "lizard_responses_total{class=\"%dxx\"} %llu\n", i, (unsigned long long)load(&s->stats.responses_by_class[i]));
-    append(&out, "# HELP lizard_errors_total Errors the gateway produced, by contract code.\n# TYPE lizard_errors_total counter\n");
-    for (i = 0; i != GW_ERR_NUM_CODES; ++i)
-        append(&out, "lizard_errors_total{code=\"%s\"} %llu\n", gw_error_code_name(i),
-               (unsigned long long)load(&s->stats.errors_by_code[i]));
-    append(&out, "# HELP lizard_route_lookups_total Route lookups started.\n# TYPE lizard_route_lookups_total counter\n");
-    append(&out, "lizard_route_lookups_total %llu\n", (unsigned long long)load(&s->stats.redis_lookups));
-    append(&out, "# HELP lizard_route_cache_total Route cache outcomes: hit (no Redis call), fetch (HGETALL sent), coalesced "
-                 "(joined a fetch in flight), stale (expired route served while Redis could not answer), unavailable.\n"
-                 "# TYPE lizard_route_cache_total counter\n");
-    append(&out, "lizard_route_cache_total{result=\"hit\"} %llu\n", (unsigned long long)load(&s->stats.routes.hits));
-    append(&out, "lizard_route_cache_total{result=\"fetch\"} %llu\n", (unsigned long long)load(&s->stats.routes.fetches));
-    append(&out, "lizard_route_cache_total{result=\"coalesced\"} %llu\n", (unsigned long long)load(&s->stats.routes.coalesced));
-    append(&out, "lizard_route_cache_total{result=\"stale\"} %llu\n", (unsigned long long)load(&s->stats.routes.stale));
-    append(&out, "lizard_route_cache_total{result=\"unavailable\"} %llu\n", (unsigned long long)load(&s->stats.routes.unavailable));
-    append(&out, "# HELP lizard_route_cache_invalidations_total Cached sandboxes evicted by a message on <prefix>routes.\n"
-                 "# TYPE lizard_route_cache_invalidations_total counter\n");
-    append(&out, "lizard_route_cache_invalidations_total %llu\n", (unsigned long long)load(&s->stats.routes.invalidations));
-    append(&out, "# HELP lizard_route_cache_flushes_total Whole-cache drops on a (re)confirmed subscription.\n"
-                 "# TYPE lizard_route_cache_flushes_total counter\n");
-    append(&out, "lizard_route_cache_flushes_total %llu\n", (unsigned long long)load(&s->stats.routes.flushes));
-    append(&out, "# HELP lizard_route_cache_evictions_total Entries dropped to keep the cache under its size bound.\n"
-                 "# TYPE lizard_route_cache_evictions_total counter\n");
-    append(&out, "lizard_route_cache_evictions_total %llu\n", (unsigned long long)load(&s->stats.routes.evictions));
-    {
-        gw_proxy_counters_t *pc = &s->proxy_counters;
-        append(&out,
-               "# HELP lizard_upstream_connects_total Fresh connections to sandboxes started.\n"
-               "# TYPE lizard_upstream_connects_total counter\n"
-               "lizard_upstream_connects_total %llu\n",
-               (unsigned long long)load(&pc->connects));
-        append(&out,
-               "# HELP lizard_upstream_reuses_total Requests sent on a pooled keep-alive connection.\n"
-               "# TYPE lizard_upstream_reuses_total counter\n"
-               "lizard_upstream_reuses_total %llu\n",
-               (unsigned long long)load(&pc->reuses));
-        append(&out,
-               "# HELP lizard_upstream_retries_total Requests retried after a pooled connection was found dead.\n"
-               "# TYPE lizard_upstream_retries_total counter\n"
-               "lizard_upstream_retries_total %llu\n",
-               (unsigned long long)load(&pc->retries));
-        append(&out,
-               "# HELP lizard_websockets_opened_total WebSocket tunnels opened.\n"
-               "# TYPE lizard_websockets_opened_total counter\n"
-               "lizard_websockets_opened_total %llu\n",
-               (unsigned long long)load(&pc->websockets_opened));
-        append(&out,
-               "# HELP lizard_websockets_open WebSocket tunnels open now.\n# TYPE lizard_websockets_open gauge\n"
-               "lizard_websockets_open %lld\n",
-               (long long)atomic_load_explicit(&pc->websockets_open, memory_order_relaxed));
-        append(&out,
-               "# HELP lizard_proxied_bytes_total HTTP-level bytes of proxied exchanges, by direction.\n"
-               "# TYPE lizard_proxied_bytes_total counter\n"
-               "lizard_proxied_bytes_total{direction=\"egress\"} %llu\n"
-               "lizard_proxied_bytes_total{direction=\"ingress\"} %llu\n",
-               (unsigned long long)load(&pc->egress_bytes), (unsigned long long)load(&pc->ingress_bytes));
+    metric(&out, "lizard_requests_total", "counter", "Preview requests received.", load(&s->stats.requests));
+    family(&out, "lizard_responses_total", "counter", "Responses sent, by status class.");
+    for (i = 1; i <= 5; ++i) {
+        snprintf(label, sizeof(label), "class=\"%dxx\"", i);
+        sample(&out, "lizard_responses_total", label, load(&s->stats.responses_by_class[i]));
     }
-    append(&out, "# HELP lizard_in_flight_requests Preview requests being served.\n# TYPE lizard_in_flight_requests gauge\n");
-    append(&out, "lizard_in_flight_requests %llu\n", (unsigned long long)load(&s->stats.in_flight));
-    append(&out, "# HELP lizard_redis_connected_workers Workers whose Redis connection is up.\n"
-                 "# TYPE lizard_redis_connected_workers gauge\n");
-    append(&out, "lizard_redis_connected_workers %d\n", atomic_load(&s->redis_ready_workers));
-    gw_metering_stats_t ms;
+    family(&out, "lizard_errors_total", "counter", "Errors the gateway produced, by contract code.");
+    for (i = 0; i != GW_ERR_NUM_CODES; ++i) {
+        snprintf(label, sizeof(label), "code=\"%s\"", gw_error_code_name(i));
+        sample(&out, "lizard_errors_total", label, load(&s->stats.errors_by_code[i]));
+    }
+
+    metric(&out, "lizard_route_lookups_total", "counter", "Route lookups started.", load(&s->stats.redis_lookups));
+    family(&out, "lizard_route_cache_total", "counter",
+           "Route cache outcomes: hit (no Redis call), fetch (HGETALL sent), coalesced (joined a fetch in flight), "
+           "stale (expired route served while Redis could not answer), unavailable.");
+    sample(&out, "lizard_route_cache_total", "result=\"hit\"", load(&rc->hits));
+    sample(&out, "lizard_route_cache_total", "result=\"fetch\"", load(&rc->fetches));
+    sample(&out, "lizard_route_cache_total", "result=\"coalesced\"", load(&rc->coalesced));
+    sample(&out, "lizard_route_cache_total", "result=\"stale\"", load(&rc->stale));
+    sample(&out, "lizard_route_cache_total", "result=\"unavailable\"", load(&rc->unavailable));
+    metric(&out, "lizard_route_cache_invalidations_total", "counter", "Cached sandboxes evicted by a message on <prefix>routes.",
+           load(&rc->invalidations));
+    metric(&out, "lizard_route_cache_flushes_total", "counter", "Whole-cache drops on a (re)confirmed subscription.",
+           load(&rc->flushes));
+    metric(&out, "lizard_route_cache_evictions_total", "counter", "Entries dropped to keep the cache under its size bound.",
+           load(&rc->evictions));
+
+    metric(&out, "lizard_upstream_connects_total", "counter", "Fresh connections to sandboxes started.", load(&pc->connects));
+    metric(&out, "lizard_upstream_reuses_total", "counter", "Requests sent on a pooled keep-alive connection.", load(&pc->reuses));
+    metric(&out, "lizard_upstream_retries_total", "counter", "Requests retried after a pooled connection was found dead.",
+           load(&pc->retries));
+    metric(&out, "lizard_websockets_opened_total", "counter", "WebSocket tunnels opened.", load(&pc->websockets_opened));
+    metric(&out, "lizard_websockets_open", "gauge", "WebSocket tunnels open now.",
+           (unsigned long long)atomic_load_explicit(&pc->websockets_open, memory_order_relaxed));
+    family(&out, "lizard_proxied_bytes_total", "counter", "HTTP-level bytes of proxied exchanges, by direction.");
+    sample(&out, "lizard_proxied_bytes_total", "direction=\"egress\"", load(&pc->egress_bytes));
+    sample(&out, "lizard_proxied_bytes_total", "direction=\"ingress\"", load(&pc->ingress_bytes));
+
+    metric(&out, "lizard_in_flight_requests", "gauge", "Preview requests being served.", load(&s->stats.in_flight));
+    metric(&out, "lizard_redis_connected_workers", "gauge", "Workers whose Redis connection is up.",
+           (unsigned long long)atomic_load(&s->redis_ready_workers));
+
     gw_metering_get_stats(s->metering, &ms);
-    append(&out, "# HELP lizard_metering_pending_records Metering records counted and not yet written to Redis.\n"
-                 "# TYPE lizard_metering_pending_records gauge\n");
-    append(&out, "lizard_metering_pending_records %llu\n", (unsigned long long)ms.pending_records);
-    append(&out, "# HELP lizard_metering_pending_batches Sealed metering batches waiting for Redis.\n"
-                 "# TYPE lizard_metering_pending_batches gauge\n");
-    append(&out, "lizard_metering_pending_batches %llu\n", (unsigned long long)ms.pending_batches);
-    append(&out, "# HELP lizard_metering_records_written_total Metering records written to Redis (XADD + INCRBY).\n"
-                 "# TYPE lizard_metering_records_written_total counter\n");
-    append(&out, "lizard_metering_records_written_total %llu\n", (unsigned long long)ms.records_written);
-    append(&out, "# HELP lizard_metering_flush_failures_total Metering MULTI/EXEC that failed or timed out (retried).\n"
-                 "# TYPE lizard_metering_flush_failures_total counter\n");
-    append(&out, "lizard_metering_flush_failures_total %llu\n", (unsigned long long)ms.flush_failures);
-    append(&out, "# HELP lizard_metering_spill_records_total Spill file records: written at exit, replayed at start, "
-                 "malformed lines skipped.\n# TYPE lizard_metering_spill_records_total counter\n");
-    append(&out, "lizard_metering_spill_records_total{op=\"written\"} %llu\n", (unsigned long long)ms.spill_written);
-    append(&out, "lizard_metering_spill_records_total{op=\"replayed\"} %llu\n", (unsigned long long)ms.spill_replayed);
-    append(&out, "lizard_metering_spill_records_total{op=\"malformed\"} %llu\n", (unsigned long long)ms.spill_malformed);
-    append(&out, "# HELP lizard_cookie_secrets Cookie secrets in the live set (the first signs); changes on a SIGHUP "
-                 "reload of auth.cookie_secrets_file.\n# TYPE lizard_cookie_secrets gauge\n");
-    append(&out, "lizard_cookie_secrets %zu\n", gw_cookie_keys_count(s->cookie_keys));
-    append(&out, "# HELP lizard_workers Worker threads.\n# TYPE lizard_workers gauge\nlizard_workers %zu\n", s->num_workers);
+    metric(&out, "lizard_metering_pending_records", "gauge", "Metering records counted and not yet written to Redis.",
+           ms.pending_records);
+    metric(&out, "lizard_metering_pending_batches", "gauge", "Sealed metering batches waiting for Redis.", ms.pending_batches);
+    metric(&out, "lizard_metering_records_written_total", "counter", "Metering records written to Redis (XADD + INCRBY).",
+           ms.records_written);
+    metric(&out, "lizard_metering_flush_failures_total", "counter", "Metering MULTI/EXEC that failed or timed out (retried).",
+           ms.flush_failures);
+    family(&out, "lizard_metering_spill_records_total", "counter",
+           "Spill file records: written at exit, replayed at start, malformed lines skipped.");
+    sample(&out, "lizard_metering_spill_records_total", "op=\"written\"", ms.spill_written);
+    sample(&out, "lizard_metering_spill_records_total", "op=\"replayed\"", ms.spill_replayed);
+    sample(&out, "lizard_metering_spill_records_total", "op=\"malformed\"", ms.spill_malformed);
+
+    metric(&out, "lizard_cookie_secrets", "gauge",
+           "Cookie secrets in the live set (the first signs); changes on a SIGHUP reload of auth.cookie_secrets_file.",
+           gw_cookie_keys_count(s->cookie_keys));
+    metric(&out, "lizard_workers", "gauge", "Worker threads.", s->num_workers);
 
     send_text(req, 200, "OK", "text/plain; version=0.0.4", out.buf, out.len);
 }
