@@ -473,3 +473,17 @@ def test_options_asterisk_on_the_redirecting_listener(gw_factory, redis):
     assert closed and data.startswith(b"HTTP/1.1 308 "), data[:300]
     loc = [ln for ln in data.split(b"\r\n") if ln.lower().startswith(b"location:")]
     assert loc and loc[0].split(b":", 1)[1].strip() == ("https://%s:%d/" % (host, g.tls_port)).encode(), loc
+
+
+def test_h2_path_that_is_not_origin_form_never_reaches_the_app(front):
+    """An HTTP/2 :path is origin-form or OPTIONS' "*" (RFC 9113 8.3.1): an
+    absolute URI, a relative path or "*" with GET is refused (by the gateway
+    with 400 bad_request, or earlier by h2o with a stream reset)."""
+    f = front
+    authority = "%s:%d" % (f.host, f.gw.tls_port)
+    for path in ("http://%s/h2-abs" % f.host, "h2-relative", "*"):
+        res = h2_exchange(f, [(":method", "GET"), (":scheme", "https"), (":authority", authority), (":path", path)])
+        if res[0] != "reset":
+            status, rh, body = res
+            assert status == 400 and json.loads(body)["error"]["code"] == "bad_request", (path, res)
+    assert app_paths(f, "h2-abs") == [] and app_paths(f, "h2-relative") == []
