@@ -717,6 +717,9 @@ static int read_framing(exchange_t *ex, const response_head_t *head, size_t *con
     ex->res.keepalive = head->minor_version >= 1;
     for (i = 0; i != head->num_headers; ++i) {
         const struct phr_header *h = head->headers + i;
+        /* picohttpparser gives an obs-fold continuation line no name: RFC 9112 5.2 lets a gateway answer 502 */
+        if (h->name_len == 0)
+            return -1;
         if (phr_name_is(h, H2O_STRLIT("connection"))) {
             if (h2o_contains_token(h->value, h->value_len, H2O_STRLIT("close"), ','))
                 ex->res.keepalive = 0;

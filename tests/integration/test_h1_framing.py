@@ -487,3 +487,57 @@ def test_h2_path_that_is_not_origin_form_never_reaches_the_app(front):
             status, rh, body = res
             assert status == 400 and json.loads(body)["error"]["code"] == "bad_request", (path, res)
     assert app_paths(f, "h2-abs") == [] and app_paths(f, "h2-relative") == []
+
+
+class RawApp:
+    """A sandbox app that answers every request with fixed bytes, then closes."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with c:
+                c.settimeout(IO_TIMEOUT_S)
+                buf = b""
+                try:
+                    while b"\r\n\r\n" not in buf:
+                        chunk = c.recv(65536)
+                        if not chunk:
+                            break
+                        buf += chunk
+                    c.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def stop(self):
+        self.sock.close()
+
+
+def test_folded_response_header_is_a_502(front, redis):
+    """picohttpparser gives an obs-fold line of a response no name: the
+    gateway passed it to the client as a header with an empty name. RFC 9112
+    5.2 lets a gateway answer 502 instead."""
+    f = front
+    app = RawApp(b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+    try:
+        sid = gwtest.new_sandbox_id("fr")
+        gwtest.register_sandbox(redis, sid, ports={app.port: "public"})
+        host = f.gw.host(app.port, sid)
+        for tls in (False, True):
+            raw = ("GET /folded HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % host).encode()
+            status, head, body = one_request(f, raw, tls)
+            assert status == 502, head
+            assert json.loads(body)["error"]["code"] == "port_not_open", body
+    finally:
+        app.stop()
