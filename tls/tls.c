@@ -8,6 +8,7 @@
  * a new set and swaps it in; the front context handed to the listeners never
  * changes.
  */
+#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -64,7 +65,7 @@ typedef struct st_gw_tls_set_t {
 
 struct st_gw_tls_t {
     SSL_CTX *front;
-    /* Readers (the SNI callback, any thread) hold it while they look at `set`
+    /* Readers (the ClientHello callback, any thread) hold it while they look at `set`
      * and take their own reference on the SSL_CTX they pick; a reload swaps
      * `set` under the write lock. So once the swap is done no handshake can
      * reach the old set, and the old SSL_CTXs live on, through OpenSSL's
@@ -828,6 +829,7 @@ void gw_tls_set_ticket_rotation(gw_tls_t *t, uint64_t interval_ms)
 
 gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
 {
+    pthread_rwlockattr_t attr;
     gw_tls_t *t;
     size_t i;
 
@@ -842,7 +844,11 @@ gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
     }
     pthread_rwlock_init(&t->lock, NULL);
     pthread_mutex_init(&t->reload_mutex, NULL);
-    pthread_rwlock_init(&t->ticket_lock, NULL);
+    /* every handshake reads the keys: a reload or a rotation must not starve */
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&t->ticket_lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
     pthread_mutex_init(&t->ticket_reload_mutex, NULL);
     pthread_once(&ex_index_once, init_ex_index);
     if (ex_index < 0) {
