@@ -444,7 +444,9 @@ def test_redis_killed_mid_traffic(gw_factory, own_redis, upstream, ctx):
             c.close()
             assert (status, error_code(body)) == (503, "routing_unavailable"), body
             assert headers.get("retry-after", "").isdigit(), headers
-            assert elapsed < 0.5 + 0.5
+            # generous: the point is that no request hangs on a dead Redis; a
+            # loaded 2-core machine can add a second of scheduling to any request
+            assert elapsed < 0.5 + 1.5, elapsed
         # cached: still served, also past cache_ttl_ms (stale, within stale_ttl_ms)
         time.sleep(1.5)
         assert statuses(gw, chost, ctx, headers=hdr[cached]) == {(200, None)}
@@ -495,7 +497,9 @@ def test_unresponsive_redis_no_request_waits_past_the_deadline(gw_factory, own_r
         elapsed = time.monotonic() - t0
         c.close()
         assert (status, error_code(body)) == (503, "routing_unavailable"), body
-        assert elapsed < 0.5 + 0.6, "waited %.2f s with a 0.5 s lookup deadline" % elapsed
+        # the deadline plus a generous allowance for a loaded machine (it would be
+        # the whole pause, i.e. forever, without the deadline)
+        assert elapsed < 0.5 + 1.5, "waited %.2f s with a 0.5 s lookup deadline" % elapsed
         assert statuses(gw, gw.host(upstream.port, cached), ctx) == {(200, None)}
     finally:
         own_redis.resume()
