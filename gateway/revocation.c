@@ -49,13 +49,13 @@ int gw_grant_recheck(const gw_grant_t *grant, const gw_sandbox_t *now_record, ui
         case GW_GRANT_PREFLIGHT:
             break;
         case GW_GRANT_COOKIE:
-            if (now_unix >= grant->expires_at)
-                return GW_ERR_INVALID_TOKEN;
-        /* fallthrough: the cookie binds the token's hash as well */
         case GW_GRANT_TOKEN:
-            /* a credential that matched the old hash matches the new one only if the hash is the same */
+            /* a credential that matched the old hash matches the new one only if the hash is the same (the
+             * cookie binds the hash too) */
             if (!then->has_token || !now_record->has_token ||
                 !gw_token_equal(then->token_sha256, now_record->token_sha256, sizeof(then->token_sha256)))
+                return GW_ERR_INVALID_TOKEN;
+            if (grant->kind == GW_GRANT_COOKIE && now_unix >= grant->expires_at)
                 return GW_ERR_INVALID_TOKEN;
             break;
         }

@@ -52,7 +52,7 @@ def assert_cookie_cleared(resp, name=bh.COOKIE_NAME):
 def issue_cookie(curl, host, token, path="/echo", gw=None, http2=False):
     """Opens path?lizard_token=token (GET) and returns (response, SetCookie)."""
     sep = "&" if "?" in path else "?"
-    r = curl(host, path + sep + "lizard_token=" + token, gw=gw, http2=http2)
+    r = curl(host, path + sep + "lizard_token=" + token, gw=gw, http2=http2, headers=bh.NAVIGATION)
     assert r.status == 302, "GET with ?lizard_token= must answer 302: %r" % r
     cs = bh.set_cookies(r)
     assert len(cs) == 1, "expected one Set-Cookie %s: %r" % (bh.COOKIE_NAME, r.get_all("set-cookie"))
@@ -71,7 +71,7 @@ def with_cookie(value, name=bh.COOKIE_NAME, extra=None):
 
 @H1_H2
 def test_query_token_get_redirects_with_cookie(curl, sandbox, gateway, http2):
-    r = curl(sandbox.host, "/echo/page?a=1&lizard_token=%s&b=2" % sandbox.token, http2=http2)
+    r = curl(sandbox.host, "/echo/page?a=1&lizard_token=%s&b=2" % sandbox.token, http2=http2, headers=bh.NAVIGATION)
     assert r.status == 302, r
     assert bh.location_target(r, sandbox.host) == "/echo/page?a=1&b=2", r.headers.get("location")
     assert sandbox.token not in r.headers.get("location", ""), "the token is in the Location"
@@ -90,7 +90,8 @@ def test_query_token_get_redirects_with_cookie(curl, sandbox, gateway, http2):
 
 
 def test_query_token_head_redirects_with_cookie(curl, sandbox):
-    r = curl(sandbox.host, "/echo?lizard_token=%s&x=y" % sandbox.token, method="HEAD", extra_args=("-I",))
+    r = curl(sandbox.host, "/echo?lizard_token=%s&x=y" % sandbox.token, method="HEAD", extra_args=("-I",),
+             headers=bh.NAVIGATION)
     assert r.status == 302, r
     assert bh.location_target(r, sandbox.host) == "/echo?x=y"
     assert len(bh.set_cookies(r)) == 1, r
@@ -132,7 +133,7 @@ STRIP_CASES = [
 def test_query_token_stripping(curl, sandbox, target, expected):
     """Only lizard_token goes; every other parameter stays, in order, byte for
     byte, in the redirect and then at the sandbox."""
-    r = curl(sandbox.host, target.replace("=T", "=" + sandbox.token))
+    r = curl(sandbox.host, target.replace("=T", "=" + sandbox.token), headers=bh.NAVIGATION)
     assert r.status == 302, r
     loc = bh.location_target(r, sandbox.host)
     assert loc == expected, "Location %r, expected %r" % (loc, expected)
