@@ -102,11 +102,12 @@ static const struct {
                                 "Open the preview link again (from the platform, or from whoever shared it) to get access.", 0,
                                 "Technical detail: the gateway's access cookie had expired; the gateway has cleared it."}},
     [GW_WHY_COOKIE_REVOKED] = {GW_ERR_INVALID_TOKEN,
-                               {"invalid_token", 403, "Forbidden", "Access to this preview was withdrawn",
-                                "Access to $S was withdrawn: its access token was changed after this browser opened the preview.",
+                               {"invalid_token", 403, "Forbidden", "Your access to this preview is no longer valid",
+                                "The access this browser had to $P of $S is no longer valid: the sandbox's access token was "
+                                "changed after the preview was opened, or the cookie was altered.",
                                 "Get the new preview link from the platform, or ask whoever shared the preview for a new one.", 0,
-                                "Technical detail: the gateway's access cookie was issued for the sandbox's previous token; the "
-                                "gateway has cleared it."}},
+                                "Technical detail: the gateway's access cookie for this preview failed its signature check: it "
+                                "was signed for the sandbox's previous token (or altered). The gateway has cleared it."}},
     [GW_WHY_COOKIE_NOT_VALID] = {GW_ERR_INVALID_TOKEN,
                                  {"invalid_token", 403, "Forbidden", "Access cookie not valid",
                                   "This browser sent an access cookie that is not valid for $P of $S: it was altered, or it "
