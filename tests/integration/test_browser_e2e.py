@@ -408,3 +408,73 @@ def test_browser_websocket_closed_by_revocation(browser_env, tmp_path, app, regi
           "after the browser got 'go'" % ({k: round(v, 1) for k, v in took.items()},
                                           [r["closed"]["ms"] for r in final["rounds"]]))
     assert_app_saw_no_credentials(app, token)
+
+
+# --- the demo, as a new user meets it (issue 15) -------------------------------------
+
+
+def _nssdb_trusting(home, ca):
+    """An NSS database under home/.pki/nssdb that trusts `ca` for servers:
+    where Chromium on Linux reads the user's own roots."""
+    if shutil.which("certutil") is None:
+        msg = "certutil is missing (apt-get install libnss3-tools)"
+        if IN_CI:
+            pytest.fail(msg + " - required in CI", pytrace=False)
+        pytest.skip(msg)
+    db = os.path.join(home, ".pki", "nssdb")
+    os.makedirs(db, exist_ok=True)
+    subprocess.run(["certutil", "-N", "-d", "sql:" + db, "--empty-password"], check=True, capture_output=True, timeout=30)
+    subprocess.run(["certutil", "-A", "-d", "sql:" + db, "-t", "C,,", "-n", "lizard-demo-ca", "-i", ca], check=True,
+                   capture_output=True, timeout=30)
+
+
+def test_browser_demo_url_and_a_second_sandbox_with_the_demo_ca(browser_env, tmp_path, curl_runner):
+    """deploy/demo.sh (on free ports, with the built gateway) prints a preview
+    URL under *.lizard.localhost; a second sandbox registered as the README
+    says is served under the same certificate. Both load in Chromium with
+    only the demo CA trusted (no certificate error ignored), and with curl
+    --cacert."""
+    run_dir = str(tmp_path / "demo-run")
+    ports = {k: gwtest.free_port() for k in ("DEMO_TLS_PORT", "DEMO_PLAIN_PORT", "DEMO_ADMIN_PORT", "DEMO_APP_PORT",
+                                             "DEMO_REDIS_PORT")}
+    env = dict(os.environ, DEMO_RUN=run_dir, DEMO_GATEWAY=gwtest.gateway_binary(), DEMO_NO_INSTALL="1",
+               **{k: str(v) for k, v in ports.items()})
+    env.setdefault("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0")
+    demo = os.path.join(gwtest.REPO, "deploy", "demo.sh")
+    try:
+        r = subprocess.run(["bash", demo], env=env, capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0, "demo.sh failed: %s\n%s" % (r.stdout, r.stderr)
+        urls = [w for w in r.stdout.split() if w.startswith("https://") and "lizard_token=" in w]
+        assert len(urls) == 1, r.stdout
+        demo_url = urls[0]
+        assert demo_url.startswith("https://%d-demo.lizard.localhost:%d/?lizard_token=" % (
+            ports["DEMO_APP_PORT"], ports["DEMO_TLS_PORT"])), demo_url
+        # README, "Registering another sandbox in the demo"
+        token = "second-" + os.urandom(12).hex()
+        rc = gwtest.RespClient(ports["DEMO_REDIS_PORT"])
+        rc.cmd("HSET", "lizard:sbx:{other}", "state", "running", "addr", "127.0.0.1", "lifecycle", "l1", "project", "p1",
+               "token_sha256", gwtest.sha256_hex(token), "port:%d" % ports["DEMO_APP_PORT"], "private")
+        rc.cmd("PUBLISH", "lizard:routes", "other")
+        rc.close()
+        other_url = "https://%d-other.lizard.localhost:%d/?lizard_token=%s" % (ports["DEMO_APP_PORT"],
+                                                                             ports["DEMO_TLS_PORT"], token)
+        ca = os.path.join(run_dir, "ca.pem")
+        # curl resolves *.localhost to loopback by itself and checks the name against the certificate
+        for u in (demo_url, other_url):
+            host = u.split("//", 1)[1].split(":", 1)[0]
+            resp = gwtest.Curl(str(tmp_path / "curl"), ca).request(
+                u.split("?", 1)[0], headers={"X-Lizard-Access-Token": u.split("lizard_token=", 1)[1]},
+                resolve=["%s:%d:127.0.0.1" % (host, ports["DEMO_TLS_PORT"])])
+            assert resp.status == 200 and b"Sandbox demo" in resp.body, resp
+
+        home = str(tmp_path / "home")
+        _nssdb_trusting(home, ca)
+        out = run_browser(browser_env, tmp_path, "load", None, None, urls=[demo_url, other_url], resolverRules=None,
+                          browserEnv={"HOME": home})
+        assert not out.get("error"), out
+        for load, u in zip(out["loads"], (demo_url, other_url)):
+            assert not load.get("error"), "Chromium with the demo CA trusted could not load %s: %r" % (u, load)
+            assert load["title"] == "Sandbox demo", load
+            assert load["landed_url"] == u.split("?", 1)[0], "the token should be gone from the address bar: %r" % load
+    finally:
+        subprocess.run(["bash", demo, "stop"], env=env, capture_output=True, timeout=60)

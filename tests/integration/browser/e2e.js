@@ -271,7 +271,7 @@ async function main() {
     const out = { scenario: cfg.scenario, console: [], responses: [] };
     let context;
     try {
-        // "load" trusts a CA through the NSS database under $HOME (cfg.env): no certificate error is ignored
+        // "load" trusts a CA through the NSS database under $HOME (cfg.browserEnv): no certificate error is ignored
         const trustCa = cfg.scenario === 'load';
         const args = [
             '--no-sandbox',
@@ -290,7 +290,7 @@ async function main() {
             headless: true,
             ignoreHTTPSErrors: !trustCa,
             timeout: 60000,
-            env: Object.assign({}, process.env, cfg.env || {}),
+            env: Object.assign({}, process.env, cfg.browserEnv || {}),
             args: args,
         });
         const page = context.pages()[0] || (await context.newPage());
