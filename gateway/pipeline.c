@@ -233,8 +233,8 @@ static int authenticate(pending_t *p, const gw_sandbox_t *sbx, gw_grant_t *grant
             send_error_why(p, GW_ERR_INVALID_TOKEN, GW_WHY_WRONG_LINK);
             return 0;
         }
-        /* Only a navigation becomes a cookie: fetch, XHR, EventSource and media cannot follow a 302 that sets
-         * one across origins, or cannot send anything else */
+        /* Only a navigation becomes a cookie: a cross-origin fetch cannot use a 302 that carries no CORS
+         * headers, and EventSource or media send nothing but the URL */
         if ((is_method(req, H2O_STRLIT("GET")) || is_method(req, H2O_STRLIT("HEAD"))) && req->upgrade.base == NULL &&
             gw_error_is_navigation(req) && gw_cookie_keys_count(p->worker->server->cookie_keys) != 0) {
             redirect_with_cookie(p, sbx);
