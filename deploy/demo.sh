@@ -131,8 +131,7 @@ esac
 # shellcheck source=tests/lib/deps.sh
 source "$ROOT/tests/lib/deps.sh"
 if [ "${DEMO_NO_INSTALL:-}" != 1 ]; then
-    gw_deps_install build-essential pkg-config meson ninja-build libh2o-evloop-dev libhiredis-dev libjansson-dev \
-        libssl-dev check redis-server redis-tools curl openssl python3
+    gw_deps_install "${GW_DEB_BUILD_PACKAGES[@]}" check redis-server redis-tools curl openssl python3
 fi
 
 if [ -z "${DEMO_GATEWAY:-}" ]; then
