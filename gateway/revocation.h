@@ -19,6 +19,9 @@ typedef enum {
     GW_GRANT_PREFLIGHT,  /* a CORS preflight: passes without a credential */
     GW_GRANT_TOKEN,      /* the access token, in the header or the lizard_token parameter */
     GW_GRANT_COOKIE,     /* the gateway's cookie, valid until expires_at */
+    /* Share links (CONTRACT.md) are not implemented yet: when they are, a link
+     * (or a cookie made from one) is a kind of its own that records its epoch,
+     * refused once the record's link_epoch differs. */
 } gw_grant_kind_t;
 
 /* What let a request in: the record it was checked against (retained by
