@@ -160,7 +160,7 @@ static int parse_value(h2o_iovec_t value, const char *fields[5], size_t lens[5],
     return 0;
 }
 
-int gw_cookie_fields(h2o_iovec_t value, h2o_iovec_t *sandbox_id, uint16_t *port, uint64_t *expires_at)
+int gw_cookie_read_fields(h2o_iovec_t value, h2o_iovec_t *sandbox_id, uint16_t *port, uint64_t *expires_at)
 {
     const char *fields[5];
     size_t lens[5];

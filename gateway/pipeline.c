@@ -202,7 +202,7 @@ static gw_error_why_t cookie_refusal(pending_t *p, gw_cookie_result_t result)
         return GW_WHY_COOKIE_EXPIRED;
     /* A cookie of this very preview, unexpired, whose signature no longer holds: signed for the sandbox's
      * previous token (or altered; the two cannot be told apart). */
-    if (result == GW_COOKIE_BAD_SIGNATURE && gw_cookie_fields(p->cookie, &sandbox_id, &port, &expires_at) == 0 &&
+    if (result == GW_COOKIE_BAD_SIGNATURE && gw_cookie_read_fields(p->cookie, &sandbox_id, &port, &expires_at) == 0 &&
         h2o_memis(sandbox_id.base, sandbox_id.len, p->host.sandbox_id, strlen(p->host.sandbox_id)) && port == p->host.port &&
         expires_at > (uint64_t)time(NULL))
         return GW_WHY_COOKIE_REVOKED;
@@ -251,7 +251,7 @@ static int authenticate(pending_t *p, const gw_sandbox_t *sbx, gw_grant_t *grant
         result = sbx->has_token ? gw_cookie_keys_verify(p->worker->server->cookie_keys, p->cookie, sbx->id, p->host.port, now,
                                                         sbx->token_sha256)
                                 : GW_COOKIE_TOKEN_CHANGED;
-        if (result == GW_COOKIE_OK && gw_cookie_fields(p->cookie, &sandbox_id, &port, &grant->expires_at) == 0) {
+        if (result == GW_COOKIE_OK && gw_cookie_read_fields(p->cookie, &sandbox_id, &port, &grant->expires_at) == 0) {
             grant->kind = GW_GRANT_COOKIE;
             return 1;
         }
