@@ -50,6 +50,11 @@ static void send_error(pending_t *p, gw_error_code_t code, const char *detail)
     gw_error_send(p->req, code, p->host.sandbox_id, p->host.port, detail);
 }
 
+static void send_error_why(pending_t *p, gw_error_code_t code, gw_error_why_t why)
+{
+    gw_error_send_why(p->req, code, why, p->host.sandbox_id, p->host.port, NULL);
+}
+
 /* h2o_send_redirect() drops the headers already set (Set-Cookie...): this
  * one keeps them. */
 static void send_redirect(h2o_req_t *req, int status, const char *reason, h2o_iovec_t location)
@@ -172,45 +177,94 @@ static void redirect_with_cookie(pending_t *p, const gw_sandbox_t *sbx)
     send_redirect(req, 302, "Found", p->path);
 }
 
-/* 1 when the request may go on to a private port; otherwise answers it.
- * Credentials are tried in the contract's order: header, query, cookie. */
-static int authenticate(pending_t *p, const gw_sandbox_t *sbx)
+static int header_is(h2o_req_t *req, const char *name, size_t name_len, const char *value, size_t value_len)
+{
+    ssize_t i = h2o_find_header_by_str(&req->headers, name, name_len, -1);
+    return i != -1 && h2o_lcstris(req->headers.entries[i].value.base, req->headers.entries[i].value.len, value, value_len);
+}
+
+/* A frame in a page of another site, as Fetch Metadata says: there a
+ * SameSite=Lax or Strict cookie is neither stored nor sent. */
+static int is_cross_site_frame(h2o_req_t *req)
+{
+    return (header_is(req, H2O_STRLIT("sec-fetch-dest"), H2O_STRLIT("iframe")) ||
+            header_is(req, H2O_STRLIT("sec-fetch-dest"), H2O_STRLIT("frame"))) &&
+           header_is(req, H2O_STRLIT("sec-fetch-site"), H2O_STRLIT("cross-site"));
+}
+
+/* Why the gateway's cookie was refused, for the person who sent it. */
+static gw_error_why_t cookie_refusal(pending_t *p, gw_cookie_result_t result)
+{
+    h2o_iovec_t sandbox_id;
+    uint16_t port;
+    uint64_t expires_at;
+
+    if (result == GW_COOKIE_EXPIRED) /* reported only once the signature holds */
+        return GW_WHY_COOKIE_EXPIRED;
+    /* A cookie of this very preview, unexpired, whose signature no longer holds: signed for the sandbox's
+     * previous token (or altered; the two cannot be told apart). */
+    if (result == GW_COOKIE_BAD_SIGNATURE && gw_cookie_read_fields(p->cookie, &sandbox_id, &port, &expires_at) == 0 &&
+        h2o_memis(sandbox_id.base, sandbox_id.len, p->host.sandbox_id, strlen(p->host.sandbox_id)) && port == p->host.port &&
+        expires_at > (uint64_t)time(NULL))
+        return GW_WHY_COOKIE_REVOKED;
+    return GW_WHY_COOKIE_NOT_VALID;
+}
+
+/* 1 when the request may go on to a private port, with grant->kind (and
+ * expires_at) set; otherwise answers it. Credentials are tried in the
+ * contract's order: header, query, cookie. */
+static int authenticate(pending_t *p, const gw_sandbox_t *sbx, gw_grant_t *grant)
 {
     h2o_req_t *req = p->req;
     const gw_config_t *conf = p->worker->server->config;
+    gw_cookie_result_t result;
     ssize_t i;
 
     if ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT(TOKEN_HEADER), -1)) != -1) {
-        if (sbx->has_token && gw_token_matches(req->headers.entries[i].value, sbx->token_sha256))
+        if (sbx->has_token && gw_token_matches(req->headers.entries[i].value, sbx->token_sha256)) {
+            grant->kind = GW_GRANT_TOKEN;
             return 1;
-        send_error(p, GW_ERR_INVALID_TOKEN, NULL);
+        }
+        send_error_why(p, GW_ERR_INVALID_TOKEN, GW_WHY_WRONG_TOKEN_HEADER);
         return 0;
     }
 
     if (p->query_token_count != 0) {
         if (!sbx->has_token || !gw_token_matches(p->query_token, sbx->token_sha256)) {
-            send_error(p, GW_ERR_INVALID_TOKEN, NULL);
+            send_error_why(p, GW_ERR_INVALID_TOKEN, GW_WHY_WRONG_LINK);
             return 0;
         }
+        /* Only a navigation becomes a cookie: a cross-origin fetch cannot use a 302 that carries no CORS
+         * headers, and EventSource or media send nothing but the URL */
         if ((is_method(req, H2O_STRLIT("GET")) || is_method(req, H2O_STRLIT("HEAD"))) && req->upgrade.base == NULL &&
-            gw_cookie_keys_count(p->worker->server->cookie_keys) != 0) {
+            gw_error_is_navigation(req) && gw_cookie_keys_count(p->worker->server->cookie_keys) != 0) {
             redirect_with_cookie(p, sbx);
             return 0;
         }
-        return 1; /* other methods and upgrades: accepted in place, removed before forwarding */
+        grant->kind = GW_GRANT_TOKEN;
+        return 1; /* accepted in place, removed before forwarding */
     }
 
     if (p->cookie.base != NULL) {
-        if (sbx->has_token && gw_cookie_keys_verify(p->worker->server->cookie_keys, p->cookie, sbx->id, p->host.port,
-                                                    (uint64_t)time(NULL), sbx->token_sha256) == GW_COOKIE_OK)
+        uint64_t now = (uint64_t)time(NULL);
+        h2o_iovec_t sandbox_id;
+        uint16_t port;
+        result = sbx->has_token ? gw_cookie_keys_verify(p->worker->server->cookie_keys, p->cookie, sbx->id, p->host.port, now,
+                                                        sbx->token_sha256)
+                                : GW_COOKIE_TOKEN_CHANGED;
+        if (result == GW_COOKIE_OK && gw_cookie_read_fields(p->cookie, &sandbox_id, &port, &grant->expires_at) == 0) {
+            grant->kind = GW_GRANT_COOKIE;
             return 1;
+        }
         h2o_iovec_t clear = gw_cookie_clear_header(&req->pool, cookie_name(conf), same_site(conf));
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, clear.base, clear.len);
-        send_error(p, GW_ERR_INVALID_TOKEN, NULL);
+        send_error_why(p, GW_ERR_INVALID_TOKEN, cookie_refusal(p, result));
         return 0;
     }
 
-    send_error(p, GW_ERR_MISSING_TOKEN, NULL);
+    send_error_why(p, GW_ERR_MISSING_TOKEN,
+                   same_site(conf) != GW_COOKIE_SAME_SITE_NONE && is_cross_site_frame(req) ? GW_WHY_EMBEDDED_SAME_SITE
+                                                                                           : GW_WHY_DEFAULT);
     return 0;
 }
 
@@ -236,12 +290,16 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
     }
 
     /* status == GW_ROUTE_FOUND, sbx != NULL */
+    gw_grant_t grant = {.record = sbx, .port = p->host.port, .kind = GW_GRANT_PUBLIC};
     switch (gw_sandbox_port_access(sbx, p->host.port)) {
     case GW_PORT_PUBLIC:
         break;
     case GW_PORT_PRIVATE:
-        if (!is_cors_preflight(p->req) && !authenticate(p, sbx))
+        if (is_cors_preflight(p->req)) {
+            grant.kind = GW_GRANT_PREFLIGHT;
+        } else if (!authenticate(p, sbx, &grant)) {
             return;
+        }
         break;
     default:
         send_error(p, GW_ERR_PORT_NOT_EXPOSED, NULL);
@@ -266,7 +324,8 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
                                 .sandbox_id = sbx->id,
                                 .port = p->host.port,
                                 .path = p->path,
-                                .cors_preflight = is_cors_preflight(p->req)};
+                                .cors_preflight = is_cors_preflight(p->req),
+                                .grant = grant};
     if (target.addr.ss.ss_family == AF_INET)
         ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(p->host.port);
     else

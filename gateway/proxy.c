@@ -85,6 +85,7 @@ struct st_gw_proxy_t {
     gw_proxy_bytes_cb bytes_cb;
     void *bytes_cb_data;
     gw_proxy_counters_t *counters; /* NULL: not counted */
+    gw_revocation_t *revocation;   /* NULL: exchanges and tunnels are not revocable */
 };
 
 #define COUNT(p, field, n)                                                                                                         \
@@ -124,7 +125,8 @@ typedef struct st_exchange_t {
     unsigned reused : 1;  /* sock came from the pool */
     unsigned retried : 1; /* one retry on a fresh connection has been made */
     unsigned cors_preflight : 1;
-    gw_conn_limit_t *slot; /* the sandbox's connection slot, given back at dispose; NULL: none */
+    gw_conn_limit_t *slot;    /* the sandbox's connection slot, given back at dispose; NULL: none */
+    gw_revocable_t revocable; /* grant.record retained; NULL: not revocable */
 
     h2o_socket_t *sock; /* NULL once released, closed or handed over */
     h2o_timeout_entry_t timer;
@@ -163,7 +165,8 @@ typedef struct st_websocket_t {
     gw_proxy_t *proxy;
     char *sandbox_id;
     gw_tunnel_t *tunnel;
-    gw_conn_limit_t *slot; /* the connection slot the tunnel holds, NULL: none */
+    gw_conn_limit_t *slot;    /* the connection slot the tunnel holds, NULL: none */
+    gw_revocable_t revocable; /* taken over from the exchange */
 } websocket_t;
 
 static void on_head_read(h2o_socket_t *sock, const char *err);
@@ -829,6 +832,11 @@ static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstr
 static void on_websocket_close(void *data)
 {
     websocket_t *ws = data;
+    if (ws->revocable.grant.record != NULL) {
+        if (ws->proxy->revocation != NULL)
+            gw_revocation_remove(ws->proxy->revocation, &ws->revocable);
+        gw_sandbox_release(ws->revocable.grant.record);
+    }
     COUNT(ws->proxy, websockets_open, -1);
     if (ws->slot != NULL)
         gw_conn_limit_release(ws->slot, ws->sandbox_id);
@@ -838,6 +846,15 @@ static void on_websocket_close(void *data)
 }
 
 static const gw_tunnel_callbacks_t websocket_callbacks = {on_websocket_bytes, on_websocket_close};
+
+/* A publish revoked what let the tunnel in: both sockets close (no close
+ * frame: the relay may be in the middle of one). */
+static void on_websocket_revoke(gw_revocable_t *item, gw_error_code_t code)
+{
+    websocket_t *ws = H2O_STRUCT_FROM_MEMBER(websocket_t, revocable, item);
+    (void)code;
+    gw_tunnel_close(ws->tunnel);
+}
 
 static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize)
 {
@@ -851,6 +868,8 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
     h2o_buffer_consume(&client->input, reqsize);
     /* bounds what one read of the client pulls in, as for upstreams */
     setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &ws->proxy->rcvbuf, sizeof(ws->proxy->rcvbuf));
+    if (ws->revocable.grant.record != NULL && ws->proxy->revocation != NULL)
+        gw_revocation_add(ws->proxy->revocation, &ws->revocable);
     gw_tunnel_start(ws->tunnel, client);
 }
 
@@ -875,6 +894,14 @@ static void start_websocket(exchange_t *ex)
     ex->slot = NULL;
     ws->tunnel = gw_tunnel_new(p->ctx->loop, sock, p->websocket_timeout.enabled ? &p->websocket_timeout.timeout : NULL,
                                &websocket_callbacks, ws);
+    /* the exchange is no longer revocable; the tunnel is once it has both sockets */
+    if (ex->revocable.grant.record != NULL) {
+        if (p->revocation != NULL)
+            gw_revocation_remove(p->revocation, &ex->revocable);
+        ws->revocable.grant = ex->revocable.grant;
+        ex->revocable.grant.record = NULL;
+        ws->revocable.on_revoke = on_websocket_revoke;
+    }
     h2o_linklist_insert(&p->websockets, &ws->link);
     COUNT(p, websockets_opened, 1);
     COUNT(p, websockets_open, 1);
@@ -1102,11 +1129,45 @@ static void on_exchange_dispose(void *_ex)
 {
     exchange_t *ex = _ex;
 
+    if (ex->revocable.grant.record != NULL) {
+        if (ex->proxy->revocation != NULL)
+            gw_revocation_remove(ex->proxy->revocation, &ex->revocable);
+        gw_sandbox_release(ex->revocable.grant.record);
+    }
+
     if (ex->slot != NULL)
         gw_conn_limit_release(ex->slot, ex->sandbox_id);
     detach_upstream(ex);
     h2o_buffer_dispose(&ex->rest);
     h2o_doublebuffer_dispose(&ex->sending);
+}
+
+/* A publish revoked what let the request in. */
+static void on_exchange_revoke(gw_revocable_t *item, gw_error_code_t code)
+{
+    exchange_t *ex = H2O_STRUCT_FROM_MEMBER(exchange_t, revocable, item);
+
+    switch (ex->state) {
+    case EX_CONNECTING:
+    case EX_AWAIT_HEAD:
+        /* nothing sent yet: the answer a new request would get */
+        fail(ex, code, NULL);
+        break;
+    case EX_BODY:
+        /* cut like an upstream failure (HTTP/1: the connection closes; HTTP/2: RST_STREAM), and what is held
+         * of the body is not sent either */
+        ex->res.body_error = 1;
+        if (ex->sock != NULL)
+            release_upstream(ex, 0);
+        h2o_buffer_consume(&ex->rest, ex->rest->size);
+        if (!ex->res.sending) {
+            h2o_buffer_consume(&ex->sending.buf, ex->sending.buf->size);
+            do_send(ex);
+        }
+        break;
+    case EX_OVER:
+        break;
+    }
 }
 
 static int method_is_idempotent(h2o_iovec_t m)
@@ -1194,6 +1255,13 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->is_idempotent = method_is_idempotent(req->method);
     ex->cors_preflight = target->cors_preflight != 0;
     ex->slot = target->conn_limit;
+    if (target->grant.record != NULL) {
+        ex->revocable.grant = target->grant;
+        gw_sandbox_retain(ex->revocable.grant.record);
+        ex->revocable.on_revoke = on_exchange_revoke;
+        if (p->revocation != NULL)
+            gw_revocation_add(p->revocation, &ex->revocable);
+    }
     ex->is_websocket = req->version < 0x200 && req->upgrade.base != NULL &&
                        h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
@@ -1243,6 +1311,11 @@ void gw_proxy_set_bytes_cb(gw_proxy_t *p, gw_proxy_bytes_cb cb, void *data)
 gw_proxy_bytes_t gw_proxy_bytes_total(const gw_proxy_t *p)
 {
     return p->total;
+}
+
+void gw_proxy_set_revocation(gw_proxy_t *p, gw_revocation_t *r)
+{
+    p->revocation = r;
 }
 
 void gw_proxy_drop_pools(gw_proxy_t *p, const char *sandbox_id, const char *current_lifecycle)
