@@ -174,7 +174,9 @@ int main(int argc, char **argv)
     fprintf(stderr, "lizard-gateway: stopping (draining up to %d ms)\n", DRAIN_MS);
     gw_server_stop(&server, DRAIN_MS);
     /* what Redis cannot take now goes to metering.spill_file (reported on stderr) */
-    gw_metering_final_flush(server.metering, &config->redis.addr, config->redis.password, METERING_FINAL_FLUSH_MS);
+    gw_redis_conf_t rconf;
+    gw_server_redis_conf(config, &rconf);
+    gw_metering_final_flush(server.metering, &rconf, METERING_FINAL_FLUSH_MS);
     gw_server_dispose(&server);
     fprintf(stderr, "lizard-gateway: stopped\n");
     return 0;
