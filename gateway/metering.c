@@ -594,6 +594,34 @@ static uint64_t load_spill(gw_metering_t *m)
 /* Takes the lock that makes m the only user of its spill file (and of the
  * temporary files next to it) on this host, held until gw_metering_free.
  * Returns 0, or -1 with *err (malloc'd). */
+int gw_metering_check_spill(const char *spill_file, char **err)
+{
+    char *path;
+    int fd, ret = 0;
+
+    *err = NULL;
+    if (spill_file == NULL)
+        return 0;
+    if ((path = strf("%s.lock", spill_file)) == NULL) {
+        *err = strdup("metering: out of memory");
+        return -1;
+    }
+    /* read-only and never created: a check leaves nothing behind */
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+            *err = strf("metering.spill_file %s is in use by another lizard-gateway; give each instance its own spill_file (and "
+                        "instance_id)",
+                        spill_file);
+            ret = -1;
+        }
+        close(fd); /* releases a lock we took */
+    }
+    free(path);
+    if (ret != 0 && *err == NULL)
+        *err = strdup("metering: out of memory");
+    return ret;
+}
+
 static int lock_spill(gw_metering_t *m, char **err)
 {
     char *path;
