@@ -1,10 +1,15 @@
 /*
  * The access log and the per-response counters behind /metrics. One JSON
  * line per request, written with a single write(2) to an O_APPEND fd so
- * lines from several workers never interleave. Credentials never appear:
- * the path is logged with lizard_token removed, and no header is logged.
+ * lines from several workers never interleave; SIGUSR1 swaps the file under
+ * that fd (log rotation). Credentials never appear: the path is logged with
+ * lizard_token removed, and no header is logged.
  */
+#define _GNU_SOURCE /* dup3 */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "auth/query.h"
@@ -182,4 +187,28 @@ void gw_access_log_register(h2o_pathconf_t *pathconf, int fd)
     logger_t *self = (void *)h2o_create_logger(pathconf, sizeof(*self));
     self->super.log_access = log_access;
     self->fd = fd;
+}
+
+int gw_access_log_reopen(int fd, const char *path, char **err)
+{
+    char buf[512];
+    int nfd;
+
+    if ((nfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640)) == -1)
+        goto Error;
+    /* Atomic for the workers: a write(2) under way finishes in the old file, every later one
+     * goes to the new file, and no line is ever written to a closed fd. */
+    if (dup3(nfd, fd, O_CLOEXEC) == -1) {
+        int e = errno;
+        close(nfd);
+        errno = e;
+        goto Error;
+    }
+    close(nfd);
+    return 0;
+
+Error:
+    snprintf(buf, sizeof(buf), "log.access: %s: %s", path, strerror(errno));
+    *err = strdup(buf);
+    return -1;
 }
