@@ -155,7 +155,7 @@ int main(int argc, char **argv)
         gw_config_free(config);
         return 1;
     }
-    if (check_only && gw_metering_check_spill(config->metering.spill_file, &err) != 0) {
+    if (check_only && gw_metering_check_spill(config->metering.spill_file, config->instance_id, &err) != 0) {
         fprintf(stderr, "config: %s\n", err);
         free(err);
         gw_tls_free(tls);

@@ -594,9 +594,12 @@ static uint64_t load_spill(gw_metering_t *m)
 /* Takes the lock that makes m the only user of its spill file (and of the
  * temporary files next to it) on this host, held until gw_metering_free.
  * Returns 0, or -1 with *err (malloc'd). */
-int gw_metering_check_spill(const char *spill_file, char **err)
+/* The lock file says who holds it: "instance <instance_id>\n". */
+#define LOCK_OWNER_PREFIX "instance "
+
+int gw_metering_check_spill(const char *spill_file, const char *instance_id, char **err)
 {
-    char *path;
+    char *path, owner[GATEWAY_NAME_MAX + sizeof(LOCK_OWNER_PREFIX) + 2];
     int fd, ret = 0;
 
     *err = NULL;
@@ -609,10 +612,17 @@ int gw_metering_check_spill(const char *spill_file, char **err)
     /* read-only and never created: a check leaves nothing behind */
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
         if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
-            *err = strf("metering.spill_file %s is in use by another lizard-gateway; give each instance its own spill_file (and "
-                        "instance_id)",
-                        spill_file);
-            ret = -1;
+            ssize_t n = pread(fd, owner, sizeof(owner) - 1, 0);
+            size_t plen = sizeof(LOCK_OWNER_PREFIX) - 1, ilen = strlen(instance_id);
+            /* the running gateway of this very instance is not a second one (checking a config
+             * before a restart); another instance on the same file is */
+            if (!(n > 0 && (size_t)n == plen + ilen + 1 && memcmp(owner, LOCK_OWNER_PREFIX, plen) == 0 &&
+                  memcmp(owner + plen, instance_id, ilen) == 0 && owner[n - 1] == '\n')) {
+                *err = strf("metering.spill_file %s is in use by another lizard-gateway; give each instance its own spill_file "
+                            "(and instance_id)",
+                            spill_file);
+                ret = -1;
+            }
         }
         close(fd); /* releases a lock we took */
     }
@@ -645,6 +655,13 @@ static int lock_spill(gw_metering_t *m, char **err)
     }
     free(path);
     m->lock_fd = fd;
+    {
+        /* for --check (gw_metering_check_spill); the lock itself is what keeps a second process out */
+        char *owner = strf(LOCK_OWNER_PREFIX "%s\n", m->instance_id);
+        if (owner != NULL && ftruncate(fd, 0) == 0 && pwrite(fd, owner, strlen(owner), 0) < 0)
+            fprintf(stderr, LOG_PREFIX "cannot write the owner of %s.lock: %s\n", m->spill_file, strerror(errno));
+        free(owner);
+    }
     return 0;
 
 Error:

@@ -115,10 +115,12 @@ size_t gw_meter_num_sandboxes(const gw_meter_t *m);
  * spilled seq. NULL with *err (malloc'd) when another process holds the
  * lock, the lock file cannot be opened, or on OOM. */
 gw_metering_t *gw_metering_new(const gw_metering_conf_t *conf, uint64_t now_ms, char **err);
-/* For --check: -1 with *err (malloc'd) when a running gateway holds the
- * lock of `spill_file` (two gateways must not share one); 0 otherwise,
- * also when the lock file does not exist. Creates nothing. */
-int gw_metering_check_spill(const char *spill_file, char **err);
+/* For --check: -1 with *err (malloc'd) when a running gateway of another
+ * instance than `instance_id` holds the lock of `spill_file` (two gateways
+ * must not share one); 0 otherwise: no lock file, nobody holds it, or the
+ * holder is this instance (its config checked again while it runs).
+ * Creates nothing. */
+int gw_metering_check_spill(const char *spill_file, const char *instance_id, char **err);
 /* Frees everything, written or not (stop the flusher first). NULL: no-op. */
 void gw_metering_free(gw_metering_t *m);
 

@@ -859,11 +859,6 @@ int gw_redis_is_ready(const gw_redis_t *r)
     return r->state == ST_READY && r->ac != NULL && (r->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) == 0;
 }
 
-const char *gw_redis_address(const gw_redis_t *r)
-{
-    return r->addr_text;
-}
-
 void gw_redis_set_state_cb(gw_redis_t *r, gw_redis_state_cb cb, void *data)
 {
     r->state_cb = cb;

@@ -56,10 +56,6 @@ void gw_redis_free(gw_redis_t *r);
 /* 1 when connected and authenticated (and, with sentinels, to a primary). */
 int gw_redis_is_ready(const gw_redis_t *r);
 
-/* For log lines: the server's address (with sentinels, the last primary
- * they named). Valid until the next call into this connection. */
-const char *gw_redis_address(const gw_redis_t *r);
-
 /* Registers a state callback (one per connection; NULL removes). */
 void gw_redis_set_state_cb(gw_redis_t *r, gw_redis_state_cb cb, void *data);
 

@@ -90,20 +90,25 @@ def test_shared_spill_file_is_refused_by_check(gw_factory, redis):
     metering.spill_file: the file is flocked while a gateway runs, a second
     gateway refuses to start (test_metering.py), and --check reports it too,
     so a deploy that reuses one fails before it starts anything."""
-    g1 = gw_factory({"redis": {"address": "127.0.0.1:%d" % redis.port}}, name=gwtest.new_sandbox_id("gwk"))
+    g1 = gw_factory({"redis": {"address": "127.0.0.1:%d" % redis.port}, "instance_id": "fleet-k1"},
+                    name=gwtest.new_sandbox_id("gwk"))
     spill = g1.config()["metering"]["spill_file"]
-    g2 = gw_factory({"redis": {"address": "127.0.0.1:%d" % redis.port}, "metering": {"spill_file": spill}},
-                    name=gwtest.new_sandbox_id("gwk"), start=False)
-    g2.write_config()
+    g2 = gw_factory({"redis": {"address": "127.0.0.1:%d" % redis.port}, "metering": {"spill_file": spill},
+                     "instance_id": "fleet-k2"}, name=gwtest.new_sandbox_id("gwk"), start=False)
 
-    def check():
+    def check(instance_id):
+        g2.overrides["instance_id"] = instance_id
+        g2.write_config()
         return subprocess.run([gwtest.gateway_binary(), "-c", g2.config_path, "--check"], capture_output=True,
                               env=g2.env(), timeout=30)
 
-    r = check()
+    r = check("fleet-k2")
     assert r.returncode == 1, r
     assert b"metering.spill_file %s is in use by another lizard-gateway" % spill.encode() in r.stderr, r.stderr
+    # the running instance's own config, checked again (say before a restart), is not a second gateway
+    r = check("fleet-k1")
+    assert r.returncode == 0 and b": ok" in r.stdout, r
     assert g1.stop() == 0
-    r = check()
+    r = check("fleet-k2")
     assert r.returncode == 0 and b": ok" in r.stdout, r
     assert not os.path.exists(spill), "--check must not create the spill file"
