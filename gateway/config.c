@@ -108,6 +108,7 @@ static int gw_config_defaults(gw_config_t *c)
         return -1;
 
     c->log.access = NULL;
+    c->log.access_max_lines_per_second = 20000;
 
     if ((c->instance_id = default_instance_id()) == NULL)
         return -1;
@@ -1022,11 +1023,17 @@ static int parse_log(const json_t *v, gw_config_t *c, char **err)
     json_object_foreach((json_t *)v, key, value)
     {
         path_key(path, sizeof(path), "log", key);
+        if (strcmp(key, "access_max_lines_per_second") == 0) {
+            if (get_uint(err, path, value, 0, 10000000, &c->log.access_max_lines_per_second) != 0)
+                return -1;
+            continue;
+        }
         if (strcmp(key, "access") != 0)
             return fail(err, path, "unknown key");
         if (json_is_null(value)) {
             free(c->log.access);
             c->log.access = NULL;
+            c->log.access_max_lines_per_second = 20000;
         } else if (!json_is_string(value)) {
             return fail_expected(err, path, "a file path, \"-\" for stdout, or null to disable", value);
         } else if (get_string(err, path, value, 1, 4096, &c->log.access) != 0) {

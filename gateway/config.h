@@ -102,7 +102,8 @@ typedef struct st_gw_config_t {
     } admin;
 
     struct {
-        char *access; /* path of the JSON access log; "-" is stdout; NULL: off */
+        char *access;                         /* path of the JSON access log; "-" is stdout; NULL: off */
+        uint64_t access_max_lines_per_second; /* per worker; 0: no limit */
     } log;
 
     char *instance_id; /* default: hostname */

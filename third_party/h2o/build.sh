@@ -119,5 +119,8 @@ rm -rf "$OUT/lib" "$OUT/include"
 mkdir -p "$OUT/lib"
 cp "$BLD/libh2o-evloop.a" "$OUT/lib/"
 cp -r "$SRC/include" "$OUT/include"
+# picohttpparser is compiled into the library and exported by it; its header
+# lives in deps/, so it goes beside h2o's own
+cp "$SRC/deps/picohttpparser/picohttpparser.h" "$OUT/include/"
 echo "$STAMP" >"$OUT/stamp"
 echo "$VERSION"
