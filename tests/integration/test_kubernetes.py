@@ -8,6 +8,7 @@ the drain and the metering flush of gateway/main.c; the binary's --check
 accepts the ConfigMap's config; the image installs exactly the packages of
 the libraries the binary links, and its smoke test passes."""
 
+import base64
 import glob
 import json
 import os
@@ -121,7 +122,7 @@ def test_secrets_and_files_come_from_the_manifests(k8s):
         assert ref["key"] in secrets[ref["name"]]["data"], (var, ref)
     files = [cert[k] for cert in config.get("tls", {}).get("certificates", []) for k in ("cert", "key")]
     files += [v for section in ("auth", "tls") for k, v in config.get(section, {}).items() if k.endswith("_file")]
-    assert files
+    assert config["tls"]["ticket_keys_file"] in files  # TLS resumption across the fleet
     for path in files:
         vol, key, mount = source_of(path)
         assert mount.get("readOnly") is True
@@ -174,6 +175,11 @@ def test_binary_accepts_the_configmap_config(k8s, tmp_path, certs):
     secrets_file.write_text("a" * 64 + "\n")
     os.chmod(secrets_file, 0o600)
     config["auth"]["cookie_secrets_file"] = str(secrets_file)
+    if "ticket_keys_file" in config["tls"]:
+        ticket_keys = tmp_path / "ticket-keys"
+        ticket_keys.write_text(base64.b64encode(os.urandom(80)).decode() + "\n")
+        os.chmod(ticket_keys, 0o600)
+        config["tls"]["ticket_keys_file"] = str(ticket_keys)
     config["metering"]["spill_file"] = str(tmp_path / "egress.spill")
     path = tmp_path / "gateway.json"
     path.write_text(json.dumps(config))
