@@ -5,10 +5,15 @@
  * abandoned before any response began are summed into one line per
  * connection per second, and each worker writes at most
  * log.access_max_lines_per_second lines (the rest are counted as dropped).
- * Credentials never appear: the path is logged with lizard_token removed,
- * and no header is logged.
+ * SIGUSR1 swaps the file under the writer's fd (log rotation). Credentials
+ * never appear: the path is logged with lizard_token removed, and no header
+ * is logged.
  */
+#define _GNU_SOURCE /* dup3 */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "auth/query.h"
@@ -359,4 +364,28 @@ void gw_access_log_stats(gw_access_log_t *log, gw_access_log_stats_t *out)
     out->dropped_full = log->writer != NULL ? gw_log_writer_dropped(log->writer) : 0;
     out->dropped_over_budget = atomic_load_explicit(&log->over_budget, memory_order_relaxed);
     out->abandoned_requests = atomic_load_explicit(&log->abandoned, memory_order_relaxed);
+}
+
+int gw_access_log_reopen(int fd, const char *path, char **err)
+{
+    char buf[512];
+    int nfd;
+
+    if ((nfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640)) == -1)
+        goto Error;
+    /* Atomic for the workers: a write(2) under way finishes in the old file, every later one
+     * goes to the new file, and no line is ever written to a closed fd. */
+    if (dup3(nfd, fd, O_CLOEXEC) == -1) {
+        int e = errno;
+        close(nfd);
+        errno = e;
+        goto Error;
+    }
+    close(nfd);
+    return 0;
+
+Error:
+    snprintf(buf, sizeof(buf), "log.access: %s: %s", path, strerror(errno));
+    *err = strdup(buf);
+    return -1;
 }

@@ -34,6 +34,12 @@ void gw_access_log_register(h2o_pathconf_t *pathconf, gw_access_log_t *log);
 /* Counters for /metrics; any thread. */
 void gw_access_log_stats(gw_access_log_t *log, gw_access_log_stats_t *out);
 
+/* Log rotation (SIGUSR1): opens `path` again (created 0640 if it was moved
+ * away) and puts it under `fd`, the fd the writer thread writes to
+ * (dup3), so no line is lost or split between files. Returns 0, or -1 with *err (malloc'd; the
+ * old file stays in use). */
+int gw_access_log_reopen(int fd, const char *path, char **err);
+
 /* Records the gateway error code of this request for the log line. */
 void gw_access_log_note_error(h2o_req_t *req, const char *code);
 

@@ -27,6 +27,7 @@
 #define MIN_COOKIE_SECRET_LEN 32
 #define MAX_COOKIE_SECRETS 16
 #define MAX_COOKIE_SECRETS_FILE_SIZE (64 * 1024)
+#define MAX_SENTINELS 16
 
 /* Defaults, in one place. */
 
@@ -497,12 +498,39 @@ static int parse_tls(const json_t *v, gw_config_t *c, char **err)
     return 0;
 }
 
+/* redis.sentinels: ["ip:port", ...] */
+static int parse_sentinels(const json_t *v, gw_config_t *c, char **err)
+{
+    char path[MAX_PATH_LEN];
+    json_t *item;
+    size_t i, j, n;
+
+    if (!json_is_array(v) || (n = json_array_size(v)) == 0 || n > MAX_SENTINELS)
+        return fail_expected(err, "redis.sentinels", "a non-empty array of at most 16 sentinel addresses (\"ip:port\")", v);
+    if ((c->redis.sentinels = calloc(n, sizeof(char *))) == NULL ||
+        (c->redis.sentinel_addrs = calloc(n, sizeof(gw_netaddr_t))) == NULL)
+        return fail(err, NULL, "out of memory");
+    json_array_foreach(v, i, item)
+    {
+        path_index(path, sizeof(path), "redis.sentinels", i);
+        c->redis.num_sentinels = i + 1;
+        if (get_address(err, path, item, 0, &c->redis.sentinels[i], &c->redis.sentinel_addrs[i]) != 0)
+            return -1;
+        for (j = 0; j != i; ++j)
+            if (c->redis.sentinel_addrs[j].len == c->redis.sentinel_addrs[i].len &&
+                memcmp(&c->redis.sentinel_addrs[j].ss, &c->redis.sentinel_addrs[i].ss, c->redis.sentinel_addrs[i].len) == 0)
+                return fail(err, path, "\"%s\" is already redis.sentinels[%zu]", c->redis.sentinels[i], j);
+    }
+    return 0;
+}
+
 static int parse_redis(const json_t *v, gw_config_t *c, char **err)
 {
     char path[MAX_PATH_LEN];
     const char *key, *value_s;
     json_t *value;
     size_t i;
+    int address_set = 0;
 
     if (get_object(err, "redis", v) != 0)
         return -1;
@@ -511,6 +539,19 @@ static int parse_redis(const json_t *v, gw_config_t *c, char **err)
         path_key(path, sizeof(path), "redis", key);
         if (strcmp(key, "address") == 0) {
             if (get_address(err, path, value, 1, &c->redis.address, &c->redis.addr) != 0)
+                return -1;
+            address_set = 1;
+        } else if (strcmp(key, "sentinels") == 0) {
+            if (parse_sentinels(value, c, err) != 0)
+                return -1;
+        } else if (strcmp(key, "master_name") == 0) {
+            if (get_string(err, path, value, 1, 128, &c->redis.master_name) != 0)
+                return -1;
+            for (i = 0; c->redis.master_name[i] != '\0'; ++i)
+                if (!isgraph((unsigned char)c->redis.master_name[i]))
+                    return fail_expected(err, path, "a Sentinel master name without spaces or control characters", value);
+        } else if (strcmp(key, "sentinel_password_env") == 0) {
+            if (get_env_name(err, path, value, &c->redis.sentinel_password_env) != 0)
                 return -1;
         } else if (strcmp(key, "password_env") == 0) {
             if (get_env_name(err, path, value, &c->redis.password_env) != 0)
@@ -540,6 +581,25 @@ static int parse_redis(const json_t *v, gw_config_t *c, char **err)
         if ((value_s = getenv(c->redis.password_env)) == NULL || value_s[0] == '\0')
             return fail(err, "redis.password_env", "the environment variable %s is not set or is empty", c->redis.password_env);
         if ((c->redis.password = strdup(value_s)) == NULL)
+            return fail(err, NULL, "out of memory");
+    }
+
+    /* Sentinel mode: the sentinels name the primary, so a fixed address would be ignored */
+    if (c->redis.num_sentinels != 0) {
+        if (address_set)
+            return fail(err, "redis.address", "set redis.address or redis.sentinels, not both");
+        if (c->redis.master_name == NULL)
+            return fail(err, "redis.master_name", "missing, required with redis.sentinels (the name the sentinels monitor)");
+    } else if (c->redis.master_name != NULL) {
+        return fail(err, "redis.master_name", "only meaningful with redis.sentinels");
+    } else if (c->redis.sentinel_password_env != NULL) {
+        return fail(err, "redis.sentinel_password_env", "only meaningful with redis.sentinels");
+    }
+    if (c->redis.sentinel_password_env != NULL) {
+        if ((value_s = getenv(c->redis.sentinel_password_env)) == NULL || value_s[0] == '\0')
+            return fail(err, "redis.sentinel_password_env", "the environment variable %s is not set or is empty",
+                        c->redis.sentinel_password_env);
+        if ((c->redis.sentinel_password = strdup(value_s)) == NULL)
             return fail(err, NULL, "out of memory");
     }
     return 0;
@@ -1219,6 +1279,13 @@ void gw_config_free(gw_config_t *c)
     free(c->redis.password_env);
     free_secret_string(c->redis.password);
     free(c->redis.prefix);
+    for (i = 0; i != c->redis.num_sentinels; ++i)
+        free(c->redis.sentinels[i]);
+    free(c->redis.sentinels);
+    free(c->redis.sentinel_addrs);
+    free(c->redis.master_name);
+    free(c->redis.sentinel_password_env);
+    free_secret_string(c->redis.sentinel_password);
 
     free(c->auth.cookie_secrets_env);
     free(c->auth.cookie_secrets_file);

@@ -49,6 +49,14 @@ typedef struct st_gw_config_t {
         uint64_t connect_timeout_ms;
         uint64_t lookup_timeout_ms; /* deadline of one route lookup */
         uint64_t reconnect_max_ms;  /* backoff cap */
+        /* Sentinel mode (num_sentinels != 0): the primary of master_name is
+         * asked from the sentinels, and `address` is unused */
+        char **sentinels; /* as written */
+        gw_netaddr_t *sentinel_addrs;
+        size_t num_sentinels;
+        char *master_name;
+        char *sentinel_password_env; /* NULL: no AUTH to the sentinels */
+        char *sentinel_password;     /* resolved at load */
     } redis;
 
     struct {

@@ -2,7 +2,7 @@
  * lizard-gateway: the process. Reads and freezes the configuration, loads
  * certificates, binds listeners, starts the workers, then waits for signals:
  * SIGHUP reloads certificates, session ticket keys and cookie secrets,
- * SIGTERM/SIGINT drain and exit 0.
+ * SIGUSR1 reopens the access log, SIGTERM/SIGINT drain and exit 0.
  */
 #include <getopt.h>
 #include <pthread.h>
@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gateway/access_log.h"
 #include "gateway/config.h"
 #include "gateway/worker.h"
 #include "gw_h2o_version.h" /* GW_H2O_VERSION: Debian's h2o version + our patch level */
@@ -33,7 +34,8 @@ static void usage(FILE *out)
                  "  -h, --help         print this help and exit\n"
                  "\n"
                  "Signals: SIGHUP reloads certificates, tls.ticket_keys_file and auth.cookie_secrets_file;\n"
-                 "SIGTERM drains in-flight requests, flushes metering and exits.\n");
+                 "SIGUSR1 reopens the access log (rotation); SIGTERM drains in-flight requests, flushes\n"
+                 "metering and exits.\n");
 }
 
 /* SIGHUP: one line each for certificates, ticket keys and cookie secrets, never a secret.
@@ -77,6 +79,23 @@ static void reload(gw_tls_t *tls, gw_cookie_keys_t *keys)
         fprintf(stderr, "lizard-gateway: cookie secrets reloaded from %s: %zu secret%s\n", gw_cookie_keys_file(keys),
                 gw_cookie_keys_count(keys), gw_cookie_keys_count(keys) == 1 ? "" : "s");
     }
+}
+
+/* SIGUSR1: log rotation. The rotator has moved the file away; new lines go
+ * to a new file at the configured path. */
+static void reopen_access_log(const gw_config_t *config, gw_server_t *server)
+{
+    char *err = NULL;
+
+    if (config->log.access == NULL || strcmp(config->log.access, "-") == 0 || server->access_log_fd == -1)
+        return;
+    if (gw_access_log_reopen(server->access_log_fd, config->log.access, &err) != 0) {
+        fprintf(stderr, "lizard-gateway: reopening the access log failed, still writing to the old file: %s\n",
+                err != NULL ? err : "out of memory");
+        free(err);
+        return;
+    }
+    fprintf(stderr, "lizard-gateway: access log reopened: %s\n", config->log.access);
 }
 
 static gw_tls_t *load_tls(const gw_config_t *config, char **err)
@@ -154,6 +173,13 @@ int main(int argc, char **argv)
         gw_config_free(config);
         return 1;
     }
+    if (check_only && gw_metering_check_spill(config->metering.spill_file, config->instance_id, &err) != 0) {
+        fprintf(stderr, "config: %s\n", err);
+        free(err);
+        gw_tls_free(tls);
+        gw_config_free(config);
+        return 1;
+    }
     if (check_only) {
         printf("config: %s: ok\n", config_path);
         gw_tls_free(tls);
@@ -167,6 +193,7 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGHUP);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
     if (gw_server_init(&server, config, tls, &err) != 0 || gw_server_start(&server, &err) != 0) {
@@ -185,13 +212,19 @@ int main(int argc, char **argv)
             reload(tls, server.cookie_keys);
             continue;
         }
+        if (sig == SIGUSR1) {
+            reopen_access_log(config, &server);
+            continue;
+        }
         break; /* SIGTERM or SIGINT */
     }
 
     fprintf(stderr, "lizard-gateway: stopping (draining up to %d ms)\n", DRAIN_MS);
     gw_server_stop(&server, DRAIN_MS);
     /* what Redis cannot take now goes to metering.spill_file (reported on stderr) */
-    gw_metering_final_flush(server.metering, &config->redis.addr, config->redis.password, METERING_FINAL_FLUSH_MS);
+    gw_redis_conf_t rconf;
+    gw_server_redis_conf(config, &rconf);
+    gw_metering_final_flush(server.metering, &rconf, METERING_FINAL_FLUSH_MS);
     gw_server_dispose(&server);
     fprintf(stderr, "lizard-gateway: stopped\n");
     return 0;

@@ -364,8 +364,9 @@ struct st_gw_metering_t {
     gw_metering_stats_t stats;
     /* the flusher's, on its thread only */
     gw_redis_t *redis;
-    gw_metering_batch_t *sending;
-    int failing; /* the last attempt failed: log only when that changes */
+    gw_metering_batch_t *sending; /* from MULTI until EXEC and, with replicas, WAIT said it is written */
+    int failing;                  /* the last attempt failed: log only when that changes */
+    int waiting_replica;          /* the last WAIT saw no replica acknowledge: log only when that changes */
 };
 
 static void batch_free(gw_metering_batch_t *b)
@@ -593,6 +594,44 @@ static uint64_t load_spill(gw_metering_t *m)
 /* Takes the lock that makes m the only user of its spill file (and of the
  * temporary files next to it) on this host, held until gw_metering_free.
  * Returns 0, or -1 with *err (malloc'd). */
+/* The lock file says who holds it: "instance <instance_id>\n". */
+#define LOCK_OWNER_PREFIX "instance "
+
+int gw_metering_check_spill(const char *spill_file, const char *instance_id, char **err)
+{
+    char *path, owner[GATEWAY_NAME_MAX + sizeof(LOCK_OWNER_PREFIX) + 2];
+    int fd, ret = 0;
+
+    *err = NULL;
+    if (spill_file == NULL)
+        return 0;
+    if ((path = strf("%s.lock", spill_file)) == NULL) {
+        *err = strdup("metering: out of memory");
+        return -1;
+    }
+    /* read-only and never created: a check leaves nothing behind */
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+            ssize_t n = pread(fd, owner, sizeof(owner) - 1, 0);
+            size_t plen = sizeof(LOCK_OWNER_PREFIX) - 1, ilen = strlen(instance_id);
+            /* the running gateway of this very instance is not a second one (checking a config
+             * before a restart); another instance on the same file is */
+            if (!(n > 0 && (size_t)n == plen + ilen + 1 && memcmp(owner, LOCK_OWNER_PREFIX, plen) == 0 &&
+                  memcmp(owner + plen, instance_id, ilen) == 0 && owner[n - 1] == '\n')) {
+                *err = strf("metering.spill_file %s is in use by another lizard-gateway; give each instance its own spill_file "
+                            "(and instance_id)",
+                            spill_file);
+                ret = -1;
+            }
+        }
+        close(fd); /* releases a lock we took */
+    }
+    free(path);
+    if (ret != 0 && *err == NULL)
+        *err = strdup("metering: out of memory");
+    return ret;
+}
+
 static int lock_spill(gw_metering_t *m, char **err)
 {
     char *path;
@@ -616,6 +655,13 @@ static int lock_spill(gw_metering_t *m, char **err)
     }
     free(path);
     m->lock_fd = fd;
+    {
+        /* for --check (gw_metering_check_spill); the lock itself is what keeps a second process out */
+        char *owner = strf(LOCK_OWNER_PREFIX "%s\n", m->instance_id);
+        if (owner != NULL && ftruncate(fd, 0) == 0 && pwrite(fd, owner, strlen(owner), 0) < 0)
+            fprintf(stderr, LOG_PREFIX "cannot write the owner of %s.lock: %s\n", m->spill_file, strerror(errno));
+        free(owner);
+    }
     return 0;
 
 Error:
@@ -895,20 +941,99 @@ static void set_failing(gw_metering_t *m, int failing, const char *why, size_t r
     m->failing = failing;
 }
 
-static void on_exec(void *data, const char *err, redisReply *reply)
+/* The batch in flight is settled: written (ok) or to be sent again. */
+static void sending_done(gw_metering_t *m, int ok, const char *err)
 {
-    gw_metering_t *m = data;
     gw_metering_batch_t *b = m->sending;
-    int ok = err == NULL && reply != NULL && reply->type == REDIS_REPLY_ARRAY;
 
     m->sending = NULL;
-    if (ok)
-        report_exec_errors(reply);
     if (m->redis != NULL) /* not while the flusher stops */
         set_failing(m, !ok, err != NULL ? err : "transaction aborted", b->num_records);
     gw_metering_batch_done(m, b, ok);
     if (ok && m->redis != NULL)
         send_next(m); /* a backlog after an outage drains without waiting for ticks */
+}
+
+/* Replicas of the primary that ROLE lists (connected and in sync), or -1. */
+static long role_replicas(const redisReply *reply)
+{
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 || reply->element[0]->type != REDIS_REPLY_STRING ||
+        strcmp(reply->element[0]->str, "master") != 0 || reply->element[2]->type != REDIS_REPLY_ARRAY)
+        return -1;
+    return (long)reply->element[2]->elements;
+}
+
+static void check_replicas(gw_metering_t *m);
+
+static void on_wait(void *data, const char *err, redisReply *reply)
+{
+    gw_metering_t *m = data;
+
+    if (err == NULL && reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer >= 1) {
+        if (m->waiting_replica)
+            fprintf(stderr, LOG_PREFIX "a replica acknowledged the batch\n");
+        m->waiting_replica = 0;
+        sending_done(m, 1, NULL);
+        return;
+    }
+    if (err != NULL || m->redis == NULL || !gw_redis_is_ready(m->redis)) {
+        /* the primary went away before a replica had the batch: it is sent again (same seq) to
+         * whichever server is primary next */
+        sending_done(m, 0, err != NULL ? err : "disconnected before a replica acknowledged");
+        return;
+    }
+    if (!m->waiting_replica)
+        fprintf(stderr, LOG_PREFIX "no replica acknowledged the last batch within %d ms; waiting\n", GW_METERING_WAIT_MS);
+    m->waiting_replica = 1;
+    check_replicas(m); /* the replicas may be gone for good: then the primary's copy is all there is */
+}
+
+static void on_role(void *data, const char *err, redisReply *reply)
+{
+    gw_metering_t *m = data;
+    long replicas = err == NULL ? role_replicas(reply) : -1;
+    char timeout[24];
+    const char *argv[] = {"WAIT", "1", timeout};
+    size_t argvlen[] = {4, 1, 0};
+
+    if (replicas < 0) {
+        sending_done(m, 0, err != NULL ? err : "the server is not a primary any more");
+        return;
+    }
+    if (replicas == 0) {
+        /* no replica to fail over to: the primary's copy is the copy */
+        m->waiting_replica = 0;
+        sending_done(m, 1, NULL);
+        return;
+    }
+    argvlen[2] = (size_t)snprintf(timeout, sizeof(timeout), "%d", GW_METERING_WAIT_MS);
+    if (m->redis == NULL ||
+        gw_redis_command_argv(m->redis, GW_METERING_WAIT_MS + GW_METERING_EXEC_TIMEOUT_MS, on_wait, m, 3, argv, argvlen) == NULL)
+        sending_done(m, 0, "disconnected before a replica acknowledged");
+}
+
+/* After EXEC: with replicas, the batch is written once one of them has it
+ * (WAIT 1): a primary that dies right after EXEC must not take it along. */
+static void check_replicas(gw_metering_t *m)
+{
+    static const char *role[] = {"ROLE"};
+    static const size_t role_len[] = {4};
+
+    if (m->redis == NULL || gw_redis_command_argv(m->redis, GW_METERING_EXEC_TIMEOUT_MS, on_role, m, 1, role, role_len) == NULL)
+        sending_done(m, 0, "disconnected before a replica acknowledged");
+}
+
+static void on_exec(void *data, const char *err, redisReply *reply)
+{
+    gw_metering_t *m = data;
+    int ok = err == NULL && reply != NULL && reply->type == REDIS_REPLY_ARRAY;
+
+    if (!ok) {
+        sending_done(m, 0, err);
+        return;
+    }
+    report_exec_errors(reply);
+    check_replicas(m);
 }
 
 static void on_redis_state(void *data, int connected)
@@ -1103,8 +1228,76 @@ static int send_batch_blocking(redisContext *c, const gw_metering_t *m, const gw
     return ok ? 0 : -1;
 }
 
-int gw_metering_final_flush(gw_metering_t *m, const gw_netaddr_t *addr, const char *password, uint64_t timeout_ms)
+/* ROLE then, with replicas, WAIT 1: as the flusher does. 0 when the batch
+ * counts as written. */
+static int wait_replica_blocking(redisContext *c, uint64_t deadline, const char **why)
 {
+    static const char *role[] = {"ROLE"};
+    static const size_t role_len[] = {4};
+    redisReply *reply;
+    long replicas;
+    char timeout[24];
+    uint64_t now = mono_ms();
+    const char *argv[] = {"WAIT", "1", timeout};
+    size_t argvlen[] = {4, 1, 0};
+    int ok;
+
+    redisSetTimeout(c, remaining_tv(deadline));
+    if ((reply = redisCommandArgv(c, 1, role, role_len)) == NULL) {
+        *why = "no answer to ROLE";
+        return -1;
+    }
+    replicas = role_replicas(reply);
+    freeReplyObject(reply);
+    if (replicas <= 0) {
+        *why = "the server is not a primary any more";
+        return replicas == 0 ? 0 : -1;
+    }
+    argvlen[2] =
+        (size_t)snprintf(timeout, sizeof(timeout), "%llu", (unsigned long long)(deadline > now + 100 ? deadline - now - 100 : 1));
+    if ((reply = redisCommandArgv(c, 3, argv, argvlen)) == NULL) {
+        *why = "no answer to WAIT";
+        return -1;
+    }
+    ok = reply->type == REDIS_REPLY_INTEGER && reply->integer >= 1;
+    freeReplyObject(reply);
+    if (!ok)
+        *why = "no replica acknowledged the batch";
+    return ok ? 0 : -1;
+}
+
+/* Sentinel mode: asks each sentinel in turn for the primary. 0 and *out, or -1 with *why. */
+static int ask_sentinels_blocking(const gw_redis_conf_t *conf, uint64_t deadline, gw_netaddr_t *out, const char **why)
+{
+    size_t i;
+
+    for (i = 0; i != conf->num_sentinels && mono_ms() < deadline; ++i) {
+        const char *argv[] = {"SENTINEL", "get-master-addr-by-name", conf->master_name};
+        size_t argvlen[] = {8, 23, strlen(conf->master_name)};
+        redisContext *c;
+        redisReply *reply;
+        uint16_t port;
+        int ok;
+
+        if ((c = connect_blocking(conf->sentinels + i, conf->sentinel_password, deadline, why)) == NULL)
+            continue;
+        reply = redisCommandArgv(c, 3, argv, argvlen);
+        ok = reply != NULL && reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+             reply->element[0]->type == REDIS_REPLY_STRING && reply->element[1]->type == REDIS_REPLY_STRING &&
+             gw_port_parse(reply->element[1]->str, reply->element[1]->len, &port) == 0 &&
+             gw_netaddr_parse_ip(reply->element[0]->str, reply->element[0]->len, port, out) == 0;
+        freeReplyObject(reply);
+        redisFree(c);
+        if (ok)
+            return 0;
+        *why = "no sentinel named the primary";
+    }
+    return -1;
+}
+
+int gw_metering_final_flush(gw_metering_t *m, const gw_redis_conf_t *conf, uint64_t timeout_ms)
+{
+    gw_netaddr_t primary = conf->addr;
     uint64_t deadline = mono_ms() + timeout_ms;
     gw_metering_stats_t st;
     gw_metering_batch_t *b;
@@ -1124,11 +1317,13 @@ int gw_metering_final_flush(gw_metering_t *m, const gw_netaddr_t *addr, const ch
     pthread_mutex_lock(&m->mutex);
     b = m->head;
     pthread_mutex_unlock(&m->mutex);
-    if (b != NULL)
-        c = connect_blocking(addr, password, deadline, &why);
+    if (b != NULL && (conf->num_sentinels == 0 || ask_sentinels_blocking(conf, deadline, &primary, &why) == 0))
+        c = connect_blocking(&primary, conf->password, deadline, &why);
     while (c != NULL && (b = gw_metering_next_batch(m)) != NULL) {
         size_t n = b->num_records;
-        if (send_batch_blocking(c, m, b, deadline, &why) != 0) {
+        /* a batch only counts when, with replicas, one of them has it; ROLE also keeps us off a
+         * replica the sentinels named a moment before a failover */
+        if (send_batch_blocking(c, m, b, deadline, &why) != 0 || wait_replica_blocking(c, deadline, &why) != 0) {
             gw_metering_batch_done(m, b, 0);
             break;
         }

@@ -36,6 +36,10 @@
 #define GW_METERING_PROJECT_MAX 256
 /* Deadline of one MULTI/EXEC on the event loop. */
 #define GW_METERING_EXEC_TIMEOUT_MS 5000
+/* With replicas, a batch counts as written once WAIT 1 <this> after its
+ * EXEC reports a replica that has it; otherwise it is waited for again, or
+ * sent again (same seq) to the next primary if this one goes away. */
+#define GW_METERING_WAIT_MS 1000
 /* Longer spill lines are reported as malformed and skipped. */
 #define GW_METERING_SPILL_LINE_MAX 4096
 /* seq of the first record of a run is (wall-clock ms at start) * this; each
@@ -111,6 +115,12 @@ size_t gw_meter_num_sandboxes(const gw_meter_t *m);
  * spilled seq. NULL with *err (malloc'd) when another process holds the
  * lock, the lock file cannot be opened, or on OOM. */
 gw_metering_t *gw_metering_new(const gw_metering_conf_t *conf, uint64_t now_ms, char **err);
+/* For --check: -1 with *err (malloc'd) when a running gateway of another
+ * instance than `instance_id` holds the lock of `spill_file` (two gateways
+ * must not share one); 0 otherwise: no lock file, nobody holds it, or the
+ * holder is this instance (its config checked again while it runs).
+ * Creates nothing. */
+int gw_metering_check_spill(const char *spill_file, const char *instance_id, char **err);
 /* Frees everything, written or not (stop the flusher first). NULL: no-op. */
 void gw_metering_free(gw_metering_t *m);
 
@@ -144,10 +154,12 @@ int gw_metering_in_flight(const gw_metering_t *m);
 void gw_metering_stop_flusher(gw_metering_t *m);
 
 /* At exit, with no loop running: seals everything and writes it to Redis
- * with a blocking connection, all within timeout_ms; what could not be
- * written goes to the spill file. Returns 0 when everything was written or
- * spilled, -1 when records were lost (reported on stderr). */
-int gw_metering_final_flush(gw_metering_t *m, const gw_netaddr_t *addr, const char *password, uint64_t timeout_ms);
+ * with a blocking connection (to conf->addr, or to the primary the
+ * sentinels name), all within timeout_ms; a batch counts as written as in
+ * the flusher (EXEC, and WAIT when the primary has replicas); what could not
+ * be written goes to the spill file. Returns 0 when everything was written
+ * or spilled, -1 when records were lost (reported on stderr). */
+int gw_metering_final_flush(gw_metering_t *m, const gw_redis_conf_t *conf, uint64_t timeout_ms);
 
 /* Writes every pending record to the spill file (replacing it through
  * "<spill_file>.tmp.<pid>": records loaded from it are pending too), one

@@ -271,6 +271,19 @@ static void on_meter_tick(h2o_timeout_entry_t *entry)
     h2o_timeout_link(w->ctx.loop, &w->meter_timeout, &w->meter_tick);
 }
 
+void gw_server_redis_conf(const gw_config_t *conf, gw_redis_conf_t *out)
+{
+    *out = (gw_redis_conf_t){.addr = conf->redis.addr,
+                             .password = conf->redis.password,
+                             .connect_timeout_ms = conf->redis.connect_timeout_ms,
+                             .reconnect_min_ms = 50,
+                             .reconnect_max_ms = conf->redis.reconnect_max_ms,
+                             .sentinels = conf->redis.sentinel_addrs,
+                             .num_sentinels = conf->redis.num_sentinels,
+                             .master_name = conf->redis.master_name,
+                             .sentinel_password = conf->redis.sentinel_password};
+}
+
 static void *worker_main(void *arg)
 {
     gw_worker_t *w = arg;
@@ -281,11 +294,8 @@ static void *worker_main(void *arg)
 
     h2o_context_init(&w->ctx, loop, &s->globalconf);
 
-    gw_redis_conf_t rconf = {.addr = conf->redis.addr,
-                             .password = conf->redis.password,
-                             .connect_timeout_ms = conf->redis.connect_timeout_ms,
-                             .reconnect_min_ms = 50,
-                             .reconnect_max_ms = conf->redis.reconnect_max_ms};
+    gw_redis_conf_t rconf;
+    gw_server_redis_conf(conf, &rconf);
     w->redis = gw_redis_new(loop, &rconf);
     gw_redis_set_state_cb(w->redis, on_redis_state, w);
     gw_route_store_conf_t sconf = {.prefix = conf->redis.prefix,

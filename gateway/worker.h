@@ -87,6 +87,10 @@ struct st_gw_worker_t {
  * starts). Returns 0, or -1 with *err (malloc'd). */
 int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, char **err);
 
+/* The Redis connection settings of every connection the gateway opens
+ * (lookups, subscriptions, metering, the final flush): borrows from conf. */
+void gw_server_redis_conf(const gw_config_t *conf, gw_redis_conf_t *out);
+
 /* Starts every worker thread; returns 0 or -1 with *err. */
 int gw_server_start(gw_server_t *s, char **err);
 

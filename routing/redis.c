@@ -2,8 +2,9 @@
  * hiredis 0.14 async on an h2o evloop. hiredis owns the connection and the
  * protocol; this file gives it readiness events through an h2o_socket_t on a
  * dup of its fd, adds what hiredis lacks (command deadlines, cancellation,
- * connect timeout, AUTH before "ready", reconnect with backoff) and keeps
- * every user callback off the caller's stack.
+ * connect timeout, AUTH before "ready", reconnect with backoff, Sentinel
+ * discovery of the primary) and keeps every user callback off the caller's
+ * stack.
  */
 #include <assert.h>
 #include <errno.h>
@@ -17,13 +18,21 @@
 #include <hiredis/async.h>
 #include "routing/redis.h"
 
-#define ADDR_TEXT_MAX 128
+#define ADDR_TEXT_MAX 192
 
 enum {
-    ST_IDLE = 0,   /* no connection; conn_timer is the reconnect backoff (or nothing while closing) */
-    ST_CONNECTING, /* TCP/unix connect in progress; conn_timer is the connect deadline */
-    ST_HANDSHAKE,  /* connected, AUTH / PING / SUBSCRIBE in flight; same deadline */
-    ST_READY,      /* commands accepted */
+    ST_IDLE = 0,    /* no connection; conn_timer is the reconnect backoff (or nothing while closing) */
+    ST_CONNECTING,  /* TCP/unix connect in progress; conn_timer is the connect deadline */
+    ST_HANDSHAKE,   /* connected, AUTH / PING / SUBSCRIBE in flight; same deadline */
+    ST_READY,       /* commands accepted */
+    ST_DISCOVERING, /* asking a sentinel for the primary (sentinel.ask); conn_timer is that sentinel's deadline */
+};
+
+/* What a hiredis context of a gw_redis_t is for. */
+enum {
+    CONN_MAIN = 0, /* r->ac: the connection commands go to */
+    CONN_ASK,      /* r->sentinel.ask: SENTINEL get-master-addr-by-name */
+    CONN_WATCH,    /* r->sentinel.watch: SUBSCRIBEd to +switch-master */
 };
 
 /*
@@ -41,6 +50,7 @@ typedef struct st_gw_redis_timer_t {
 typedef struct st_gw_redis_conn_t {
     gw_redis_t *redis;
     redisAsyncContext *ac;
+    int kind;           /* CONN_* */
     h2o_socket_t *sock; /* on a dup of ac->c.fd, so both sides close their own fd */
     int reading;
     int want_write;     /* hiredis wants writability events */
@@ -72,6 +82,17 @@ struct st_gw_redis_t {
         gw_redis_message_cb cb;
         void *data;
     } sub;
+    struct {
+        gw_netaddr_t *addrs; /* NULL: not in sentinel mode */
+        size_t num;
+        char *master_name;
+        char *password;
+        size_t next;  /* asked first: the sentinel that answered last */
+        size_t tried; /* sentinels asked in this round */
+        size_t asking;
+        redisAsyncContext *ask;   /* the discovery in progress, or NULL */
+        redisAsyncContext *watch; /* the +switch-master subscription, or NULL */
+    } sentinel;
 };
 
 struct st_gw_redis_req_t {
@@ -85,6 +106,8 @@ struct st_gw_redis_req_t {
 };
 
 static void start_connect(gw_redis_t *r);
+static void sentinel_ask_failed(gw_redis_t *r, const char *why);
+static void connect_primary(gw_redis_t *r);
 
 /* timers */
 
@@ -242,8 +265,23 @@ static void ev_cleanup(void *data)
     gw_redis_t *r = conn->redis;
     redisAsyncContext *ac = conn->ac;
 
+    int kind = conn->kind;
+
     h2o_socket_close(conn->sock);
     free(conn);
+    if (kind == CONN_ASK) {
+        if (ac == r->sentinel.ask) {
+            r->sentinel.ask = NULL;
+            sentinel_ask_failed(r, ac->c.errstr[0] != '\0' ? ac->c.errstr : "connection lost");
+        }
+        return;
+    }
+    if (kind == CONN_WATCH) {
+        /* noticed again at the next discovery; meanwhile a lost primary is still seen by its connection */
+        if (ac == r->sentinel.watch)
+            r->sentinel.watch = NULL;
+        return;
+    }
     if (ac == r->ac) {
         /* the server or the network ended it, not us */
         int was_ready = r->state == ST_READY;
@@ -253,7 +291,7 @@ static void ev_cleanup(void *data)
     }
 }
 
-static int attach(gw_redis_t *r, redisAsyncContext *ac)
+static int attach(gw_redis_t *r, redisAsyncContext *ac, int kind)
 {
     gw_redis_conn_t *conn;
     int fd;
@@ -266,6 +304,7 @@ static int attach(gw_redis_t *r, redisAsyncContext *ac)
     }
     conn->redis = r;
     conn->ac = ac;
+    conn->kind = kind;
     conn->sock = h2o_evloop_socket_create(r->loop, fd, H2O_SOCKET_FLAG_DONT_READ);
     conn->sock->data = conn;
     ac->ev.addRead = ev_add_read;
@@ -280,6 +319,14 @@ static int attach(gw_redis_t *r, redisAsyncContext *ac)
 /* the handshake: [AUTH] PING [SUBSCRIBE], then ready */
 
 static void send_subscribe(gw_redis_t *r);
+
+static void handshake_done(gw_redis_t *r)
+{
+    if (r->sub.channel != NULL)
+        send_subscribe(r); /* ready once the server confirms the subscription */
+    else
+        become_ready(r);
+}
 
 static int is_current(gw_redis_t *r, redisAsyncContext *ac, void *reply)
 {
@@ -316,10 +363,36 @@ static void on_ping(redisAsyncContext *ac, void *_reply, void *data)
         drop_connection(r, "not ready");
         return;
     }
-    if (r->sub.channel != NULL)
-        send_subscribe(r); /* ready once the server confirms the subscription */
-    else
-        become_ready(r);
+    if (r->sentinel.addrs != NULL)
+        return; /* ROLE, queued after PING, decides */
+    handshake_done(r);
+}
+
+/* Sentinel mode: only a server that calls itself a primary is used. A
+ * sentinel's answer may be old (a failover under way), or the server may
+ * have been demoted since. */
+static void on_role(redisAsyncContext *ac, void *_reply, void *data)
+{
+    gw_redis_t *r = data;
+    redisReply *reply = _reply;
+
+    if (!is_current(r, ac, reply))
+        return;
+    if (reply->type == REDIS_REPLY_ERROR) {
+        log_failure(r, "ROLE failed", reply->str);
+        drop_connection(r, "ROLE failed");
+        return;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0 || reply->element[0]->type != REDIS_REPLY_STRING ||
+        strcmp(reply->element[0]->str, "master") != 0) {
+        log_failure(r, "not a primary (ROLE), asking the sentinels again",
+                    reply->type == REDIS_REPLY_ARRAY && reply->elements != 0 && reply->element[0]->type == REDIS_REPLY_STRING
+                        ? reply->element[0]->str
+                        : NULL);
+        drop_connection(r, "not a primary");
+        return;
+    }
+    handshake_done(r);
 }
 
 static void on_sub(redisAsyncContext *ac, void *_reply, void *data)
@@ -373,42 +446,73 @@ static void queue_handshake(gw_redis_t *r, redisAsyncContext *ac)
         redisAsyncCommandArgv(ac, on_auth, r, 2, auth, auth_len);
     }
     redisAsyncCommandArgv(ac, on_ping, r, 1, ping, ping_len);
+    if (r->sentinel.addrs != NULL) {
+        const char *role[] = {"ROLE"};
+        size_t role_len[] = {4};
+        redisAsyncCommandArgv(ac, on_role, r, 1, role, role_len);
+    }
+}
+
+/* A non-blocking connect to `addr`, attached to the loop. NULL with *why
+ * (static or hiredis's) on failure. */
+static redisAsyncContext *connect_to(gw_redis_t *r, const gw_netaddr_t *addr, int kind, const char **why)
+{
+    redisAsyncContext *ac;
+
+    if (addr->ss.ss_family == AF_UNIX) {
+        ac = redisAsyncConnectUnix(((const struct sockaddr_un *)&addr->ss)->sun_path);
+    } else {
+        char ip[INET6_ADDRSTRLEN];
+        const void *a = addr->ss.ss_family == AF_INET ? (const void *)&((const struct sockaddr_in *)&addr->ss)->sin_addr
+                                                      : (const void *)&((const struct sockaddr_in6 *)&addr->ss)->sin6_addr;
+        if (inet_ntop(addr->ss.ss_family, a, ip, sizeof(ip)) == NULL) {
+            *why = "bad address";
+            return NULL;
+        }
+        ac = redisAsyncConnect(ip, gw_netaddr_port(addr));
+    }
+    if (ac == NULL) {
+        *why = "out of memory";
+        return NULL;
+    }
+    if (ac->err != 0 || attach(r, ac, kind) != 0) {
+        static __thread char errbuf[128];
+        snprintf(errbuf, sizeof(errbuf), "%s", ac->err != 0 ? ac->errstr : "out of file descriptors");
+        *why = errbuf;
+        redisAsyncFree(ac); /* nothing attached, no callbacks: frees at once */
+        return NULL;
+    }
+    ac->data = r;
+    if (addr->ss.ss_family != AF_UNIX)
+        redisEnableKeepAlive(&ac->c);
+    return ac;
 }
 
 static void start_connect(gw_redis_t *r)
 {
+    if (r->sentinel.addrs != NULL) {
+        /* every attempt asks first: the primary may have changed since the last one */
+        r->state = ST_DISCOVERING;
+        r->sentinel.tried = 0;
+        sentinel_ask_failed(r, NULL);
+        return;
+    }
+    connect_primary(r);
+}
+
+/* Connects to r->conf.addr (the configured server, or the primary the sentinels named). */
+static void connect_primary(gw_redis_t *r)
+{
     redisAsyncContext *ac;
+    const char *why;
 
     ++r->conn_id;
     r->replies = 0;
-    if (r->conf.addr.ss.ss_family == AF_UNIX) {
-        ac = redisAsyncConnectUnix(((const struct sockaddr_un *)&r->conf.addr.ss)->sun_path);
-    } else {
-        char ip[INET6_ADDRSTRLEN];
-        const void *a = r->conf.addr.ss.ss_family == AF_INET
-                            ? (const void *)&((const struct sockaddr_in *)&r->conf.addr.ss)->sin_addr
-                            : (const void *)&((const struct sockaddr_in6 *)&r->conf.addr.ss)->sin6_addr;
-        if (inet_ntop(r->conf.addr.ss.ss_family, a, ip, sizeof(ip)) == NULL) {
-            log_failure(r, "cannot connect", "bad address");
-            schedule_reconnect(r);
-            return;
-        }
-        ac = redisAsyncConnect(ip, gw_netaddr_port(&r->conf.addr));
-    }
-    if (ac == NULL) {
-        log_failure(r, "cannot connect", "out of memory");
+    if ((ac = connect_to(r, &r->conf.addr, CONN_MAIN, &why)) == NULL) {
+        log_failure(r, "cannot connect", why);
         schedule_reconnect(r);
         return;
     }
-    if (ac->err != 0 || attach(r, ac) != 0) {
-        log_failure(r, "cannot connect", ac->err != 0 ? ac->errstr : "out of file descriptors");
-        redisAsyncFree(ac); /* nothing attached, no callbacks: frees at once */
-        schedule_reconnect(r);
-        return;
-    }
-    ac->data = r;
-    if (r->conf.addr.ss.ss_family != AF_UNIX)
-        redisEnableKeepAlive(&ac->c);
     r->ac = ac;
     r->state = ST_CONNECTING;
     redisAsyncSetConnectCallback(ac, on_connect); /* also asks for the first write event */
@@ -421,11 +525,167 @@ static void on_conn_timer(h2o_timeout_entry_t *entry)
     gw_redis_t *r = H2O_STRUCT_FROM_MEMBER(gw_redis_t, conn_timer.entry, entry);
 
     ++r->depth;
-    if (r->state == ST_IDLE)
+    if (r->state == ST_IDLE) {
         start_connect(r);
-    else if (r->state != ST_READY)
+    } else if (r->state == ST_DISCOVERING) {
+        redisAsyncContext *ask = r->sentinel.ask;
+        r->sentinel.ask = NULL; /* its cleanup stays quiet */
+        if (ask != NULL)
+            redisAsyncFree(ask);
+        sentinel_ask_failed(r, "timed out");
+    } else if (r->state != ST_READY) {
         drop_connection(r, "timed out connecting");
+    }
     --r->depth;
+}
+
+/* Sentinel mode */
+
+static void set_primary_text(gw_redis_t *r)
+{
+    char addr[ADDR_TEXT_MAX / 2];
+
+    if (gw_netaddr_format(&r->conf.addr, addr, sizeof(addr)) < 0)
+        snprintf(addr, sizeof(addr), "(address)");
+    snprintf(r->addr_text, sizeof(r->addr_text), "%s (primary of %s)", addr, r->sentinel.master_name);
+}
+
+/* Reconnects at once, asking the sentinels first: the primary changed. */
+static void follow_switch(gw_redis_t *r, const char *why)
+{
+    if (r->state == ST_DISCOVERING || r->closing)
+        return; /* already asking */
+    if (r->ac != NULL)
+        drop_connection(r, why);
+    if (r->state == ST_IDLE) {
+        r->backoff_ms = r->conf.reconnect_min_ms;
+        h2o_timeout_unlink(&r->conn_timer.entry);
+        start_connect(r);
+    }
+}
+
+/* The next word of a +switch-master payload ("<name> <old-ip> <old-port> <new-ip> <new-port>"). */
+static int next_word(const char **p, const char *end, const char **word, size_t *len)
+{
+    while (*p != end && **p == ' ')
+        ++*p;
+    *word = *p;
+    while (*p != end && **p != ' ')
+        ++*p;
+    *len = (size_t)(*p - *word);
+    return *len != 0 ? 0 : -1;
+}
+
+static void on_switch_master(redisAsyncContext *ac, void *_reply, void *data)
+{
+    gw_redis_t *r = data;
+    redisReply *reply = _reply, *payload;
+    const char *p, *end, *w[5];
+    size_t wl[5], i;
+    uint16_t port;
+    gw_netaddr_t primary;
+
+    if (reply == NULL || ac != r->sentinel.watch || reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
+        reply->element[0]->type != REDIS_REPLY_STRING || strcmp(reply->element[0]->str, "message") != 0 ||
+        (payload = reply->element[2])->type != REDIS_REPLY_STRING)
+        return;
+    p = payload->str;
+    end = p + payload->len;
+    for (i = 0; i != 5; ++i)
+        if (next_word(&p, end, &w[i], &wl[i]) != 0)
+            return;
+    if (wl[0] != strlen(r->sentinel.master_name) || memcmp(w[0], r->sentinel.master_name, wl[0]) != 0)
+        return; /* another master monitored by the same sentinels */
+    if (gw_port_parse(w[4], wl[4], &port) != 0 || gw_netaddr_parse_ip(w[3], wl[3], port, &primary) != 0)
+        return;
+    ++r->depth;
+    if (!(r->state == ST_READY && primary.len == r->conf.addr.len && memcmp(&primary.ss, &r->conf.addr.ss, primary.len) == 0)) {
+        fprintf(stderr, "lizard-gateway: redis: sentinel: +switch-master %s, the new primary is %.*s:%.*s\n",
+                r->sentinel.master_name, (int)wl[3], w[3], (int)wl[4], w[4]);
+        follow_switch(r, "the primary changed (+switch-master)");
+    }
+    --r->depth;
+}
+
+/* Turns the connection that just answered into the +switch-master watch. */
+static int watch_start(gw_redis_t *r, redisAsyncContext *ac)
+{
+    const char *argv[] = {"SUBSCRIBE", "+switch-master"};
+    size_t argvlen[] = {9, 14};
+
+    ((gw_redis_conn_t *)ac->ev.data)->kind = CONN_WATCH;
+    r->sentinel.watch = ac;
+    if (redisAsyncCommandArgv(ac, on_switch_master, r, 2, argv, argvlen) != REDIS_OK) {
+        r->sentinel.watch = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void on_master_addr(redisAsyncContext *ac, void *_reply, void *data)
+{
+    gw_redis_t *r = data;
+    redisReply *reply = _reply;
+    gw_netaddr_t primary;
+    uint16_t port;
+
+    if (reply == NULL || ac != r->sentinel.ask)
+        return; /* the connection is going away: its cleanup or our timer handles it */
+    r->sentinel.ask = NULL;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_STRING ||
+        reply->element[1]->type != REDIS_REPLY_STRING ||
+        gw_port_parse(reply->element[1]->str, reply->element[1]->len, &port) != 0 ||
+        gw_netaddr_parse_ip(reply->element[0]->str, reply->element[0]->len, port, &primary) != 0) {
+        const char *why = reply->type == REDIS_REPLY_ERROR ? reply->str
+                          : reply->type == REDIS_REPLY_NIL ? "does not monitor this master name"
+                                                           : "unexpected answer";
+        redisAsyncFree(ac); /* after this callback */
+        sentinel_ask_failed(r, why);
+        return;
+    }
+    h2o_timeout_unlink(&r->conn_timer.entry);
+    r->sentinel.next = r->sentinel.asking; /* ask this one first next time */
+    if (r->sentinel.watch != NULL || watch_start(r, ac) != 0)
+        redisAsyncFree(ac); /* after this callback */
+    r->conf.addr = primary;
+    set_primary_text(r);
+    connect_primary(r);
+}
+
+/* Asks the next sentinel of this round; why != NULL: the one asked last
+ * failed. When every sentinel has failed, waits out the backoff. */
+static void sentinel_ask_failed(gw_redis_t *r, const char *why)
+{
+    size_t asklen[] = {8, 23, strlen(r->sentinel.master_name)};
+
+    if (r->closing)
+        return;
+    if (why != NULL)
+        r->sentinel.next = (r->sentinel.asking + 1) % r->sentinel.num;
+    while (r->sentinel.tried < r->sentinel.num) {
+        const char *argv[] = {"SENTINEL", "get-master-addr-by-name", r->sentinel.master_name};
+        size_t i = r->sentinel.next;
+        redisAsyncContext *ac;
+
+        ++r->sentinel.tried;
+        r->sentinel.asking = i;
+        if ((ac = connect_to(r, &r->sentinel.addrs[i], CONN_ASK, &why)) == NULL) {
+            r->sentinel.next = (i + 1) % r->sentinel.num;
+            continue;
+        }
+        r->sentinel.ask = ac;
+        if (r->sentinel.password != NULL) {
+            /* a refused AUTH makes the question fail with NOAUTH */
+            const char *auth[] = {"AUTH", r->sentinel.password};
+            size_t auth_len[] = {4, strlen(r->sentinel.password)};
+            redisAsyncCommandArgv(ac, NULL, NULL, 2, auth, auth_len);
+        }
+        redisAsyncCommandArgv(ac, on_master_addr, r, 3, argv, asklen);
+        timer_arm(r->loop, &r->conn_timer, r->conf.connect_timeout_ms);
+        return;
+    }
+    log_failure(r, "no sentinel named the primary", why);
+    schedule_reconnect(r);
 }
 
 /* requests */
@@ -477,6 +737,9 @@ static void on_reply(redisAsyncContext *ac, void *_reply, void *data)
     gw_redis_t *r = req->redis;
     redisReply *reply = _reply;
     gw_redis_reply_cb cb = req->cb;
+    /* a primary demoted under us (sentinel mode): the sentinels know the new one */
+    int demoted = r->sentinel.addrs != NULL && reply != NULL && ac == r->ac && reply->type == REDIS_REPLY_ERROR &&
+                  strncmp(reply->str, "READONLY", 8) == 0;
 
     if (reply != NULL && ac == r->ac)
         ++r->replies;
@@ -491,6 +754,8 @@ static void on_reply(redisAsyncContext *ac, void *_reply, void *data)
             cb(req->data, NULL, reply);
     }
     free(req);
+    if (demoted && ac == r->ac)
+        follow_switch(r, "the server is a replica now (READONLY)");
 }
 
 /* public API */
@@ -508,6 +773,22 @@ gw_redis_t *gw_redis_new(h2o_loop_t *loop, const gw_redis_conf_t *conf)
         return NULL;
     }
     r->conf.password = r->password;
+    r->conf.sentinels = NULL;
+    r->conf.master_name = NULL;
+    r->conf.sentinel_password = NULL;
+    if (conf->num_sentinels != 0) {
+        if ((r->sentinel.addrs = calloc(conf->num_sentinels, sizeof(gw_netaddr_t))) == NULL ||
+            (r->sentinel.master_name = strdup(conf->master_name)) == NULL ||
+            (conf->sentinel_password != NULL && (r->sentinel.password = strdup(conf->sentinel_password)) == NULL)) {
+            free(r->sentinel.addrs);
+            free(r->sentinel.master_name);
+            free(r->password);
+            free(r);
+            return NULL;
+        }
+        memcpy(r->sentinel.addrs, conf->sentinels, conf->num_sentinels * sizeof(gw_netaddr_t));
+        r->sentinel.num = conf->num_sentinels;
+    }
     if (r->conf.reconnect_min_ms == 0)
         r->conf.reconnect_min_ms = 1;
     if (r->conf.reconnect_max_ms < r->conf.reconnect_min_ms)
@@ -518,7 +799,9 @@ gw_redis_t *gw_redis_new(h2o_loop_t *loop, const gw_redis_conf_t *conf)
     r->jitter_state = (uint32_t)((uintptr_t)r >> 4) ^ (uint32_t)h2o_now(loop) ^ (uint32_t)getpid();
     if (r->jitter_state == 0)
         r->jitter_state = 1;
-    if (gw_netaddr_format(&r->conf.addr, r->addr_text, sizeof(r->addr_text)) < 0)
+    if (r->sentinel.addrs != NULL)
+        snprintf(r->addr_text, sizeof(r->addr_text), "primary of %s (from the sentinels)", r->sentinel.master_name);
+    else if (gw_netaddr_format(&r->conf.addr, r->addr_text, sizeof(r->addr_text)) < 0)
         snprintf(r->addr_text, sizeof(r->addr_text), "(address)");
     timer_init(loop, &r->conn_timer, on_conn_timer);
     timer_init(loop, &r->req_timer, on_req_timer);
@@ -544,6 +827,14 @@ void gw_redis_free(gw_redis_t *r)
         r->ac = NULL;
         redisAsyncFree(ac); /* completes pending requests with "disconnected" */
     }
+    if ((ac = r->sentinel.ask) != NULL) {
+        r->sentinel.ask = NULL;
+        redisAsyncFree(ac);
+    }
+    if ((ac = r->sentinel.watch) != NULL) {
+        r->sentinel.watch = NULL;
+        redisAsyncFree(ac);
+    }
     r->state = ST_IDLE;
     assert(h2o_linklist_is_empty(&r->pending));
     timer_dispose(r->loop, &r->conn_timer);
@@ -553,6 +844,12 @@ void gw_redis_free(gw_redis_t *r)
         free(r->password);
     }
     free(r->sub.channel);
+    free(r->sentinel.addrs);
+    free(r->sentinel.master_name);
+    if (r->sentinel.password != NULL) {
+        explicit_bzero(r->sentinel.password, strlen(r->sentinel.password));
+        free(r->sentinel.password);
+    }
     free(r);
 }
 
@@ -577,8 +874,10 @@ gw_redis_req_t *gw_redis_command_argv(gw_redis_t *r, uint64_t timeout_ms, gw_red
     /* A connection being set up takes commands too: they queue behind AUTH and PING, and a failed
      * attempt completes them with "disconnected", so nothing waits past its deadline. Between
      * attempts (backoff) Redis is known down: answer at once. */
-    if (!(gw_redis_is_ready(r) || (r->sub.channel == NULL && (r->state == ST_CONNECTING || r->state == ST_HANDSHAKE) &&
-                                   r->ac != NULL && (r->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) == 0)))
+    /* With sentinels nothing queues before ROLE said "master": it would run on whatever server answered. */
+    if (!(gw_redis_is_ready(r) ||
+          (r->sub.channel == NULL && r->sentinel.addrs == NULL && (r->state == ST_CONNECTING || r->state == ST_HANDSHAKE) &&
+           r->ac != NULL && (r->ac->c.flags & (REDIS_DISCONNECTING | REDIS_FREEING)) == 0)))
         return NULL;
     if ((req = calloc(1, sizeof(*req))) == NULL)
         return NULL;

@@ -1,7 +1,8 @@
 /*
  * An asynchronous Redis connection (hiredis) driven by an h2o event loop:
  * never blocks the loop, gives every command a deadline, reconnects with
- * exponential backoff, authenticates with a password when configured.
+ * exponential backoff, authenticates with a password when configured, and
+ * with Redis Sentinel finds the primary and follows failovers.
  * One gw_redis_t belongs to one thread.
  */
 #ifndef GW_ROUTING_REDIS_H
@@ -22,6 +23,17 @@ typedef struct st_gw_redis_conf_t {
     uint64_t connect_timeout_ms;
     uint64_t reconnect_min_ms; /* first backoff step */
     uint64_t reconnect_max_ms; /* backoff cap */
+    /* Sentinel mode when num_sentinels != 0 (`addr` is then ignored): before
+     * every connection attempt the sentinels are asked in turn (SENTINEL
+     * get-master-addr-by-name, connect_timeout_ms each) for the primary of
+     * master_name; a server whose ROLE is not "master" is refused; the
+     * connection is dropped and the sentinels asked again on a READONLY
+     * error and when a sentinel announces +switch-master. Commands are only
+     * taken once ROLE has been checked. Copied by gw_redis_new. */
+    const gw_netaddr_t *sentinels;
+    size_t num_sentinels;
+    const char *master_name;
+    const char *sentinel_password; /* NULL: no AUTH to the sentinels */
 } gw_redis_conf_t;
 
 /* Called with err == NULL and the reply (owned by hiredis, valid only during
@@ -41,7 +53,7 @@ gw_redis_t *gw_redis_new(h2o_loop_t *loop, const gw_redis_conf_t *conf);
  * unless cancelled. NULL is a no-op. */
 void gw_redis_free(gw_redis_t *r);
 
-/* 1 when connected and authenticated. */
+/* 1 when connected and authenticated (and, with sentinels, to a primary). */
 int gw_redis_is_ready(const gw_redis_t *r);
 
 /* Registers a state callback (one per connection; NULL removes). */

@@ -490,6 +490,47 @@ START_TEST(test_redis_password)
 }
 END_TEST
 
+START_TEST(test_redis_sentinels)
+{
+    gw_config_t *c;
+
+    setenv("GW_TEST_SENTINEL_PW", "s3ntinel", 1);
+    c = load_ok("{" BASE ",'redis':{'sentinels':['10.0.0.5:26379','[fd00::6]:26379'],'master_name':'lizard',"
+                "'sentinel_password_env':'GW_TEST_SENTINEL_PW'}}");
+    ck_assert_uint_eq(c->redis.num_sentinels, 2);
+    ck_assert_str_eq(c->redis.sentinels[1], "[fd00::6]:26379");
+    ck_assert_uint_eq(port_of(&c->redis.sentinel_addrs[0]), 26379);
+    ck_assert_int_eq(c->redis.sentinel_addrs[1].ss.ss_family, AF_INET6);
+    ck_assert_str_eq(c->redis.master_name, "lizard");
+    ck_assert_str_eq(c->redis.sentinel_password, "s3ntinel");
+    gw_config_free(c);
+    unsetenv("GW_TEST_SENTINEL_PW");
+
+    ck_assert_err_eq(
+        "{" BASE ",'redis':{'sentinels':['10.0.0.5:26379'],'master_name':'lizard','sentinel_password_env':'GW_TEST_SENTINEL_PW'}}",
+        "config: redis.sentinel_password_env: the environment variable GW_TEST_SENTINEL_PW is not set or is empty");
+    ck_assert_err_eq("{" BASE ",'redis':{'sentinels':['10.0.0.5:26379']}}",
+                     "config: redis.master_name: missing, required with redis.sentinels (the name the sentinels monitor)");
+    ck_assert_err_eq("{" BASE ",'redis':{'address':'10.0.0.1:6379','sentinels':['10.0.0.5:26379'],'master_name':'m'}}",
+                     "config: redis.address: set redis.address or redis.sentinels, not both");
+    ck_assert_err_eq("{" BASE ",'redis':{'master_name':'m'}}", "config: redis.master_name: only meaningful with redis.sentinels");
+    ck_assert_err_eq("{" BASE ",'redis':{'sentinel_password_env':'X'}}",
+                     "config: redis.sentinel_password_env: only meaningful with redis.sentinels");
+    ck_assert_err_prefix("{" BASE ",'redis':{'sentinels':[],'master_name':'m'}}",
+                         "config: redis.sentinels: expected a non-empty array of at most 16 sentinel addresses");
+    ck_assert_err_prefix("{" BASE ",'redis':{'sentinels':'10.0.0.5:26379','master_name':'m'}}",
+                         "config: redis.sentinels: expected a non-empty array");
+    ck_assert_err_prefix("{" BASE ",'redis':{'sentinels':['sentinel.local:26379'],'master_name':'m'}}",
+                         "config: redis.sentinels[0]: expected");
+    ck_assert_err_eq("{" BASE ",'redis':{'sentinels':['10.0.0.5:26379','10.0.0.5:26379'],'master_name':'m'}}",
+                     "config: redis.sentinels[1]: \"10.0.0.5:26379\" is already redis.sentinels[0]");
+    ck_assert_err_prefix("{" BASE ",'redis':{'sentinels':['10.0.0.5:26379'],'master_name':'a b'}}",
+                         "config: redis.master_name: expected a Sentinel master name without spaces");
+    ck_assert_err_prefix("{" BASE ",'redis':{'sentinels':['10.0.0.5:26379'],'master_name':''}}",
+                         "config: redis.master_name: expected a non-empty string");
+}
+END_TEST
+
 START_TEST(test_cookie_secrets)
 {
     gw_config_t *c;
@@ -920,6 +961,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_workers);
     tcase_add_test(tc, test_example_file);
     tcase_add_test(tc, test_spill_file_directory);
+    tcase_add_test(tc, test_redis_sentinels);
     suite_add_tcase(s, tc);
     return s;
 }

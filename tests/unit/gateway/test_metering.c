@@ -577,10 +577,11 @@ START_TEST(test_final_flush_spills_when_redis_is_down)
 
     /* nothing listens on port 1 */
     ck_assert_int_eq(gw_netaddr_parse("127.0.0.1:1", 0, &addr, &err), 0);
+    gw_redis_conf_t rconf = {.addr = addr};
     gw_meter_set_project(meter, "sx", iov("px"), NOW);
     gw_meter_add(meter, "sx", 123, 45, NOW);
     gw_metering_submit(m, meter, NOW + 1);
-    ck_assert_int_eq(gw_metering_final_flush(m, &addr, NULL, 500), 0);
+    ck_assert_int_eq(gw_metering_final_flush(m, &rconf, 500), 0);
     ck_assert_uint_eq(count_lines(spill), 1);
     gw_metering_get_stats(m, &st);
     ck_assert_uint_eq(st.spill_written, 1);
