@@ -121,8 +121,7 @@ esac
 # --- packages and build --------------------------------------------------------
 # shellcheck source=tests/lib/deps.sh
 source "$ROOT/tests/lib/deps.sh"
-gw_deps_install build-essential pkg-config meson ninja-build libh2o-evloop-dev libhiredis-dev libjansson-dev \
-    libssl-dev check redis-server redis-tools curl openssl python3
+gw_deps_install "${GW_DEB_BUILD_PACKAGES[@]}" check redis-server redis-tools curl openssl python3
 
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
     log "configuring $BUILD_DIR"

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "gateway/config.h"
 #include "gateway/worker.h"
+#include "gw_h2o_version.h" /* GW_H2O_VERSION: Debian's h2o version + our patch level */
 #include "tls/tls.h"
 
 #define DRAIN_MS 10000
@@ -106,7 +107,7 @@ int main(int argc, char **argv)
             check_only = 1;
             break;
         case 'v':
-            printf("lizard-gateway %s (libh2o %s, %s)\n", GW_VERSION, H2O_VERSION, OpenSSL_version(OPENSSL_VERSION));
+            printf("lizard-gateway %s (libh2o %s, %s)\n", GW_VERSION, GW_H2O_VERSION, OpenSSL_version(OPENSSL_VERSION));
             return 0;
         case 'h':
             usage(stdout);

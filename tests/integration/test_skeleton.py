@@ -366,8 +366,21 @@ def test_check_rejects_invalid_json(tmp_path):
 def test_version_and_help():
     r = _run_gateway("--version")
     assert r.returncode == 0 and r.stdout.strip(), r
+    # libh2o is ours: Debian's source version plus the project's patch level,
+    # which is the number of patches in third_party/h2o/patches/series
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "third_party", "h2o", "patches", "series")) as f:
+        n = len([ln for ln in (x.split("#")[0].strip() for x in f) if ln])
+    assert ("libh2o 2.2.5+dfsg2-7+lizard.%d" % n).encode() in r.stdout, r.stdout
     r = _run_gateway("--help")
     assert r.returncode == 0 and b"-c" in (r.stdout + r.stderr), r
+
+
+def test_h2o_is_linked_statically():
+    """The gateway carries its own patched libh2o: no libh2o shared object is
+    loaded at run time (Debian's would be the unpatched 2.2.5)."""
+    out = subprocess.run(["ldd", gwtest.gateway_binary()], capture_output=True, check=True).stdout
+    assert b"libh2o" not in out, out
 
 
 def test_second_gateway_with_overrides(gw_factory, curl, register_sandbox, upstream):

@@ -2,9 +2,17 @@
 # project needs to build, test and run, and nothing when all are present.
 # apt-get update runs only when something is missing.
 
+# What building the gateway needs. libh2o is not among them: meson builds it
+# from Debian's h2o source package (third_party/h2o/build.sh), which needs
+# cmake, patch, xz, zlib and libyaml. Keep Debian's libh2o-evloop-dev off the
+# machine: its unpatched headers must never be the ones a build finds.
+GW_DEB_BUILD_PACKAGES=(
+    build-essential pkg-config meson ninja-build cmake patch xz-utils
+    zlib1g-dev libyaml-dev libhiredis-dev libjansson-dev libssl-dev
+)
+
 GW_DEB_PACKAGES=(
-    build-essential pkg-config meson ninja-build
-    libh2o-evloop-dev libhiredis-dev libjansson-dev libssl-dev check
+    "${GW_DEB_BUILD_PACKAGES[@]}" check
     redis-server redis-tools curl nghttp2-client openssl
     python3-pytest python3-h2 python3-websockets
     clang libclang-rt-14-dev
