@@ -278,9 +278,12 @@ class WellBehavedClient:
             self._stop.set()
             self._thread.join(timeout=40)
 
-    def assert_served(self):
+    def assert_served(self, during_attack=None):
         assert not self.errors, "the well-behaved client failed: %s" % self.errors[:5]
         assert self.ok >= 4, "the well-behaved client got only %d answers" % self.ok
+        if during_attack is not None:
+            # one GET takes milliseconds: a few in ATTACK_S seconds even on a loaded machine
+            assert during_attack >= 3, "the well-behaved client got %d answers during the attack" % during_attack
         assert self.slowest < SLOWEST_ANSWER_S, "the well-behaved client waited %.2fs for an answer" % self.slowest
 
 
@@ -365,27 +368,52 @@ def flood(c, make_pair, pairs, batch=50):
     return sent
 
 
-def test_rapid_reset_gets_goaway_enhance_your_calm(h2gw, certs, upstream):
+# Each flood is repeated on fresh connections for this long, so that the
+# well-behaved client is measured while the gateway keeps refusing.
+ATTACK_S = 3.0
+
+
+def attack_repeatedly(good, one_attack):
+    """Runs one_attack() on fresh connections for ATTACK_S seconds; returns
+    (connections refused, answers the well-behaved client got meanwhile)."""
+    ok_before, n = good.ok, 0
+    t_end = time.monotonic() + ATTACK_S
+    while n == 0 or time.monotonic() < t_end:
+        one_attack()
+        n += 1
+    return n, good.ok - ok_before
+
+
+def reset_flood(g, certs, make_pair):
+    """One connection flooded with make_pair(sid) frames: it must end with
+    GOAWAY(ENHANCE_YOUR_CALM) and be closed; returns the GOAWAY."""
+    c = RawH2(g, g.sbx_host, certs["ca"])
+    try:
+        hdrs = c.request_headers("GET", "/bytes/100")
+        sent = flood(c, lambda sid: c.headers_frame(sid, hdrs) + make_pair(sid), 5000)
+        goaway = c.wait_for(lambda f: f.type == GOAWAY, 10)
+        assert goaway is not None, "no GOAWAY after %d pairs" % sent
+        assert goaway_code(goaway) == ENHANCE_YOUR_CALM, goaway
+        assert c.wait_closed(10), "the connection stayed open after GOAWAY"
+        # the GOAWAY names the last stream the gateway opened: about the budget, not the flood
+        last_sid = struct.unpack(">I", goaway.payload[:4])[0] & 0x7FFFFFFF
+        assert last_sid <= 2 * 300, "the budget is 100 resets; the gateway opened %d streams" % ((last_sid + 1) // 2)
+        return goaway
+    finally:
+        c.close()
+
+
+def test_rapid_reset_gets_goaway_enhance_your_calm(h2gw, certs):
     """HEADERS + RST_STREAM(CANCEL), again and again (CVE-2023-44487): the
     connection's reset budget (100, refilled only by completed streams) runs
     out, the gateway sends GOAWAY(ENHANCE_YOUR_CALM) and closes. 2.2.5 let one
     connection reset 4.4 million streams in 20 s."""
     g = h2gw
     with WellBehavedClient(g, g.good_host, certs["ca"]) as good:
-        c = RawH2(g, g.sbx_host, certs["ca"])
-        hdrs = c.request_headers("GET", "/bytes/100")
-        sent = flood(c, lambda sid: c.headers_frame(sid, hdrs) + frame(RST_STREAM, 0, sid, struct.pack(">I", CANCEL)),
-                     5000)
-        goaway = c.wait_for(lambda f: f.type == GOAWAY, 10)
-        assert goaway is not None, "no GOAWAY after %d HEADERS+RST_STREAM pairs" % sent
-        assert goaway_code(goaway) == ENHANCE_YOUR_CALM, goaway
-        assert c.wait_closed(10), "the connection stayed open after GOAWAY"
-        c.close()
-    good.assert_served()
-    # the GOAWAY names the last stream the gateway opened: about the budget, not the flood
-    last_sid = struct.unpack(">I", goaway.payload[:4])[0] & 0x7FFFFFFF
-    assert last_sid <= 2 * 300, "the budget is 100 resets; the gateway opened %d streams" % ((last_sid + 1) // 2)
-    assert h2_event(g, "reset_budget_exceeded") >= 1
+        conns, served = attack_repeatedly(
+            good, lambda: reset_flood(g, certs, lambda sid: frame(RST_STREAM, 0, sid, struct.pack(">I", CANCEL))))
+    good.assert_served(during_attack=served)
+    assert h2_event(g, "reset_budget_exceeded") == conns
 
 
 def test_made_you_reset_gets_goaway_enhance_your_calm(h2gw, certs):
@@ -394,17 +422,10 @@ def test_made_you_reset_gets_goaway_enhance_your_calm(h2gw, certs):
     resetting it itself. Those resets spend the same budget."""
     g = h2gw
     with WellBehavedClient(g, g.good_host, certs["ca"]) as good:
-        c = RawH2(g, g.sbx_host, certs["ca"])
-        hdrs = c.request_headers("GET", "/bytes/100")
-        sent = flood(c, lambda sid: c.headers_frame(sid, hdrs) + frame(WINDOW_UPDATE, 0, sid, struct.pack(">I", 0)),
-                     5000)
-        goaway = c.wait_for(lambda f: f.type == GOAWAY, 10)
-        assert goaway is not None, "no GOAWAY after %d HEADERS+WINDOW_UPDATE(0) pairs" % sent
-        assert goaway_code(goaway) == ENHANCE_YOUR_CALM, goaway
-        assert c.wait_closed(10)
-        c.close()
-    good.assert_served()
-    assert h2_event(g, "reset_budget_exceeded") >= 1
+        conns, served = attack_repeatedly(
+            good, lambda: reset_flood(g, certs, lambda sid: frame(WINDOW_UPDATE, 0, sid, struct.pack(">I", 0))))
+    good.assert_served(during_attack=served)
+    assert h2_event(g, "reset_budget_exceeded") == conns
 
 
 def test_completed_streams_refill_the_reset_budget(h2gw, certs):
@@ -429,13 +450,9 @@ def test_completed_streams_refill_the_reset_budget(h2gw, certs):
 # --- CONTINUATION -------------------------------------------------------------
 
 
-def test_empty_continuation_flood_gets_goaway(h2gw, certs):
-    """A header block followed by empty CONTINUATION frames (CVE-2024-27316
-    and kin): a few are tolerated, then GOAWAY(ENHANCE_YOUR_CALM) and close.
-    2.2.5 took 99 million of them in 15 s."""
-    g = h2gw
-    with WellBehavedClient(g, g.good_host, certs["ca"]) as good:
-        c = RawH2(g, g.sbx_host, certs["ca"])
+def empty_continuation_flood(g, certs):
+    c = RawH2(g, g.sbx_host, certs["ca"])
+    try:
         sid = c.new_sid()
         c.send(c.headers_frame(sid, c.request_headers("GET", "/bytes/100"), end_headers=False))
         empty = frame(CONTINUATION, 0, sid) * 1000
@@ -446,9 +463,19 @@ def test_empty_continuation_flood_gets_goaway(h2gw, certs):
         assert goaway is not None, "no GOAWAY after 20000 empty CONTINUATION frames"
         assert goaway_code(goaway) == ENHANCE_YOUR_CALM, goaway
         assert c.wait_closed(10)
+    finally:
         c.close()
-    good.assert_served()
-    assert h2_event(g, "empty_continuations_exceeded") >= 1
+
+
+def test_empty_continuation_flood_gets_goaway(h2gw, certs):
+    """A header block followed by empty CONTINUATION frames (CVE-2024-27316
+    and kin): a few are tolerated, then GOAWAY(ENHANCE_YOUR_CALM) and close.
+    2.2.5 took 99 million of them in 15 s."""
+    g = h2gw
+    with WellBehavedClient(g, g.good_host, certs["ca"]) as good:
+        conns, served = attack_repeatedly(good, lambda: empty_continuation_flood(g, certs))
+    good.assert_served(during_attack=served)
+    assert h2_event(g, "empty_continuations_exceeded") == conns
 
 
 # h2o's http2 idle timeout (10 s; the gateway does not change it) bounds the
