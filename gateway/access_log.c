@@ -1,8 +1,12 @@
 /*
  * The access log and the per-response counters behind /metrics. One JSON
- * line per request, written with a single write(2) to an O_APPEND fd so
- * lines from several workers never interleave. Credentials never appear:
- * the path is logged with lizard_token removed, and no header is logged.
+ * line per request, handed to a writer thread (log_writer.c) so that a slow
+ * disk never stalls a worker. Floods are bounded: requests the client
+ * abandoned before any response began are summed into one line per
+ * connection per second, and each worker writes at most
+ * log.access_max_lines_per_second lines (the rest are counted as dropped).
+ * Credentials never appear: the path is logged with lizard_token removed,
+ * and no header is logged.
  */
 #include <stdio.h>
 #include <string.h>
@@ -10,16 +14,51 @@
 #include "auth/query.h"
 #include "routing/host.h"
 #include "gateway/access_log.h"
+#include "gateway/log_writer.h"
 #include "gateway/worker.h"
 
 #define LOG_MODULE "lizard:code"
 #define LOG_LINE_MAX 4096
 #define LOG_FIELD_MAX 1024 /* longer values are cut, never the line's structure */
 #define LOG_RESERVE 128    /* kept free in a line for the keys and fields after a long value */
+/* The writer's buffer: about 4 MiB of lines (10,000+) may wait for the disk. */
+#define WRITER_BUFFER_BYTES (4 * 1024 * 1024)
+/* Connections whose abandoned requests one worker sums at a time; the rest
+ * are summed under one line without a connection. */
+#define ABANDONED_SLOTS 16
+#define ABANDONED_FLUSH_MS 1000
+
+typedef struct st_abandoned_t {
+    uint64_t conn_id; /* 0: the overflow slot's connections */
+    uint64_t count;
+    int http2;
+    char client[NI_MAXHOST];
+} abandoned_t;
+
+/* One per worker, touched only by that worker's thread. */
+typedef struct st_worker_log_t {
+    gw_access_log_t *log;
+    uint64_t second; /* the second `lines` counts in */
+    uint64_t lines;
+    h2o_loop_t *loop; /* set at the first abandoned request */
+    h2o_timeout_t flush_timeout;
+    h2o_timeout_entry_t flush_entry;
+    abandoned_t abandoned[ABANDONED_SLOTS + 1]; /* [ABANDONED_SLOTS]: overflow */
+    size_t num_abandoned;
+} worker_log_t;
+
+struct st_gw_access_log_t {
+    gw_log_writer_t *writer; /* NULL: counting only */
+    uint64_t max_lines_per_second;
+    worker_log_t *workers;
+    size_t num_workers;
+    atomic_uint_fast64_t over_budget;
+    atomic_uint_fast64_t abandoned;
+};
 
 typedef struct st_logger_t {
     h2o_logger_t super;
-    int fd;
+    gw_access_log_t *log;
 } logger_t;
 
 void gw_access_log_note_error(h2o_req_t *req, const char *code)
@@ -92,10 +131,127 @@ static void put_num(line_t *l, const char *key, long long v)
     put_raw(l, num, (size_t)n);
 }
 
+static size_t client_of(h2o_conn_t *conn, char *host)
+{
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    size_t n = 0;
+
+    if ((sslen = conn->callbacks->get_peername(conn, (void *)&ss)) != 0 &&
+        (n = h2o_socket_getnumerichost((void *)&ss, sslen, host)) == SIZE_MAX)
+        n = 0;
+    host[n] = '\0';
+    return n;
+}
+
+/* Spends one line of this second's budget; 0 when there is none left. */
+static int take_line(worker_log_t *wl, uint64_t now_ms)
+{
+    if (wl->log->max_lines_per_second == 0)
+        return 1;
+    if (now_ms / 1000 != wl->second) {
+        wl->second = now_ms / 1000;
+        wl->lines = 0;
+    }
+    if (wl->lines == wl->log->max_lines_per_second) {
+        atomic_fetch_add_explicit(&wl->log->over_budget, 1, memory_order_relaxed);
+        return 0;
+    }
+    ++wl->lines;
+    return 1;
+}
+
+static void emit(worker_log_t *wl, line_t *l, uint64_t now_ms)
+{
+    /* room for the closing brace and newline is always kept */
+    if (l->len > sizeof(l->buf) - 2)
+        l->len = sizeof(l->buf) - 2;
+    l->buf[l->len++] = '}';
+    l->buf[l->len++] = '\n';
+    if (take_line(wl, now_ms))
+        gw_log_writer_append(wl->log->writer, l->buf, l->len);
+}
+
+static void put_time(line_t *l, time_t t, int ms)
+{
+    char ts[32];
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    size_t n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+    n += (size_t)snprintf(ts + n, sizeof(ts) - n, ".%03dZ", ms);
+    put_key(l, "time");
+    put_str(l, ts, n);
+}
+
+/* One line per connection that abandoned requests since the last flush. */
+static void flush_abandoned(h2o_timeout_entry_t *entry)
+{
+    worker_log_t *wl = H2O_STRUCT_FROM_MEMBER(worker_log_t, flush_entry, entry);
+    uint64_t now_ms = h2o_now(wl->loop);
+    size_t i;
+
+    for (i = 0; i != ABANDONED_SLOTS + 1; ++i) {
+        abandoned_t *a = &wl->abandoned[i];
+        line_t line;
+        if (a->count == 0)
+            continue;
+        line.len = 0;
+        put_raw(&line, "{", 1);
+        put_time(&line, (time_t)(now_ms / 1000), (int)(now_ms % 1000));
+        put_key(&line, "event");
+        put_str(&line, H2O_STRLIT("abandoned_requests"));
+        if (a->conn_id != 0) {
+            put_key(&line, "client");
+            put_str(&line, a->client, strlen(a->client));
+            put_num(&line, "connection", (long long)a->conn_id);
+            put_key(&line, "protocol");
+            put_str(&line, a->http2 ? "HTTP/2" : "HTTP/1.1", a->http2 ? 6 : 8);
+        }
+        put_num(&line, "count", (long long)a->count);
+        emit(wl, &line, now_ms);
+        memset(a, 0, sizeof(*a));
+    }
+    wl->num_abandoned = 0;
+}
+
+/* A request that ended before any response began (the client reset the
+ * stream or closed the connection): summed per connection, not logged. */
+static void note_abandoned(worker_log_t *wl, h2o_req_t *req)
+{
+    abandoned_t *a = NULL;
+    size_t i;
+
+    atomic_fetch_add_explicit(&wl->log->abandoned, 1, memory_order_relaxed);
+    if (wl->log->writer == NULL)
+        return;
+    if (wl->loop == NULL) {
+        wl->loop = req->conn->ctx->loop;
+        h2o_timeout_init(wl->loop, &wl->flush_timeout, ABANDONED_FLUSH_MS);
+        wl->flush_entry.cb = flush_abandoned;
+    }
+    for (i = 0; i != wl->num_abandoned; ++i)
+        if (wl->abandoned[i].conn_id == req->conn->id)
+            a = &wl->abandoned[i];
+    if (a == NULL) {
+        if (wl->num_abandoned != ABANDONED_SLOTS) {
+            a = &wl->abandoned[wl->num_abandoned++];
+            a->conn_id = req->conn->id;
+            a->http2 = req->version >= 0x200;
+            client_of(req->conn, a->client);
+        } else {
+            a = &wl->abandoned[ABANDONED_SLOTS];
+        }
+    }
+    ++a->count;
+    if (!h2o_timeout_is_linked(&wl->flush_entry))
+        h2o_timeout_link(wl->loop, &wl->flush_timeout, &wl->flush_entry);
+}
+
 static void log_access(h2o_logger_t *_self, h2o_req_t *req)
 {
     logger_t *self = (void *)_self;
     gw_server_t *server = H2O_STRUCT_FROM_MEMBER(gw_server_t, globalconf, req->conn->ctx->globalconf);
+    worker_log_t *wl = &self->log->workers[gw_worker_of(req->conn->ctx)->index];
     const char *code = error_code_of(req);
     int status = req->res.status;
     line_t line;
@@ -107,29 +263,19 @@ static void log_access(h2o_logger_t *_self, h2o_req_t *req)
             if (strcmp(gw_error_code_name(i), code) == 0)
                 atomic_fetch_add_explicit(&server->stats.errors_by_code[i], 1, memory_order_relaxed);
     }
-    if (self->fd == -1)
+    if (status == 0) {
+        note_abandoned(wl, req);
+        return;
+    }
+    if (self->log->writer == NULL)
         return;
 
     line.len = 0;
     put_raw(&line, "{", 1);
+    put_time(&line, req->timestamps.request_begin_at.tv_sec, (int)(req->timestamps.request_begin_at.tv_usec / 1000));
     {
-        char ts[32];
-        struct tm tm;
-        time_t t = req->timestamps.request_begin_at.tv_sec;
-        gmtime_r(&t, &tm);
-        size_t n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
-        n += (size_t)snprintf(ts + n, sizeof(ts) - n, ".%03dZ", (int)(req->timestamps.request_begin_at.tv_usec / 1000));
-        put_key(&line, "time");
-        put_str(&line, ts, n);
-    }
-    {
-        struct sockaddr_storage ss;
-        socklen_t sslen;
         char host[NI_MAXHOST];
-        size_t n = 0;
-        if ((sslen = req->conn->callbacks->get_peername(req->conn, (void *)&ss)) != 0 &&
-            (n = h2o_socket_getnumerichost((void *)&ss, sslen, host)) == SIZE_MAX)
-            n = 0;
+        size_t n = client_of(req->conn, host);
         put_key(&line, "client");
         put_str(&line, host, n);
     }
@@ -168,18 +314,49 @@ static void log_access(h2o_logger_t *_self, h2o_req_t *req)
         put_key(&line, "error");
         put_str(&line, code, strlen(code));
     }
-    /* room for the closing brace and newline is always kept */
-    if (line.len > sizeof(line.buf) - 2)
-        line.len = sizeof(line.buf) - 2;
-    line.buf[line.len++] = '}';
-    line.buf[line.len++] = '\n';
-    ssize_t r = write(self->fd, line.buf, line.len);
-    (void)r; /* a full disk must not take the gateway down */
+    emit(wl, &line, h2o_now(req->conn->ctx->loop));
 }
 
-void gw_access_log_register(h2o_pathconf_t *pathconf, int fd)
+gw_access_log_t *gw_access_log_new(int fd, size_t num_workers, uint64_t max_lines_per_second)
+{
+    gw_access_log_t *log = h2o_mem_alloc(sizeof(*log));
+    size_t i;
+
+    memset(log, 0, sizeof(*log));
+    log->writer = fd != -1 ? gw_log_writer_new(fd, WRITER_BUFFER_BYTES) : NULL;
+    log->max_lines_per_second = max_lines_per_second;
+    log->num_workers = num_workers;
+    log->workers = h2o_mem_alloc(sizeof(*log->workers) * num_workers);
+    memset(log->workers, 0, sizeof(*log->workers) * num_workers);
+    for (i = 0; i != num_workers; ++i)
+        log->workers[i].log = log;
+    return log;
+}
+
+void gw_access_log_free(gw_access_log_t *log)
+{
+    if (log == NULL)
+        return;
+    /* the workers are joined: their pending summaries go out now */
+    for (size_t i = 0; i != log->num_workers; ++i)
+        if (log->workers[i].loop != NULL && h2o_timeout_is_linked(&log->workers[i].flush_entry))
+            flush_abandoned(&log->workers[i].flush_entry);
+    gw_log_writer_free(log->writer);
+    free(log->workers);
+    free(log);
+}
+
+void gw_access_log_register(h2o_pathconf_t *pathconf, gw_access_log_t *log)
 {
     logger_t *self = (void *)h2o_create_logger(pathconf, sizeof(*self));
     self->super.log_access = log_access;
-    self->fd = fd;
+    self->log = log;
+}
+
+void gw_access_log_stats(gw_access_log_t *log, gw_access_log_stats_t *out)
+{
+    out->written = log->writer != NULL ? gw_log_writer_written(log->writer) : 0;
+    out->dropped_full = log->writer != NULL ? gw_log_writer_dropped(log->writer) : 0;
+    out->dropped_over_budget = atomic_load_explicit(&log->over_budget, memory_order_relaxed);
+    out->abandoned_requests = atomic_load_explicit(&log->abandoned, memory_order_relaxed);
 }

@@ -149,6 +149,19 @@ static void send_metrics(h2o_req_t *req, gw_server_t *s)
         sample(&out, "lizard_http2_events_total", HTTP2_EVENTS[i].label, http2_event_sum(s, HTTP2_EVENTS[i].offset));
 
     metric(&out, "lizard_in_flight_requests", "gauge", "Preview requests being served.", load(&s->stats.in_flight));
+    {
+        gw_access_log_stats_t ls;
+        gw_access_log_stats(s->access_log, &ls);
+        metric(&out, "lizard_access_log_lines_total", "counter", "Access-log lines handed to the writer thread.", ls.written);
+        family(&out, "lizard_access_log_dropped_lines_total", "counter",
+               "Access-log lines not written: the writer's buffer was full, or a worker's lines-per-second budget "
+               "(log.access_max_lines_per_second) was spent.");
+        sample(&out, "lizard_access_log_dropped_lines_total", "reason=\"buffer_full\"", ls.dropped_full);
+        sample(&out, "lizard_access_log_dropped_lines_total", "reason=\"over_budget\"", ls.dropped_over_budget);
+        metric(&out, "lizard_abandoned_requests_total", "counter",
+               "Requests that ended before any response began (client reset or closed); summed per connection in the log.",
+               ls.abandoned_requests);
+    }
     metric(&out, "lizard_redis_connected_workers", "gauge", "Workers whose Redis connection is up.",
            (unsigned long long)atomic_load(&s->redis_ready_workers));
 

@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include "gateway/config.h"
+#include "tls/tls.h"
 
 #define MAX_FILE_SIZE (1024 * 1024)
 #define MAX_PATH_LEN 256 /* of a key path in messages, e.g. "tls.certificates[3].key" */
@@ -107,6 +108,7 @@ static int gw_config_defaults(gw_config_t *c)
         return -1;
 
     c->log.access = NULL;
+    c->log.access_max_lines_per_second = 20000;
 
     if ((c->instance_id = default_instance_id()) == NULL)
         return -1;
@@ -444,6 +446,18 @@ static int parse_tls(const json_t *v, gw_config_t *c, char **err)
     json_object_foreach((json_t *)v, key, value)
     {
         path_key(path, sizeof(path), "tls", key);
+        if (strcmp(key, "ticket_keys_file") == 0) {
+            char *why = NULL;
+            if (get_string(err, path, value, 1, 4096, &c->tls.ticket_keys_file) != 0)
+                return -1;
+            /* read now so that --check and the start refuse a bad file */
+            if (gw_tls_ticket_keys_check(c->tls.ticket_keys_file, &why) != 0) {
+                fail(err, path, "%s", why != NULL ? why : "out of memory");
+                free(why);
+                return -1;
+            }
+            continue;
+        }
         if (strcmp(key, "certificates") != 0)
             return fail(err, path, "unknown key");
         if (!json_is_array(value))
@@ -962,11 +976,17 @@ static int parse_log(const json_t *v, gw_config_t *c, char **err)
     json_object_foreach((json_t *)v, key, value)
     {
         path_key(path, sizeof(path), "log", key);
+        if (strcmp(key, "access_max_lines_per_second") == 0) {
+            if (get_uint(err, path, value, 0, 10000000, &c->log.access_max_lines_per_second) != 0)
+                return -1;
+            continue;
+        }
         if (strcmp(key, "access") != 0)
             return fail(err, path, "unknown key");
         if (json_is_null(value)) {
             free(c->log.access);
             c->log.access = NULL;
+            c->log.access_max_lines_per_second = 20000;
         } else if (!json_is_string(value)) {
             return fail_expected(err, path, "a file path, \"-\" for stdout, or null to disable", value);
         } else if (get_string(err, path, value, 1, 4096, &c->log.access) != 0) {
@@ -1193,6 +1213,7 @@ void gw_config_free(gw_config_t *c)
         free(c->tls.certificates[i].key);
     }
     free(c->tls.certificates);
+    free(c->tls.ticket_keys_file);
 
     free(c->redis.address);
     free(c->redis.password_env);

@@ -37,6 +37,7 @@ typedef struct st_gw_config_t {
     struct {
         gw_config_cert_t *certificates;
         size_t num_certificates;
+        char *ticket_keys_file; /* NULL: random per-process ticket keys; checked at load, re-read on SIGHUP (tls/tls.h) */
     } tls;
 
     struct {
@@ -94,7 +95,8 @@ typedef struct st_gw_config_t {
     } admin;
 
     struct {
-        char *access; /* path of the JSON access log; "-" is stdout; NULL: off */
+        char *access;                         /* path of the JSON access log; "-" is stdout; NULL: off */
+        uint64_t access_max_lines_per_second; /* per worker; 0: no limit */
     } log;
 
     char *instance_id; /* default: hostname */

@@ -92,20 +92,20 @@ static void on_setup_ostream(h2o_filter_t *_self, h2o_req_t *req, h2o_ostream_t 
     h2o_setup_next_ostream(req, slot);
 }
 
-static void register_on(h2o_hostconf_t *hostconf, const gw_config_t *config, int access_log_fd)
+static void register_on(h2o_hostconf_t *hostconf, const gw_config_t *config, gw_access_log_t *access_log)
 {
     h2o_pathconf_t *pathconf = &hostconf->fallback_path;
     early_filter_t *filter = (void *)h2o_create_filter(pathconf, sizeof(*filter));
 
     filter->super.on_setup_ostream = on_setup_ostream;
     filter->config = config;
-    gw_access_log_register(pathconf, access_log_fd);
+    gw_access_log_register(pathconf, access_log);
     /* error codes are recorded for the access log, not printed */
     pathconf->error_log.emit_request_errors = 0;
 }
 
 void gw_early_errors_register(struct st_gw_server_t *s)
 {
-    register_on(s->preview_hosts[0], s->config, s->access_log_fd);
-    register_on(s->redirect_hosts[0], s->config, s->access_log_fd);
+    register_on(s->preview_hosts[0], s->config, s->access_log);
+    register_on(s->redirect_hosts[0], s->config, s->access_log);
 }

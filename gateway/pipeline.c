@@ -1,10 +1,10 @@
 /*
- * The request pipeline: host -> route (cache or Redis) -> access rule ->
- * credential -> state -> allowed network -> connection slot -> proxy, with
- * the gateway's credentials stripped from what is forwarded. Each step
- * either answers the request with a contract error or passes it on; the
- * route lookup is the only asynchronous step, and its state is detached
- * when the request dies.
+ * The request pipeline: request line (method, origin-form target) -> host
+ * -> route (cache or Redis) -> access rule -> credential -> state -> allowed
+ * network -> connection slot -> proxy, with the gateway's credentials
+ * stripped from what is forwarded. Each step either answers the request with
+ * a contract error or passes it on; the route lookup is the only
+ * asynchronous step, and its state is detached when the request dies.
  */
 #include <string.h>
 #include <time.h>
@@ -15,6 +15,7 @@
 #include "gateway/metering.h"
 #include "gateway/pipeline.h"
 #include "gateway/proxy.h"
+#include "gateway/request_line.h"
 #include "gateway/worker.h"
 #include "routing/host.h"
 
@@ -290,17 +291,72 @@ static int lacks_authority(h2o_req_t *req)
     return req->authority.base == req->hostconf->authority.hostport.base;
 }
 
-/* Counts the request and parses its host: 1 with *host filled, or 0 when
- * the request has been answered (bad_host, unknown_host). */
+/* The gateway is not a forward proxy: CONNECT is refused before anything
+ * else, and a method that is not a token never goes further (an HTTP/2
+ * :method can hold spaces). 1 when the request may go on, 0 when answered. */
+static int allowed_method(h2o_req_t *req)
+{
+    if (is_method(req, H2O_STRLIT("CONNECT"))) {
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, H2O_STRLIT(GW_REQUEST_ALLOWED_METHODS));
+        gw_error_send(req, GW_ERR_METHOD_NOT_ALLOWED, NULL, 0, NULL);
+        return 0;
+    }
+    if (!gw_request_method_is_token(req->method)) {
+        gw_error_send(req, GW_ERR_BAD_REQUEST, NULL, 0, "The method is not a token.");
+        return 0;
+    }
+    return 1;
+}
+
+/* The request-target: origin-form, "*" for OPTIONS, or (HTTP/1.x only)
+ * absolute-form naming the Host header's own host, which becomes the
+ * origin-form in req->path so that everything after (credentials, the
+ * redirect, the upstream request line) sees only that. 1 when the request may
+ * go on, 0 when answered. */
+static int origin_form_target(h2o_req_t *req)
+{
+    h2o_iovec_t authority, origin;
+
+    switch (gw_request_target_parse(&req->pool, req->method, req->path, &authority, &origin)) {
+    case GW_TARGET_ORIGIN:
+    case GW_TARGET_ASTERISK:
+        return 1;
+    case GW_TARGET_ABSOLUTE:
+        if (req->version >= 0x200)
+            break; /* an HTTP/2 :path is never absolute (RFC 9113 8.3.1) */
+        /* RFC 9112 3.2.2 makes the target's host win over Host; a hop in
+         * front that routed or authorized by Host would disagree: refuse */
+        authority = gw_host_strip_port(authority);
+        h2o_iovec_t host = gw_host_strip_port(req->authority);
+        if (!h2o_lcstris(authority.base, authority.len, host.base, host.len)) {
+            gw_error_send(req, GW_ERR_BAD_HOST, NULL, 0, "The request target names another host than the Host header.");
+            return 0;
+        }
+        req->path = origin;
+        return 1;
+    default:
+        break;
+    }
+    gw_error_send(req, GW_ERR_BAD_REQUEST, NULL, 0, NULL);
+    return 0;
+}
+
+/* Counts the request, checks its request line and parses its host: 1 with
+ * *host filled, or 0 when the request has been answered (method_not_allowed,
+ * bad_request, bad_host, unknown_host). */
 static int preview_host(h2o_req_t *req, gw_worker_t *w, gw_host_t *host)
 {
     const gw_config_t *conf = w->server->config;
 
     atomic_fetch_add_explicit(&w->server->stats.requests, 1, memory_order_relaxed);
+    if (!allowed_method(req))
+        return 0;
     if (lacks_authority(req)) {
         gw_error_send(req, GW_ERR_BAD_HOST, NULL, 0, "The request has no Host header.");
         return 0;
     }
+    if (!origin_form_target(req))
+        return 0;
     switch (gw_host_parse(req->authority, conf->domains, conf->num_domains, host)) {
     case GW_HOST_OK:
         return 1;
@@ -346,8 +402,10 @@ static int on_req_redirect(h2o_handler_t *self, h2o_req_t *req)
     char port[8] = "";
     if (w->server->https_port != 443)
         snprintf(port, sizeof(port), ":%u", (unsigned)w->server->https_port);
+    /* "OPTIONS *" names no resource: it goes to the https root */
+    h2o_iovec_t path = req->path.base[0] == '/' ? req->path : h2o_iovec_init(H2O_STRLIT("/"));
     h2o_iovec_t url =
-        h2o_concat(&req->pool, h2o_iovec_init(H2O_STRLIT("https://")), hostname, h2o_iovec_init(port, strlen(port)), req->path);
+        h2o_concat(&req->pool, h2o_iovec_init(H2O_STRLIT("https://")), hostname, h2o_iovec_init(port, strlen(port)), path);
     h2o_strtolower(url.base, 8 + hostname.len);
     send_redirect(req, 308, "Permanent Redirect", url);
     return 0;

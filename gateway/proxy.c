@@ -17,6 +17,7 @@
 #include <h2o/http1.h>
 #include "gateway/errors.h"
 #include "gateway/proxy.h"
+#include "gateway/request_line.h"
 #include "gateway/tunnel.h"
 #include "gateway/upstream_pool.h"
 
@@ -716,6 +717,9 @@ static int read_framing(exchange_t *ex, const response_head_t *head, size_t *con
     ex->res.keepalive = head->minor_version >= 1;
     for (i = 0; i != head->num_headers; ++i) {
         const struct phr_header *h = head->headers + i;
+        /* picohttpparser gives an obs-fold continuation line no name: RFC 9112 5.2 lets a gateway answer 502 */
+        if (h->name_len == 0)
+            return -1;
         if (phr_name_is(h, H2O_STRLIT("connection"))) {
             if (h2o_contains_token(h->value, h->value_len, H2O_STRLIT("close"), ','))
                 ex->res.keepalive = 0;
@@ -1194,6 +1198,14 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
                        h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
     h2o_doublebuffer_init(&ex->sending, &h2o_socket_buffer_prototype);
+
+    /* the last check before the line is written: whatever let it through, a
+     * method or target with a space or a control would make two request
+     * lines for the app */
+    if (gw_request_line_check(req->method, ex->path) != 0) {
+        fail(ex, GW_ERR_BAD_REQUEST, NULL);
+        return;
+    }
 
     add_bytes(p, ex->sandbox_id, 0, request_size(req));
 

@@ -99,16 +99,18 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
         }
     }
 
+    s->access_log = gw_access_log_new(s->access_log_fd, s->num_workers, config->log.access_max_lines_per_second);
+
     s->preview_hosts[0] = register_catch_all(&s->globalconf, "preview.lizard-gateway.invalid");
     pathconf = h2o_config_register_path(s->preview_hosts[0], "/", 0);
     gw_pipeline_register(pathconf);
-    gw_access_log_register(pathconf, s->access_log_fd); /* counts for /metrics even when not logging */
+    gw_access_log_register(pathconf, s->access_log); /* counts for /metrics even when not logging */
     pathconf->error_log.emit_request_errors = 0;
 
     s->redirect_hosts[0] = register_catch_all(&s->globalconf, "redirect.lizard-gateway.invalid");
     pathconf = h2o_config_register_path(s->redirect_hosts[0], "/", 0);
     gw_pipeline_register_redirect(pathconf);
-    gw_access_log_register(pathconf, s->access_log_fd); /* counts for /metrics even when not logging */
+    gw_access_log_register(pathconf, s->access_log); /* counts for /metrics even when not logging */
     pathconf->error_log.emit_request_errors = 0;
     gw_early_errors_register(s); /* h2o's own 413 (HTTP/1) becomes body_too_large */
 
@@ -385,6 +387,8 @@ void gw_server_dispose(gw_server_t *s)
 {
     /* The loops and contexts of stopped workers are left to process exit: h2o
      * 2.2.5 cannot dispose a context while connections it accepted are open. */
+    gw_access_log_free(s->access_log); /* the workers are joined */
+    s->access_log = NULL;
     if (s->access_log_fd != -1)
         close(s->access_log_fd);
     free(s->listen_fds);

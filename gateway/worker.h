@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <h2o.h>
+#include "gateway/access_log.h"
 #include "gateway/config.h"
 #include "gateway/conn_limit.h"
 #include "gateway/cookie_keys.h"
@@ -46,9 +47,10 @@ typedef struct st_gw_server_t {
     uint16_t https_port;                  /* port of the first TLS listener, for redirects */
     h2o_globalconf_t admin_globalconf;
     h2o_hostconf_t *admin_hosts[2];
-    int access_log_fd; /* -1: off */
-    int *listen_fds;   /* [worker * num_listen + i] */
-    int admin_fd;      /* -1: none; accepted by worker 0 */
+    int access_log_fd;           /* -1: off */
+    gw_access_log_t *access_log; /* always: it counts for /metrics even when not logging */
+    int *listen_fds;             /* [worker * num_listen + i] */
+    int admin_fd;                /* -1: none; accepted by worker 0 */
     gw_worker_t *workers;
     size_t num_workers;
     atomic_int stopping; /* set by main on SIGTERM/SIGINT */
