@@ -4,6 +4,7 @@
  * loaded, /metrics exposes the counters in Prometheus text format.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include "gateway/admin.h"
@@ -70,6 +71,29 @@ static void metric(text_t *out, const char *name, const char *type, const char *
     sample(out, name, NULL, value);
 }
 
+/* The HTTP/2 front's defences (the project's h2o patches, third_party/h2o/patches/01xx): counters that h2o
+ * keeps per context with relaxed atomics, summed here over the workers. */
+static const struct {
+    const char *label;
+    size_t offset;
+} HTTP2_EVENTS[] = {
+    {"event=\"reset_budget_exceeded\"", offsetof(h2o_context_t, http2.events.reset_budget_exceeded)},
+    {"event=\"empty_continuations_exceeded\"", offsetof(h2o_context_t, http2.events.empty_continuations_exceeded)},
+    {"event=\"header_block_timeout\"", offsetof(h2o_context_t, http2.events.header_block_timeouts)},
+    {"event=\"unknown_frame\"", offsetof(h2o_context_t, http2.events.unknown_frames)},
+    {"event=\"malformed_request\"", offsetof(h2o_context_t, http2.events.malformed_requests)},
+};
+
+static unsigned long long http2_event_sum(gw_server_t *s, size_t offset)
+{
+    unsigned long long sum = 0;
+    size_t i;
+
+    for (i = 0; i != s->num_workers; ++i)
+        sum += __atomic_load_n((uint64_t *)((char *)&s->workers[i].ctx + offset), __ATOMIC_RELAXED);
+    return sum;
+}
+
 static void send_metrics(h2o_req_t *req, gw_server_t *s)
 {
     text_t out = {h2o_mem_alloc_pool(&req->pool, METRICS_MAX), 0};
@@ -117,6 +141,12 @@ static void send_metrics(h2o_req_t *req, gw_server_t *s)
     family(&out, "lizard_proxied_bytes_total", "counter", "HTTP-level bytes of proxied exchanges, by direction.");
     sample(&out, "lizard_proxied_bytes_total", "direction=\"egress\"", load(&pc->egress_bytes));
     sample(&out, "lizard_proxied_bytes_total", "direction=\"ingress\"", load(&pc->ingress_bytes));
+
+    family(&out, "lizard_http2_events_total", "counter",
+           "HTTP/2 abuse the front refused: connections closed for too many stream resets (rapid reset), too many empty "
+           "CONTINUATION frames or an unfinished header block; unknown frame types skipped; malformed requests reset.");
+    for (i = 0; i != (int)(sizeof(HTTP2_EVENTS) / sizeof(HTTP2_EVENTS[0])); ++i)
+        sample(&out, "lizard_http2_events_total", HTTP2_EVENTS[i].label, http2_event_sum(s, HTTP2_EVENTS[i].offset));
 
     metric(&out, "lizard_in_flight_requests", "gauge", "Preview requests being served.", load(&s->stats.in_flight));
     {

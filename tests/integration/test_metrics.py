@@ -43,7 +43,7 @@ def test_metrics_follow_traffic(gw_factory, curl, register_sandbox, upstream):
     assert d['lizard_proxied_bytes_total{direction="egress"}'] < 10 * 10000 + 10 * 1024
     assert after["lizard_in_flight_requests"] == 0
     assert after["lizard_workers"] == g.config()["workers"]
-    assert all(re.match(r"^lizard_[a-z_]+(\{[a-z_]+=\"[^\"]*\"\})?$", k) for k in after), "malformed metric names"
+    assert all(re.match(r"^lizard_[a-z0-9_]+(\{[a-z_]+=\"[^\"]*\"\})?$", k) for k in after), "malformed metric names"
 
 
 def test_access_log_line_per_request(gw_factory, curl, register_sandbox, upstream):
