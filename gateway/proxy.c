@@ -15,6 +15,8 @@
 #include <sys/socket.h>
 #include <h2o.h>
 #include <h2o/http1.h>
+#include <h2o/http2.h>
+#include <h2o/http2_internal.h>
 #include "gateway/errors.h"
 #include "gateway/proxy.h"
 #include "gateway/tunnel.h"
@@ -48,6 +50,9 @@ ssize_t phr_decode_chunked(struct phr_chunked_decoder *decoder, char *buf, size_
 /* At most this much of the response is handed to h2o per h2o_send: it bounds
  * the copy a TLS socket makes while encrypting. */
 #define SEND_CHUNK_BYTES (128 * 1024)
+/* What is handed to h2o for an HTTP/2 stream without flow-control credit:
+ * it goes out when the client opens its window (h2o then calls proceed). */
+#define STALLED_SEND_BYTES (16 * 1024)
 /* Bounds of the upstream sockets' kernel receive buffer (see gw_proxy_new). */
 #define MIN_UPSTREAM_RCVBUF (4 * 1024)
 #define MAX_UPSTREAM_RCVBUF (2 * 1024 * 1024)
@@ -77,9 +82,10 @@ struct st_gw_proxy_t {
     opt_timeout_t first_byte_timeout;
     opt_timeout_t io_timeout; /* upstream.idle_timeout_ms, while a body is read */
     opt_timeout_t websocket_timeout;
-    int rcvbuf;                /* SO_RCVBUF of upstream sockets */
-    size_t read_pause_at;      /* response bytes held at which the upstream is no longer read */
-    h2o_linklist_t websockets; /* of websocket_t */
+    opt_timeout_t client_stall_timeout; /* limits.client_stall_timeout_ms, while an h2o_send waits for proceed */
+    int rcvbuf;                         /* SO_RCVBUF of upstream sockets */
+    size_t read_pause_at;               /* response bytes held at which the upstream is no longer read */
+    h2o_linklist_t websockets;          /* of websocket_t */
     gw_proxy_bytes_t total;
     gw_proxy_bytes_cb bytes_cb;
     void *bytes_cb_data;
@@ -127,6 +133,7 @@ typedef struct st_exchange_t {
 
     h2o_socket_t *sock; /* NULL once released, closed or handed over */
     h2o_timeout_entry_t timer;
+    h2o_timeout_entry_t stall_timer; /* linked while a send toward the client is in flight */
 
     struct {
         h2o_iovec_t head;
@@ -145,6 +152,7 @@ typedef struct st_exchange_t {
         unsigned sending : 1;        /* an h2o_send is in flight; waiting for proceed */
         unsigned started : 1;        /* h2o_send has been called once (the head is out) */
         unsigned encode_chunked : 1; /* HTTP/1.1 client, length unknown: chunked here, not by h2o's filter */
+        size_t unbilled;             /* bytes of the h2o_send in flight: billed when h2o reports them written (proceed) */
         body_framing_t framing;
         size_t bytes_left; /* FRAMING_LENGTH */
         struct phr_chunked_decoder chunked;
@@ -163,6 +171,7 @@ typedef struct st_websocket_t {
     char *sandbox_id;
     gw_tunnel_t *tunnel;
     gw_conn_limit_t *slot; /* the connection slot the tunnel holds, NULL: none */
+    size_t head_bytes;     /* of the 101, billed once it is written */
 } websocket_t;
 
 static void on_head_read(h2o_socket_t *sock, const char *err);
@@ -528,7 +537,35 @@ static void send_chunked(exchange_t *ex, h2o_iovec_t data, h2o_send_state_t stat
     h2o_send(ex->req, bufs, n, state);
 }
 
-/* Hands what is buffered to h2o. With the upstream released and nothing
+/* How much of the response one h2o_send may carry. Under HTTP/2 a send is
+ * cut to the flow-control credit the client has given (stream and
+ * connection), so that what h2o is handed is written at once and confirmed
+ * by proceed: a stream the client stalls holds at most one small send that
+ * is never billed. */
+static size_t send_limit(exchange_t *ex)
+{
+    h2o_req_t *req = ex->req;
+    h2o_http2_stream_t *stream;
+    h2o_http2_conn_t *conn;
+    ssize_t window, conn_window;
+
+    if (req->version < 0x200)
+        return SEND_CHUNK_BYTES;
+    /* every HTTP/2 request of h2o 2.2.5 lives in an h2o_http2_stream_t */
+    stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
+    conn = (h2o_http2_conn_t *)req->conn;
+    window = h2o_http2_window_get_window(&stream->output_window);
+    conn_window = h2o_http2_window_get_window(&conn->_write.window);
+    if (conn_window < window)
+        window = conn_window;
+    if (window <= 0)
+        return STALLED_SEND_BYTES;
+    return (size_t)window < SEND_CHUNK_BYTES ? (size_t)window : SEND_CHUNK_BYTES;
+}
+
+/* Hands what is buffered to h2o. Bytes are billed when h2o reports them
+ * written (on_proceed), so the final send carries no body: what is left goes
+ * out as an in-progress send first. With the upstream released and nothing
  * left, this is the final send; it may dispose the request, so it is the
  * caller's last use of ex. */
 static void do_send(exchange_t *ex)
@@ -538,8 +575,9 @@ static void do_send(exchange_t *ex)
     h2o_iovec_t vec;
 
     assert(!ex->res.sending);
-    vec = h2o_doublebuffer_prepare(&ex->sending, receiving, SEND_CHUNK_BYTES);
-    if (ex->sock == NULL && vec.len == ex->sending.buf->size && (*receiving)->size == 0) {
+    vec = h2o_doublebuffer_prepare(&ex->sending, receiving, send_limit(ex));
+    if (ex->sock == NULL && vec.len == 0 && ex->sending.buf->size == 0 && (*receiving)->size == 0 &&
+        (ex->res.started || ex->res.body_error)) {
         state = ex->res.body_error ? H2O_SEND_STATE_ERROR : H2O_SEND_STATE_FINAL;
         ex->state = EX_OVER;
     } else {
@@ -549,9 +587,11 @@ static void do_send(exchange_t *ex)
             return;
         state = H2O_SEND_STATE_IN_PROGRESS;
         ex->res.sending = 1;
+        if (ex->proxy->client_stall_timeout.enabled)
+            h2o_timeout_link(ex->proxy->ctx->loop, &ex->proxy->client_stall_timeout.timeout, &ex->stall_timer);
+        ex->res.unbilled = vec.len + (ex->res.started ? 0 : response_head_size(ex->req));
     }
     ex->res.started = 1;
-    add_bytes(ex->proxy, ex->sandbox_id, vec.len, 0);
     if (ex->res.encode_chunked) {
         send_chunked(ex, vec, state);
     } else {
@@ -585,6 +625,11 @@ static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
 
     (void)req;
     ex->res.sending = 0;
+    if (h2o_timeout_is_linked(&ex->stall_timer))
+        h2o_timeout_unlink(&ex->stall_timer);
+    /* h2o wrote the send to the client socket: these bytes are delivered */
+    add_bytes(ex->proxy, ex->sandbox_id, ex->res.unbilled, 0);
+    ex->res.unbilled = 0;
     if (ex->sending.bytes_inflight != 0)
         h2o_doublebuffer_consume(&ex->sending);
     if (ex->sock != NULL)
@@ -599,8 +644,47 @@ static void on_stop(h2o_generator_t *generator, h2o_req_t *req)
     /* the client went away mid-response: the upstream connection is in an
      * unknown place of its response, so it cannot be reused */
     (void)req;
+    if (h2o_timeout_is_linked(&ex->stall_timer))
+        h2o_timeout_unlink(&ex->stall_timer);
     detach_upstream(ex);
     ex->state = EX_OVER;
+}
+
+/* The client took no byte of the send in flight for
+ * limits.client_stall_timeout_ms: the upstream connection and the sandbox's
+ * connection slot are given back now, and the response is cut (HTTP/2:
+ * RST_STREAM CANCEL; HTTP/1: the connection is reset). The request is
+ * disposed by h2o, now or a little later; last use of ex. */
+static void on_client_stall(h2o_timeout_entry_t *entry)
+{
+    exchange_t *ex = H2O_STRUCT_FROM_MEMBER(exchange_t, stall_timer, entry);
+    h2o_req_t *req = ex->req;
+
+    COUNT(ex->proxy, client_stalls, 1);
+    detach_upstream(ex);
+    ex->state = EX_OVER;
+    if (ex->slot != NULL) {
+        gw_conn_limit_release(ex->slot, ex->sandbox_id);
+        ex->slot = NULL;
+    }
+    if (req->version >= 0x200) {
+        h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
+        h2o_http2_conn_t *conn = (h2o_http2_conn_t *)req->conn;
+        if (conn->state < H2O_HTTP2_CONN_STATE_IS_CLOSING) {
+            h2o_http2_encode_rst_stream_frame(&conn->_write.buf, stream->stream_id, -H2O_HTTP2_ERROR_CANCEL);
+            h2o_http2_conn_request_write(conn);
+        }
+        h2o_http2_stream_reset(conn, stream);
+    } else {
+        /* the write in flight fails (EPIPE) and h2o closes the connection;
+         * no linger: what the kernel holds for the client is dropped */
+        h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+        struct linger lg = {1, 0};
+        if (sock != NULL) {
+            setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+            shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
+        }
+    }
 }
 
 /* Decodes, in place, the last `newbytes` bytes of the upstream input.
@@ -845,6 +929,8 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
         return;
     }
     h2o_buffer_consume(&client->input, reqsize);
+    /* h2o calls back once the 101 is written to the client */
+    add_bytes(ws->proxy, ws->sandbox_id, ws->head_bytes, 0);
     /* bounds what one read of the client pulls in, as for upstreams */
     setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &ws->proxy->rcvbuf, sizeof(ws->proxy->rcvbuf));
     gw_tunnel_start(ws->tunnel, client);
@@ -871,10 +957,12 @@ static void start_websocket(exchange_t *ex)
     ex->slot = NULL;
     ws->tunnel = gw_tunnel_new(p->ctx->loop, sock, p->websocket_timeout.enabled ? &p->websocket_timeout.timeout : NULL,
                                &websocket_callbacks, ws);
+    if (p->client_stall_timeout.enabled)
+        gw_tunnel_set_stall_timeout(ws->tunnel, &p->client_stall_timeout.timeout);
     h2o_linklist_insert(&p->websockets, &ws->link);
     COUNT(p, websockets_opened, 1);
     COUNT(p, websockets_open, 1);
-    add_bytes(p, ex->sandbox_id, response_head_size(ex->req) + sizeof("connection: upgrade\r\n") - 1, 0);
+    ws->head_bytes = response_head_size(ex->req) + sizeof("connection: upgrade\r\n") - 1;
     h2o_http1_upgrade(ex->req, NULL, 0, on_upgrade_complete, ws);
 }
 
@@ -922,7 +1010,6 @@ static void on_head(exchange_t *ex, response_head_t *head)
             req->http1_is_persistent = 0;
         }
     }
-    add_bytes(ex->proxy, ex->sandbox_id, response_head_size(req), 0);
     ex->state = EX_BODY;
     h2o_start_response(req, &ex->super);
     if (no_body) {
@@ -1098,6 +1185,8 @@ static void on_exchange_dispose(void *_ex)
 {
     exchange_t *ex = _ex;
 
+    if (h2o_timeout_is_linked(&ex->stall_timer))
+        h2o_timeout_unlink(&ex->stall_timer);
     if (ex->slot != NULL)
         gw_conn_limit_release(ex->slot, ex->sandbox_id);
     detach_upstream(ex);
@@ -1134,6 +1223,7 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_config_t *config)
     opt_timeout_init(ctx->loop, &p->first_byte_timeout, config->upstream.first_byte_timeout_ms);
     opt_timeout_init(ctx->loop, &p->io_timeout, config->upstream.idle_timeout_ms);
     opt_timeout_init(ctx->loop, &p->websocket_timeout, config->upstream.websocket_idle_timeout_ms);
+    opt_timeout_init(ctx->loop, &p->client_stall_timeout, config->limits.client_stall_timeout_ms);
     h2o_linklist_init_anchor(&p->websockets);
 
     /* One read event drains the socket's kernel receive queue (h2o reads
@@ -1166,6 +1256,7 @@ void gw_proxy_free(gw_proxy_t *p)
     opt_timeout_dispose(p->ctx->loop, &p->first_byte_timeout);
     opt_timeout_dispose(p->ctx->loop, &p->io_timeout);
     opt_timeout_dispose(p->ctx->loop, &p->websocket_timeout);
+    opt_timeout_dispose(p->ctx->loop, &p->client_stall_timeout);
     free(p);
 }
 
@@ -1177,6 +1268,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
 
     memset(ex, 0, sizeof(*ex));
     ex->super.proceed = on_proceed;
+    ex->stall_timer.cb = on_client_stall;
     ex->super.stop = on_stop;
     ex->proxy = p;
     ex->req = req;

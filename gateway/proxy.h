@@ -59,6 +59,7 @@ typedef struct st_gw_proxy_counters_t {
     atomic_int_fast64_t websockets_open; /* gauge */
     atomic_uint_fast64_t egress_bytes;
     atomic_uint_fast64_t ingress_bytes;
+    atomic_uint_fast64_t client_stalls; /* responses reset after limits.client_stall_timeout_ms without progress */
 } gw_proxy_counters_t;
 
 /* Makes this proxy count into `c` (NULL: stop counting). */
