@@ -17,6 +17,7 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include "gateway/config.h"
+#include "tls/tls.h"
 
 #define MAX_FILE_SIZE (1024 * 1024)
 #define MAX_PATH_LEN 256 /* of a key path in messages, e.g. "tls.certificates[3].key" */
@@ -446,6 +447,18 @@ static int parse_tls(const json_t *v, gw_config_t *c, char **err)
     json_object_foreach((json_t *)v, key, value)
     {
         path_key(path, sizeof(path), "tls", key);
+        if (strcmp(key, "ticket_keys_file") == 0) {
+            char *why = NULL;
+            if (get_string(err, path, value, 1, 4096, &c->tls.ticket_keys_file) != 0)
+                return -1;
+            /* read now so that --check and the start refuse a bad file */
+            if (gw_tls_ticket_keys_check(c->tls.ticket_keys_file, &why) != 0) {
+                fail(err, path, "%s", why != NULL ? why : "out of memory");
+                free(why);
+                return -1;
+            }
+            continue;
+        }
         if (strcmp(key, "certificates") != 0)
             return fail(err, path, "unknown key");
         if (!json_is_array(value))
@@ -1205,6 +1218,7 @@ void gw_config_free(gw_config_t *c)
         free(c->tls.certificates[i].key);
     }
     free(c->tls.certificates);
+    free(c->tls.ticket_keys_file);
 
     free(c->redis.address);
     free(c->redis.password_env);

@@ -37,6 +37,7 @@ typedef struct st_gw_config_t {
     struct {
         gw_config_cert_t *certificates;
         size_t num_certificates;
+        char *ticket_keys_file; /* NULL: random per-process ticket keys; checked at load, re-read on SIGHUP (tls/tls.h) */
     } tls;
 
     struct {

@@ -1,8 +1,8 @@
 /*
  * lizard-gateway: the process. Reads and freezes the configuration, loads
  * certificates, binds listeners, starts the workers, then waits for signals:
- * SIGHUP reloads certificates and cookie secrets, SIGTERM/SIGINT drain and
- * exit 0.
+ * SIGHUP reloads certificates, session ticket keys and cookie secrets,
+ * SIGTERM/SIGINT drain and exit 0.
  */
 #include <getopt.h>
 #include <pthread.h>
@@ -32,11 +32,11 @@ static void usage(FILE *out)
                  "  -v, --version      print the version and exit\n"
                  "  -h, --help         print this help and exit\n"
                  "\n"
-                 "Signals: SIGHUP reloads certificates and auth.cookie_secrets_file; SIGTERM drains\n"
-                 "in-flight requests, flushes metering and exits.\n");
+                 "Signals: SIGHUP reloads certificates, tls.ticket_keys_file and auth.cookie_secrets_file;\n"
+                 "SIGTERM drains in-flight requests, flushes metering and exits.\n");
 }
 
-/* SIGHUP: one line each for certificates and cookie secrets, never a secret.
+/* SIGHUP: one line each for certificates, ticket keys and cookie secrets, never a secret.
  * Listeners and connections are untouched; a failed part keeps what it had. */
 static void reload(gw_tls_t *tls, gw_cookie_keys_t *keys)
 {
@@ -50,6 +50,18 @@ static void reload(gw_tls_t *tls, gw_cookie_keys_t *keys)
         err = NULL;
     } else {
         fprintf(stderr, "lizard-gateway: certificates reloaded\n");
+    }
+
+    if (tls != NULL && gw_tls_ticket_keys_file(tls) != NULL) {
+        if (gw_tls_reload_ticket_keys(tls, &err) != 0) {
+            fprintf(stderr, "lizard-gateway: ticket keys reload failed, keeping the current %zu: %s\n",
+                    gw_tls_ticket_keys_count(tls), err);
+            free(err);
+            err = NULL;
+        } else {
+            fprintf(stderr, "lizard-gateway: ticket keys reloaded from %s: %zu key%s\n", gw_tls_ticket_keys_file(tls),
+                    gw_tls_ticket_keys_count(tls), gw_tls_ticket_keys_count(tls) == 1 ? "" : "s");
+        }
     }
 
     if (gw_cookie_keys_file(keys) == NULL) {
@@ -80,6 +92,11 @@ static gw_tls_t *load_tls(const gw_config_t *config, char **err)
         certs[i] = (gw_tls_cert_conf_t){config->tls.certificates[i].cert, config->tls.certificates[i].key};
     tls = gw_tls_new(certs, config->tls.num_certificates, err);
     free(certs);
+    if (tls != NULL && config->tls.ticket_keys_file != NULL &&
+        gw_tls_use_ticket_keys_file(tls, config->tls.ticket_keys_file, err) != 0) {
+        gw_tls_free(tls);
+        return NULL;
+    }
     return tls;
 }
 

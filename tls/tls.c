@@ -1,16 +1,28 @@
 /*
  * TLS for the listeners: one SSL_CTX per certificate behind a front SSL_CTX
- * whose SNI callback switches each handshake to the matching certificate
- * (exact name, then wildcard, else the first). A reload builds a new set and
- * swaps it in; the front context handed to the listeners never changes.
+ * whose ClientHello callback switches each handshake to the matching
+ * certificate (exact name, then wildcard, else the first) before OpenSSL
+ * looks for a session to resume, so that a session never crosses
+ * certificates. Session tickets come from one key list shared by every
+ * context: a file (fleet-wide) or random keys rotated on time. A reload builds
+ * a new set and swaps it in; the front context handed to the listeners never
+ * changes.
  */
+#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <openssl/core_names.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <openssl/x509v3.h>
 #include <h2o/socket.h>
 #include "tls/tls.h"
@@ -19,12 +31,25 @@
 #define TLS12_CIPHERS                                                                                                              \
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"         \
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384"
-#define SESSION_ID_CONTEXT "lizard-gateway"
+#define FRONT_SESSION_ID_CONTEXT "lizard-gateway" /* replaced by the certificate's at the switch */
 #define MAX_NAMES_PER_CERT 1024
+#define TICKET_KEY_NAME_LEN 16
+#define MAX_TICKET_KEYS 16
+#define MAX_TICKET_KEYS_FILE_SIZE (64 * 1024)
+#define TICKET_KEY_SMALL 48    /* name, AES-128 key, HMAC key of 16 bytes */
+#define TICKET_KEY_LARGE 80    /* name, AES-256 key, HMAC key of 32 bytes */
+#define RETRY_ROTATION_MS 1000 /* after a failed RAND_bytes */
 
 /* What the listeners offer, in order of preference. h2o's own
  * h2o_http2_alpn_protocols lacks http/1.1 and carries old h2 drafts. */
 static const h2o_iovec_t alpn_protocols[] = {{H2O_STRLIT("h2")}, {H2O_STRLIT("http/1.1")}, {NULL, 0}};
+
+typedef struct st_gw_tls_ticket_key_t {
+    unsigned char name[TICKET_KEY_NAME_LEN];
+    unsigned char aes_key[32];
+    unsigned char hmac_key[32];
+    size_t key_len; /* 16 (from a 48-byte key) or 32 (from an 80-byte key), for both keys */
+} gw_tls_ticket_key_t;
 
 typedef struct st_gw_tls_cert_t {
     SSL_CTX *ctx;
@@ -40,7 +65,7 @@ typedef struct st_gw_tls_set_t {
 
 struct st_gw_tls_t {
     SSL_CTX *front;
-    /* Readers (the SNI callback, any thread) hold it while they look at `set`
+    /* Readers (the ClientHello callback, any thread) hold it while they look at `set`
      * and take their own reference on the SSL_CTX they pick; a reload swaps
      * `set` under the write lock. So once the swap is done no handshake can
      * reach the old set, and the old SSL_CTXs live on, through OpenSSL's
@@ -50,7 +75,26 @@ struct st_gw_tls_t {
     pthread_mutex_t reload_mutex; /* one reload at a time */
     gw_tls_cert_conf_t *conf;     /* owned copies of the paths */
     size_t num_conf;
+
+    /* The ticket callback (any thread) holds ticket_lock for reading while it
+     * hands a key to OpenSSL, which copies it; a reload or a rotation replaces
+     * the list under the write lock. */
+    pthread_rwlock_t ticket_lock;
+    gw_tls_ticket_key_t ticket_keys[MAX_TICKET_KEYS]; /* [0] encrypts, all decrypt */
+    size_t num_ticket_keys;
+    char *ticket_keys_file;              /* NULL: random keys, rotated; set once before any handshake */
+    uint64_t rotation_ms;                /* random keys only */
+    uint64_t rotate_at_ms;               /* CLOCK_MONOTONIC; random keys only */
+    pthread_mutex_t ticket_reload_mutex; /* one file reload at a time */
 };
+
+static pthread_once_t ex_index_once = PTHREAD_ONCE_INIT;
+static int ex_index = -1; /* SSL_CTX ex_data slot holding the gw_tls_t; set once */
+
+static void init_ex_index(void)
+{
+    ex_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+}
 
 static int fail(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -114,24 +158,57 @@ int gw_tls_name_matches(h2o_iovec_t pattern, h2o_iovec_t name)
     return lower_equals(pattern.base + 1, name.base + label_len, pattern.len - 1);
 }
 
+static int on_ticket_key(SSL *ssl, unsigned char key_name[TICKET_KEY_NAME_LEN], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+                         EVP_MAC_CTX *hctx, int enc);
+
+/* Acknowledges the server name: the context was already chosen from the
+ * ClientHello. Without an OK here OpenSSL would not echo SNI in TLS 1.2 nor
+ * keep the name in the session. */
+static int on_servername(SSL *ssl, int *alert, void *arg)
+{
+    (void)ssl;
+    (void)alert;
+    (void)arg;
+    return SSL_TLSEXT_ERR_OK;
+}
+
 /* An SSL_CTX with everything but the certificate: every context gets the
- * same protocol settings, since after the SNI switch OpenSSL reads some of
- * them (ALPN, certificate) from the switched context. */
-static SSL_CTX *new_ctx(void)
+ * same protocol settings, since after the switch OpenSSL reads some of them
+ * (ALPN, certificate, session-id context) from the switched context, and the
+ * ticket callback, which OpenSSL takes from the front one. */
+static SSL_CTX *new_ctx(gw_tls_t *t)
 {
     SSL_CTX *ctx;
 
     if ((ctx = SSL_CTX_new(TLS_server_method())) == NULL)
         return NULL;
     if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 || SSL_CTX_set_cipher_list(ctx, TLS12_CIPHERS) != 1 ||
-        SSL_CTX_set_session_id_context(ctx, (const unsigned char *)SESSION_ID_CONTEXT, sizeof(SESSION_ID_CONTEXT) - 1) != 1) {
+        SSL_CTX_set_session_id_context(ctx, (const unsigned char *)FRONT_SESSION_ID_CONTEXT,
+                                       sizeof(FRONT_SESSION_ID_CONTEXT) - 1) != 1 ||
+        SSL_CTX_set_ex_data(ctx, ex_index, t) != 1 || SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, on_ticket_key) != 1) {
         SSL_CTX_free(ctx);
         return NULL;
     }
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+    SSL_CTX_set_tlsext_servername_callback(ctx, on_servername);
     h2o_ssl_register_alpn_protocols(ctx, alpn_protocols);
     return ctx;
+}
+
+/* The session-id context of a certificate: SHA-256 of its DER (nginx does
+ * the same), so that a session made under one certificate is a cache miss
+ * under any other, for session IDs and tickets alike, and a renewed
+ * certificate starts fresh. */
+static int set_cert_session_id_context(SSL_CTX *ctx)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned md_len = 0;
+    X509 *x = SSL_CTX_get0_certificate(ctx);
+
+    if (x == NULL || X509_digest(x, EVP_sha256(), md, &md_len) != 1 || md_len > SSL_MAX_SID_CTX_LENGTH)
+        return -1;
+    return SSL_CTX_set_session_id_context(ctx, md, md_len) == 1 ? 0 : -1;
 }
 
 static int check_readable(const char *path, char **err)
@@ -235,8 +312,10 @@ static void free_set(gw_tls_set_t *set)
     free(set);
 }
 
-static gw_tls_set_t *load_set(const gw_tls_cert_conf_t *conf, size_t num, char **err)
+static gw_tls_set_t *load_set(gw_tls_t *t, char **err)
 {
+    const gw_tls_cert_conf_t *conf = t->conf;
+    size_t num = t->num_conf;
     gw_tls_set_t *set;
     size_t i;
 
@@ -247,12 +326,17 @@ static gw_tls_set_t *load_set(const gw_tls_cert_conf_t *conf, size_t num, char *
     for (i = 0; i != num; ++i) {
         gw_tls_cert_t *c = &set->certs[i];
         set->num_certs = i + 1;
-        if ((c->ctx = new_ctx()) == NULL) {
+        if ((c->ctx = new_ctx(t)) == NULL) {
             fail(err, "tls: cannot create an SSL_CTX");
             goto Error;
         }
         if (load_pair(c->ctx, conf[i].cert, conf[i].key, err) != 0)
             goto Error;
+        if (set_cert_session_id_context(c->ctx) != 0) {
+            ERR_clear_error();
+            fail(err, "tls: %s: cannot derive a session-id context from the certificate", conf[i].cert);
+            goto Error;
+        }
         if (collect_names(c, SSL_CTX_get0_certificate(c->ctx)) != 0) {
             fail(err, "tls: out of memory");
             goto Error;
@@ -265,15 +349,13 @@ Error:
     return NULL;
 }
 
-/* The certificate for `servername` (NULL without SNI). */
-static const gw_tls_cert_t *pick(const gw_tls_set_t *set, const char *servername)
+/* The certificate for `name` (base NULL without SNI). */
+static const gw_tls_cert_t *pick(const gw_tls_set_t *set, h2o_iovec_t name)
 {
-    h2o_iovec_t name;
     size_t i, j;
 
-    if (servername == NULL)
+    if (name.base == NULL)
         return &set->certs[0];
-    name = h2o_iovec_init(servername, strlen(servername));
     for (i = 0; i != set->num_certs; ++i)
         for (j = 0; j != set->certs[i].num_names; ++j) {
             h2o_iovec_t pattern = h2o_iovec_init(set->certs[i].names[j], strlen(set->certs[i].names[j]));
@@ -289,30 +371,465 @@ static const gw_tls_cert_t *pick(const gw_tls_set_t *set, const char *servername
     return &set->certs[0];
 }
 
-/* Runs for every ClientHello, with or without SNI, so that a handshake
- * always uses the current set, including after a reload. */
-static int on_servername(SSL *ssl, int *alert, void *arg)
+/* The host_name of the ClientHello's server_name extension; base NULL when
+ * there is none or it is malformed (OpenSSL refuses a malformed one later;
+ * until then the default certificate is as good as any). */
+static h2o_iovec_t client_hello_sni(SSL *ssl)
+{
+    const unsigned char *p, *end;
+    size_t len, name_len;
+
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &len) != 1 || len < 2 ||
+        (((size_t)p[0] << 8) | p[1]) != len - 2)
+        return h2o_iovec_init(NULL, 0);
+    end = p + len;
+    p += 2;
+    while (end - p >= 3) {
+        unsigned type = p[0];
+        name_len = ((size_t)p[1] << 8) | p[2];
+        p += 3;
+        if (name_len > (size_t)(end - p))
+            break;
+        if (type == TLSEXT_NAMETYPE_host_name) {
+            if (name_len == 0 || name_len > TLSEXT_MAXLEN_host_name || memchr(p, '\0', name_len) != NULL)
+                break;
+            return h2o_iovec_init(p, name_len);
+        }
+        p += name_len;
+    }
+    return h2o_iovec_init(NULL, 0);
+}
+
+/* Runs for every ClientHello, with or without SNI, before OpenSSL looks for
+ * a session to resume: the switch brings the certificate's session-id
+ * context, so a session of another certificate is a miss (the servername
+ * callback would run after the lookup). Always the current set, including
+ * after a reload. */
+static int on_client_hello(SSL *ssl, int *alert, void *arg)
 {
     gw_tls_t *t = arg;
+    h2o_iovec_t name = client_hello_sni(ssl);
     SSL_CTX *ctx;
-    int rc = SSL_TLSEXT_ERR_OK;
+    int rc = SSL_CLIENT_HELLO_SUCCESS;
 
     pthread_rwlock_rdlock(&t->lock);
-    ctx = pick(t->set, SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name))->ctx;
+    ctx = pick(t->set, name)->ctx;
     SSL_CTX_up_ref(ctx);
     pthread_rwlock_unlock(&t->lock);
 
     /* our reference keeps ctx alive even if a reload freed the set meanwhile */
     if (SSL_set_SSL_CTX(ssl, ctx) == NULL) {
         *alert = SSL_AD_INTERNAL_ERROR;
-        rc = SSL_TLSEXT_ERR_ALERT_FATAL;
+        rc = SSL_CLIENT_HELLO_ERROR;
     }
     SSL_CTX_free(ctx);
     return rc;
 }
 
+/* Session ticket keys. */
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* One key from its 48 or 80 bytes. `hmac_first`: nginx's 80-byte layout
+ * (name, HMAC key, AES key); otherwise HAProxy's (name, AES key, HMAC key),
+ * which is also nginx's 48-byte one. */
+static void key_from_bytes(gw_tls_ticket_key_t *key, const unsigned char *b, size_t len, int hmac_first)
+{
+    size_t k = len == TICKET_KEY_LARGE ? 32 : 16;
+
+    memset(key, 0, sizeof(*key));
+    key->key_len = k;
+    memcpy(key->name, b, TICKET_KEY_NAME_LEN);
+    if (hmac_first && len == TICKET_KEY_LARGE) {
+        memcpy(key->hmac_key, b + TICKET_KEY_NAME_LEN, k);
+        memcpy(key->aes_key, b + TICKET_KEY_NAME_LEN + k, k);
+    } else {
+        memcpy(key->aes_key, b + TICKET_KEY_NAME_LEN, k);
+        memcpy(key->hmac_key, b + TICKET_KEY_NAME_LEN + k, k);
+    }
+}
+
+static int base64_value(unsigned char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    if (c == '+')
+        return 62;
+    if (c == '/')
+        return 63;
+    return -1;
+}
+
+/* Standard base64, "=" padding optional. Returns the decoded length, or -1
+ * when `s` is not base64 or decodes to more than `max` bytes. */
+static ssize_t base64_decode(const char *s, size_t len, unsigned char *out, size_t max)
+{
+    size_t i, n = 0;
+    unsigned acc = 0, bits = 0;
+
+    while (len != 0 && s[len - 1] == '=')
+        --len;
+    if (len % 4 == 1)
+        return -1;
+    for (i = 0; i != len; ++i) {
+        int v = base64_value((unsigned char)s[i]);
+        if (v < 0)
+            return -1;
+        acc = (acc << 6) | (unsigned)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            if (n == max)
+                return -1;
+            out[n++] = (unsigned char)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    return (ssize_t)n;
+}
+
+/* 1 when `b` looks like text (printable ASCII and line breaks), the test that
+ * tells a base64 file from nginx's raw 48 or 80 bytes. */
+static int is_text(const unsigned char *b, size_t len)
+{
+    size_t i;
+
+    for (i = 0; i != len; ++i)
+        if (!((b[i] >= 0x20 && b[i] < 0x7f) || b[i] == '\n' || b[i] == '\r' || b[i] == '\t'))
+            return 0;
+    return 1;
+}
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+/* Parses the text format: one base64 key per line. Messages name the line,
+ * never its bytes. */
+static int parse_key_lines(const char *path, const char *buf, size_t len, gw_tls_ticket_key_t *keys, size_t *num, char **err)
+{
+    size_t line = 0, line_of[MAX_TICKET_KEYS], i;
+    const char *p, *end = buf + len, *eol, *s, *e;
+    unsigned char bytes[TICKET_KEY_LARGE + 3];
+    ssize_t n;
+    int rc = -1;
+
+    *num = 0;
+    for (p = buf; p < end; p = eol + 1) {
+        ++line;
+        if ((eol = memchr(p, '\n', end - p)) == NULL)
+            eol = end;
+        for (s = p, e = eol; s < e && is_blank(*s); ++s)
+            ;
+        while (e > s && (is_blank(e[-1]) || e[-1] == '\r'))
+            --e;
+        if (s == e || *s == '#')
+            continue;
+        if (*num == MAX_TICKET_KEYS) {
+            fail(err, "%s: line %zu: more than %d keys", path, line, MAX_TICKET_KEYS);
+            goto Exit;
+        }
+        if ((n = base64_decode(s, e - s, bytes, sizeof(bytes))) < 0) {
+            fail(err, "%s: line %zu: not a base64 key of 48 or 80 bytes (make one with: openssl rand 80 | base64 -w0)", path, line);
+            goto Exit;
+        }
+        if (n != TICKET_KEY_SMALL && n != TICKET_KEY_LARGE) {
+            fail(err, "%s: line %zu: the key is %zd bytes long, expected 48 or 80", path, line, n);
+            goto Exit;
+        }
+        key_from_bytes(&keys[*num], bytes, (size_t)n, 0);
+        for (i = 0; i != *num; ++i) {
+            if (memcmp(keys[i].name, keys[*num].name, TICKET_KEY_NAME_LEN) == 0) {
+                fail(err, "%s: line %zu: the same key name (first 16 bytes) as the key on line %zu", path, line, line_of[i]);
+                goto Exit;
+            }
+        }
+        line_of[*num] = line;
+        ++*num;
+    }
+    if (*num == 0) {
+        fail(err, "%s: holds no key (only blank lines and comments)", path);
+        goto Exit;
+    }
+    rc = 0;
+
+Exit:
+    OPENSSL_cleanse(bytes, sizeof(bytes));
+    return rc;
+}
+
+/* Reads a ticket keys file into `keys` (MAX_TICKET_KEYS of them). Returns 0,
+ * or -1 with *err ("<path>: <problem>"). */
+static int read_ticket_keys(const char *path, gw_tls_ticket_key_t *keys, size_t *num, char **err)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    struct stat st;
+    ssize_t n;
+    int fd, rc = -1;
+
+    *num = 0;
+    *err = NULL;
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1)
+        return fail(err, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0) {
+        fail(err, "%s: %s", path, strerror(errno));
+        goto Exit;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fail(err, "%s: not a regular file", path);
+        goto Exit;
+    }
+    /* Refused rather than warned about, as the cookie secrets: whoever reads
+     * the keys can decrypt every recorded session resumed with them. */
+    if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
+        fail(err, "%s: readable or writable by others (mode %04o); make it 0600 or 0640 (chmod o-rw)", path,
+             (unsigned)(st.st_mode & 07777));
+        goto Exit;
+    }
+    if ((buf = malloc(MAX_TICKET_KEYS_FILE_SIZE + 1)) == NULL) {
+        fail(err, "%s: out of memory", path);
+        goto Exit;
+    }
+    while (len <= MAX_TICKET_KEYS_FILE_SIZE && (n = read(fd, buf + len, MAX_TICKET_KEYS_FILE_SIZE + 1 - len)) != 0) {
+        if (n == -1) {
+            if (errno == EINTR)
+                continue;
+            fail(err, "%s: %s", path, strerror(errno));
+            goto Exit;
+        }
+        len += (size_t)n;
+    }
+    if (len > MAX_TICKET_KEYS_FILE_SIZE) {
+        fail(err, "%s: larger than %d bytes", path, MAX_TICKET_KEYS_FILE_SIZE);
+        goto Exit;
+    }
+    if ((len == TICKET_KEY_SMALL || len == TICKET_KEY_LARGE) && !is_text(buf, len)) {
+        /* nginx's ssl_session_ticket_key file: one key, raw */
+        key_from_bytes(&keys[0], buf, len, 1);
+        *num = 1;
+        rc = 0;
+        goto Exit;
+    }
+    if (memchr(buf, '\0', len) != NULL || !is_text(buf, len)) {
+        fail(err,
+             "%s: not text, and not a raw key of exactly 48 or 80 bytes either (%zu bytes); expected base64 keys, one per line",
+             path, len);
+        goto Exit;
+    }
+    rc = parse_key_lines(path, (const char *)buf, len, keys, num, err);
+
+Exit:
+    if (buf != NULL) {
+        OPENSSL_cleanse(buf, len);
+        free(buf);
+    }
+    close(fd);
+    return rc;
+}
+
+int gw_tls_ticket_keys_check(const char *path, char **err)
+{
+    gw_tls_ticket_key_t keys[MAX_TICKET_KEYS];
+    size_t num;
+    int rc = read_ticket_keys(path, keys, &num, err);
+
+    OPENSSL_cleanse(keys, sizeof(keys));
+    return rc;
+}
+
+static int random_key(gw_tls_ticket_key_t *key)
+{
+    unsigned char bytes[TICKET_KEY_LARGE];
+    int rc = -1;
+
+    if (RAND_bytes(bytes, sizeof(bytes)) == 1) {
+        key_from_bytes(key, bytes, sizeof(bytes), 0);
+        rc = 0;
+    }
+    OPENSSL_cleanse(bytes, sizeof(bytes));
+    return rc;
+}
+
+/* Under the write lock, random keys only: a new first key; the previous one
+ * stays for decryption unless a second interval has passed as well (the
+ * rotation runs when a handshake needs a key, so it may come late: it acts as
+ * if it had run on time). */
+static void rotate_locked(gw_tls_t *t, uint64_t now)
+{
+    gw_tls_ticket_key_t fresh;
+
+    if (random_key(&fresh) != 0) {
+        ERR_clear_error();
+        t->rotate_at_ms = now + RETRY_ROTATION_MS;
+        return;
+    }
+    if (t->num_ticket_keys != 0 && now < t->rotate_at_ms + t->rotation_ms) {
+        t->ticket_keys[1] = t->ticket_keys[0];
+        t->num_ticket_keys = 2;
+    } else {
+        t->num_ticket_keys = 1;
+    }
+    t->ticket_keys[0] = fresh;
+    OPENSSL_cleanse(&fresh, sizeof(fresh));
+    t->rotate_at_ms = now + t->rotation_ms;
+}
+
+static void maybe_rotate(gw_tls_t *t)
+{
+    uint64_t now;
+    int due;
+
+    if (t->ticket_keys_file != NULL)
+        return;
+    now = now_ms();
+    pthread_rwlock_rdlock(&t->ticket_lock);
+    due = now >= t->rotate_at_ms;
+    pthread_rwlock_unlock(&t->ticket_lock);
+    if (!due)
+        return;
+    pthread_rwlock_wrlock(&t->ticket_lock);
+    if (now >= t->rotate_at_ms) /* not done by another thread meanwhile */
+        rotate_locked(t, now);
+    pthread_rwlock_unlock(&t->ticket_lock);
+}
+
+static int init_hmac(EVP_MAC_CTX *hctx, const gw_tls_ticket_key_t *key)
+{
+    OSSL_PARAM params[3];
+
+    params[0] = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, (void *)key->hmac_key, key->key_len);
+    params[1] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
+    params[2] = OSSL_PARAM_construct_end();
+    return EVP_MAC_CTX_set_params(hctx, params) == 1 ? 0 : -1;
+}
+
+static const EVP_CIPHER *key_cipher(const gw_tls_ticket_key_t *key)
+{
+    return key->key_len == 32 ? EVP_aes_256_cbc() : EVP_aes_128_cbc();
+}
+
+/* OpenSSL's ticket callback (it takes the front context's, on every
+ * handshake). enc: 1 with the first key. Decryption: 0 for an unknown key
+ * name (a full handshake follows), 1 for the first key, 2 for an older one
+ * (the client gets a fresh ticket), -1 on error. */
+static int on_ticket_key(SSL *ssl, unsigned char key_name[TICKET_KEY_NAME_LEN], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+                         EVP_MAC_CTX *hctx, int enc)
+{
+    gw_tls_t *t = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ex_index);
+    const gw_tls_ticket_key_t *key = NULL;
+    size_t i;
+    int rc = -1;
+
+    if (t == NULL)
+        return enc ? -1 : 0;
+    maybe_rotate(t);
+    pthread_rwlock_rdlock(&t->ticket_lock);
+    if (enc) {
+        key = &t->ticket_keys[0];
+        if (t->num_ticket_keys != 0 && RAND_bytes(iv, EVP_CIPHER_get_iv_length(key_cipher(key))) == 1 &&
+            EVP_EncryptInit_ex(cctx, key_cipher(key), NULL, key->aes_key, iv) == 1 && init_hmac(hctx, key) == 0) {
+            memcpy(key_name, key->name, TICKET_KEY_NAME_LEN);
+            rc = 1;
+        }
+    } else {
+        rc = 0;
+        for (i = 0; i != t->num_ticket_keys; ++i) {
+            if (memcmp(key_name, t->ticket_keys[i].name, TICKET_KEY_NAME_LEN) == 0) {
+                key = &t->ticket_keys[i];
+                rc = init_hmac(hctx, key) == 0 && EVP_DecryptInit_ex(cctx, key_cipher(key), NULL, key->aes_key, iv) == 1
+                         ? (i == 0 ? 1 : 2)
+                         : -1;
+                break;
+            }
+        }
+    }
+    pthread_rwlock_unlock(&t->ticket_lock);
+    return rc;
+}
+
+int gw_tls_use_ticket_keys_file(gw_tls_t *t, const char *path, char **err)
+{
+    char *copy;
+
+    *err = NULL;
+    if ((copy = strdup(path)) == NULL)
+        return fail(err, "tls: out of memory");
+    free(t->ticket_keys_file);
+    t->ticket_keys_file = copy;
+    if (gw_tls_reload_ticket_keys(t, err) != 0) {
+        free(t->ticket_keys_file);
+        t->ticket_keys_file = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int gw_tls_reload_ticket_keys(gw_tls_t *t, char **err)
+{
+    gw_tls_ticket_key_t fresh[MAX_TICKET_KEYS];
+    size_t num;
+    char *why = NULL;
+    int rc = 0;
+
+    *err = NULL;
+    if (t->ticket_keys_file == NULL)
+        return 0;
+    pthread_mutex_lock(&t->ticket_reload_mutex);
+    /* read and checked before the lock: a bad file never replaces good keys */
+    if (read_ticket_keys(t->ticket_keys_file, fresh, &num, &why) != 0) {
+        rc = fail(err, "tls: ticket keys: %s", why != NULL ? why : "out of memory");
+        free(why);
+    } else {
+        pthread_rwlock_wrlock(&t->ticket_lock);
+        memcpy(t->ticket_keys, fresh, num * sizeof(fresh[0]));
+        OPENSSL_cleanse(t->ticket_keys + num, (MAX_TICKET_KEYS - num) * sizeof(fresh[0]));
+        t->num_ticket_keys = num;
+        pthread_rwlock_unlock(&t->ticket_lock);
+    }
+    pthread_mutex_unlock(&t->ticket_reload_mutex);
+    OPENSSL_cleanse(fresh, sizeof(fresh));
+    return rc;
+}
+
+const char *gw_tls_ticket_keys_file(gw_tls_t *t)
+{
+    return t->ticket_keys_file;
+}
+
+size_t gw_tls_ticket_keys_count(gw_tls_t *t)
+{
+    size_t n;
+
+    maybe_rotate(t);
+    pthread_rwlock_rdlock(&t->ticket_lock);
+    n = t->num_ticket_keys;
+    pthread_rwlock_unlock(&t->ticket_lock);
+    return n;
+}
+
+void gw_tls_set_ticket_rotation(gw_tls_t *t, uint64_t interval_ms)
+{
+    pthread_rwlock_wrlock(&t->ticket_lock);
+    t->rotation_ms = interval_ms;
+    t->rotate_at_ms = now_ms() + interval_ms;
+    pthread_rwlock_unlock(&t->ticket_lock);
+}
+
 gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
 {
+    pthread_rwlockattr_t attr;
     gw_tls_t *t;
     size_t i;
 
@@ -327,6 +844,25 @@ gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
     }
     pthread_rwlock_init(&t->lock, NULL);
     pthread_mutex_init(&t->reload_mutex, NULL);
+    /* every handshake reads the keys: a reload or a rotation must not starve */
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&t->ticket_lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    pthread_mutex_init(&t->ticket_reload_mutex, NULL);
+    pthread_once(&ex_index_once, init_ex_index);
+    if (ex_index < 0) {
+        fail(err, "tls: cannot get an SSL_CTX ex_data index");
+        goto Error;
+    }
+    t->rotation_ms = GW_TLS_TICKET_ROTATION_MS;
+    if (random_key(&t->ticket_keys[0]) != 0) {
+        ERR_clear_error();
+        fail(err, "tls: cannot make a session ticket key (RAND_bytes failed)");
+        goto Error;
+    }
+    t->num_ticket_keys = 1;
+    t->rotate_at_ms = now_ms() + t->rotation_ms;
     if ((t->conf = calloc(num, sizeof(t->conf[0]))) == NULL) {
         fail(err, "tls: out of memory");
         goto Error;
@@ -338,19 +874,21 @@ gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
             goto Error;
         }
     }
-    if ((t->set = load_set(t->conf, t->num_conf, err)) == NULL)
+    if ((t->set = load_set(t, err)) == NULL)
         goto Error;
 
     /* The front context carries the default certificate too: it is what
-     * the listener starts every handshake with. */
-    if ((t->front = new_ctx()) == NULL) {
+     * the listener starts every handshake with. It also holds the session
+     * cache (OpenSSL keeps using the first context's), which is why the
+     * session-id context of the certificate, not the cache, keeps sessions
+     * apart. */
+    if ((t->front = new_ctx(t)) == NULL) {
         fail(err, "tls: cannot create an SSL_CTX");
         goto Error;
     }
     if (load_pair(t->front, t->conf[0].cert, t->conf[0].key, err) != 0)
         goto Error;
-    SSL_CTX_set_tlsext_servername_callback(t->front, on_servername);
-    SSL_CTX_set_tlsext_servername_arg(t->front, t);
+    SSL_CTX_set_client_hello_cb(t->front, on_client_hello, t);
     return t;
 
 Error:
@@ -369,7 +907,7 @@ int gw_tls_reload(gw_tls_t *t, char **err)
 
     *err = NULL;
     pthread_mutex_lock(&t->reload_mutex);
-    if ((fresh = load_set(t->conf, t->num_conf, err)) == NULL) {
+    if ((fresh = load_set(t, err)) == NULL) {
         pthread_mutex_unlock(&t->reload_mutex);
         return -1;
     }
@@ -397,6 +935,10 @@ void gw_tls_free(gw_tls_t *t)
         free((char *)t->conf[i].key);
     }
     free(t->conf);
+    free(t->ticket_keys_file);
+    OPENSSL_cleanse(t->ticket_keys, sizeof(t->ticket_keys));
+    pthread_mutex_destroy(&t->ticket_reload_mutex);
+    pthread_rwlock_destroy(&t->ticket_lock);
     pthread_mutex_destroy(&t->reload_mutex);
     pthread_rwlock_destroy(&t->lock);
     free(t);

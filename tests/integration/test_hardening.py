@@ -26,16 +26,26 @@ def test_cookie_field_flood_is_linear_and_loses_nothing(sandbox, gateway, certs,
 
     # 50,000 fields (about what libh2o accepts in one header block; the app
     # is not reached: no credential). The gateway's own time for it, from its
-    # access log, must stay small: a quadratic scan takes ~0.5 s here and
-    # grows with the square.
-    hdrs = [("cookie", "a=b")] * 50000
-    status, _, _ = bh.h2_request(gateway.tls_port, authority, "/flood-probe", hdrs, certs["ca"], timeout=60)
-    assert status == 401, status
-    with open(gateway.config()["log"]["access"]) as f:
-        lines = [json.loads(ln) for ln in f if "/flood-probe" in ln]
-    assert lines, "no access log line for the probe"
-    print("50,000 cookie fields: %d ms in the gateway" % lines[-1]["duration_ms"])
-    assert lines[-1]["duration_ms"] < 150, lines[-1]
+    # access log, must stay small: the quadratic scan this guards against took
+    # 0.6-8 s here and grows with the square, the linear one takes ~50 ms on a
+    # loaded machine. The best of three keeps one scheduler hiccup out of it,
+    # and the bound (400 ms) is far from both.
+    def gateway_ms(probe):
+        hdrs = [("cookie", "a=b")] * 50000
+        status, _, _ = bh.h2_request(gateway.tls_port, authority, probe, hdrs, certs["ca"], timeout=60)
+        assert status == 401, status
+
+        def line():
+            with open(gateway.config()["log"]["access"]) as f:
+                found = [json.loads(ln) for ln in f if probe in ln]
+            return found[-1] if found else None
+
+        gwtest.wait_for(line, 10, what="an access log line for " + probe)
+        return line()["duration_ms"]
+
+    times = [gateway_ms("/flood-probe-%d" % i) for i in range(3)]
+    print("50,000 cookie fields: %r ms in the gateway" % times)
+    assert min(times) < 400, times
 
 
 def test_host_suffix_that_is_not_a_port_is_bad_host(sandbox, gateway, certs):

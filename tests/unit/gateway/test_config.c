@@ -717,6 +717,53 @@ START_TEST(test_workers)
 }
 END_TEST
 
+/* BASE with tls.ticket_keys_file = `file` (a JSON string body) */
+#define TICKET_CONF(file)                                                                                                          \
+    "{'domains':['lizard.app'],'tls':{'certificates':[{'cert':'/etc/c.pem','key':'/etc/k.pem'}],'ticket_keys_file':" file "}}"
+
+START_TEST(test_ticket_keys_file)
+{
+    /* base64 of 80 and of 47 bytes */
+    static const char key80[] =
+        "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWYwMTIzNDU2Nzg5YWJjZGVmMDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+    static const char key47[] = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWYwMTIzNDU2Nzg5YWJjZGU=";
+    char json[1024], text[256], expected[512], *path, *err;
+    gw_config_t *c;
+
+    c = load_ok("{" BASE "}");
+    ck_assert_ptr_null(c->tls.ticket_keys_file);
+    gw_config_free(c);
+
+    snprintf(text, sizeof(text), "# fleet keys\n%s\n", key80);
+    path = write_temp(text);
+    snprintf(json, sizeof(json), TICKET_CONF("'%s'"), path);
+    c = load_ok(json);
+    ck_assert_str_eq(c->tls.ticket_keys_file, path);
+    ck_assert_uint_eq(c->tls.num_certificates, 1);
+    gw_config_free(c);
+    unlink(path);
+    free(path);
+
+    /* read at load, so --check refuses a bad file; never a key in the message */
+    snprintf(text, sizeof(text), "%s\n%s\n", key80, key47);
+    path = write_temp(text);
+    snprintf(json, sizeof(json), TICKET_CONF("'%s'"), path);
+    err = load_err(json);
+    snprintf(expected, sizeof(expected), "config: tls.ticket_keys_file: %s: line 2: the key is 47 bytes long, expected 48 or 80",
+             path);
+    ck_assert_str_eq(err, expected);
+    ck_assert_ptr_null(strstr(err, key47));
+    free(err);
+    unlink(path);
+    free(path);
+
+    ck_assert_err_eq(TICKET_CONF("'/nonexistent/ticket.keys'"),
+                     "config: tls.ticket_keys_file: /nonexistent/ticket.keys: No such file or directory");
+    ck_assert_err_prefix(TICKET_CONF("7"), "config: tls.ticket_keys_file: expected a non-empty string");
+    ck_assert_err_eq("{'domains':['lizard.app'],'tls':{'ticket_key_file':'x'}}", "config: tls.ticket_key_file: unknown key");
+}
+END_TEST
+
 #define EXAMPLE_SPILL_DIR "/var/lib/lizard-gateway"
 
 /* deploy/gateway.example.json with its spill file moved from
@@ -873,6 +920,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_cookie_secrets_file);
     tcase_add_test(tc, test_cookie_secrets_file_nul);
     tcase_add_test(tc, test_read_cookie_secrets_file);
+    tcase_add_test(tc, test_ticket_keys_file);
     tcase_add_test(tc, test_cookie_options);
     tcase_add_test(tc, test_workers);
     tcase_add_test(tc, test_example_file);
