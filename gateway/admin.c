@@ -114,6 +114,9 @@ static void send_metrics(h2o_req_t *req, gw_server_t *s)
     metric(&out, "lizard_websockets_opened_total", "counter", "WebSocket tunnels opened.", load(&pc->websockets_opened));
     metric(&out, "lizard_client_stalls_total", "counter",
            "Responses reset because the client took no byte for limits.client_stall_timeout_ms.", load(&pc->client_stalls));
+    metric(&out, "lizard_buffer_budget_resets_total", "counter",
+           "Responses waiting for their client reset because a connection's or the worker's buffer budget was reached.",
+           load(&pc->budget_resets));
     metric(&out, "lizard_websockets_open", "gauge", "WebSocket tunnels open now.",
            (unsigned long long)atomic_load_explicit(&pc->websockets_open, memory_order_relaxed));
     family(&out, "lizard_proxied_bytes_total", "counter", "HTTP-level bytes of proxied exchanges, by direction.");

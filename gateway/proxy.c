@@ -17,6 +17,7 @@
 #include <h2o/http1.h>
 #include <h2o/http2.h>
 #include <h2o/http2_internal.h>
+#include "khash.h"
 #include "gateway/errors.h"
 #include "gateway/proxy.h"
 #include "gateway/tunnel.h"
@@ -69,6 +70,9 @@ ssize_t phr_decode_chunked(struct phr_chunked_decoder *decoder, char *buf, size_
 #define DETAIL_CONNECT_TIMEOUT "Connecting to it timed out."
 #define DETAIL_FIRST_BYTE_TIMEOUT "It accepted the request but did not start answering in time."
 
+/* response bytes held per client connection (h2o_conn_t *), entries with 0 removed */
+KHASH_MAP_INIT_INT64(gw_conn_held, size_t)
+
 typedef struct st_opt_timeout_t {
     int enabled;
     h2o_timeout_t timeout;
@@ -86,6 +90,12 @@ struct st_gw_proxy_t {
     int rcvbuf;                         /* SO_RCVBUF of upstream sockets */
     size_t read_pause_at;               /* response bytes held at which the upstream is no longer read */
     h2o_linklist_t websockets;          /* of websocket_t */
+    /* memory budgets: what every response of this worker holds, and per
+     * client connection; the exchanges with a send in flight toward the
+     * client, the longest-waiting first (the first reset over a budget) */
+    size_t held;
+    khash_t(gw_conn_held) * conn_held;
+    h2o_linklist_t waiting; /* of exchange_t.waiting */
     gw_proxy_bytes_t total;
     gw_proxy_bytes_cb bytes_cb;
     void *bytes_cb_data;
@@ -129,11 +139,14 @@ typedef struct st_exchange_t {
     unsigned reused : 1;  /* sock came from the pool */
     unsigned retried : 1; /* one retry on a fresh connection has been made */
     unsigned cors_preflight : 1;
+    unsigned cut : 1;      /* reset_exchange ran: what it still holds goes when h2o closes the connection */
     gw_conn_limit_t *slot; /* the sandbox's connection slot, given back at dispose; NULL: none */
 
     h2o_socket_t *sock; /* NULL once released, closed or handed over */
     h2o_timeout_entry_t timer;
     h2o_timeout_entry_t stall_timer; /* linked while a send toward the client is in flight */
+    h2o_linklist_t waiting;          /* in proxy->waiting while a send toward the client is in flight */
+    size_t held;                     /* response bytes of this exchange counted in proxy->held */
 
     struct {
         h2o_iovec_t head;
@@ -221,6 +234,34 @@ static void add_bytes(gw_proxy_t *p, const char *sandbox_id, uint64_t egress, ui
     COUNT(p, ingress_bytes, ingress);
     if (p->bytes_cb != NULL)
         p->bytes_cb(p->bytes_cb_data, sandbox_id, &delta);
+}
+
+/* Brings ex->held (and the worker's and the connection's sums) up to date
+ * with the response bytes the exchange holds now. */
+static void account(exchange_t *ex)
+{
+    gw_proxy_t *p = ex->proxy;
+    size_t now = ex->cut ? 0 : ex->rest->size + ex->sending.buf->size + (ex->sock != NULL ? ex->sock->input->size : 0);
+    uint64_t key = (uint64_t)(uintptr_t)ex->req->conn;
+    khiter_t it;
+    int ret;
+
+    if (now == ex->held)
+        return;
+    p->held = p->held - ex->held + now;
+    it = kh_put(gw_conn_held, p->conn_held, key, &ret);
+    if (ret != 0)
+        kh_val(p->conn_held, it) = 0;
+    kh_val(p->conn_held, it) = kh_val(p->conn_held, it) - ex->held + now;
+    if (kh_val(p->conn_held, it) == 0)
+        kh_del(gw_conn_held, p->conn_held, it);
+    ex->held = now;
+}
+
+static size_t conn_held(gw_proxy_t *p, h2o_conn_t *conn)
+{
+    khiter_t it = kh_get(gw_conn_held, p->conn_held, (uint64_t)(uintptr_t)conn);
+    return it == kh_end(p->conn_held) ? 0 : kh_val(p->conn_held, it);
 }
 
 static gw_upstream_key_t pool_key(exchange_t *ex)
@@ -589,6 +630,7 @@ static void do_send(exchange_t *ex)
         ex->res.sending = 1;
         if (ex->proxy->client_stall_timeout.enabled)
             h2o_timeout_link(ex->proxy->ctx->loop, &ex->proxy->client_stall_timeout.timeout, &ex->stall_timer);
+        h2o_linklist_insert(&ex->proxy->waiting, &ex->waiting);
         ex->res.unbilled = vec.len + (ex->res.started ? 0 : response_head_size(ex->req));
     }
     ex->res.started = 1;
@@ -627,6 +669,8 @@ static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
     ex->res.sending = 0;
     if (h2o_timeout_is_linked(&ex->stall_timer))
         h2o_timeout_unlink(&ex->stall_timer);
+    if (h2o_linklist_is_linked(&ex->waiting))
+        h2o_linklist_unlink(&ex->waiting);
     /* h2o wrote the send to the client socket: these bytes are delivered */
     add_bytes(ex->proxy, ex->sandbox_id, ex->res.unbilled, 0);
     ex->res.unbilled = 0;
@@ -634,6 +678,7 @@ static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
         h2o_doublebuffer_consume(&ex->sending);
     if (ex->sock != NULL)
         update_reading(ex);
+    account(ex);
     do_send(ex);
 }
 
@@ -646,22 +691,30 @@ static void on_stop(h2o_generator_t *generator, h2o_req_t *req)
     (void)req;
     if (h2o_timeout_is_linked(&ex->stall_timer))
         h2o_timeout_unlink(&ex->stall_timer);
+    if (h2o_linklist_is_linked(&ex->waiting))
+        h2o_linklist_unlink(&ex->waiting);
     detach_upstream(ex);
     ex->state = EX_OVER;
 }
 
-/* The client took no byte of the send in flight for
- * limits.client_stall_timeout_ms: the upstream connection and the sandbox's
- * connection slot are given back now, and the response is cut (HTTP/2:
- * RST_STREAM CANCEL; HTTP/1: the connection is reset). The request is
- * disposed by h2o, now or a little later; last use of ex. */
-static void on_client_stall(h2o_timeout_entry_t *entry)
+/* A response its client does not take: the upstream connection and the
+ * sandbox's connection slot are given back now, what is held of the body is
+ * dropped, and the response is cut (HTTP/2: RST_STREAM CANCEL; HTTP/1: the
+ * connection is reset). The request is disposed by h2o, now or a little
+ * later; last use of ex. */
+static void reset_exchange(exchange_t *ex)
 {
-    exchange_t *ex = H2O_STRUCT_FROM_MEMBER(exchange_t, stall_timer, entry);
     h2o_req_t *req = ex->req;
 
-    COUNT(ex->proxy, client_stalls, 1);
+    if (h2o_timeout_is_linked(&ex->stall_timer))
+        h2o_timeout_unlink(&ex->stall_timer);
+    if (h2o_linklist_is_linked(&ex->waiting))
+        h2o_linklist_unlink(&ex->waiting);
     detach_upstream(ex);
+    h2o_buffer_dispose(&ex->rest);
+    h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
+    ex->cut = 1;
+    account(ex);
     ex->state = EX_OVER;
     if (ex->slot != NULL) {
         gw_conn_limit_release(ex->slot, ex->sandbox_id);
@@ -685,6 +738,47 @@ static void on_client_stall(h2o_timeout_entry_t *entry)
             shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
         }
     }
+}
+
+/* The client took no byte of the send in flight for
+ * limits.client_stall_timeout_ms. */
+static void on_client_stall(h2o_timeout_entry_t *entry)
+{
+    exchange_t *ex = H2O_STRUCT_FROM_MEMBER(exchange_t, stall_timer, entry);
+    COUNT(ex->proxy, client_stalls, 1);
+    reset_exchange(ex);
+}
+
+/* Over limits.max_connection_buffer_bytes (for ex's client connection) or
+ * limits.max_worker_buffer_bytes: the responses waiting longest for their
+ * client are reset until both hold. A response whose client takes it is
+ * the last to go; its own bound is response_buffer_bytes. Returns 1 when ex
+ * itself was reset (then it must not be used again). */
+static int enforce_budgets(exchange_t *ex)
+{
+    gw_proxy_t *p = ex->proxy;
+    h2o_conn_t *conn = ex->req->conn;
+    size_t conn_max = p->config->limits.max_connection_buffer_bytes;
+    size_t worker_max = p->config->limits.max_worker_buffer_bytes;
+    h2o_linklist_t *node, *next;
+
+    for (node = p->waiting.next; node != &p->waiting && (p->held > worker_max || conn_held(p, conn) > conn_max); node = next) {
+        exchange_t *victim = H2O_STRUCT_FROM_MEMBER(exchange_t, waiting, node);
+        next = node->next;
+        if (victim->held == 0)
+            continue;
+        if (p->held <= worker_max && victim->req->conn != conn)
+            continue; /* only the connection's budget is exceeded */
+        COUNT(p, budget_resets, 1);
+        if (victim == ex) {
+            reset_exchange(ex);
+            return 1;
+        }
+        /* the victim may be disposed now; `next` is not (a request owns no
+         * other), and it is still linked unless it was ex */
+        reset_exchange(victim);
+    }
+    return 0;
 }
 
 /* Decodes, in place, the last `newbytes` bytes of the upstream input.
@@ -764,6 +858,9 @@ static void on_body_bytes(exchange_t *ex, size_t newbytes, const char *err)
     } else {
         update_reading(ex);
     }
+    account(ex);
+    if (enforce_budgets(ex))
+        return;
     if (!ex->res.sending)
         do_send(ex);
 }
@@ -1187,11 +1284,16 @@ static void on_exchange_dispose(void *_ex)
 
     if (h2o_timeout_is_linked(&ex->stall_timer))
         h2o_timeout_unlink(&ex->stall_timer);
+    if (h2o_linklist_is_linked(&ex->waiting))
+        h2o_linklist_unlink(&ex->waiting);
     if (ex->slot != NULL)
         gw_conn_limit_release(ex->slot, ex->sandbox_id);
     detach_upstream(ex);
     h2o_buffer_dispose(&ex->rest);
     h2o_doublebuffer_dispose(&ex->sending);
+    h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
+    h2o_doublebuffer_init(&ex->sending, &h2o_socket_buffer_prototype);
+    account(ex);
 }
 
 static int method_is_idempotent(h2o_iovec_t m)
@@ -1225,6 +1327,8 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_config_t *config)
     opt_timeout_init(ctx->loop, &p->websocket_timeout, config->upstream.websocket_idle_timeout_ms);
     opt_timeout_init(ctx->loop, &p->client_stall_timeout, config->limits.client_stall_timeout_ms);
     h2o_linklist_init_anchor(&p->websockets);
+    h2o_linklist_init_anchor(&p->waiting);
+    p->conn_held = kh_init(gw_conn_held);
 
     /* One read event drains the socket's kernel receive queue (h2o reads
      * until EAGAIN), which autotuning grows to tcp_rmem[2] (tens of MB).
@@ -1252,6 +1356,7 @@ void gw_proxy_free(gw_proxy_t *p)
         gw_tunnel_close(ws->tunnel);
     }
     gw_upstream_pool_free(p->pool);
+    kh_destroy(gw_conn_held, p->conn_held);
     opt_timeout_dispose(p->ctx->loop, &p->connect_timeout);
     opt_timeout_dispose(p->ctx->loop, &p->first_byte_timeout);
     opt_timeout_dispose(p->ctx->loop, &p->io_timeout);

@@ -60,6 +60,7 @@ typedef struct st_gw_proxy_counters_t {
     atomic_uint_fast64_t egress_bytes;
     atomic_uint_fast64_t ingress_bytes;
     atomic_uint_fast64_t client_stalls; /* responses reset after limits.client_stall_timeout_ms without progress */
+    atomic_uint_fast64_t budget_resets; /* responses reset over max_connection_buffer_bytes / max_worker_buffer_bytes */
 } gw_proxy_counters_t;
 
 /* Makes this proxy count into `c` (NULL: stop counting). */

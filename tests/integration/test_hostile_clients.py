@@ -246,7 +246,9 @@ def test_zero_window_streams_are_reset_and_release_their_slots(gw_factory, mredi
         assert all(c.data[s] == 0 for s in streams)
         gwtest.wait_for(lambda: own_upstream.stats()["open"] <= baseline_open + 2, 20,
                         what="the stalled streams' upstream connections to close")
-        assert metric(g, "lizard_client_stalls_total") >= n
+        # the per-connection buffer budget (8 MiB) resets some before the timeout does
+        assert metric(g, "lizard_client_stalls_total") + metric(g, "lizard_buffer_budget_resets_total") >= n
+        assert metric(g, "lizard_client_stalls_total") > 0
         # the bystander is served once the slots are back
         gwtest.wait_for(lambda: bystander.statuses.count(200) >= 20, 60, what="20 bystander requests served")
         # the client's connection is still usable
@@ -304,3 +306,74 @@ def test_http1_client_that_stops_reading_is_cut(gw_factory, mredis, own_upstream
         assert got < BIG
     finally:
         raw.close()
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def is_asan_binary():
+    with open(gwtest.gateway_binary(), "rb") as f:
+        return b"AddressSanitizer" in f.read()
+
+
+def test_zero_window_flood_stays_within_memory_budgets(gw_factory, mredis, own_upstream, certs, curl):
+    """The issue's attack with default limits: 4 connections x 100 streams of
+    a 20 MB response, every stream's window left at zero. The buffer budgets
+    (limits.max_connection_buffer_bytes, limits.max_worker_buffer_bytes)
+    reset the streams that wait longest: the gateway's RSS stays under
+    128 MiB, and another client's 20 requests to the same sandbox are
+    served meanwhile."""
+    g = gw_factory({"redis": {"address": "127.0.0.1:%d" % mredis.port},
+                    "metering": {"flush_interval_ms": 200}}, name=gwtest.new_sandbox_id("gwh"), start=False)
+    base_env = g.env
+
+    def env():
+        e = base_env()
+        # under ASan freed memory waits in a 256 MB quarantine: keep it small
+        e["ASAN_OPTIONS"] = e.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=4:thread_local_quarantine_size_kb=256"
+        return e
+
+    g.env = env
+    g.start()
+    sid = new_sandbox(mredis, own_upstream)
+    host = g.host(own_upstream.port, sid)
+    for _ in range(3):  # warm up TLS, HTTP/2 and the route cache before the baseline
+        assert curl(host, "/bytes/100000", gw=g, http2=True).status == 200
+    baseline = rss_kib(g.proc.pid)
+
+    clients = [H2Client(g, certs, host, initial_window=0) for _ in range(4)]
+    peak = baseline
+    try:
+        for c in clients:
+            for _ in range(100):
+                c.get("/bytes/%d" % BIG)
+        bystander = Bystander(curl, g, host)
+        # the streams' heads come, the app fills what the gateway will hold;
+        # sampled for 10 s (the budgets act as the responses arrive)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for c in clients:
+                c.pump(0.05)
+            peak = max(peak, rss_kib(g.proc.pid))
+        gwtest.wait_for(lambda: bystander.statuses.count(200) >= 20, 120, what="20 bystander requests served")
+        for c in clients:
+            c.pump(0.05)
+        peak = max(peak, rss_kib(g.proc.pid))
+        resets = sum(len(c.resets) for c in clients)
+        heads = sum(len(c.head_bytes) for c in clients)
+    finally:
+        statuses = bystander.stop()
+        for c in clients:
+            c.close()
+    print("rss baseline %d KiB, peak %d KiB; %d heads, %d streams reset; bystander %d x 200 of %d"
+          % (baseline, peak, heads, resets, statuses.count(200), len(statuses)))
+    assert statuses.count(200) >= 20 and all(x == 200 for x in statuses), statuses
+    assert metric(g, "lizard_buffer_budget_resets_total") > 0
+    assert (peak - baseline) < 120 * 1024, "RSS grew by %d KiB" % (peak - baseline)
+    if not is_asan_binary():
+        assert peak < 128 * 1024, "RSS reached %d KiB" % peak
