@@ -124,6 +124,11 @@ static void send_metrics(h2o_req_t *req, gw_server_t *s)
     sample(&out, "lizard_proxied_bytes_total", "direction=\"ingress\"", load(&pc->ingress_bytes));
 
     metric(&out, "lizard_in_flight_requests", "gauge", "Preview requests being served.", load(&s->stats.in_flight));
+    family(&out, "lizard_refused_connections_total", "counter",
+           "Client connections closed at accept: their address (limits.max_connections_per_client) or the worker "
+           "(limits.max_client_connections_per_worker) was at its limit.");
+    sample(&out, "lizard_refused_connections_total", "limit=\"client\"", load(&s->stats.refused_per_client));
+    sample(&out, "lizard_refused_connections_total", "limit=\"worker\"", load(&s->stats.refused_per_worker));
     {
         gw_access_log_stats_t ls;
         gw_access_log_stats(s->access_log, &ls);

@@ -102,6 +102,8 @@ static int gw_config_defaults(gw_config_t *c)
     c->limits.client_stall_timeout_ms = 60000;
     c->limits.max_connection_buffer_bytes = 8 * 1024 * 1024;
     c->limits.max_worker_buffer_bytes = 32 * 1024 * 1024;
+    c->limits.max_connections_per_client = 256;
+    c->limits.max_client_connections_per_worker = 10000;
 
     c->metering.flush_interval_ms = 5000;
     if ((c->metering.spill_file = strdup("/var/lib/lizard-gateway/egress.spill")) == NULL)
@@ -921,6 +923,12 @@ static int parse_limits(const json_t *v, gw_config_t *c, char **err)
                 return -1;
         } else if (strcmp(key, "max_worker_buffer_bytes") == 0) {
             if (get_uint(err, path, value, 65536, UINT64_C(68719476736), &c->limits.max_worker_buffer_bytes) != 0)
+                return -1;
+        } else if (strcmp(key, "max_connections_per_client") == 0) {
+            if (get_uint(err, path, value, 1, 1000000, &c->limits.max_connections_per_client) != 0)
+                return -1;
+        } else if (strcmp(key, "max_client_connections_per_worker") == 0) {
+            if (get_uint(err, path, value, 1, 1000000, &c->limits.max_client_connections_per_worker) != 0)
                 return -1;
         } else {
             return fail(err, path, "unknown key");

@@ -139,8 +139,10 @@ typedef struct st_exchange_t {
     unsigned reused : 1;  /* sock came from the pool */
     unsigned retried : 1; /* one retry on a fresh connection has been made */
     unsigned cors_preflight : 1;
-    unsigned cut : 1;      /* reset_exchange ran: what it still holds goes when h2o closes the connection */
-    gw_conn_limit_t *slot; /* the sandbox's connection slot, given back at dispose; NULL: none */
+    unsigned cut : 1;             /* reset_exchange ran: what it still holds goes when h2o closes the connection */
+    gw_conn_limit_t *slot;        /* the sandbox's connection slot, given back at dispose; NULL: none */
+    gw_conn_limit_t *client_slot; /* the client address's slot (client_addr), given back with slot; NULL: none */
+    char *client_addr;
 
     h2o_socket_t *sock; /* NULL once released, closed or handed over */
     h2o_timeout_entry_t timer;
@@ -183,8 +185,10 @@ typedef struct st_websocket_t {
     gw_proxy_t *proxy;
     char *sandbox_id;
     gw_tunnel_t *tunnel;
-    gw_conn_limit_t *slot; /* the connection slot the tunnel holds, NULL: none */
-    size_t head_bytes;     /* of the 101, billed once it is written */
+    gw_conn_limit_t *slot;        /* the connection slot the tunnel holds, NULL: none */
+    gw_conn_limit_t *client_slot; /* the client address's slot the tunnel holds, NULL: none */
+    char *client_addr;
+    size_t head_bytes; /* of the 101, billed once it is written */
 } websocket_t;
 
 static void on_head_read(h2o_socket_t *sock, const char *err);
@@ -262,6 +266,19 @@ static size_t conn_held(gw_proxy_t *p, h2o_conn_t *conn)
 {
     khiter_t it = kh_get(gw_conn_held, p->conn_held, (uint64_t)(uintptr_t)conn);
     return it == kh_end(p->conn_held) ? 0 : kh_val(p->conn_held, it);
+}
+
+/* Gives back the sandbox's and the client address's slots, once. */
+static void release_slots(exchange_t *ex)
+{
+    if (ex->slot != NULL) {
+        gw_conn_limit_release(ex->slot, ex->sandbox_id);
+        ex->slot = NULL;
+    }
+    if (ex->client_slot != NULL) {
+        gw_conn_limit_release(ex->client_slot, ex->client_addr);
+        ex->client_slot = NULL;
+    }
 }
 
 static gw_upstream_key_t pool_key(exchange_t *ex)
@@ -716,10 +733,7 @@ static void reset_exchange(exchange_t *ex)
     ex->cut = 1;
     account(ex);
     ex->state = EX_OVER;
-    if (ex->slot != NULL) {
-        gw_conn_limit_release(ex->slot, ex->sandbox_id);
-        ex->slot = NULL;
-    }
+    release_slots(ex);
     if (req->version >= 0x200) {
         h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
         h2o_http2_conn_t *conn = (h2o_http2_conn_t *)req->conn;
@@ -1009,6 +1023,9 @@ static void on_websocket_close(void *data)
     COUNT(ws->proxy, websockets_open, -1);
     if (ws->slot != NULL)
         gw_conn_limit_release(ws->slot, ws->sandbox_id);
+    if (ws->client_slot != NULL)
+        gw_conn_limit_release(ws->client_slot, ws->client_addr);
+    free(ws->client_addr);
     h2o_linklist_unlink(&ws->link);
     free(ws->sandbox_id);
     free(ws);
@@ -1052,6 +1069,11 @@ static void start_websocket(exchange_t *ex)
     /* the tunnel outlives the request: it keeps the connection slot */
     ws->slot = ex->slot;
     ex->slot = NULL;
+    if (ex->client_slot != NULL) {
+        ws->client_slot = ex->client_slot;
+        ws->client_addr = h2o_strdup(NULL, ex->client_addr, SIZE_MAX).base;
+        ex->client_slot = NULL;
+    }
     ws->tunnel = gw_tunnel_new(p->ctx->loop, sock, p->websocket_timeout.enabled ? &p->websocket_timeout.timeout : NULL,
                                &websocket_callbacks, ws);
     if (p->client_stall_timeout.enabled)
@@ -1286,8 +1308,7 @@ static void on_exchange_dispose(void *_ex)
         h2o_timeout_unlink(&ex->stall_timer);
     if (h2o_linklist_is_linked(&ex->waiting))
         h2o_linklist_unlink(&ex->waiting);
-    if (ex->slot != NULL)
-        gw_conn_limit_release(ex->slot, ex->sandbox_id);
+    release_slots(ex);
     detach_upstream(ex);
     h2o_buffer_dispose(&ex->rest);
     h2o_doublebuffer_dispose(&ex->sending);
@@ -1387,6 +1408,10 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->is_idempotent = method_is_idempotent(req->method);
     ex->cors_preflight = target->cors_preflight != 0;
     ex->slot = target->conn_limit;
+    if (target->client_limit != NULL) {
+        ex->client_slot = target->client_limit;
+        ex->client_addr = h2o_strdup(&req->pool, target->client_addr, SIZE_MAX).base;
+    }
     ex->is_websocket = req->version < 0x200 && req->upgrade.base != NULL &&
                        h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);

@@ -26,6 +26,8 @@ typedef struct st_gw_proxy_target_t {
     uint16_t client_port;        /* the port the client connected to (X-Forwarded-Port); 0: ask the socket */
     gw_conn_limit_t *conn_limit; /* a slot of this sandbox taken by the caller: the proxy gives it back when the
                                     exchange (or its WebSocket tunnel) is over; NULL: none */
+    gw_conn_limit_t *client_limit; /* a slot of client_addr taken by the caller, given back as conn_limit; NULL: none */
+    const char *client_addr;       /* the client's address, the key of client_limit (copied) */
 } gw_proxy_target_t;
 
 /* Per-request byte counts, reported when a proxied exchange ends (metering). */

@@ -95,6 +95,7 @@ class H2Client:
         self.data = {}  # stream id -> DATA payload bytes received
         self.resets = set()
         self.ended = set()
+        self.statuses = {}  # stream id -> :status
 
     def flush(self):
         out = self.conn.data_to_send()
@@ -127,6 +128,8 @@ class H2Client:
                 if isinstance(ev, h2.events.ResponseReceived):
                     n = len("HTTP/1.1 200 OK\r\n\r\n")
                     for k, v in ev.headers:
+                        if k == b":status":
+                            self.statuses[ev.stream_id] = int(v)
                         if not k.startswith(b":"):
                             n += len(k) + len(v) + 4
                     self.head_bytes[ev.stream_id] = n
@@ -377,3 +380,107 @@ def test_zero_window_flood_stays_within_memory_budgets(gw_factory, mredis, own_u
     assert (peak - baseline) < 120 * 1024, "RSS grew by %d KiB" % (peak - baseline)
     if not is_asan_binary():
         assert peak < 128 * 1024, "RSS reached %d KiB" % peak
+
+
+def connect_from(src, port, timeout=10):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.bind((src, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def closed_at_once(s, wait=5.0):
+    """True when the gateway closes the connection without a byte."""
+    s.settimeout(wait)
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_connections_and_requests_per_client_address(gw_factory, mredis, own_upstream, certs, curl):
+    """limits.max_connections_per_client 4: a fifth connection from the same
+    address is closed at accept, and a fifth request in flight gets 429
+    too_many_connections; another address (127.0.0.2) is served all along."""
+    g = start_gw(gw_factory, mredis, max_connections_per_client=4)
+    sid = new_sandbox(mredis, own_upstream)
+    host = g.host(own_upstream.port, sid)
+    other = ("--interface", "127.0.0.2")
+
+    # the workers accept in any order: of 6 connections, 2 are closed
+    held = [connect_from("127.0.0.1", g.tls_port) for _ in range(6)]
+    try:
+        gwtest.wait_for(lambda: metric(g, 'lizard_refused_connections_total{limit="client"}') >= 2, 20,
+                        what="two connections refused")
+        closed = [s for s in held if closed_at_once(s, wait=0.5)]
+        assert len(closed) == 2, "%d of 6 connections closed" % len(closed)
+        # another address is not affected
+        assert [curl(host, "/bytes/1000", gw=g, extra_args=other).status for _ in range(5)] == [200] * 5
+    finally:
+        for s in held:
+            s.close()
+
+    # requests in flight: one HTTP/2 connection, 6 slow requests, 4 are let through
+    gwtest.wait_for(lambda: curl(host, "/bytes/10", gw=g).status == 200, 10, what="127.0.0.1 to be served again")
+    c = H2Client(g, certs, host)
+    statuses = {}
+    try:
+        streams = [c.get("/slow-head/3000") for _ in range(6)]
+        deadline = time.monotonic() + 30
+        while len(c.ended | c.resets) < 6 and time.monotonic() < deadline:
+            assert c.pump(0.2)
+            # served from another address meanwhile
+            if len(statuses) == 0:
+                statuses["other"] = curl(host, "/bytes/1000", gw=g, extra_args=other).status
+        codes = c.statuses
+    finally:
+        c.close()
+    assert statuses["other"] == 200
+    assert sorted(codes[s] for s in streams) == [200] * 4 + [429] * 2, codes
+
+
+def test_trusted_listener_limits_by_x_forwarded_for(gw_factory, mredis, own_upstream, certs, curl):
+    """Behind a trusted listener every connection comes from the load
+    balancer: connections are not counted per address, and requests are
+    counted by the last X-Forwarded-For entry."""
+    g = gw_factory({"redis": {"address": "127.0.0.1:%d" % mredis.port},
+                    "limits": {"max_connections_per_client": 2}}, name=gwtest.new_sandbox_id("gwh"), start=False)
+    cfg_listen = g.base_config()["listen"]
+    cfg_listen[1]["trusted"] = True
+    g.overrides["listen"] = cfg_listen
+    g.start()
+    sid = new_sandbox(mredis, own_upstream)
+    host = g.host(own_upstream.port, sid)
+
+    # more connections than the limit from the balancer's address: all served
+    held = [connect_from("127.0.0.1", g.plain_port) for _ in range(4)]
+    try:
+        for i, s in enumerate(held):
+            s.sendall(("GET /bytes/10 HTTP/1.1\r\nHost: %s\r\nX-Forwarded-For: 10.9.0.%d\r\n\r\n"
+                       % (host, i)).encode())
+        for s in held:
+            assert s.recv(65536).startswith(b"HTTP/1.1 200"), "a balancer connection was refused"
+    finally:
+        for s in held:
+            s.close()
+
+    results = []
+
+    def slow(xff):
+        results.append((xff, curl(host, "/slow-head/2000", gw=g, plain=True,
+                                  headers={"X-Forwarded-For": "203.0.113.9, %s" % xff}).status))
+
+    threads = [threading.Thread(target=slow, args=("10.1.1.1",)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.8)  # both are waiting for the app's answer now
+    third = curl(host, "/bytes/10", gw=g, plain=True, headers={"X-Forwarded-For": "10.1.1.1"})
+    assert third.status == 429 and third.error_code() == "too_many_connections", third
+    # the first entry is the client's own claim and is not what counts
+    assert curl(host, "/bytes/10", gw=g, plain=True, headers={"X-Forwarded-For": "10.1.1.1, 10.2.2.2"}).status == 200
+    for t in threads:
+        t.join(30)
+    assert [r[1] for r in results] == [200, 200], results

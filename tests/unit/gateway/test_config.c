@@ -246,6 +246,8 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(c->limits.client_stall_timeout_ms, 60000);
     ck_assert_uint_eq(c->limits.max_connection_buffer_bytes, 8 * 1024 * 1024);
     ck_assert_uint_eq(c->limits.max_worker_buffer_bytes, 32 * 1024 * 1024);
+    ck_assert_uint_eq(c->limits.max_connections_per_client, 256);
+    ck_assert_uint_eq(c->limits.max_client_connections_per_worker, 10000);
 
     ck_assert_uint_eq(c->metering.flush_interval_ms, 5000);
     ck_assert_str_eq(c->metering.spill_file, "/var/lib/lizard-gateway/egress.spill");
@@ -338,6 +340,10 @@ START_TEST(test_out_of_range)
                          "config: limits.max_connection_buffer_bytes: expected an integer");
     ck_assert_err_prefix("{" BASE ",'limits':{'max_worker_buffer_bytes':-1}}",
                          "config: limits.max_worker_buffer_bytes: expected an integer");
+    ck_assert_err_prefix("{" BASE ",'limits':{'max_connections_per_client':0}}",
+                         "config: limits.max_connections_per_client: expected an integer");
+    ck_assert_err_prefix("{" BASE ",'limits':{'max_client_connections_per_worker':0}}",
+                         "config: limits.max_client_connections_per_worker: expected an integer");
     ck_assert_err_prefix("{" BASE ",'upstream':{'max_idle_per_pool':100000}}",
                          "config: upstream.max_idle_per_pool: expected an integer");
     ck_assert_err_prefix("{" BASE ",'metering':{'flush_interval_ms':0}}",
