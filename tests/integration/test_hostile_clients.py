@@ -484,3 +484,47 @@ def test_trusted_listener_limits_by_x_forwarded_for(gw_factory, mredis, own_upst
     for t in threads:
         t.join(30)
     assert [r[1] for r in results] == [200, 200], results
+
+
+def test_websocket_client_that_stops_reading_is_closed(gw_factory, mredis, own_upstream, certs, curl):
+    """The app echoes 8 MB to a WebSocket client that never reads: once the
+    write toward the client makes no progress for client_stall_timeout_ms
+    (1 s), the tunnel closes both sockets and gives back its slot."""
+    import test_metering
+
+    g = start_gw(gw_factory, mredis, client_stall_timeout_ms=1000, max_connections_per_sandbox=1)
+    sid = new_sandbox(mredis, own_upstream)
+    host = g.host(own_upstream.port, sid)
+    baseline_open = own_upstream.stats()["open"]
+    ctx = ssl.create_default_context(cafile=certs["ca"])
+    ctx.set_alpn_protocols(["http/1.1"])
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    tcp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    tcp.connect(("127.0.0.1", g.tls_port))
+    sock = ctx.wrap_socket(tcp, server_hostname=host)
+    try:
+        sock.sendall(("GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n" % host).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += sock.recv(1)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        assert metric(g, "lizard_websockets_open") == 1
+        # the slot is the tunnel's: nobody else gets in meanwhile
+        assert curl(host, "/bytes/10", gw=g).status == 429
+        frame = test_metering.ws_frame(b"x" * (8 * 1000 * 1000))
+        sender = threading.Thread(target=lambda: _send_quietly(sock, frame), daemon=True)
+        sender.start()
+        gwtest.wait_for(lambda: metric(g, "lizard_websockets_open") == 0, 30, what="the stalled tunnel to close")
+        gwtest.wait_for(lambda: own_upstream.stats()["open"] <= baseline_open, 20, what="the app's socket to close")
+        statuses = [curl(host, "/bytes/1000", gw=g).status for _ in range(5)]
+        assert statuses == [200] * 5, statuses
+    finally:
+        sock.close()
+
+
+def _send_quietly(sock, data):
+    try:
+        sock.sendall(data)
+    except (OSError, ssl.SSLError):
+        pass  # the gateway closed the connection: the point of the test
