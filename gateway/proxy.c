@@ -599,14 +599,15 @@ static void send_chunked(exchange_t *ex, h2o_iovec_t data, h2o_send_state_t stat
  * cut to the flow-control credit the client has given (stream and
  * connection), so that what h2o is handed is written at once and confirmed
  * by proceed: a stream the client stalls holds at most one small send that
- * is never billed. */
-static size_t send_limit(exchange_t *ex)
+ * is never billed. *credit is 0 when that small send is beyond the credit. */
+static size_t send_limit(exchange_t *ex, int *credit)
 {
     h2o_req_t *req = ex->req;
     h2o_http2_stream_t *stream;
     h2o_http2_conn_t *conn;
     ssize_t window, conn_window;
 
+    *credit = 1;
     if (req->version < 0x200)
         return SEND_CHUNK_BYTES;
     /* every HTTP/2 request of h2o 2.2.5 lives in an h2o_http2_stream_t */
@@ -616,28 +617,34 @@ static size_t send_limit(exchange_t *ex)
     conn_window = h2o_http2_window_get_window(&conn->_write.window);
     if (conn_window < window)
         window = conn_window;
-    if (window <= 0)
+    if (window <= 0) {
+        *credit = 0;
         return STALLED_SEND_BYTES;
+    }
     return (size_t)window < SEND_CHUNK_BYTES ? (size_t)window : SEND_CHUNK_BYTES;
 }
 
 /* Hands what is buffered to h2o. Bytes are billed when h2o reports them
- * written (on_proceed), so the final send carries no body: what is left goes
- * out as an in-progress send first. With the upstream released and nothing
- * left, this is the final send; it may dispose the request, so it is the
- * caller's last use of ex. */
+ * written (on_proceed). With the upstream released and everything left in
+ * this send, it is the final send: h2o calls no proceed after it, so it is
+ * billed as it is handed over, and under HTTP/2 it carries body bytes only
+ * within the client's credit (then h2o writes them at once; h2o 2.2.5 holds
+ * even an empty END_STREAM while the window is shut). The final send may
+ * dispose the request, so it is the caller's last use of ex. */
 static void do_send(exchange_t *ex)
 {
     h2o_buffer_t **receiving = ex->sock != NULL ? &ex->sock->input : &ex->rest;
     h2o_send_state_t state;
     h2o_iovec_t vec;
+    int credit;
 
     assert(!ex->res.sending);
-    vec = h2o_doublebuffer_prepare(&ex->sending, receiving, send_limit(ex));
-    if (ex->sock == NULL && vec.len == 0 && ex->sending.buf->size == 0 && (*receiving)->size == 0 &&
-        (ex->res.started || ex->res.body_error)) {
+    vec = h2o_doublebuffer_prepare(&ex->sending, receiving, send_limit(ex, &credit));
+    if (ex->sock == NULL && vec.len == ex->sending.buf->size && (*receiving)->size == 0 && (vec.len == 0 || credit)) {
         state = ex->res.body_error ? H2O_SEND_STATE_ERROR : H2O_SEND_STATE_FINAL;
         ex->state = EX_OVER;
+        if (state == H2O_SEND_STATE_FINAL)
+            add_bytes(ex->proxy, ex->sandbox_id, vec.len + (ex->res.started ? 0 : response_head_size(ex->req)), 0);
     } else {
         /* an empty send is only for getting the head out (server-sent
          * events: the head comes long before the first event) */

@@ -528,3 +528,27 @@ def _send_quietly(sock, data):
         sock.sendall(data)
     except (OSError, ssl.SSLError):
         pass  # the gateway closed the connection: the point of the test
+
+
+def test_http2_body_that_fills_the_window_ends_without_window_update(gw_factory, mredis, own_upstream, certs):
+    """A body exactly as large as the client's windows (65535) ends with
+    END_STREAM although the client never sends WINDOW_UPDATE: the last
+    piece goes out with the end of the stream (libh2o 2.2.5 holds even an
+    empty END_STREAM while the window is shut). Billed exactly once."""
+    g = start_gw(gw_factory, mredis)
+    sid = new_sandbox(mredis, own_upstream)
+    c = H2Client(g, certs, g.host(own_upstream.port, sid))
+    try:
+        s = c.get("/bytes/65535")
+        deadline = time.monotonic() + 20
+        while s not in c.ended and time.monotonic() < deadline:
+            assert c.pump(0.2)
+        assert s in c.ended and c.data[s] == 65535
+    finally:
+        c.close()
+    received = c.head_bytes[s] + c.data[s]
+    billed = gwtest.wait_for(lambda: egress_total(mredis, sid) >= 65535 and egress_total(mredis, sid), 10,
+                             what="metering")
+    time.sleep(1.0)
+    billed = egress_total(mredis, sid)
+    assert abs(billed - received) <= HEAD_BOUND, "billed %d bytes, the client received %d" % (billed, received)
