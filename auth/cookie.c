@@ -120,17 +120,15 @@ static int parse_decimal(const char *s, size_t len, size_t max_digits, uint64_t 
     return 0;
 }
 
-gw_cookie_result_t gw_cookie_verify(h2o_iovec_t value, const gw_cookie_secret_t *secrets, size_t num_secrets,
-                                    const char *sandbox_id, uint16_t port, uint64_t now, const char *token_sha256_hex)
+/* Splits a value into its five fields and parses them; -1 when it is not
+ * well-formed. */
+static int parse_value(h2o_iovec_t value, const char *fields[5], size_t lens[5], uint64_t *cookie_port, uint64_t *cookie_expires)
 {
-    const char *fields[5], *end = value.base + value.len, *p;
-    size_t lens[5], n = 0, i;
-    uint64_t cookie_port, cookie_expires;
-    char sig[SIG_LEN + 1];
-    int verified = 0;
+    const char *end = value.base + value.len, *p;
+    size_t n = 0, i;
 
     if (value.base == NULL || value.len == 0 || value.len > MAX_VALUE_LEN)
-        return GW_COOKIE_MALFORMED;
+        return -1;
 
     /* exactly five '.'-separated fields */
     for (p = value.base; n != 5; ++n) {
@@ -146,19 +144,47 @@ gw_cookie_result_t gw_cookie_verify(h2o_iovec_t value, const gw_cookie_secret_t 
         p = dot + 1;
     }
     if (n != 5 || fields[4] + lens[4] != end)
-        return GW_COOKIE_MALFORMED;
+        return -1;
     if (!(lens[0] == sizeof(COOKIE_VERSION) - 1 && memcmp(fields[0], COOKIE_VERSION, lens[0]) == 0))
-        return GW_COOKIE_MALFORMED;
+        return -1;
     if (!is_valid_sandbox(fields[1], lens[1]))
-        return GW_COOKIE_MALFORMED;
-    if (parse_decimal(fields[2], lens[2], MAX_PORT_DIGITS, UINT16_MAX, &cookie_port) != 0 ||
-        parse_decimal(fields[3], lens[3], MAX_EXPIRES_DIGITS, UINT64_MAX, &cookie_expires) != 0)
-        return GW_COOKIE_MALFORMED;
+        return -1;
+    if (parse_decimal(fields[2], lens[2], MAX_PORT_DIGITS, UINT16_MAX, cookie_port) != 0 ||
+        parse_decimal(fields[3], lens[3], MAX_EXPIRES_DIGITS, UINT64_MAX, cookie_expires) != 0)
+        return -1;
     if (lens[4] != SIG_LEN)
-        return GW_COOKIE_MALFORMED;
+        return -1;
     for (i = 0; i != SIG_LEN; ++i)
         if (!is_base64url((unsigned char)fields[4][i]))
-            return GW_COOKIE_MALFORMED;
+            return -1;
+    return 0;
+}
+
+int gw_cookie_read_fields(h2o_iovec_t value, h2o_iovec_t *sandbox_id, uint16_t *port, uint64_t *expires_at)
+{
+    const char *fields[5];
+    size_t lens[5];
+    uint64_t cookie_port, cookie_expires;
+
+    if (parse_value(value, fields, lens, &cookie_port, &cookie_expires) != 0)
+        return -1;
+    *sandbox_id = h2o_iovec_init(fields[1], lens[1]);
+    *port = (uint16_t)cookie_port;
+    *expires_at = cookie_expires;
+    return 0;
+}
+
+gw_cookie_result_t gw_cookie_verify(h2o_iovec_t value, const gw_cookie_secret_t *secrets, size_t num_secrets,
+                                    const char *sandbox_id, uint16_t port, uint64_t now, const char *token_sha256_hex)
+{
+    const char *fields[5];
+    size_t lens[5], i;
+    uint64_t cookie_port, cookie_expires;
+    char sig[SIG_LEN + 1];
+    int verified = 0;
+
+    if (parse_value(value, fields, lens, &cookie_port, &cookie_expires) != 0)
+        return GW_COOKIE_MALFORMED;
 
     /* the payload is the value up to the dot before the signature; strict
      * parsing above makes it canonical, so it can be MACed as received */

@@ -42,6 +42,11 @@ h2o_iovec_t gw_cookie_sign(h2o_mem_pool_t *pool, const gw_cookie_secret_t *secre
 gw_cookie_result_t gw_cookie_verify(h2o_iovec_t value, const gw_cookie_secret_t *secrets, size_t num_secrets,
                                     const char *sandbox_id, uint16_t port, uint64_t now, const char *token_sha256_hex);
 
+/* The fields of a well-formed value, not verified: the sandbox (pointing
+ * into value), port and expiry. Returns 0, or -1 when value is not
+ * "v1.<sandbox>.<port>.<expires>.<sig>". */
+int gw_cookie_read_fields(h2o_iovec_t value, h2o_iovec_t *sandbox_id, uint16_t *port, uint64_t *expires_at);
+
 /* "<name>=<value>; Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age=<ttl>"
  * (None adds "; Partitioned"). From pool. */
 h2o_iovec_t gw_cookie_set_header(h2o_mem_pool_t *pool, h2o_iovec_t name, h2o_iovec_t value, uint64_t max_age,

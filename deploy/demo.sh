@@ -10,22 +10,31 @@
 #
 # Ports: gateway TLS 127.0.0.1:8443, plain 127.0.0.1:8080 (redirects to
 # https), admin 127.0.0.1:9901, demo app 127.0.0.1:3000, Redis 127.0.0.1:6390
-# (or a free port when 6390 is taken). Hostnames are <port>-<id>.localhost,
-# which curl and browsers resolve to loopback by themselves.
+# (or a free port when 6390 is taken). The preview domain is lizard.localhost:
+# hostnames are <port>-<id>.lizard.localhost, which curl and browsers resolve
+# to loopback by themselves, and the demo's certificate is a wildcard for
+# *.lizard.localhost (browsers refuse a wildcard right under "localhost",
+# which would cover only the one name listed beside it).
+#
+# For tests, the environment may move things: DEMO_RUN (state directory,
+# default .run), DEMO_TLS_PORT, DEMO_PLAIN_PORT, DEMO_ADMIN_PORT,
+# DEMO_APP_PORT, DEMO_REDIS_PORT, DEMO_GATEWAY (an already built binary: no
+# build), DEMO_NO_INSTALL=1 (install nothing).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-RUN=$ROOT/.run
+RUN=${DEMO_RUN:-$ROOT/.run}
 BUILD_DIR=${BUILD_DIR:-build}
-GATEWAY=$ROOT/$BUILD_DIR/gateway/lizard-gateway
+GATEWAY=${DEMO_GATEWAY:-$ROOT/$BUILD_DIR/gateway/lizard-gateway}
 PYTHON=/usr/bin/python3
 
-TLS_PORT=8443
-PLAIN_PORT=8080
-ADMIN_PORT=9901
-APP_PORT=3000
+TLS_PORT=${DEMO_TLS_PORT:-8443}
+PLAIN_PORT=${DEMO_PLAIN_PORT:-8080}
+ADMIN_PORT=${DEMO_ADMIN_PORT:-9901}
+APP_PORT=${DEMO_APP_PORT:-3000}
 SANDBOX=demo
+DOMAIN=lizard.localhost
 
 log() { printf 'demo: %s\n' "$*" >&2; }
 die() {
@@ -121,14 +130,18 @@ esac
 # --- packages and build --------------------------------------------------------
 # shellcheck source=tests/lib/deps.sh
 source "$ROOT/tests/lib/deps.sh"
-gw_deps_install "${GW_DEB_BUILD_PACKAGES[@]}" check redis-server redis-tools curl openssl python3
-
-if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-    log "configuring $BUILD_DIR"
-    meson setup "$BUILD_DIR" -Dbuildtype=debugoptimized >/dev/null
+if [ "${DEMO_NO_INSTALL:-}" != 1 ]; then
+    gw_deps_install "${GW_DEB_BUILD_PACKAGES[@]}" check redis-server redis-tools curl openssl python3
 fi
-log "building $BUILD_DIR"
-ninja -C "$BUILD_DIR" gateway/lizard-gateway >/dev/null || die "the build failed: run ninja -C $BUILD_DIR"
+
+if [ -z "${DEMO_GATEWAY:-}" ]; then
+    if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+        log "configuring $BUILD_DIR"
+        meson setup "$BUILD_DIR" -Dbuildtype=debugoptimized >/dev/null
+    fi
+    log "building $BUILD_DIR"
+    ninja -C "$BUILD_DIR" gateway/lizard-gateway >/dev/null || die "the build failed: run ninja -C $BUILD_DIR"
+fi
 [ -x "$GATEWAY" ] || die "$GATEWAY was not built"
 
 # --- clean restart -------------------------------------------------------------
@@ -142,27 +155,27 @@ for p in $TLS_PORT $PLAIN_PORT $ADMIN_PORT $APP_PORT; do
     fi
 done
 
-REDIS_PORT=6390
+REDIS_PORT=${DEMO_REDIS_PORT:-6390}
 if port_in_use "$REDIS_PORT"; then
     REDIS_PORT=$(free_port)
 fi
 
-# --- certificates: a local CA and a leaf for *.localhost ----------------------------
+# --- certificates: a local CA and a leaf for *.lizard.localhost ---------------------
+# (made again when missing, expiring, or from an older demo that used *.localhost)
 if [ ! -s "$RUN/ca.pem" ] || [ ! -s "$RUN/cert.pem" ] || [ ! -s "$RUN/key.pem" ] ||
-    ! openssl x509 -checkend 86400 -noout -in "$RUN/cert.pem" >/dev/null 2>&1; then
-    log "making a local CA and a certificate for *.localhost in .run/"
+    ! openssl x509 -checkend 86400 -noout -in "$RUN/cert.pem" >/dev/null 2>&1 ||
+    ! openssl x509 -noout -checkhost "any-name.$DOMAIN" -in "$RUN/cert.pem" 2>/dev/null | grep -q 'does match'; then
+    log "making a local CA and a certificate for *.$DOMAIN in $RUN/"
     (
         cd "$RUN"
         openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.pem \
             -days 825 -subj "/CN=lizard-gateway demo CA" \
             -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
         openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout key.pem -out leaf.csr \
-            -subj "/CN=*.localhost" 2>/dev/null
-        # Some browsers refuse a wildcard right under "localhost": name the
-        # demo host explicitly too.
+            -subj "/CN=*.$DOMAIN" 2>/dev/null
+        # two labels under localhost: every <port>-<id>.lizard.localhost matches
         printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
-            "extendedKeyUsage=serverAuth" \
-            "subjectAltName=DNS:*.localhost,DNS:localhost,DNS:$APP_PORT-$SANDBOX.localhost" >leaf.ext
+            "extendedKeyUsage=serverAuth" "subjectAltName=DNS:*.$DOMAIN,DNS:$DOMAIN" >leaf.ext
         openssl x509 -req -in leaf.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out leaf.pem -days 365 \
             -extfile leaf.ext 2>/dev/null
         cat leaf.pem ca.pem >cert.pem
@@ -191,7 +204,7 @@ cat >"$RUN/gateway.json" <<EOF
     {"address": "127.0.0.1:$TLS_PORT", "tls": true},
     {"address": "127.0.0.1:$PLAIN_PORT", "tls": false}
   ],
-  "domains": ["localhost"],
+  "domains": ["$DOMAIN"],
   "tls": {"certificates": [{"cert": "$RUN/cert.pem", "key": "$RUN/key.pem"}]},
   "redis": {"address": "127.0.0.1:$REDIS_PORT", "prefix": "lizard:"},
   "auth": {"cookie_secrets_env": "LIZARD_COOKIE_SECRETS", "cookie_ttl_s": 86400, "cookie_same_site": "lax"},
@@ -228,7 +241,7 @@ if ! wait_until 15 curl -sf --noproxy '*' "http://127.0.0.1:$ADMIN_PORT/healthz"
     die "the gateway did not become healthy (see .run/gateway.log)"
 fi
 
-HOST="$APP_PORT-$SANDBOX.localhost"
+HOST="$APP_PORT-$SANDBOX.$DOMAIN"
 CHECK=$(curl -s --noproxy '*' --cacert "$RUN/ca.pem" -H "X-Lizard-Access-Token: $TOKEN" -o /dev/null \
     -w '%{http_code}' "https://$HOST:$TLS_PORT/" || true)
 if [ "$CHECK" != "200" ]; then
@@ -237,16 +250,16 @@ fi
 
 cat <<EOF
 
-lizard-gateway demo is running (state and logs in .run/).
+lizard-gateway demo is running (state and logs in $RUN/).
 
-  Preview URL (browser; trust .run/ca.pem or accept the warning):
+  Preview URL (browser; trust $RUN/ca.pem or accept the warning):
     https://$HOST:$TLS_PORT/?lizard_token=$TOKEN
 
   With curl:
-    curl --cacert .run/ca.pem -H 'X-Lizard-Access-Token: $TOKEN' https://$HOST:$TLS_PORT/
+    curl --cacert $RUN/ca.pem -H 'X-Lizard-Access-Token: $TOKEN' https://$HOST:$TLS_PORT/
 
   Without the token (401 missing_token):
-    curl --cacert .run/ca.pem https://$HOST:$TLS_PORT/
+    curl --cacert $RUN/ca.pem https://$HOST:$TLS_PORT/
 
   Health:  curl http://127.0.0.1:$ADMIN_PORT/healthz
   Redis:   redis-cli -p $REDIS_PORT HGETALL 'lizard:sbx:{$SANDBOX}'

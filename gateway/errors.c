@@ -28,6 +28,8 @@ typedef struct st_error_def_t {
     const char *hint;
     /* seconds for Retry-After, 0 for none */
     int retry_after;
+    /* for whoever looks further (a developer): shown below the rest; NULL for none */
+    const char *tech;
 } error_def_t;
 
 static const error_def_t defs[GW_ERR_NUM_CODES] = {
@@ -35,45 +37,106 @@ static const error_def_t defs[GW_ERR_NUM_CODES] = {
                          "This host name is under a preview domain but is not a valid preview address.",
                          "Preview addresses have the form <port>-<sandbox id>.<preview domain>, with a port from 1 to 65535 and a "
                          "sandbox id of lowercase letters and digits.",
-                         0},
+                         0, NULL},
     [GW_ERR_UNKNOWN_HOST] = {"unknown_host", 404, "Not Found", "Unknown host", "This gateway does not serve this host name.",
-                             "Check the address; preview links come from the platform's expose call.", 0},
+                             "Check the address; preview links come from the platform's expose call.", 0, NULL},
     [GW_ERR_SANDBOX_NOT_FOUND] = {"sandbox_not_found", 404, "Not Found", "Sandbox not found", "$s does not exist.",
                                   "It may have been deleted. Check the sandbox id in the address, or create a sandbox and "
                                   "expose the port again.",
-                                  0},
+                                  0, NULL},
     [GW_ERR_PORT_NOT_EXPOSED] = {"port_not_exposed", 404, "Not Found", "Port not exposed", "$p of $S is not exposed.",
-                                 "Expose the port with the platform's expose call, then open the preview link it returns.", 0},
-    [GW_ERR_MISSING_TOKEN] = {"missing_token", 401, "Unauthorized", "Access token required",
-                              "$p of $S is private and this request carried no access token.",
-                              "Open the preview link with its ?lizard_token= parameter, or send the token in the "
-                              "X-Lizard-Access-Token header.",
-                              0},
-    [GW_ERR_INVALID_TOKEN] = {"invalid_token", 403, "Forbidden", "Access token not valid",
-                              "The access token presented for $S is not valid.",
-                              "The token may have been rotated. Get a fresh preview link from the platform, or send the current "
-                              "token in the X-Lizard-Access-Token header.",
-                              0},
+                                 "Expose the port with the platform's expose call, then open the preview link it returns.", 0,
+                                 NULL},
+    [GW_ERR_MISSING_TOKEN] = {"missing_token", 401, "Unauthorized", "This preview is private",
+                              "$p of $S is private: only its preview link opens it, and this request came without one.",
+                              "Open the full preview link, the address that ends in ?lizard_token=...: the platform shows it "
+                              "where the port was exposed. If someone sent you this address, ask them for the full link.",
+                              0,
+                              "Technical detail: the request carried no credential. A private port takes the sandbox's access "
+                              "token in the X-Lizard-Access-Token header or the lizard_token query parameter, or the cookie the "
+                              "gateway sets when a preview link is opened in a browser."},
+    [GW_ERR_INVALID_TOKEN] = {"invalid_token", 403, "Forbidden", "Access not valid", "The access presented for $S is not valid.",
+                              "Get the current preview link from the platform (or from whoever shared it) and open it again.", 0,
+                              "Technical detail: the credential did not match the sandbox's access token."},
     [GW_ERR_SANDBOX_NOT_RUNNING] = {"sandbox_not_running", 503, "Service Unavailable", "Sandbox not running", "$s is not running.",
-                                    "Start or resume the sandbox, then reload this page in a few seconds.", 5},
+                                    "Start or resume the sandbox, then reload this page in a few seconds.", 5, NULL},
     [GW_ERR_PORT_NOT_OPEN] = {"port_not_open", 502, "Bad Gateway", "Nothing is listening on this port",
                               "Nothing is listening on $P in $S.",
-                              "Start your server and make it listen on 0.0.0.0 (not 127.0.0.1).", 0},
+                              "Start your server and make it listen on 0.0.0.0 (not 127.0.0.1).", 0, NULL},
     [GW_ERR_UPSTREAM_FORBIDDEN] = {"upstream_forbidden", 502, "Bad Gateway", "Sandbox address refused",
                                    "The gateway refused to connect to $S: its address is outside the allowed networks.",
-                                   "This is a problem of the platform, not of your code. Try again later or contact support.", 0},
+                                   "This is a problem of the platform, not of your code. Try again later or contact support.", 0,
+                                   NULL},
     [GW_ERR_UPSTREAM_TIMEOUT] = {"upstream_timeout", 504, "Gateway Timeout", "Sandbox did not answer in time",
                                  "$s did not answer on $P in time.",
-                                 "Check that your server is running and responsive, then try again.", 0},
+                                 "Check that your server is running and responsive, then try again.", 0, NULL},
     [GW_ERR_TOO_MANY_CONNECTIONS] = {"too_many_connections", 429, "Too Many Requests", "Too many connections",
                                      "$s has too many open connections.",
-                                     "Close some connections or wait a moment, then try again.", 0},
+                                     "Close some connections or wait a moment, then try again.", 0, NULL},
     [GW_ERR_ROUTING_UNAVAILABLE] = {"routing_unavailable", 503, "Service Unavailable", "Routing temporarily unavailable",
                                     "The gateway cannot look up where $S runs right now.",
-                                    "This is temporary; try again in a few seconds.", 2},
+                                    "This is temporary; try again in a few seconds.", 2, NULL},
     [GW_ERR_BODY_TOO_LARGE] = {"body_too_large", 413, "Payload Too Large", "Request body too large",
                                "The request body is larger than this gateway accepts.",
-                               "Send a smaller body, or split the upload into several requests.", 0},
+                               "Send a smaller body, or split the upload into several requests.", 0, NULL},
+    [GW_ERR_BAD_REQUEST] = {"bad_request", 400, "Bad Request", "Malformed request",
+                            "The request line is not one the gateway can forward: the method must be a token and the target a "
+                            "path starting with /.",
+                            "Send the request with a standard method and a path, as browsers and HTTP libraries do.", 0, NULL},
+    [GW_ERR_METHOD_NOT_ALLOWED] = {"method_not_allowed", 405, "Method Not Allowed", "Method not allowed",
+                                   "The gateway does not forward CONNECT requests: a preview address is a web server, not a "
+                                   "proxy.",
+                                   "Use GET, POST or another method the Allow header lists.", 0, NULL},
+};
+
+/* The finer causes (gw_error_why_t): the code each belongs to, and its text. */
+static const struct {
+    gw_error_code_t code;
+    error_def_t def;
+} whys[GW_WHY_NUM] = {
+    [GW_WHY_WRONG_TOKEN_HEADER] = {GW_ERR_INVALID_TOKEN,
+                                   {"invalid_token", 403, "Forbidden", "Access token not valid",
+                                    "The X-Lizard-Access-Token header sent for $S does not match its access token.",
+                                    "Send the sandbox's current access token: it changes when the platform rotates it.", 0, NULL}},
+    [GW_WHY_WRONG_LINK] = {GW_ERR_INVALID_TOKEN,
+                           {"invalid_token", 403, "Forbidden", "This preview link is not valid",
+                            "The preview link you opened for $S is not valid, or no longer is.",
+                            "A link stops working when the sandbox's access token is changed. Get the current preview link "
+                            "from the platform, or ask whoever shared it for a new one.",
+                            0, "Technical detail: the lizard_token query parameter does not match the sandbox's access token."}},
+    [GW_WHY_COOKIE_EXPIRED] = {GW_ERR_INVALID_TOKEN,
+                               {"invalid_token", 403, "Forbidden", "Your access to this preview has expired",
+                                "The access this browser had to $P of $S has expired.",
+                                "Open the preview link again (from the platform, or from whoever shared it) to get access.", 0,
+                                "Technical detail: the gateway's access cookie had expired; the gateway has cleared it."}},
+    [GW_WHY_COOKIE_REVOKED] = {GW_ERR_INVALID_TOKEN,
+                               {"invalid_token", 403, "Forbidden", "Your access to this preview is no longer valid",
+                                "The access this browser had to $P of $S is no longer valid: the sandbox's access token was "
+                                "changed after the preview was opened, or the cookie was altered.",
+                                "Get the new preview link from the platform, or ask whoever shared the preview for a new one.", 0,
+                                "Technical detail: the gateway's access cookie for this preview failed its signature check: it "
+                                "was signed for the sandbox's previous token (or altered). The gateway has cleared it."}},
+    [GW_WHY_COOKIE_NOT_VALID] = {GW_ERR_INVALID_TOKEN,
+                                 {"invalid_token", 403, "Forbidden", "Access cookie not valid",
+                                  "This browser sent an access cookie that is not valid for $P of $S: it was altered, or it "
+                                  "belongs to another preview.",
+                                  "The gateway has cleared it. Open this preview's own link (from the platform, or from whoever "
+                                  "shared it) to get access.",
+                                  0,
+                                  "Technical detail: the gateway's access cookie failed verification (its signature, sandbox or "
+                                  "port)."}},
+    [GW_WHY_EMBEDDED_SAME_SITE] = {GW_ERR_MISSING_TOKEN,
+                                   {"missing_token", 401, "Unauthorized", "This preview cannot be shown inside another site",
+                                    "$p of $S is private, and this page is in a frame of another site, where the browser "
+                                    "blocked the preview's access cookie: the gateway issues that cookie for its own site "
+                                    "only (SameSite=Lax).",
+                                    "Open the preview in its own tab. Embedding previews in another site needs the gateway's "
+                                    "setting auth.cookie_same_site: \"none\" (the cookie then becomes SameSite=None; "
+                                    "Partitioned); ask the operator of the gateway.",
+                                    0,
+                                    "Technical detail: a cross-site frame (Sec-Fetch-Dest: iframe, Sec-Fetch-Site: cross-site) "
+                                    "came without the gateway's cookie, which auth.cookie_same_site \"lax\" or \"strict\" "
+                                    "keeps out of other sites' frames."}},
 };
 
 static const error_def_t *def_of(gw_error_code_t code)
@@ -317,7 +380,7 @@ static void render_json(sb_t *out, const error_def_t *def, const char *message, 
 }
 
 static void render_html(sb_t *out, const error_def_t *def, const char *message, size_t message_len, const char *hint,
-                        size_t hint_len)
+                        size_t hint_len, const char *tech, size_t tech_len)
 {
     char status[64];
 
@@ -335,13 +398,17 @@ static void render_html(sb_t *out, const error_def_t *def, const char *message, 
                  "padding:2rem}\n"
                  "h1{font-size:1.4rem;margin:0 0 1rem}\np{line-height:1.5}\n"
                  ".next{background:#f6f8fa;border-left:4px solid #0969da;padding:.75rem 1rem}\n"
-                 ".code{color:#656d76;font-size:.85rem}\ncode{font-family:ui-monospace,monospace}\n"
+                 ".tech,.code{color:#656d76;font-size:.85rem}\ncode{font-family:ui-monospace,monospace}\n"
                  "</style>\n</head>\n<body>\n<main>\n<h1>");
     sb_puts(out, def->title);
     sb_puts(out, "</h1>\n<p>");
     sb_escape(out, message, message_len, 1);
     sb_puts(out, "</p>\n<p class=\"next\">");
     sb_escape(out, hint, hint_len, 1);
+    if (tech_len != 0) {
+        sb_puts(out, "</p>\n<p class=\"tech\">");
+        sb_escape(out, tech, tech_len, 1);
+    }
     sb_puts(out, "</p>\n<p class=\"code\">");
     sb_puts(out, status);
     sb_puts(out, " &middot; error code <code>");
@@ -359,31 +426,52 @@ static const error_def_t port_not_open_bad_answer = {
     "No valid answer from this port",
     "The app on $P of $S did not answer with HTTP.",
     "Make sure the server on this port speaks HTTP/1.1, listens on 0.0.0.0 (not 127.0.0.1), and check its logs.",
-    0};
+    0,
+    NULL};
+
+static const error_def_t *def_of_why(gw_error_code_t code, gw_error_why_t why)
+{
+    if ((unsigned)why < GW_WHY_NUM && why != GW_WHY_DEFAULT && whys[why].code == code)
+        return &whys[why].def;
+    return def_of(code);
+}
 
 h2o_iovec_t gw_error_render(h2o_mem_pool_t *pool, gw_error_code_t code, int html, const char *sandbox_id, uint16_t port,
                             const char *detail)
 {
-    const error_def_t *def = code == GW_ERR_PORT_NOT_OPEN && detail != NULL ? &port_not_open_bad_answer : def_of(code);
-    sb_t message = {0}, hint = {0}, out = {0};
+    return gw_error_render_why(pool, code, GW_WHY_DEFAULT, html, sandbox_id, port, detail);
+}
+
+h2o_iovec_t gw_error_render_why(h2o_mem_pool_t *pool, gw_error_code_t code, gw_error_why_t why, int html, const char *sandbox_id,
+                                uint16_t port, const char *detail)
+{
+    const error_def_t *def = code == GW_ERR_PORT_NOT_OPEN && detail != NULL ? &port_not_open_bad_answer : def_of_why(code, why);
+    sb_t message = {0}, hint = {0}, tech = {0}, out = {0};
     h2o_iovec_t body = {NULL, 0};
 
     build_message(&message, def, sandbox_id, port, detail);
     if (html) {
         expand(&hint, def->hint, sandbox_id, port);
-        render_html(&out, def, message.buf, message.len, hint.buf, hint.len);
+        if (def->tech != NULL)
+            expand(&tech, def->tech, sandbox_id, port);
+        render_html(&out, def, message.buf, message.len, hint.buf, hint.len, tech.buf, tech.len);
     } else {
-        /* a program reads only the message: it carries what to do next too */
+        /* a program reads only the message: it carries what to do next, and the technical detail, too */
         sb_puts(&message, " ");
         expand(&message, def->hint, sandbox_id, port);
+        if (def->tech != NULL) {
+            sb_puts(&message, " ");
+            expand(&message, def->tech, sandbox_id, port);
+        }
         render_json(&out, def, message.buf, message.len, sandbox_id, port);
     }
-    if (message.failed || hint.failed || out.failed)
+    if (message.failed || hint.failed || tech.failed || out.failed)
         goto Error;
 
     body = h2o_strdup(pool, out.buf, out.len);
 Error:
     free(out.buf);
+    free(tech.buf);
     free(hint.buf);
     free(message.buf);
     if (body.base == NULL) {
@@ -488,19 +576,33 @@ int gw_error_prefers_html(h2o_iovec_t sec_fetch_mode, h2o_iovec_t accept)
     return html_q > 0 && html_q >= json_q;
 }
 
-void gw_error_send(h2o_req_t *req, gw_error_code_t code, const char *sandbox_id, uint16_t port, const char *detail)
+int gw_error_is_navigation(h2o_req_t *req)
 {
-    const error_def_t *def = def_of(code);
-    h2o_iovec_t sec_fetch_mode = {NULL, 0}, accept = {NULL, 0}, body, content_type;
+    h2o_iovec_t sec_fetch_mode = {NULL, 0}, accept = {NULL, 0};
     ssize_t i;
-    int html;
 
     if ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("sec-fetch-mode"), -1)) != -1)
         sec_fetch_mode = req->headers.entries[i].value;
     if ((i = h2o_find_header(&req->headers, H2O_TOKEN_ACCEPT, -1)) != -1)
         accept = req->headers.entries[i].value;
-    html = gw_error_prefers_html(sec_fetch_mode, accept);
-    body = gw_error_render(&req->pool, code, html, sandbox_id, port, detail);
+    return gw_error_prefers_html(sec_fetch_mode, accept);
+}
+
+void gw_error_send(h2o_req_t *req, gw_error_code_t code, const char *sandbox_id, uint16_t port, const char *detail)
+{
+    gw_error_send_why(req, code, GW_WHY_DEFAULT, sandbox_id, port, detail);
+}
+
+void gw_error_send_why(h2o_req_t *req, gw_error_code_t code, gw_error_why_t why, const char *sandbox_id, uint16_t port,
+                       const char *detail)
+{
+    const error_def_t *def = def_of(code);
+    h2o_iovec_t body, content_type;
+    ssize_t i;
+    int html;
+
+    html = gw_error_is_navigation(req);
+    body = gw_error_render_why(&req->pool, code, why, html, sandbox_id, port, detail);
 
     gw_access_log_note_error(req, def->name);
     req->res.status = def->status;
@@ -511,6 +613,9 @@ void gw_error_send(h2o_req_t *req, gw_error_code_t code, const char *sandbox_id,
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, content_type.base, content_type.len);
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-content-type-options"), 0, NULL, H2O_STRLIT("nosniff"));
+    /* RFC 9110 11.6.1: a 401 names the scheme it wants */
+    if (def->status == 401)
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Lizard-Token"));
     if (def->retry_after != 0) {
         char *v = h2o_mem_alloc_pool(&req->pool, 16);
         int len = snprintf(v, 16, "%d", def->retry_after);

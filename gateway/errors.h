@@ -24,8 +24,25 @@ typedef enum {
     GW_ERR_TOO_MANY_CONNECTIONS,
     GW_ERR_ROUTING_UNAVAILABLE,
     GW_ERR_BODY_TOO_LARGE,
+    /* not in the contract's table (README, Errors): requests HTTP itself rules out */
+    GW_ERR_BAD_REQUEST,
+    GW_ERR_METHOD_NOT_ALLOWED,
     GW_ERR_NUM_CODES
 } gw_error_code_t;
+
+/* A finer cause of some codes: the same code and status, with a page and a
+ * message that say more exactly what happened and what to do. A cause that
+ * does not belong to the code it is sent with is ignored. */
+typedef enum {
+    GW_WHY_DEFAULT = 0,
+    GW_WHY_WRONG_TOKEN_HEADER, /* invalid_token: the X-Lizard-Access-Token header */
+    GW_WHY_WRONG_LINK,         /* invalid_token: the lizard_token parameter (a preview link) */
+    GW_WHY_COOKIE_EXPIRED,     /* invalid_token: the gateway's cookie expired */
+    GW_WHY_COOKIE_REVOKED,     /* invalid_token: the cookie is for the sandbox's previous token */
+    GW_WHY_COOKIE_NOT_VALID,   /* invalid_token: the cookie was altered, or is another preview's */
+    GW_WHY_EMBEDDED_SAME_SITE, /* missing_token: a frame in another site, with a SameSite=Lax/Strict cookie */
+    GW_WHY_NUM
+} gw_error_why_t;
 
 /* "bad_host", ... */
 const char *gw_error_code_name(gw_error_code_t code);
@@ -42,11 +59,23 @@ int gw_error_prefers_html(h2o_iovec_t sec_fetch_mode, h2o_iovec_t accept);
 h2o_iovec_t gw_error_render(h2o_mem_pool_t *pool, gw_error_code_t code, int html, const char *sandbox_id, uint16_t port,
                             const char *detail);
 
+/* gw_error_render with a finer cause. */
+h2o_iovec_t gw_error_render_why(h2o_mem_pool_t *pool, gw_error_code_t code, gw_error_why_t why, int html, const char *sandbox_id,
+                                uint16_t port, const char *detail);
+
+/* 1 when req is a browser navigation (gw_error_prefers_html of its
+ * Sec-Fetch-Mode and Accept headers). */
+int gw_error_is_navigation(h2o_req_t *req);
+
 /* Sends the error as the response to req, keeping headers already put in
  * req->res.headers (e.g. a Set-Cookie that clears a bad cookie). Adds
  * Content-Type, Cache-Control: no-store, Retry-After where the code calls for
  * it, and Access-Control-Allow-Origin + Vary: Origin when the request had an
  * Origin. */
 void gw_error_send(h2o_req_t *req, gw_error_code_t code, const char *sandbox_id, uint16_t port, const char *detail);
+
+/* gw_error_send with a finer cause. A 401 carries WWW-Authenticate: Lizard-Token. */
+void gw_error_send_why(h2o_req_t *req, gw_error_code_t code, gw_error_why_t why, const char *sandbox_id, uint16_t port,
+                       const char *detail);
 
 #endif

@@ -1,10 +1,10 @@
 /*
- * The request pipeline: host -> route (cache or Redis) -> access rule ->
- * credential -> state -> allowed network -> connection slot -> proxy, with
- * the gateway's credentials stripped from what is forwarded. Each step
- * either answers the request with a contract error or passes it on; the
- * route lookup is the only asynchronous step, and its state is detached
- * when the request dies.
+ * The request pipeline: request line (method, origin-form target) -> host
+ * -> route (cache or Redis) -> access rule -> credential -> state -> allowed
+ * network -> connection slot -> proxy, with the gateway's credentials
+ * stripped from what is forwarded. Each step either answers the request with
+ * a contract error or passes it on; the route lookup is the only
+ * asynchronous step, and its state is detached when the request dies.
  */
 #include <arpa/inet.h>
 #include <string.h>
@@ -16,6 +16,7 @@
 #include "gateway/metering.h"
 #include "gateway/pipeline.h"
 #include "gateway/proxy.h"
+#include "gateway/request_line.h"
 #include "gateway/worker.h"
 #include "routing/host.h"
 
@@ -48,6 +49,11 @@ static void on_pending_dispose(void *_p)
 static void send_error(pending_t *p, gw_error_code_t code, const char *detail)
 {
     gw_error_send(p->req, code, p->host.sandbox_id, p->host.port, detail);
+}
+
+static void send_error_why(pending_t *p, gw_error_code_t code, gw_error_why_t why)
+{
+    gw_error_send_why(p->req, code, why, p->host.sandbox_id, p->host.port, NULL);
 }
 
 /* h2o_send_redirect() drops the headers already set (Set-Cookie...): this
@@ -172,45 +178,94 @@ static void redirect_with_cookie(pending_t *p, const gw_sandbox_t *sbx)
     send_redirect(req, 302, "Found", p->path);
 }
 
-/* 1 when the request may go on to a private port; otherwise answers it.
- * Credentials are tried in the contract's order: header, query, cookie. */
-static int authenticate(pending_t *p, const gw_sandbox_t *sbx)
+static int header_is(h2o_req_t *req, const char *name, size_t name_len, const char *value, size_t value_len)
+{
+    ssize_t i = h2o_find_header_by_str(&req->headers, name, name_len, -1);
+    return i != -1 && h2o_lcstris(req->headers.entries[i].value.base, req->headers.entries[i].value.len, value, value_len);
+}
+
+/* A frame in a page of another site, as Fetch Metadata says: there a
+ * SameSite=Lax or Strict cookie is neither stored nor sent. */
+static int is_cross_site_frame(h2o_req_t *req)
+{
+    return (header_is(req, H2O_STRLIT("sec-fetch-dest"), H2O_STRLIT("iframe")) ||
+            header_is(req, H2O_STRLIT("sec-fetch-dest"), H2O_STRLIT("frame"))) &&
+           header_is(req, H2O_STRLIT("sec-fetch-site"), H2O_STRLIT("cross-site"));
+}
+
+/* Why the gateway's cookie was refused, for the person who sent it. */
+static gw_error_why_t cookie_refusal(pending_t *p, gw_cookie_result_t result)
+{
+    h2o_iovec_t sandbox_id;
+    uint16_t port;
+    uint64_t expires_at;
+
+    if (result == GW_COOKIE_EXPIRED) /* reported only once the signature holds */
+        return GW_WHY_COOKIE_EXPIRED;
+    /* A cookie of this very preview, unexpired, whose signature no longer holds: signed for the sandbox's
+     * previous token (or altered; the two cannot be told apart). */
+    if (result == GW_COOKIE_BAD_SIGNATURE && gw_cookie_read_fields(p->cookie, &sandbox_id, &port, &expires_at) == 0 &&
+        h2o_memis(sandbox_id.base, sandbox_id.len, p->host.sandbox_id, strlen(p->host.sandbox_id)) && port == p->host.port &&
+        expires_at > (uint64_t)time(NULL))
+        return GW_WHY_COOKIE_REVOKED;
+    return GW_WHY_COOKIE_NOT_VALID;
+}
+
+/* 1 when the request may go on to a private port, with grant->kind (and
+ * expires_at) set; otherwise answers it. Credentials are tried in the
+ * contract's order: header, query, cookie. */
+static int authenticate(pending_t *p, const gw_sandbox_t *sbx, gw_grant_t *grant)
 {
     h2o_req_t *req = p->req;
     const gw_config_t *conf = p->worker->server->config;
+    gw_cookie_result_t result;
     ssize_t i;
 
     if ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT(TOKEN_HEADER), -1)) != -1) {
-        if (sbx->has_token && gw_token_matches(req->headers.entries[i].value, sbx->token_sha256))
+        if (sbx->has_token && gw_token_matches(req->headers.entries[i].value, sbx->token_sha256)) {
+            grant->kind = GW_GRANT_TOKEN;
             return 1;
-        send_error(p, GW_ERR_INVALID_TOKEN, NULL);
+        }
+        send_error_why(p, GW_ERR_INVALID_TOKEN, GW_WHY_WRONG_TOKEN_HEADER);
         return 0;
     }
 
     if (p->query_token_count != 0) {
         if (!sbx->has_token || !gw_token_matches(p->query_token, sbx->token_sha256)) {
-            send_error(p, GW_ERR_INVALID_TOKEN, NULL);
+            send_error_why(p, GW_ERR_INVALID_TOKEN, GW_WHY_WRONG_LINK);
             return 0;
         }
+        /* Only a navigation becomes a cookie: a cross-origin fetch cannot use a 302 that carries no CORS
+         * headers, and EventSource or media send nothing but the URL */
         if ((is_method(req, H2O_STRLIT("GET")) || is_method(req, H2O_STRLIT("HEAD"))) && req->upgrade.base == NULL &&
-            gw_cookie_keys_count(p->worker->server->cookie_keys) != 0) {
+            gw_error_is_navigation(req) && gw_cookie_keys_count(p->worker->server->cookie_keys) != 0) {
             redirect_with_cookie(p, sbx);
             return 0;
         }
-        return 1; /* other methods and upgrades: accepted in place, removed before forwarding */
+        grant->kind = GW_GRANT_TOKEN;
+        return 1; /* accepted in place, removed before forwarding */
     }
 
     if (p->cookie.base != NULL) {
-        if (sbx->has_token && gw_cookie_keys_verify(p->worker->server->cookie_keys, p->cookie, sbx->id, p->host.port,
-                                                    (uint64_t)time(NULL), sbx->token_sha256) == GW_COOKIE_OK)
+        uint64_t now = (uint64_t)time(NULL);
+        h2o_iovec_t sandbox_id;
+        uint16_t port;
+        result = sbx->has_token ? gw_cookie_keys_verify(p->worker->server->cookie_keys, p->cookie, sbx->id, p->host.port, now,
+                                                        sbx->token_sha256)
+                                : GW_COOKIE_TOKEN_CHANGED;
+        if (result == GW_COOKIE_OK && gw_cookie_read_fields(p->cookie, &sandbox_id, &port, &grant->expires_at) == 0) {
+            grant->kind = GW_GRANT_COOKIE;
             return 1;
+        }
         h2o_iovec_t clear = gw_cookie_clear_header(&req->pool, cookie_name(conf), same_site(conf));
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, clear.base, clear.len);
-        send_error(p, GW_ERR_INVALID_TOKEN, NULL);
+        send_error_why(p, GW_ERR_INVALID_TOKEN, cookie_refusal(p, result));
         return 0;
     }
 
-    send_error(p, GW_ERR_MISSING_TOKEN, NULL);
+    send_error_why(p, GW_ERR_MISSING_TOKEN,
+                   same_site(conf) != GW_COOKIE_SAME_SITE_NONE && is_cross_site_frame(req) ? GW_WHY_EMBEDDED_SAME_SITE
+                                                                                           : GW_WHY_DEFAULT);
     return 0;
 }
 
@@ -271,12 +326,16 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
     }
 
     /* status == GW_ROUTE_FOUND, sbx != NULL */
+    gw_grant_t grant = {.record = sbx, .port = p->host.port, .kind = GW_GRANT_PUBLIC};
     switch (gw_sandbox_port_access(sbx, p->host.port)) {
     case GW_PORT_PUBLIC:
         break;
     case GW_PORT_PRIVATE:
-        if (!is_cors_preflight(p->req) && !authenticate(p, sbx))
+        if (is_cors_preflight(p->req)) {
+            grant.kind = GW_GRANT_PREFLIGHT;
+        } else if (!authenticate(p, sbx, &grant)) {
             return;
+        }
         break;
     default:
         send_error(p, GW_ERR_PORT_NOT_EXPOSED, NULL);
@@ -301,7 +360,8 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
                                 .sandbox_id = sbx->id,
                                 .port = p->host.port,
                                 .path = p->path,
-                                .cors_preflight = is_cors_preflight(p->req)};
+                                .cors_preflight = is_cors_preflight(p->req),
+                                .grant = grant};
     if (target.addr.ss.ss_family == AF_INET)
         ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(p->host.port);
     else
@@ -338,17 +398,72 @@ static int lacks_authority(h2o_req_t *req)
     return req->authority.base == req->hostconf->authority.hostport.base;
 }
 
-/* Counts the request and parses its host: 1 with *host filled, or 0 when
- * the request has been answered (bad_host, unknown_host). */
+/* The gateway is not a forward proxy: CONNECT is refused before anything
+ * else, and a method that is not a token never goes further (an HTTP/2
+ * :method can hold spaces). 1 when the request may go on, 0 when answered. */
+static int allowed_method(h2o_req_t *req)
+{
+    if (is_method(req, H2O_STRLIT("CONNECT"))) {
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, H2O_STRLIT(GW_REQUEST_ALLOWED_METHODS));
+        gw_error_send(req, GW_ERR_METHOD_NOT_ALLOWED, NULL, 0, NULL);
+        return 0;
+    }
+    if (!gw_request_method_is_token(req->method)) {
+        gw_error_send(req, GW_ERR_BAD_REQUEST, NULL, 0, "The method is not a token.");
+        return 0;
+    }
+    return 1;
+}
+
+/* The request-target: origin-form, "*" for OPTIONS, or (HTTP/1.x only)
+ * absolute-form naming the Host header's own host, which becomes the
+ * origin-form in req->path so that everything after (credentials, the
+ * redirect, the upstream request line) sees only that. 1 when the request may
+ * go on, 0 when answered. */
+static int origin_form_target(h2o_req_t *req)
+{
+    h2o_iovec_t authority, origin;
+
+    switch (gw_request_target_parse(&req->pool, req->method, req->path, &authority, &origin)) {
+    case GW_TARGET_ORIGIN:
+    case GW_TARGET_ASTERISK:
+        return 1;
+    case GW_TARGET_ABSOLUTE:
+        if (req->version >= 0x200)
+            break; /* an HTTP/2 :path is never absolute (RFC 9113 8.3.1) */
+        /* RFC 9112 3.2.2 makes the target's host win over Host; a hop in
+         * front that routed or authorized by Host would disagree: refuse */
+        authority = gw_host_strip_port(authority);
+        h2o_iovec_t host = gw_host_strip_port(req->authority);
+        if (!h2o_lcstris(authority.base, authority.len, host.base, host.len)) {
+            gw_error_send(req, GW_ERR_BAD_HOST, NULL, 0, "The request target names another host than the Host header.");
+            return 0;
+        }
+        req->path = origin;
+        return 1;
+    default:
+        break;
+    }
+    gw_error_send(req, GW_ERR_BAD_REQUEST, NULL, 0, NULL);
+    return 0;
+}
+
+/* Counts the request, checks its request line and parses its host: 1 with
+ * *host filled, or 0 when the request has been answered (method_not_allowed,
+ * bad_request, bad_host, unknown_host). */
 static int preview_host(h2o_req_t *req, gw_worker_t *w, gw_host_t *host)
 {
     const gw_config_t *conf = w->server->config;
 
     atomic_fetch_add_explicit(&w->server->stats.requests, 1, memory_order_relaxed);
+    if (!allowed_method(req))
+        return 0;
     if (lacks_authority(req)) {
         gw_error_send(req, GW_ERR_BAD_HOST, NULL, 0, "The request has no Host header.");
         return 0;
     }
+    if (!origin_form_target(req))
+        return 0;
     switch (gw_host_parse(req->authority, conf->domains, conf->num_domains, host)) {
     case GW_HOST_OK:
         return 1;
@@ -394,8 +509,10 @@ static int on_req_redirect(h2o_handler_t *self, h2o_req_t *req)
     char port[8] = "";
     if (w->server->https_port != 443)
         snprintf(port, sizeof(port), ":%u", (unsigned)w->server->https_port);
+    /* "OPTIONS *" names no resource: it goes to the https root */
+    h2o_iovec_t path = req->path.base[0] == '/' ? req->path : h2o_iovec_init(H2O_STRLIT("/"));
     h2o_iovec_t url =
-        h2o_concat(&req->pool, h2o_iovec_init(H2O_STRLIT("https://")), hostname, h2o_iovec_init(port, strlen(port)), req->path);
+        h2o_concat(&req->pool, h2o_iovec_init(H2O_STRLIT("https://")), hostname, h2o_iovec_init(port, strlen(port)), path);
     h2o_strtolower(url.base, 8 + hostname.len);
     send_redirect(req, 308, "Permanent Redirect", url);
     return 0;

@@ -20,6 +20,7 @@
 #include "khash.h"
 #include "gateway/errors.h"
 #include "gateway/proxy.h"
+#include "gateway/request_line.h"
 #include "gateway/tunnel.h"
 #include "gateway/upstream_pool.h"
 
@@ -100,6 +101,7 @@ struct st_gw_proxy_t {
     gw_proxy_bytes_cb bytes_cb;
     void *bytes_cb_data;
     gw_proxy_counters_t *counters; /* NULL: not counted */
+    gw_revocation_t *revocation;   /* NULL: exchanges and tunnels are not revocable */
 };
 
 #define COUNT(p, field, n)                                                                                                         \
@@ -143,6 +145,7 @@ typedef struct st_exchange_t {
     gw_conn_limit_t *slot;        /* the sandbox's connection slot, given back at dispose; NULL: none */
     gw_conn_limit_t *client_slot; /* the client address's slot (client_addr), given back with slot; NULL: none */
     char *client_addr;
+    gw_revocable_t revocable; /* grant.record retained; NULL: not revocable */
 
     h2o_socket_t *sock; /* NULL once released, closed or handed over */
     h2o_timeout_entry_t timer;
@@ -188,7 +191,8 @@ typedef struct st_websocket_t {
     gw_conn_limit_t *slot;        /* the connection slot the tunnel holds, NULL: none */
     gw_conn_limit_t *client_slot; /* the client address's slot the tunnel holds, NULL: none */
     char *client_addr;
-    size_t head_bytes; /* of the 101, billed once it is written */
+    size_t head_bytes;        /* of the 101, billed once it is written */
+    gw_revocable_t revocable; /* taken over from the exchange */
 } websocket_t;
 
 static void on_head_read(h2o_socket_t *sock, const char *err);
@@ -918,6 +922,9 @@ static int read_framing(exchange_t *ex, const response_head_t *head, size_t *con
     ex->res.keepalive = head->minor_version >= 1;
     for (i = 0; i != head->num_headers; ++i) {
         const struct phr_header *h = head->headers + i;
+        /* picohttpparser gives an obs-fold continuation line no name: RFC 9112 5.2 lets a gateway answer 502 */
+        if (h->name_len == 0)
+            return -1;
         if (phr_name_is(h, H2O_STRLIT("connection"))) {
             if (h2o_contains_token(h->value, h->value_len, H2O_STRLIT("close"), ','))
                 ex->res.keepalive = 0;
@@ -1027,6 +1034,11 @@ static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstr
 static void on_websocket_close(void *data)
 {
     websocket_t *ws = data;
+    if (ws->revocable.grant.record != NULL) {
+        if (ws->proxy->revocation != NULL)
+            gw_revocation_remove(ws->proxy->revocation, &ws->revocable);
+        gw_sandbox_release(ws->revocable.grant.record);
+    }
     COUNT(ws->proxy, websockets_open, -1);
     if (ws->slot != NULL)
         gw_conn_limit_release(ws->slot, ws->sandbox_id);
@@ -1039,6 +1051,15 @@ static void on_websocket_close(void *data)
 }
 
 static const gw_tunnel_callbacks_t websocket_callbacks = {on_websocket_bytes, on_websocket_close};
+
+/* A publish revoked what let the tunnel in: both sockets close (no close
+ * frame: the relay may be in the middle of one). */
+static void on_websocket_revoke(gw_revocable_t *item, gw_error_code_t code)
+{
+    websocket_t *ws = H2O_STRUCT_FROM_MEMBER(websocket_t, revocable, item);
+    (void)code;
+    gw_tunnel_close(ws->tunnel);
+}
 
 static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize)
 {
@@ -1054,6 +1075,8 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
     add_bytes(ws->proxy, ws->sandbox_id, ws->head_bytes, 0);
     /* bounds what one read of the client pulls in, as for upstreams */
     setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &ws->proxy->rcvbuf, sizeof(ws->proxy->rcvbuf));
+    if (ws->revocable.grant.record != NULL && ws->proxy->revocation != NULL)
+        gw_revocation_add(ws->proxy->revocation, &ws->revocable);
     gw_tunnel_start(ws->tunnel, client);
 }
 
@@ -1085,6 +1108,14 @@ static void start_websocket(exchange_t *ex)
                                &websocket_callbacks, ws);
     if (p->client_stall_timeout.enabled)
         gw_tunnel_set_stall_timeout(ws->tunnel, &p->client_stall_timeout.timeout);
+    /* the exchange is no longer revocable; the tunnel is once it has both sockets */
+    if (ex->revocable.grant.record != NULL) {
+        if (p->revocation != NULL)
+            gw_revocation_remove(p->revocation, &ex->revocable);
+        ws->revocable.grant = ex->revocable.grant;
+        ex->revocable.grant.record = NULL;
+        ws->revocable.on_revoke = on_websocket_revoke;
+    }
     h2o_linklist_insert(&p->websockets, &ws->link);
     COUNT(p, websockets_opened, 1);
     COUNT(p, websockets_open, 1);
@@ -1315,6 +1346,11 @@ static void on_exchange_dispose(void *_ex)
         h2o_timeout_unlink(&ex->stall_timer);
     if (h2o_linklist_is_linked(&ex->waiting))
         h2o_linklist_unlink(&ex->waiting);
+    if (ex->revocable.grant.record != NULL) {
+        if (ex->proxy->revocation != NULL)
+            gw_revocation_remove(ex->proxy->revocation, &ex->revocable);
+        gw_sandbox_release(ex->revocable.grant.record);
+    }
     release_slots(ex);
     detach_upstream(ex);
     h2o_buffer_dispose(&ex->rest);
@@ -1322,6 +1358,35 @@ static void on_exchange_dispose(void *_ex)
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
     h2o_doublebuffer_init(&ex->sending, &h2o_socket_buffer_prototype);
     account(ex);
+}
+
+/* A publish revoked what let the request in. */
+static void on_exchange_revoke(gw_revocable_t *item, gw_error_code_t code)
+{
+    exchange_t *ex = H2O_STRUCT_FROM_MEMBER(exchange_t, revocable, item);
+
+    switch (ex->state) {
+    case EX_CONNECTING:
+    case EX_AWAIT_HEAD:
+        /* nothing sent yet: the answer a new request would get */
+        fail(ex, code, NULL);
+        break;
+    case EX_BODY:
+        /* cut like an upstream failure (HTTP/1: the connection closes; HTTP/2: RST_STREAM), and what is held
+         * of the body is not sent either */
+        ex->res.body_error = 1;
+        if (ex->sock != NULL)
+            release_upstream(ex, 0);
+        h2o_buffer_consume(&ex->rest, ex->rest->size);
+        account(ex);
+        if (!ex->res.sending) {
+            h2o_buffer_consume(&ex->sending.buf, ex->sending.buf->size);
+            do_send(ex);
+        }
+        break;
+    case EX_OVER:
+        break;
+    }
 }
 
 static int method_is_idempotent(h2o_iovec_t m)
@@ -1419,10 +1484,25 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
         ex->client_slot = target->client_limit;
         ex->client_addr = h2o_strdup(&req->pool, target->client_addr, SIZE_MAX).base;
     }
+    if (target->grant.record != NULL) {
+        ex->revocable.grant = target->grant;
+        gw_sandbox_retain(ex->revocable.grant.record);
+        ex->revocable.on_revoke = on_exchange_revoke;
+        if (p->revocation != NULL)
+            gw_revocation_add(p->revocation, &ex->revocable);
+    }
     ex->is_websocket = req->version < 0x200 && req->upgrade.base != NULL &&
                        h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
     h2o_doublebuffer_init(&ex->sending, &h2o_socket_buffer_prototype);
+
+    /* the last check before the line is written: whatever let it through, a
+     * method or target with a space or a control would make two request
+     * lines for the app */
+    if (gw_request_line_check(req->method, ex->path) != 0) {
+        fail(ex, GW_ERR_BAD_REQUEST, NULL);
+        return;
+    }
 
     add_bytes(p, ex->sandbox_id, 0, request_size(req));
 
@@ -1460,6 +1540,11 @@ void gw_proxy_set_bytes_cb(gw_proxy_t *p, gw_proxy_bytes_cb cb, void *data)
 gw_proxy_bytes_t gw_proxy_bytes_total(const gw_proxy_t *p)
 {
     return p->total;
+}
+
+void gw_proxy_set_revocation(gw_proxy_t *p, gw_revocation_t *r)
+{
+    p->revocation = r;
 }
 
 void gw_proxy_drop_pools(gw_proxy_t *p, const char *sandbox_id, const char *current_lifecycle)

@@ -12,6 +12,7 @@
 #include <h2o.h>
 #include "gateway/config.h"
 #include "gateway/conn_limit.h"
+#include "gateway/revocation.h"
 #include "routing/netaddr.h"
 
 typedef struct st_gw_proxy_t gw_proxy_t;
@@ -28,6 +29,8 @@ typedef struct st_gw_proxy_target_t {
                                     exchange (or its WebSocket tunnel) is over; NULL: none */
     gw_conn_limit_t *client_limit; /* a slot of client_addr taken by the caller, given back as conn_limit; NULL: none */
     const char *client_addr;       /* the client's address, the key of client_limit (copied) */
+    gw_grant_t grant;              /* what let the request in (record borrowed: the proxy retains it); record NULL: the
+                                      exchange is not revocable */
 } gw_proxy_target_t;
 
 /* Per-request byte counts, reported when a proxied exchange ends (metering). */
@@ -73,6 +76,13 @@ void gw_proxy_set_bytes_cb(gw_proxy_t *p, gw_proxy_bytes_cb cb, void *data);
 
 /* Bytes moved by all exchanges of this proxy since gw_proxy_new. */
 gw_proxy_bytes_t gw_proxy_bytes_total(const gw_proxy_t *p);
+
+/* Registers every exchange and WebSocket tunnel from now on with `r`
+ * (borrowed; NULL: none), so that a publish that revokes its grant closes it:
+ * an exchange still waiting for its head gets the error a new request would,
+ * a response being streamed is cut (as after an upstream failure), a tunnel
+ * is closed. */
+void gw_proxy_set_revocation(gw_proxy_t *p, gw_revocation_t *r);
 
 /* Closes every pooled connection of (sandbox) whose lifecycle differs from
  * `current` (NULL: all of that sandbox's). */

@@ -408,12 +408,21 @@ static void *worker_main(void *arg)
                                    .counters = &s->stats.routes,
                                    .on_lifecycle = on_route_lifecycle,
                                    .lifecycle_data = w};
+    /* a publish re-reads the record of a sandbox with open exchanges or tunnels, and closes what it refuses */
+    w->revocation = gw_revocation_new(loop, NULL);
+    if (w->revocation != NULL) {
+        sconf.on_invalidate = gw_revocation_on_publish;
+        sconf.invalidate_data = w->revocation;
+    }
     w->routes = gw_route_store_new(loop, w->redis, &sconf);
+    if (w->revocation != NULL)
+        gw_revocation_set_routes(w->revocation, w->routes);
     /* a connection of its own for pub/sub: each worker hears every invalidation itself */
     w->routes_sub = gw_redis_new(loop, &rconf);
     gw_route_store_subscribe(w->routes, w->routes_sub);
     w->proxy = gw_proxy_new(&w->ctx, conf);
     gw_proxy_set_counters(w->proxy, &s->proxy_counters);
+    gw_proxy_set_revocation(w->proxy, w->revocation);
     w->meter = gw_meter_new();
     gw_proxy_set_bytes_cb(w->proxy, on_proxy_bytes, w);
     h2o_timeout_init(loop, &w->meter_timeout, conf->metering.flush_interval_ms);

@@ -18,6 +18,7 @@
 #include "gateway/errors.h"
 #include "gateway/metering.h"
 #include "gateway/proxy.h"
+#include "gateway/revocation.h"
 #include "routing/redis.h"
 #include "routing/route_store.h"
 #include "tls/tls.h"
@@ -80,7 +81,8 @@ struct st_gw_worker_t {
     gw_redis_t *routes_sub; /* SUBSCRIBEd to <prefix>routes for the route cache */
     gw_route_store_t *routes;
     gw_proxy_t *proxy;
-    gw_meter_t *meter; /* this worker's byte counts, handed to server->metering every flush interval */
+    gw_revocation_t *revocation; /* the proxy's open exchanges and tunnels by sandbox, rechecked on publishes */
+    gw_meter_t *meter;           /* this worker's byte counts, handed to server->metering every flush interval */
     h2o_timeout_t meter_timeout;
     h2o_timeout_entry_t meter_tick;
 };

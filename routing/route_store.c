@@ -315,19 +315,23 @@ static void on_message(void *data, const char *payload, size_t len)
         char c = payload[i];
         id[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
     }
-    if ((e = entry_find(s, id, len, hash_id(s, id, len))) == NULL)
-        return;
-    COUNT(s, invalidations);
-    /* a fetch already on its way may have been read before the change: its answer is not kept */
-    if (e->flight != NULL)
-        flight_detach(e->flight);
-    if (e->sandbox != NULL) {
-        /* kept, never served: the next fetch compares lifecycles */
-        e->kind = ENTRY_REVOKED;
-        e->fresh_until = 0;
-    } else {
-        entry_remove(s, e);
+    id[len] = '\0';
+    if ((e = entry_find(s, id, len, hash_id(s, id, len))) != NULL) {
+        COUNT(s, invalidations);
+        /* a fetch already on its way may have been read before the change: its answer is not kept */
+        if (e->flight != NULL)
+            flight_detach(e->flight);
+        if (e->sandbox != NULL) {
+            /* kept, never served: the next fetch compares lifecycles */
+            e->kind = ENTRY_REVOKED;
+            e->fresh_until = 0;
+        } else {
+            entry_remove(s, e);
+        }
     }
+    /* after the entry is revoked: a lookup from here reads Redis again */
+    if (s->conf.on_invalidate != NULL)
+        s->conf.on_invalidate(s->conf.invalidate_data, id);
 }
 
 static void flush_all(gw_route_store_t *s)
@@ -363,6 +367,8 @@ static void on_subscriber_state(void *data, int connected)
         flush_all(s);
         /* the server is back: the lookup connection need not wait out its backoff */
         gw_redis_reconnect_now(s->redis);
+        if (s->conf.on_invalidate != NULL)
+            s->conf.on_invalidate(s->conf.invalidate_data, NULL);
     }
 }
 

@@ -40,6 +40,13 @@ typedef struct st_gw_route_store_counters_t {
  * during the call only. Must not free the store. */
 typedef void (*gw_route_lifecycle_cb)(void *data, const char *sandbox_id, const char *lifecycle);
 
+/* Called after a publish named `sandbox_id` (lowercased; whether or not it
+ * was cached) and its cache entry was revoked, so that a lookup started from
+ * the call reads Redis again; `sandbox_id` NULL: the subscription was
+ * (re)confirmed and any sandbox may have changed meanwhile. Valid during the
+ * call only. Must not free the store. */
+typedef void (*gw_route_invalidate_cb)(void *data, const char *sandbox_id);
+
 typedef struct st_gw_route_store_conf_t {
     const char *prefix;                  /* key prefix, e.g. "lizard:" */
     uint64_t lookup_timeout_ms;          /* deadline of one lookup */
@@ -49,6 +56,8 @@ typedef struct st_gw_route_store_conf_t {
     gw_route_store_counters_t *counters; /* NULL: not counted; borrowed, must outlive the store */
     gw_route_lifecycle_cb on_lifecycle;  /* NULL: none */
     void *lifecycle_data;
+    gw_route_invalidate_cb on_invalidate; /* NULL: none */
+    void *invalidate_data;
 } gw_route_store_conf_t;
 
 typedef enum {

@@ -18,6 +18,11 @@ COOKIE_NAME = "__Host-lizard_access"
 QUERY_PARAM = "lizard_token"
 TOKEN_HEADER = "x-lizard-access-token"
 
+# What a browser sends when it opens an address (a navigation): only then is
+# ?lizard_token= turned into the gateway's cookie (302 + Set-Cookie).
+NAVIGATION = {"Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document", "Sec-Fetch-Site": "none",
+              "Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+
 
 # ---------------------------------------------------------------------------
 # The gateway's cookie (format documented in auth/cookie.c):

@@ -52,7 +52,7 @@ def assert_cookie_cleared(resp, name=bh.COOKIE_NAME):
 def issue_cookie(curl, host, token, path="/echo", gw=None, http2=False):
     """Opens path?lizard_token=token (GET) and returns (response, SetCookie)."""
     sep = "&" if "?" in path else "?"
-    r = curl(host, path + sep + "lizard_token=" + token, gw=gw, http2=http2)
+    r = curl(host, path + sep + "lizard_token=" + token, gw=gw, http2=http2, headers=bh.NAVIGATION)
     assert r.status == 302, "GET with ?lizard_token= must answer 302: %r" % r
     cs = bh.set_cookies(r)
     assert len(cs) == 1, "expected one Set-Cookie %s: %r" % (bh.COOKIE_NAME, r.get_all("set-cookie"))
@@ -71,7 +71,7 @@ def with_cookie(value, name=bh.COOKIE_NAME, extra=None):
 
 @H1_H2
 def test_query_token_get_redirects_with_cookie(curl, sandbox, gateway, http2):
-    r = curl(sandbox.host, "/echo/page?a=1&lizard_token=%s&b=2" % sandbox.token, http2=http2)
+    r = curl(sandbox.host, "/echo/page?a=1&lizard_token=%s&b=2" % sandbox.token, http2=http2, headers=bh.NAVIGATION)
     assert r.status == 302, r
     assert bh.location_target(r, sandbox.host) == "/echo/page?a=1&b=2", r.headers.get("location")
     assert sandbox.token not in r.headers.get("location", ""), "the token is in the Location"
@@ -90,7 +90,8 @@ def test_query_token_get_redirects_with_cookie(curl, sandbox, gateway, http2):
 
 
 def test_query_token_head_redirects_with_cookie(curl, sandbox):
-    r = curl(sandbox.host, "/echo?lizard_token=%s&x=y" % sandbox.token, method="HEAD", extra_args=("-I",))
+    r = curl(sandbox.host, "/echo?lizard_token=%s&x=y" % sandbox.token, method="HEAD", extra_args=("-I",),
+             headers=bh.NAVIGATION)
     assert r.status == 302, r
     assert bh.location_target(r, sandbox.host) == "/echo?x=y"
     assert len(bh.set_cookies(r)) == 1, r
@@ -132,7 +133,7 @@ STRIP_CASES = [
 def test_query_token_stripping(curl, sandbox, target, expected):
     """Only lizard_token goes; every other parameter stays, in order, byte for
     byte, in the redirect and then at the sandbox."""
-    r = curl(sandbox.host, target.replace("=T", "=" + sandbox.token))
+    r = curl(sandbox.host, target.replace("=T", "=" + sandbox.token), headers=bh.NAVIGATION)
     assert r.status == 302, r
     loc = bh.location_target(r, sandbox.host)
     assert loc == expected, "Location %r, expected %r" % (loc, expected)
@@ -829,3 +830,179 @@ def test_no_credential_in_logs(curl, sandbox, gateway):
                 text = f.read()
             assert sandbox.token.encode() not in text, "the token is in %s" % path
             assert sig.encode() not in text, "the cookie is in %s" % path
+
+
+# --- ?lizard_token= is turned into a cookie only on navigations (issue 15) --------
+
+NOT_NAVIGATIONS = {
+    "curl": {},
+    "fetch-cors": {"Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty", "Sec-Fetch-Site": "cross-site",
+                   "Origin": "https://studio.example.com", "Accept": "*/*"},
+    "fetch-same-origin": {"Sec-Fetch-Mode": "same-origin", "Sec-Fetch-Dest": "empty", "Accept": "*/*"},
+    "eventsource": {"Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty", "Accept": "text/event-stream",
+                    "Origin": "https://studio.example.com"},
+    "img": {"Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image", "Accept": "image/avif,image/webp,*/*"},
+    "video": {"Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "video", "Accept": "*/*"},
+    # html accepted, but Fetch Metadata says it is not a navigation
+    "xhr-html": {"Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty", "Accept": "text/html"},
+    "accept-json": {"Accept": "application/json"},
+}
+
+
+@H1_H2
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+@pytest.mark.parametrize("what", sorted(NOT_NAVIGATIONS))
+def test_query_token_accepted_in_place_when_not_a_navigation(curl, sandbox, what, method, http2):
+    """fetch, XHR, EventSource, media and curl cannot use a 302 that sets a
+    cookie: their ?lizard_token= is accepted in place, removed before
+    forwarding, and no cookie is set."""
+    extra = ("-I",) if method == "HEAD" else ()
+    r = curl(sandbox.host, "/echo/api?a=1&lizard_token=%s&b=2" % sandbox.token, method=method, http2=http2,
+             headers=NOT_NAVIGATIONS[what], extra_args=extra)
+    assert r.status == 200, "a %s %s with ?lizard_token= must be accepted in place: %r" % (what, method, r)
+    assert bh.set_cookies(r) == [], "no cookie for a request that is not a navigation: %r" % r
+    assert "location" not in r.headers, r
+    if method == "GET":
+        req = echo_request(r)
+        assert req["path"] == "/echo/api?a=1&b=2", req["path"]
+        bh.assert_no_credentials(req, sandbox.token)
+
+
+@pytest.mark.parametrize("headers", [
+    {"Sec-Fetch-Mode": "navigate"},
+    {"Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "iframe", "Sec-Fetch-Site": "cross-site", "Accept": "*/*"},
+    {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"},
+], ids=["sec-fetch-mode", "iframe", "accept-html-without-fetch-metadata"])
+def test_query_token_navigation_becomes_cookie(curl, sandbox, headers):
+    r = curl(sandbox.host, "/echo?lizard_token=%s&x=1" % sandbox.token, headers=headers)
+    assert r.status == 302, r
+    assert bh.location_target(r, sandbox.host) == "/echo?x=1"
+    assert len(bh.set_cookies(r)) == 1, r
+
+
+def test_wrong_query_token_not_a_navigation_403(curl, sandbox):
+    r = curl(sandbox.host, "/echo?lizard_token=wrong", headers=NOT_NAVIGATIONS["fetch-cors"])
+    assert_error(r, 403, "invalid_token")
+    assert bh.set_cookies(r) == [], r
+    assert r.headers.get("access-control-allow-origin") == "https://studio.example.com", r
+
+
+# --- 401 names its scheme (issue 15) --------------------------------------------
+
+
+@H1_H2
+@pytest.mark.parametrize("nav", [False, True], ids=["json", "html"])
+def test_401_carries_www_authenticate(curl, sandbox, http2, nav):
+    r = curl(sandbox.host, "/echo", http2=http2, headers=bh.NAVIGATION if nav else {})
+    assert r.status == 401, r
+    assert r.get_all("www-authenticate") == ["Lizard-Token"], r.header_list
+    r = curl(sandbox.host, "/echo", http2=http2, headers={"X-Lizard-Access-Token": "wrong"})
+    assert r.status == 403 and "www-authenticate" not in r.headers, r
+
+
+# --- a lax cookie in another site's frame (issue 15) ------------------------------
+
+FRAME = {"Sec-Fetch-Dest": "iframe", "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate",
+         "Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+
+
+def _embedding_explained(text):
+    return "cookie_same_site" in text and "none" in text and "blocked" in text and "another site" in text
+
+
+@pytest.mark.parametrize("fmt", ["html", "json"])
+def test_cross_site_frame_without_cookie_says_embedding_needs_same_site_none(curl, sandbox, fmt):
+    h = dict(FRAME)
+    if fmt == "json":
+        h.pop("Sec-Fetch-Mode")
+        h["Accept"] = "application/json"
+    r = curl(sandbox.host, "/?ref=frame", headers=h)
+    assert r.status == 401, r
+    text = r.body.decode("utf-8").replace("&quot;", '"')
+    if fmt == "json":
+        assert r.error_code() == "missing_token", r
+        text = r.json()["error"]["message"]
+    else:
+        assert r.headers.get("content-type", "").startswith("text/html"), r
+    assert _embedding_explained(text), "the page must say the cookie was blocked in another site's frame and " \
+                                       "that embedding needs auth.cookie_same_site \"none\": %s" % text
+    assert "?lizard_token=" not in text.split("Technical")[0], "do not send the embedder back to the link they used"
+
+
+@pytest.mark.parametrize("headers", [
+    {"Sec-Fetch-Dest": "iframe", "Sec-Fetch-Site": "same-site", "Sec-Fetch-Mode": "navigate"},
+    {"Sec-Fetch-Dest": "document", "Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"},
+    {"Sec-Fetch-Mode": "navigate"},
+], ids=["same-site-frame", "top-level", "no-dest"])
+def test_other_401s_do_not_talk_about_embedding(curl, sandbox, headers):
+    r = curl(sandbox.host, "/", headers=headers)
+    assert r.status == 401, r
+    assert "cookie_same_site" not in r.body.decode("utf-8"), r.body
+
+
+def test_cross_site_frame_with_same_site_none_gets_the_usual_401(gw_factory, curl, register_sandbox, upstream):
+    g = gw_factory({"auth": {"cookie_same_site": "none"}})
+    sid = gwtest.new_sandbox_id("fr")
+    register_sandbox(sid, ports={upstream.port: "private"})
+    r = curl(g.host(upstream.port, sid), "/", gw=g, headers=FRAME)
+    assert r.status == 401, r
+    assert "cookie_same_site" not in r.body.decode("utf-8"), r.body
+
+
+# --- what a person reads (issue 15) -------------------------------------------------
+
+
+def _page_parts(r):
+    """(what happened + what to do, technical detail) of an HTML error page."""
+    page = r.body.decode("utf-8")
+    assert 'class="tech"' in page, page
+    human, tech = page.split('class="tech"', 1)
+    return human, tech
+
+
+def test_401_page_tells_a_person_where_to_get_a_link(curl, sandbox):
+    r = curl(sandbox.host, "/", headers=bh.NAVIGATION)
+    assert r.status == 401, r
+    human, tech = _page_parts(r)
+    assert "preview link" in human and "ask" in human, human
+    assert "X-Lizard-Access-Token" not in human, "a header a browser user cannot set belongs below: %s" % human
+    assert "X-Lizard-Access-Token" in tech and "lizard_token" in tech, tech
+    assert sandbox.id in human
+
+
+@pytest.mark.parametrize("what,words", [
+    ("signature", ["no longer valid"]),
+    ("sandbox", ["not valid", "another preview", "cleared"]),
+    ("port", ["not valid", "another preview", "cleared"]),
+    ("garbage", ["not valid", "another preview", "cleared"]),
+    ("expiry-past", ["expired"]),
+])
+def test_403_cookie_page_says_what_happened(curl, sandbox, gateway, what, words):
+    _, c = issue_cookie(curl, sandbox.host, sandbox.token)
+    bad = _tampered(c.value, what, sandbox)
+    if what == "expiry-past":  # signed by the gateway's secret, expired: the real "expired" case
+        bad = bh.sign_cookie(gateway.cookie_secret, sandbox.id, sandbox.port, int(time.time()) - 5,
+                             gwtest.sha256_hex(sandbox.token))
+    r = curl(sandbox.host, "/", headers=with_cookie(bad, extra=bh.NAVIGATION))
+    assert r.status == 403, r
+    human, tech = _page_parts(r)
+    assert "may have been rotated" not in human, human
+    for w in words:
+        assert w in human, (w, human)
+    assert "link" in human, "say where to get access again: %s" % human
+    assert "cookie" in tech, tech
+    assert_cookie_cleared(r)
+
+
+def test_403_after_token_rotation_says_access_was_changed(curl, register_sandbox, gateway, upstream):
+    sid = gwtest.new_sandbox_id("rw")
+    token = register_sandbox(sid, ports={upstream.port: "private"})
+    host = gateway.host(upstream.port, sid)
+    _, c = issue_cookie(curl, host, token)
+    register_sandbox(sid, ports={upstream.port: "private"})  # a new token, published
+    r = curl(host, "/", headers=with_cookie(c.value, extra=bh.NAVIGATION))
+    assert r.status == 403, r
+    human, _ = _page_parts(r)
+    assert "token was changed" in human and "new preview link" in human, human
+    j = curl(host, "/", headers=with_cookie(c.value, extra={"Accept": "application/json"}))
+    assert j.error_code() == "invalid_token" and "token was changed" in j.json()["error"]["message"], j

@@ -93,7 +93,8 @@ def issue_cookie(g, host, token, ca):
     """The query token on a GET becomes a cookie (302 + Set-Cookie)."""
     c = Conn(g.tls_port, host, ca)
     try:
-        status, headers, _ = c.get("/echo?lizard_token=" + token)
+        # a navigation, as a browser opening the link: only then does the token become a cookie
+        status, headers, _ = c.get("/echo?lizard_token=" + token, headers={"Sec-Fetch-Mode": "navigate"})
         assert status == 302, (status, headers)
         return cookie_value(headers)
     finally:

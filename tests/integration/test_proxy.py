@@ -716,7 +716,7 @@ def test_websocket_token_modes(gateway, ws_sandbox, ws_upstream, certs, curl, ho
     if how == "header":
         headers = token_hdr(ws_sandbox.token)
     elif how == "cookie":
-        r = curl(ws_sandbox.host, "/?lizard_token=" + ws_sandbox.token)
+        r = curl(ws_sandbox.host, "/?lizard_token=" + ws_sandbox.token, headers=bh.NAVIGATION)
         assert r.status == 302, r
         cookie_value = bh.set_cookies(r)[0].value
         headers = {"Cookie": "app=1; %s=%s" % (bh.COOKIE_NAME, cookie_value)}

@@ -20,8 +20,9 @@ GW_DEB_PACKAGES=(
 
 # The browser end-to-end tests (tests/integration/test_browser_e2e.py) drive
 # Debian's Chromium with playwright-core from npm (node and npm are on the
-# machine; never a browser download).
-GW_DEB_BROWSER_PACKAGES=(chromium)
+# machine; never a browser download); certutil (libnss3-tools) makes the NSS
+# database through which Chromium trusts the demo's CA.
+GW_DEB_BROWSER_PACKAGES=(chromium libnss3-tools)
 
 # gw_deps_install [package...]: installs the given packages (default: all of
 # GW_DEB_PACKAGES) that dpkg does not report as installed.

@@ -15,9 +15,160 @@
 //           carries), send one message and wait for the app's echo.
 // "iframe": open parentUrl (another origin) whose <iframe> loads url, and do
 //           the same inside the frame.
+// "query":  open parentUrl (a page of another origin), then from it a
+//           cross-origin fetch() of fetchUrl and an EventSource on eventsUrl,
+//           both carrying ?lizard_token= (no cookie can exist yet).
+// "revoke": open url (the cookie is set), open a WebSocket to otherWsUrl
+//           (another sandbox), then for each of `rounds` rounds: open a
+//           WebSocket to wss://<same host>/ws and show that both echo, print
+//           {"ready": n}; on the stdin line "check" echo on both again and
+//           print {"checked": n}; on "go" wait up to waitMs for the first one
+//           to be closed by the gateway, echo on the other, print {"round": n,
+//           ...}; then wait for "next". The test drives Redis in between.
+// "load":   open each of urls (no certificate errors ignored: the CA must be
+//           trusted) and report each landing's URL, title and error.
 'use strict';
 
+const readline = require('readline');
 const { chromium } = require('playwright-core');
+
+// Lines from stdin, one at a time (the test's commands in "revoke").
+const stdinLines = [];
+const stdinWaiters = [];
+readline.createInterface({ input: process.stdin }).on('line', (line) => {
+    const w = stdinWaiters.shift();
+    if (w) w(line.trim());
+    else stdinLines.push(line.trim());
+});
+function nextLine(timeoutMs) {
+    if (stdinLines.length) return Promise.resolve(stdinLines.shift());
+    return new Promise((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error('no command on stdin within ' + timeoutMs + ' ms')), timeoutMs);
+        stdinWaiters.push((l) => {
+            clearTimeout(t);
+            resolve(l);
+        });
+    });
+}
+function say(obj) {
+    process.stdout.write(JSON.stringify(obj) + '\n');
+}
+
+// In the page: WebSockets by name, with the time each was closed.
+const PAGE_WS_HELPERS = () => {
+    window.__ws = {};
+    window.__closed = {};
+    window.__open = (name, url, ms) =>
+        new Promise((resolve) => {
+            const ws = new WebSocket(url);
+            const t = setTimeout(() => resolve('no open within ' + ms + ' ms'), ms);
+            window.__closed[name] = null;
+            ws.onopen = () => {
+                clearTimeout(t);
+                resolve('open');
+            };
+            ws.onclose = (e) => {
+                window.__closed[name] = { at: Date.now(), code: e.code };
+                clearTimeout(t);
+                resolve('closed: ' + e.code);
+            };
+            window.__ws[name] = ws;
+        });
+    window.__echo = (name, text, ms) =>
+        new Promise((resolve) => {
+            const ws = window.__ws[name];
+            if (!ws || ws.readyState !== WebSocket.OPEN) return resolve('not open');
+            const t = setTimeout(() => resolve('no echo within ' + ms + ' ms'), ms);
+            ws.onmessage = (e) => {
+                clearTimeout(t);
+                resolve(String(e.data));
+            };
+            ws.send(text);
+        });
+    window.__waitClosed = (name, ms) =>
+        new Promise((resolve) => {
+            const t0 = Date.now();
+            const poll = () => {
+                const c = window.__closed[name];
+                if (c) return resolve({ ms: Math.max(0, c.at - t0), code: c.code });
+                if (Date.now() - t0 > ms) return resolve({ ms: -1 });
+                setTimeout(poll, 5);
+            };
+            poll();
+        });
+};
+
+async function revokeRounds(page, cfg, out, timeoutMs) {
+    await page.goto(cfg.url, { waitUntil: 'load' });
+    out.landed_url = page.url();
+    await page.evaluate(PAGE_WS_HELPERS);
+    out.other_open = await page.evaluate(([u, ms]) => window.__open('other', u, ms), [cfg.otherWsUrl, timeoutMs]);
+    out.rounds = [];
+    for (let n = 0; n < cfg.rounds; n++) {
+        const r = { n: n };
+        const url = 'wss://' + cfg.previewHost + '/ws?via=round' + n;
+        r.open = await page.evaluate(([u, ms]) => window.__open('mine', u, ms), [url, timeoutMs]);
+        r.echo_before = await page.evaluate(([t, ms]) => window.__echo('mine', t, ms), ['before ' + n, timeoutMs]);
+        r.other_before = await page.evaluate(([t, ms]) => window.__echo('other', t, ms), ['other before ' + n, timeoutMs]);
+        say({ ready: n, open: r.open, echo: r.echo_before, other: r.other_before });
+        if ((await nextLine(60000)) !== 'check') throw new Error('expected check');
+        // the change is in Redis but not published: the tunnel must still work
+        r.echo_unpublished = await page.evaluate(([t, ms]) => window.__echo('mine', t, ms), ['unpublished ' + n, timeoutMs]);
+        say({ checked: n, echo: r.echo_unpublished });
+        if ((await nextLine(60000)) !== 'go') throw new Error('expected go');
+        r.closed = await page.evaluate(([ms]) => window.__waitClosed('mine', ms), [cfg.waitMs]);
+        r.other_after = await page.evaluate(([t, ms]) => window.__echo('other', t, ms), ['other after ' + n, timeoutMs]);
+        out.rounds.push(r);
+        say({ round: n, result: r });
+        if ((await nextLine(60000)) !== 'next') throw new Error('expected next');
+    }
+}
+
+async function queryFromOtherOrigin(page, cfg, out, timeoutMs) {
+    await page.goto(cfg.parentUrl, { waitUntil: 'load' });
+    out.parent_url = page.url();
+    out.fetch = await page.evaluate(async (u) => {
+        try {
+            const r = await fetch(u);
+            return { status: r.status, body: await r.text() };
+        } catch (e) {
+            return { status: 0, error: String(e) };
+        }
+    }, cfg.fetchUrl);
+    out.eventsource = await page.evaluate(
+        ([u, ms]) =>
+            new Promise((resolve) => {
+                const es = new EventSource(u);
+                const t = setTimeout(() => {
+                    es.close();
+                    resolve({ error: 'no event within ' + ms + ' ms' });
+                }, ms);
+                es.onmessage = (e) => {
+                    clearTimeout(t);
+                    es.close();
+                    resolve({ data: String(e.data) });
+                };
+            }),
+        [cfg.eventsUrl, timeoutMs],
+    );
+}
+
+async function loadEach(page, cfg, out, timeoutMs) {
+    out.loads = [];
+    for (const u of cfg.urls) {
+        const r = { url: u };
+        try {
+            const resp = await page.goto(u, { waitUntil: 'load', timeout: timeoutMs });
+            r.status = resp ? resp.status() : null;
+            r.landed_url = page.url();
+            r.title = await page.title();
+            r.text = await bodyText(page);
+        } catch (e) {
+            r.error = String(e && e.message ? e.message : e);
+        }
+        out.loads.push(r);
+    }
+}
 
 async function findFrame(page, host, timeoutMs) {
     const deadline = Date.now() + timeoutMs;
@@ -120,23 +271,27 @@ async function main() {
     const out = { scenario: cfg.scenario, console: [], responses: [] };
     let context;
     try {
+        // "load" trusts a CA through the NSS database under $HOME (cfg.browserEnv): no certificate error is ignored
+        const trustCa = cfg.scenario === 'load';
+        const args = [
+            '--no-sandbox',
+            '--disable-gpu',
+            '--disable-quic',
+            '--no-first-run',
+            '--disable-background-networking',
+            '--disable-component-update',
+            '--disable-sync',
+            '--no-proxy-server',
+        ];
+        if (!trustCa) args.push('--ignore-certificate-errors');
+        if (cfg.resolverRules) args.push('--host-resolver-rules=' + cfg.resolverRules);
         context = await chromium.launchPersistentContext(cfg.userDataDir, {
             executablePath: cfg.executablePath,
             headless: true,
-            ignoreHTTPSErrors: true,
+            ignoreHTTPSErrors: !trustCa,
             timeout: 60000,
-            args: [
-                '--no-sandbox',
-                '--disable-gpu',
-                '--disable-quic',
-                '--no-first-run',
-                '--disable-background-networking',
-                '--disable-component-update',
-                '--disable-sync',
-                '--no-proxy-server',
-                '--ignore-certificate-errors',
-                '--host-resolver-rules=' + cfg.resolverRules,
-            ],
+            env: Object.assign({}, process.env, cfg.browserEnv || {}),
+            args: args,
         });
         const page = context.pages()[0] || (await context.newPage());
         page.setDefaultTimeout(timeoutMs);
@@ -157,6 +312,12 @@ async function main() {
             // the 302 inside the frame: wait until the frame is on the app (or an error page)
             await frame.waitForFunction(() => document.readyState === 'complete' && !!document.body, null, { timeout: timeoutMs });
             await exercise(frame, out, timeoutMs);
+        } else if (cfg.scenario === 'query') {
+            await queryFromOtherOrigin(page, cfg, out, timeoutMs);
+        } else if (cfg.scenario === 'revoke') {
+            await revokeRounds(page, cfg, out, timeoutMs);
+        } else if (cfg.scenario === 'load') {
+            await loadEach(page, cfg, out, timeoutMs);
         } else {
             throw new Error('unknown scenario ' + cfg.scenario);
         }

@@ -67,6 +67,29 @@ START_TEST(test_sign_verify_round_trip)
 }
 END_TEST
 
+/* The fields of a value, read without a secret (the gateway says why a refused cookie was refused). */
+START_TEST(test_read_fields)
+{
+    char *v = sign_str(&new_secret, "sbx7f3a9", 3000, EXPIRES, HASH_A);
+    h2o_iovec_t sandbox;
+    uint16_t port;
+    uint64_t expires;
+
+    ck_assert_int_eq(gw_cookie_read_fields(h2o_iovec_init(v, strlen(v)), &sandbox, &port, &expires), 0);
+    ck_assert(h2o_memis(sandbox.base, sandbox.len, H2O_STRLIT("sbx7f3a9")));
+    ck_assert_uint_eq(port, 3000);
+    ck_assert_uint_eq(expires, EXPIRES);
+    /* signed with an unknown secret: still readable, still refused */
+    v = sign_str(&old_secret, "other", 8080, 5, HASH_B);
+    ck_assert_int_eq(gw_cookie_read_fields(h2o_iovec_init(v, strlen(v)), &sandbox, &port, &expires), 0);
+    ck_assert_uint_eq(port, 8080);
+    ck_assert_int_eq(verify_default(v), GW_COOKIE_BAD_SIGNATURE);
+    ck_assert_int_eq(gw_cookie_read_fields(h2o_iovec_init(H2O_STRLIT("v1.sbx.3000.99")), &sandbox, &port, &expires), -1);
+    ck_assert_int_eq(gw_cookie_read_fields(h2o_iovec_init(H2O_STRLIT("garbage")), &sandbox, &port, &expires), -1);
+    ck_assert_int_eq(gw_cookie_read_fields(h2o_iovec_init(NULL, 0), &sandbox, &port, &expires), -1);
+}
+END_TEST
+
 START_TEST(test_uppercase_hash_equivalent)
 {
     char *v = sign_str(&new_secret, "sbx1", 1, EXPIRES, HASH_A);
@@ -392,6 +415,7 @@ static Suite *cookie_suite(void)
 
     tcase_add_checked_fixture(sign, setup, teardown);
     tcase_add_test(sign, test_sign_verify_round_trip);
+    tcase_add_test(sign, test_read_fields);
     tcase_add_test(sign, test_uppercase_hash_equivalent);
     tcase_add_test(sign, test_expiry);
     tcase_add_test(sign, test_wrong_sandbox_and_port);

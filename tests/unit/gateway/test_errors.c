@@ -60,6 +60,8 @@ START_TEST(test_code_table)
         {GW_ERR_TOO_MANY_CONNECTIONS, "too_many_connections", 429},
         {GW_ERR_ROUTING_UNAVAILABLE, "routing_unavailable", 503},
         {GW_ERR_BODY_TOO_LARGE, "body_too_large", 413},
+        {GW_ERR_BAD_REQUEST, "bad_request", 400},
+        {GW_ERR_METHOD_NOT_ALLOWED, "method_not_allowed", 405},
     };
     size_t i;
 
@@ -220,6 +222,59 @@ START_TEST(test_html_missing_token_says_what_to_do)
 }
 END_TEST
 
+static char *render_why(gw_error_code_t code, gw_error_why_t why, int html)
+{
+    h2o_iovec_t body = gw_error_render_why(&pool, code, why, html, "sbx1", 3000, NULL);
+    char *s = h2o_mem_alloc_pool(&pool, body.len + 1);
+
+    memcpy(s, body.base, body.len);
+    s[body.len] = '\0';
+    return s;
+}
+
+/* The person reads what happened and what to do first; the header names come below, in the technical part. */
+START_TEST(test_html_technical_detail_below)
+{
+    char *body = render(GW_ERR_MISSING_TOKEN, 1, "sbx1", 3000, NULL);
+    char *tech = strstr(body, "class=\"tech\"");
+
+    ck_assert_ptr_nonnull(tech);
+    ck_assert_ptr_nonnull(strstr(body, "preview link"));
+    ck_assert(strstr(body, "preview link") < tech);
+    ck_assert(strstr(body, "X-Lizard-Access-Token") > tech);
+}
+END_TEST
+
+START_TEST(test_why_variants)
+{
+    int why;
+    char *body;
+    json_t *error;
+
+    /* every cause renders in both formats, under its own code */
+    for (why = 1; why != GW_WHY_NUM; ++why) {
+        gw_error_code_t code = why == GW_WHY_EMBEDDED_SAME_SITE ? GW_ERR_MISSING_TOKEN : GW_ERR_INVALID_TOKEN;
+        body = render_why(code, why, 1);
+        ck_assert_ptr_nonnull(strstr(body, gw_error_code_name(code)));
+        ck_assert_ptr_null(strstr(body, "$"));
+        ck_assert_ptr_null(strstr(body, "may have been rotated"));
+        error = parse_error(render_why(code, why, 0));
+        ck_assert_str_eq(json_string_value(json_object_get(error, "code")), gw_error_code_name(code));
+        json_decref(error);
+    }
+    /* the embedding explanation, in JSON too */
+    error = parse_error(render_why(GW_ERR_MISSING_TOKEN, GW_WHY_EMBEDDED_SAME_SITE, 0));
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(error, "message")), "auth.cookie_same_site: \"none\""));
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(error, "message")), "blocked"));
+    json_decref(error);
+    /* a cause of another code is ignored */
+    ck_assert_str_eq(render_why(GW_ERR_PORT_NOT_EXPOSED, GW_WHY_EMBEDDED_SAME_SITE, 1),
+                     render(GW_ERR_PORT_NOT_EXPOSED, 1, "sbx1", 3000, NULL));
+    ck_assert_str_eq(render_why(GW_ERR_INVALID_TOKEN, GW_WHY_EMBEDDED_SAME_SITE, 0),
+                     render(GW_ERR_INVALID_TOKEN, 0, "sbx1", 3000, NULL));
+}
+END_TEST
+
 START_TEST(test_html_every_code_renders)
 {
     int code;
@@ -299,6 +354,8 @@ static Suite *errors_suite(void)
     tcase_add_test(tc, test_json_invalid_utf8_stays_valid);
     tcase_add_test(tc, test_html_page);
     tcase_add_test(tc, test_html_missing_token_says_what_to_do);
+    tcase_add_test(tc, test_html_technical_detail_below);
+    tcase_add_test(tc, test_why_variants);
     tcase_add_test(tc, test_html_every_code_renders);
     tcase_add_test(tc, test_html_escapes_hostile_values);
     tcase_add_test(tc, test_detail_appended);

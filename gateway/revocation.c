@@ -1,0 +1,310 @@
+/*
+ * Open exchanges and tunnels by sandbox, and what happens to them after a
+ * publish: one bucket per sandbox with something open, holding the items and
+ * at most one record read in flight (a publish during that read asks for one
+ * more read after it, so the last publish is always followed by a read).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "auth/token.h"
+#include "gateway/revocation.h"
+
+#define INITIAL_BUCKETS 64 /* power of two; doubles while buckets outnumber it */
+
+typedef struct st_gw_revocation_bucket_t {
+    struct st_gw_revocation_bucket_t *next; /* hash chain */
+    gw_revocation_t *owner;
+    size_t hash;
+    h2o_linklist_t items; /* gw_revocable_t.link */
+    size_t count;
+    gw_route_lookup_t *read; /* the record read in flight, or NULL */
+    unsigned read_again : 1; /* a publish came while `read` was in flight */
+    unsigned checking : 1;   /* inside gw_revocation_check: not freed by remove */
+    char id[GW_SANDBOX_ID_MAX + 1];
+} bucket_t;
+
+struct st_gw_revocation_t {
+    h2o_loop_t *loop;
+    gw_route_store_t *routes;
+    bucket_t **buckets;
+    size_t num_buckets;
+    size_t num_used;
+};
+
+int gw_grant_recheck(const gw_grant_t *grant, const gw_sandbox_t *now_record, uint64_t now_unix)
+{
+    const gw_sandbox_t *then = grant->record;
+
+    if (now_record == NULL)
+        return GW_ERR_SANDBOX_NOT_FOUND;
+    /* in the order a new request meets them (README, "What a request goes through") */
+    switch (gw_sandbox_port_access(now_record, grant->port)) {
+    case GW_PORT_PUBLIC:
+        break;
+    case GW_PORT_PRIVATE:
+        switch (grant->kind) {
+        case GW_GRANT_PUBLIC:
+            return GW_ERR_MISSING_TOKEN;
+        case GW_GRANT_PREFLIGHT:
+            break;
+        case GW_GRANT_COOKIE:
+        case GW_GRANT_TOKEN:
+            /* a credential that matched the old hash matches the new one only if the hash is the same (the
+             * cookie binds the hash too) */
+            if (!then->has_token || !now_record->has_token ||
+                !gw_token_equal(then->token_sha256, now_record->token_sha256, sizeof(then->token_sha256)))
+                return GW_ERR_INVALID_TOKEN;
+            if (grant->kind == GW_GRANT_COOKIE && now_unix >= grant->expires_at)
+                return GW_ERR_INVALID_TOKEN;
+            break;
+        }
+        break;
+    default:
+        return GW_ERR_PORT_NOT_EXPOSED;
+    }
+    if (now_record->state != GW_SANDBOX_RUNNING)
+        return GW_ERR_SANDBOX_NOT_RUNNING;
+    if (then->lifecycle.len != now_record->lifecycle.len ||
+        memcmp(then->lifecycle.base, now_record->lifecycle.base, then->lifecycle.len) != 0)
+        return GW_ERR_SANDBOX_NOT_RUNNING;
+    return -1;
+}
+
+/* the table */
+
+static size_t hash_of(const char *s)
+{
+    size_t h = 5381;
+    for (; *s != '\0'; ++s)
+        h = h * 33 + (unsigned char)*s;
+    return h;
+}
+
+static bucket_t **find(gw_revocation_t *r, const char *id, size_t hash)
+{
+    bucket_t **p = &r->buckets[hash & (r->num_buckets - 1)];
+    for (; *p != NULL; p = &(*p)->next)
+        if ((*p)->hash == hash && strcmp((*p)->id, id) == 0)
+            break;
+    return p;
+}
+
+static void grow(gw_revocation_t *r)
+{
+    size_t n = r->num_buckets * 2, i;
+    bucket_t **b = calloc(n, sizeof(*b));
+
+    if (b == NULL)
+        return; /* longer chains, still correct */
+    for (i = 0; i != r->num_buckets; ++i) {
+        bucket_t *e, *next;
+        for (e = r->buckets[i]; e != NULL; e = next) {
+            next = e->next;
+            e->next = b[e->hash & (n - 1)];
+            b[e->hash & (n - 1)] = e;
+        }
+    }
+    free(r->buckets);
+    r->buckets = b;
+    r->num_buckets = n;
+}
+
+static void bucket_free(gw_revocation_t *r, bucket_t *b)
+{
+    bucket_t **p = find(r, b->id, b->hash);
+
+    /* *p == b */
+    *p = b->next;
+    if (b->read != NULL)
+        gw_route_lookup_cancel(b->read);
+    free(b);
+    --r->num_used;
+}
+
+gw_revocation_t *gw_revocation_new(h2o_loop_t *loop, gw_route_store_t *routes)
+{
+    gw_revocation_t *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        return NULL;
+    if ((r->buckets = calloc(INITIAL_BUCKETS, sizeof(*r->buckets))) == NULL) {
+        free(r);
+        return NULL;
+    }
+    r->num_buckets = INITIAL_BUCKETS;
+    r->loop = loop;
+    r->routes = routes;
+    return r;
+}
+
+void gw_revocation_set_routes(gw_revocation_t *r, gw_route_store_t *routes)
+{
+    r->routes = routes;
+}
+
+void gw_revocation_free(gw_revocation_t *r)
+{
+    size_t i;
+
+    if (r == NULL)
+        return;
+    for (i = 0; i != r->num_buckets; ++i) {
+        bucket_t *b, *next;
+        for (b = r->buckets[i]; b != NULL; b = next) {
+            next = b->next;
+            if (b->read != NULL)
+                gw_route_lookup_cancel(b->read);
+            /* items outlive the registry only at process exit: detach them */
+            while (!h2o_linklist_is_empty(&b->items)) {
+                gw_revocable_t *item = H2O_STRUCT_FROM_MEMBER(gw_revocable_t, link, b->items.next);
+                h2o_linklist_unlink(&item->link);
+                item->bucket = NULL;
+            }
+            free(b);
+        }
+    }
+    free(r->buckets);
+    free(r);
+}
+
+void gw_revocation_add(gw_revocation_t *r, gw_revocable_t *item)
+{
+    const char *id = item->grant.record->id;
+    size_t hash = hash_of(id);
+    bucket_t **p = find(r, id, hash), *b = *p;
+
+    if (b == NULL) {
+        if ((b = calloc(1, sizeof(*b))) == NULL) {
+            /* not revocable by a publish; the cache TTL and idle timeouts still end it */
+            item->bucket = NULL;
+            return;
+        }
+        b->owner = r;
+        b->hash = hash;
+        memcpy(b->id, id, strnlen(id, sizeof(b->id) - 1)); /* calloc'd: NUL-terminated */
+        h2o_linklist_init_anchor(&b->items);
+        b->next = r->buckets[hash & (r->num_buckets - 1)];
+        r->buckets[hash & (r->num_buckets - 1)] = b;
+        if (++r->num_used > r->num_buckets)
+            grow(r);
+    }
+    h2o_linklist_insert(&b->items, &item->link);
+    ++b->count;
+    item->bucket = b;
+}
+
+void gw_revocation_remove(gw_revocation_t *r, gw_revocable_t *item)
+{
+    bucket_t *b = item->bucket;
+
+    if (h2o_linklist_is_linked(&item->link))
+        h2o_linklist_unlink(&item->link);
+    if (b == NULL)
+        return;
+    item->bucket = NULL;
+    if (--b->count == 0 && !b->checking)
+        bucket_free(r, b);
+}
+
+size_t gw_revocation_count(gw_revocation_t *r, const char *sandbox_id)
+{
+    bucket_t *b = *find(r, sandbox_id, hash_of(sandbox_id));
+    return b != NULL ? b->count : 0;
+}
+
+static void check_bucket(gw_revocation_t *r, bucket_t *b, const gw_sandbox_t *record, uint64_t now_unix)
+{
+    h2o_linklist_t doomed, *pos, *next;
+    int code;
+
+    /* Refused items leave the bucket first: a revoke callback closes one
+     * exchange or tunnel, which may end others (an HTTP/2 connection). */
+    h2o_linklist_init_anchor(&doomed);
+    for (pos = b->items.next; pos != &b->items; pos = next) {
+        gw_revocable_t *item = H2O_STRUCT_FROM_MEMBER(gw_revocable_t, link, pos);
+        next = pos->next;
+        if (gw_grant_recheck(&item->grant, record, now_unix) == -1)
+            continue;
+        h2o_linklist_unlink(&item->link);
+        h2o_linklist_insert(&doomed, &item->link);
+        item->bucket = NULL;
+        --b->count;
+    }
+    b->checking = 1;
+    while (!h2o_linklist_is_empty(&doomed)) {
+        gw_revocable_t *item = H2O_STRUCT_FROM_MEMBER(gw_revocable_t, link, doomed.next);
+        h2o_linklist_unlink(&item->link);
+        code = gw_grant_recheck(&item->grant, record, now_unix);
+        item->on_revoke(item, (gw_error_code_t)code);
+    }
+    b->checking = 0;
+    if (b->count == 0 && b->read == NULL)
+        bucket_free(r, b);
+}
+
+void gw_revocation_check(gw_revocation_t *r, const char *sandbox_id, const gw_sandbox_t *record, uint64_t now_unix)
+{
+    bucket_t *b = *find(r, sandbox_id, hash_of(sandbox_id));
+
+    if (b != NULL)
+        check_bucket(r, b, record, now_unix);
+}
+
+static void start_read(bucket_t *b);
+
+static void on_record(void *data, gw_route_status_t status, gw_sandbox_t *record)
+{
+    bucket_t *b = data;
+    gw_revocation_t *r = b->owner;
+
+    b->read = NULL;
+    if (b->read_again) {
+        /* this answer may predate the last publish: only the next one counts */
+        b->read_again = 0;
+        start_read(b);
+        return;
+    }
+    switch (status) {
+    case GW_ROUTE_FOUND:
+        check_bucket(r, b, record, (uint64_t)time(NULL));
+        break;
+    case GW_ROUTE_NOT_FOUND:
+        check_bucket(r, b, NULL, (uint64_t)time(NULL));
+        break;
+    default:
+        /* Redis cannot tell now: what is open stays open, as cached routes keep serving */
+        if (b->count == 0)
+            bucket_free(r, b);
+        break;
+    }
+}
+
+static void start_read(bucket_t *b)
+{
+    gw_revocation_t *r = b->owner;
+
+    if (r->routes == NULL)
+        return;
+    if (b->read != NULL) {
+        b->read_again = 1;
+        return;
+    }
+    b->read = gw_route_store_lookup(r->routes, b->id, on_record, b);
+}
+
+void gw_revocation_on_publish(void *_r, const char *sandbox_id)
+{
+    gw_revocation_t *r = _r;
+    size_t i;
+
+    if (sandbox_id != NULL) {
+        bucket_t *b = *find(r, sandbox_id, hash_of(sandbox_id));
+        if (b != NULL)
+            start_read(b);
+        return;
+    }
+    for (i = 0; i != r->num_buckets; ++i)
+        for (bucket_t *b = r->buckets[i]; b != NULL; b = b->next)
+            start_read(b);
+}
