@@ -154,8 +154,10 @@ class H2Client:
 
 
 class Bystander:
-    """A well-behaved client: sequential requests to `host` until stopped;
-    counts the answers by status."""
+    """A well-behaved client from another address (127.0.0.2, so that
+    limits.max_connections_per_client does not lump it with the attacker):
+    sequential requests to `host` until stopped; counts the answers by
+    status."""
 
     def __init__(self, curl, g, host, path="/bytes/10000"):
         self.curl, self.g, self.host, self.path = curl, g, host, path
@@ -167,7 +169,8 @@ class Bystander:
     def run(self):
         while not self.stopping.is_set():
             try:
-                self.statuses.append(self.curl(self.host, self.path, gw=self.g, timeout=20).status)
+                self.statuses.append(self.curl(self.host, self.path, gw=self.g, timeout=20,
+                                               extra_args=("--interface", "127.0.0.2")).status)
             except Exception as e:  # noqa: BLE001 - a failed request is counted, not raised in a thread
                 self.statuses.append(repr(e))
             time.sleep(0.05)
