@@ -136,6 +136,11 @@ static void send_metrics(h2o_req_t *req, gw_server_t *s)
     metric(&out, "lizard_upstream_retries_total", "counter", "Requests retried after a pooled connection was found dead.",
            load(&pc->retries));
     metric(&out, "lizard_websockets_opened_total", "counter", "WebSocket tunnels opened.", load(&pc->websockets_opened));
+    metric(&out, "lizard_client_stalls_total", "counter",
+           "Responses reset because the client took no byte for limits.client_stall_timeout_ms.", load(&pc->client_stalls));
+    metric(&out, "lizard_buffer_budget_resets_total", "counter",
+           "Responses waiting for their client reset because a connection's or the worker's buffer budget was reached.",
+           load(&pc->budget_resets));
     metric(&out, "lizard_websockets_open", "gauge", "WebSocket tunnels open now.",
            (unsigned long long)atomic_load_explicit(&pc->websockets_open, memory_order_relaxed));
     family(&out, "lizard_proxied_bytes_total", "counter", "HTTP-level bytes of proxied exchanges, by direction.");
@@ -149,6 +154,11 @@ static void send_metrics(h2o_req_t *req, gw_server_t *s)
         sample(&out, "lizard_http2_events_total", HTTP2_EVENTS[i].label, http2_event_sum(s, HTTP2_EVENTS[i].offset));
 
     metric(&out, "lizard_in_flight_requests", "gauge", "Preview requests being served.", load(&s->stats.in_flight));
+    family(&out, "lizard_refused_connections_total", "counter",
+           "Client connections closed at accept: their address (limits.max_connections_per_client) or the worker "
+           "(limits.max_client_connections_per_worker) was at its limit.");
+    sample(&out, "lizard_refused_connections_total", "limit=\"client\"", load(&s->stats.refused_per_client));
+    sample(&out, "lizard_refused_connections_total", "limit=\"worker\"", load(&s->stats.refused_per_worker));
     {
         gw_access_log_stats_t ls;
         gw_access_log_stats(s->access_log, &ls);

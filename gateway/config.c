@@ -100,6 +100,11 @@ static int gw_config_defaults(gw_config_t *c)
     c->limits.max_request_body_bytes = 64 * 1024 * 1024;
     c->limits.response_buffer_bytes = 1024 * 1024;
     c->limits.max_connections_per_sandbox = 1000;
+    c->limits.client_stall_timeout_ms = 60000;
+    c->limits.max_connection_buffer_bytes = 8 * 1024 * 1024;
+    c->limits.max_worker_buffer_bytes = 32 * 1024 * 1024;
+    c->limits.max_connections_per_client = 256;
+    c->limits.max_client_connections_per_worker = 10000;
 
     c->metering.flush_interval_ms = 5000;
     if ((c->metering.spill_file = strdup("/var/lib/lizard-gateway/egress.spill")) == NULL)
@@ -967,6 +972,23 @@ static int parse_limits(const json_t *v, gw_config_t *c, char **err)
                 return -1;
         } else if (strcmp(key, "max_connections_per_sandbox") == 0) {
             if (get_uint(err, path, value, 1, 1000000, &c->limits.max_connections_per_sandbox) != 0)
+                return -1;
+        } else if (strcmp(key, "client_stall_timeout_ms") == 0) {
+            /* 0 (off) .. 1 hour; a response making no progress toward its client is reset after it */
+            if (get_uint(err, path, value, 0, 3600000, &c->limits.client_stall_timeout_ms) != 0)
+                return -1;
+        } else if (strcmp(key, "max_connection_buffer_bytes") == 0) {
+            /* 64 KiB .. 64 GiB */
+            if (get_uint(err, path, value, 65536, UINT64_C(68719476736), &c->limits.max_connection_buffer_bytes) != 0)
+                return -1;
+        } else if (strcmp(key, "max_worker_buffer_bytes") == 0) {
+            if (get_uint(err, path, value, 65536, UINT64_C(68719476736), &c->limits.max_worker_buffer_bytes) != 0)
+                return -1;
+        } else if (strcmp(key, "max_connections_per_client") == 0) {
+            if (get_uint(err, path, value, 1, 1000000, &c->limits.max_connections_per_client) != 0)
+                return -1;
+        } else if (strcmp(key, "max_client_connections_per_worker") == 0) {
+            if (get_uint(err, path, value, 1, 1000000, &c->limits.max_client_connections_per_worker) != 0)
                 return -1;
         } else {
             return fail(err, path, "unknown key");

@@ -90,6 +90,11 @@ typedef struct st_gw_config_t {
         uint64_t max_request_body_bytes;
         uint64_t response_buffer_bytes;
         uint64_t max_connections_per_sandbox;
+        uint64_t client_stall_timeout_ms;           /* 0: responses may wait for the client forever */
+        uint64_t max_connection_buffer_bytes;       /* response bytes held for one client connection, all its streams */
+        uint64_t max_worker_buffer_bytes;           /* response bytes held by one worker, all its responses */
+        uint64_t max_connections_per_client;        /* client connections, and requests in flight, per client address */
+        uint64_t max_client_connections_per_worker; /* beyond it new connections are closed at accept */
     } limits;
 
     struct {

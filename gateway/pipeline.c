@@ -6,6 +6,7 @@
  * a contract error or passes it on; the route lookup is the only
  * asynchronous step, and its state is detached when the request dies.
  */
+#include <arpa/inet.h>
 #include <string.h>
 #include <time.h>
 #include "auth/cookie.h"
@@ -268,6 +269,41 @@ static int authenticate(pending_t *p, const gw_sandbox_t *sbx, gw_grant_t *grant
     return 0;
 }
 
+/* The client's address as text, for limits.max_connections_per_client:
+ * behind a trusted listener (a load balancer) the last X-Forwarded-For
+ * entry, the one the balancer appended, when it is an IP address; else the
+ * socket's peer. Returns 0, or -1 when unknown (then not limited). */
+static int client_address(pending_t *p, char *buf, size_t bufsize)
+{
+    h2o_req_t *req = p->req;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    ssize_t i = -1, last = -1;
+
+    if (gw_server_listener_trusted(p->worker->server, req->conn)) {
+        while ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-forwarded-for"), i)) != -1)
+            last = i;
+        if (last != -1) {
+            h2o_iovec_t v = req->headers.entries[last].value;
+            const char *end = v.base + v.len, *start;
+            unsigned char bin[sizeof(struct in6_addr)];
+            while (end != v.base && (end[-1] == ' ' || end[-1] == '\t'))
+                --end;
+            for (start = end; start != v.base && start[-1] != ',' && start[-1] != ' ' && start[-1] != '\t'; --start)
+                ;
+            if ((size_t)(end - start) < bufsize && end != start) {
+                memcpy(buf, start, end - start);
+                buf[end - start] = '\0';
+                if (inet_pton(AF_INET, buf, bin) == 1 || inet_pton(AF_INET6, buf, bin) == 1)
+                    return 0;
+            }
+        }
+    }
+    if (req->conn->callbacks->get_peername == NULL || (len = req->conn->callbacks->get_peername(req->conn, (void *)&ss)) == 0)
+        return -1;
+    return gw_peer_address((void *)&ss, len, buf, bufsize);
+}
+
 static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
 {
     pending_t *p = data;
@@ -330,8 +366,20 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
         ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(p->host.port);
     else
         ((struct sockaddr_in6 *)&target.addr.ss)->sin6_port = htons(p->host.port);
-    /* one sandbox cannot take every socket of the gateway */
+    /* one client address cannot take every slot of a sandbox, nor one
+     * sandbox every socket of the gateway */
+    char client[INET6_ADDRSTRLEN];
+    if (client_address(p, client, sizeof(client)) == 0) {
+        if (!gw_conn_limit_acquire(p->worker->server->client_reqs, client)) {
+            send_error(p, GW_ERR_TOO_MANY_CONNECTIONS, NULL);
+            return;
+        }
+        target.client_limit = p->worker->server->client_reqs;
+        target.client_addr = client;
+    }
     if (!gw_conn_limit_acquire(p->worker->server->conn_limit, sbx->id)) {
+        if (target.client_limit != NULL)
+            gw_conn_limit_release(target.client_limit, client);
         send_error(p, GW_ERR_TOO_MANY_CONNECTIONS, NULL);
         return;
     }

@@ -15,6 +15,9 @@
 #include <sys/socket.h>
 #include <h2o.h>
 #include <h2o/http1.h>
+#include <h2o/http2.h>
+#include <h2o/http2_internal.h>
+#include "khash.h"
 #include "gateway/errors.h"
 #include "gateway/proxy.h"
 #include "gateway/request_line.h"
@@ -49,6 +52,9 @@ ssize_t phr_decode_chunked(struct phr_chunked_decoder *decoder, char *buf, size_
 /* At most this much of the response is handed to h2o per h2o_send: it bounds
  * the copy a TLS socket makes while encrypting. */
 #define SEND_CHUNK_BYTES (128 * 1024)
+/* What is handed to h2o for an HTTP/2 stream without flow-control credit:
+ * it goes out when the client opens its window (h2o then calls proceed). */
+#define STALLED_SEND_BYTES (16 * 1024)
 /* Bounds of the upstream sockets' kernel receive buffer (see gw_proxy_new). */
 #define MIN_UPSTREAM_RCVBUF (4 * 1024)
 #define MAX_UPSTREAM_RCVBUF (2 * 1024 * 1024)
@@ -65,6 +71,9 @@ ssize_t phr_decode_chunked(struct phr_chunked_decoder *decoder, char *buf, size_
 #define DETAIL_CONNECT_TIMEOUT "Connecting to it timed out."
 #define DETAIL_FIRST_BYTE_TIMEOUT "It accepted the request but did not start answering in time."
 
+/* response bytes held per client connection (h2o_conn_t *), entries with 0 removed */
+KHASH_MAP_INIT_INT64(gw_conn_held, size_t)
+
 typedef struct st_opt_timeout_t {
     int enabled;
     h2o_timeout_t timeout;
@@ -78,9 +87,16 @@ struct st_gw_proxy_t {
     opt_timeout_t first_byte_timeout;
     opt_timeout_t io_timeout; /* upstream.idle_timeout_ms, while a body is read */
     opt_timeout_t websocket_timeout;
-    int rcvbuf;                /* SO_RCVBUF of upstream sockets */
-    size_t read_pause_at;      /* response bytes held at which the upstream is no longer read */
-    h2o_linklist_t websockets; /* of websocket_t */
+    opt_timeout_t client_stall_timeout; /* limits.client_stall_timeout_ms, while an h2o_send waits for proceed */
+    int rcvbuf;                         /* SO_RCVBUF of upstream sockets */
+    size_t read_pause_at;               /* response bytes held at which the upstream is no longer read */
+    h2o_linklist_t websockets;          /* of websocket_t */
+    /* memory budgets: what every response of this worker holds, and per
+     * client connection; the exchanges with a send in flight toward the
+     * client, the longest-waiting first (the first reset over a budget) */
+    size_t held;
+    khash_t(gw_conn_held) * conn_held;
+    h2o_linklist_t waiting; /* of exchange_t.waiting */
     gw_proxy_bytes_t total;
     gw_proxy_bytes_cb bytes_cb;
     void *bytes_cb_data;
@@ -125,11 +141,17 @@ typedef struct st_exchange_t {
     unsigned reused : 1;  /* sock came from the pool */
     unsigned retried : 1; /* one retry on a fresh connection has been made */
     unsigned cors_preflight : 1;
-    gw_conn_limit_t *slot;    /* the sandbox's connection slot, given back at dispose; NULL: none */
+    unsigned cut : 1;             /* reset_exchange ran: what it still holds goes when h2o closes the connection */
+    gw_conn_limit_t *slot;        /* the sandbox's connection slot, given back at dispose; NULL: none */
+    gw_conn_limit_t *client_slot; /* the client address's slot (client_addr), given back with slot; NULL: none */
+    char *client_addr;
     gw_revocable_t revocable; /* grant.record retained; NULL: not revocable */
 
     h2o_socket_t *sock; /* NULL once released, closed or handed over */
     h2o_timeout_entry_t timer;
+    h2o_timeout_entry_t stall_timer; /* linked while a send toward the client is in flight */
+    h2o_linklist_t waiting;          /* in proxy->waiting while a send toward the client is in flight */
+    size_t held;                     /* response bytes of this exchange counted in proxy->held */
 
     struct {
         h2o_iovec_t head;
@@ -148,6 +170,7 @@ typedef struct st_exchange_t {
         unsigned sending : 1;        /* an h2o_send is in flight; waiting for proceed */
         unsigned started : 1;        /* h2o_send has been called once (the head is out) */
         unsigned encode_chunked : 1; /* HTTP/1.1 client, length unknown: chunked here, not by h2o's filter */
+        size_t unbilled;             /* bytes of the h2o_send in flight: billed when h2o reports them written (proceed) */
         body_framing_t framing;
         size_t bytes_left; /* FRAMING_LENGTH */
         struct phr_chunked_decoder chunked;
@@ -165,7 +188,10 @@ typedef struct st_websocket_t {
     gw_proxy_t *proxy;
     char *sandbox_id;
     gw_tunnel_t *tunnel;
-    gw_conn_limit_t *slot;    /* the connection slot the tunnel holds, NULL: none */
+    gw_conn_limit_t *slot;        /* the connection slot the tunnel holds, NULL: none */
+    gw_conn_limit_t *client_slot; /* the client address's slot the tunnel holds, NULL: none */
+    char *client_addr;
+    size_t head_bytes;        /* of the 101, billed once it is written */
     gw_revocable_t revocable; /* taken over from the exchange */
 } websocket_t;
 
@@ -216,6 +242,47 @@ static void add_bytes(gw_proxy_t *p, const char *sandbox_id, uint64_t egress, ui
     COUNT(p, ingress_bytes, ingress);
     if (p->bytes_cb != NULL)
         p->bytes_cb(p->bytes_cb_data, sandbox_id, &delta);
+}
+
+/* Brings ex->held (and the worker's and the connection's sums) up to date
+ * with the response bytes the exchange holds now. */
+static void account(exchange_t *ex)
+{
+    gw_proxy_t *p = ex->proxy;
+    size_t now = ex->cut ? 0 : ex->rest->size + ex->sending.buf->size + (ex->sock != NULL ? ex->sock->input->size : 0);
+    uint64_t key = (uint64_t)(uintptr_t)ex->req->conn;
+    khiter_t it;
+    int ret;
+
+    if (now == ex->held)
+        return;
+    p->held = p->held - ex->held + now;
+    it = kh_put(gw_conn_held, p->conn_held, key, &ret);
+    if (ret != 0)
+        kh_val(p->conn_held, it) = 0;
+    kh_val(p->conn_held, it) = kh_val(p->conn_held, it) - ex->held + now;
+    if (kh_val(p->conn_held, it) == 0)
+        kh_del(gw_conn_held, p->conn_held, it);
+    ex->held = now;
+}
+
+static size_t conn_held(gw_proxy_t *p, h2o_conn_t *conn)
+{
+    khiter_t it = kh_get(gw_conn_held, p->conn_held, (uint64_t)(uintptr_t)conn);
+    return it == kh_end(p->conn_held) ? 0 : kh_val(p->conn_held, it);
+}
+
+/* Gives back the sandbox's and the client address's slots, once. */
+static void release_slots(exchange_t *ex)
+{
+    if (ex->slot != NULL) {
+        gw_conn_limit_release(ex->slot, ex->sandbox_id);
+        ex->slot = NULL;
+    }
+    if (ex->client_slot != NULL) {
+        gw_conn_limit_release(ex->client_slot, ex->client_addr);
+        ex->client_slot = NULL;
+    }
 }
 
 static gw_upstream_key_t pool_key(exchange_t *ex)
@@ -532,20 +599,56 @@ static void send_chunked(exchange_t *ex, h2o_iovec_t data, h2o_send_state_t stat
     h2o_send(ex->req, bufs, n, state);
 }
 
-/* Hands what is buffered to h2o. With the upstream released and nothing
- * left, this is the final send; it may dispose the request, so it is the
- * caller's last use of ex. */
+/* How much of the response one h2o_send may carry. Under HTTP/2 a send is
+ * cut to the flow-control credit the client has given (stream and
+ * connection), so that what h2o is handed is written at once and confirmed
+ * by proceed: a stream the client stalls holds at most one small send that
+ * is never billed. *credit is 0 when that small send is beyond the credit. */
+static size_t send_limit(exchange_t *ex, int *credit)
+{
+    h2o_req_t *req = ex->req;
+    h2o_http2_stream_t *stream;
+    h2o_http2_conn_t *conn;
+    ssize_t window, conn_window;
+
+    *credit = 1;
+    if (req->version < 0x200)
+        return SEND_CHUNK_BYTES;
+    /* every HTTP/2 request of h2o 2.2.5 lives in an h2o_http2_stream_t */
+    stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
+    conn = (h2o_http2_conn_t *)req->conn;
+    window = h2o_http2_window_get_window(&stream->output_window);
+    conn_window = h2o_http2_window_get_window(&conn->_write.window);
+    if (conn_window < window)
+        window = conn_window;
+    if (window <= 0) {
+        *credit = 0;
+        return STALLED_SEND_BYTES;
+    }
+    return (size_t)window < SEND_CHUNK_BYTES ? (size_t)window : SEND_CHUNK_BYTES;
+}
+
+/* Hands what is buffered to h2o. Bytes are billed when h2o reports them
+ * written (on_proceed). With the upstream released and everything left in
+ * this send, it is the final send: h2o calls no proceed after it, so it is
+ * billed as it is handed over, and under HTTP/2 it carries body bytes only
+ * within the client's credit (then h2o writes them at once; h2o 2.2.5 holds
+ * even an empty END_STREAM while the window is shut). The final send may
+ * dispose the request, so it is the caller's last use of ex. */
 static void do_send(exchange_t *ex)
 {
     h2o_buffer_t **receiving = ex->sock != NULL ? &ex->sock->input : &ex->rest;
     h2o_send_state_t state;
     h2o_iovec_t vec;
+    int credit;
 
     assert(!ex->res.sending);
-    vec = h2o_doublebuffer_prepare(&ex->sending, receiving, SEND_CHUNK_BYTES);
-    if (ex->sock == NULL && vec.len == ex->sending.buf->size && (*receiving)->size == 0) {
+    vec = h2o_doublebuffer_prepare(&ex->sending, receiving, send_limit(ex, &credit));
+    if (ex->sock == NULL && vec.len == ex->sending.buf->size && (*receiving)->size == 0 && (vec.len == 0 || credit)) {
         state = ex->res.body_error ? H2O_SEND_STATE_ERROR : H2O_SEND_STATE_FINAL;
         ex->state = EX_OVER;
+        if (state == H2O_SEND_STATE_FINAL)
+            add_bytes(ex->proxy, ex->sandbox_id, vec.len + (ex->res.started ? 0 : response_head_size(ex->req)), 0);
     } else {
         /* an empty send is only for getting the head out (server-sent
          * events: the head comes long before the first event) */
@@ -553,9 +656,12 @@ static void do_send(exchange_t *ex)
             return;
         state = H2O_SEND_STATE_IN_PROGRESS;
         ex->res.sending = 1;
+        if (ex->proxy->client_stall_timeout.enabled)
+            h2o_timeout_link(ex->proxy->ctx->loop, &ex->proxy->client_stall_timeout.timeout, &ex->stall_timer);
+        h2o_linklist_insert(&ex->proxy->waiting, &ex->waiting);
+        ex->res.unbilled = vec.len + (ex->res.started ? 0 : response_head_size(ex->req));
     }
     ex->res.started = 1;
-    add_bytes(ex->proxy, ex->sandbox_id, vec.len, 0);
     if (ex->res.encode_chunked) {
         send_chunked(ex, vec, state);
     } else {
@@ -589,10 +695,18 @@ static void on_proceed(h2o_generator_t *generator, h2o_req_t *req)
 
     (void)req;
     ex->res.sending = 0;
+    if (h2o_timeout_is_linked(&ex->stall_timer))
+        h2o_timeout_unlink(&ex->stall_timer);
+    if (h2o_linklist_is_linked(&ex->waiting))
+        h2o_linklist_unlink(&ex->waiting);
+    /* h2o wrote the send to the client socket: these bytes are delivered */
+    add_bytes(ex->proxy, ex->sandbox_id, ex->res.unbilled, 0);
+    ex->res.unbilled = 0;
     if (ex->sending.bytes_inflight != 0)
         h2o_doublebuffer_consume(&ex->sending);
     if (ex->sock != NULL)
         update_reading(ex);
+    account(ex);
     do_send(ex);
 }
 
@@ -603,8 +717,93 @@ static void on_stop(h2o_generator_t *generator, h2o_req_t *req)
     /* the client went away mid-response: the upstream connection is in an
      * unknown place of its response, so it cannot be reused */
     (void)req;
+    if (h2o_timeout_is_linked(&ex->stall_timer))
+        h2o_timeout_unlink(&ex->stall_timer);
+    if (h2o_linklist_is_linked(&ex->waiting))
+        h2o_linklist_unlink(&ex->waiting);
     detach_upstream(ex);
     ex->state = EX_OVER;
+}
+
+/* A response its client does not take: the upstream connection and the
+ * sandbox's connection slot are given back now, what is held of the body is
+ * dropped, and the response is cut (HTTP/2: RST_STREAM CANCEL; HTTP/1: the
+ * connection is reset). The request is disposed by h2o, now or a little
+ * later; last use of ex. */
+static void reset_exchange(exchange_t *ex)
+{
+    h2o_req_t *req = ex->req;
+
+    if (h2o_timeout_is_linked(&ex->stall_timer))
+        h2o_timeout_unlink(&ex->stall_timer);
+    if (h2o_linklist_is_linked(&ex->waiting))
+        h2o_linklist_unlink(&ex->waiting);
+    detach_upstream(ex);
+    h2o_buffer_dispose(&ex->rest);
+    h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
+    ex->cut = 1;
+    account(ex);
+    ex->state = EX_OVER;
+    release_slots(ex);
+    if (req->version >= 0x200) {
+        h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
+        h2o_http2_conn_t *conn = (h2o_http2_conn_t *)req->conn;
+        if (conn->state < H2O_HTTP2_CONN_STATE_IS_CLOSING) {
+            h2o_http2_encode_rst_stream_frame(&conn->_write.buf, stream->stream_id, -H2O_HTTP2_ERROR_CANCEL);
+            h2o_http2_conn_request_write(conn);
+        }
+        h2o_http2_stream_reset(conn, stream);
+    } else {
+        /* the write in flight fails (EPIPE) and h2o closes the connection;
+         * no linger: what the kernel holds for the client is dropped */
+        h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+        struct linger lg = {1, 0};
+        if (sock != NULL) {
+            setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+            shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
+        }
+    }
+}
+
+/* The client took no byte of the send in flight for
+ * limits.client_stall_timeout_ms. */
+static void on_client_stall(h2o_timeout_entry_t *entry)
+{
+    exchange_t *ex = H2O_STRUCT_FROM_MEMBER(exchange_t, stall_timer, entry);
+    COUNT(ex->proxy, client_stalls, 1);
+    reset_exchange(ex);
+}
+
+/* Over limits.max_connection_buffer_bytes (for ex's client connection) or
+ * limits.max_worker_buffer_bytes: the responses waiting longest for their
+ * client are reset until both hold. A response whose client takes it is
+ * the last to go; its own bound is response_buffer_bytes. Returns 1 when ex
+ * itself was reset (then it must not be used again). */
+static int enforce_budgets(exchange_t *ex)
+{
+    gw_proxy_t *p = ex->proxy;
+    h2o_conn_t *conn = ex->req->conn;
+    size_t conn_max = p->config->limits.max_connection_buffer_bytes;
+    size_t worker_max = p->config->limits.max_worker_buffer_bytes;
+    h2o_linklist_t *node, *next;
+
+    for (node = p->waiting.next; node != &p->waiting && (p->held > worker_max || conn_held(p, conn) > conn_max); node = next) {
+        exchange_t *victim = H2O_STRUCT_FROM_MEMBER(exchange_t, waiting, node);
+        next = node->next;
+        if (victim->held == 0)
+            continue;
+        if (p->held <= worker_max && victim->req->conn != conn)
+            continue; /* only the connection's budget is exceeded */
+        COUNT(p, budget_resets, 1);
+        if (victim == ex) {
+            reset_exchange(ex);
+            return 1;
+        }
+        /* the victim may be disposed now; `next` is not (a request owns no
+         * other), and it is still linked unless it was ex */
+        reset_exchange(victim);
+    }
+    return 0;
 }
 
 /* Decodes, in place, the last `newbytes` bytes of the upstream input.
@@ -684,6 +883,9 @@ static void on_body_bytes(exchange_t *ex, size_t newbytes, const char *err)
     } else {
         update_reading(ex);
     }
+    account(ex);
+    if (enforce_budgets(ex))
+        return;
     if (!ex->res.sending)
         do_send(ex);
 }
@@ -840,6 +1042,9 @@ static void on_websocket_close(void *data)
     COUNT(ws->proxy, websockets_open, -1);
     if (ws->slot != NULL)
         gw_conn_limit_release(ws->slot, ws->sandbox_id);
+    if (ws->client_slot != NULL)
+        gw_conn_limit_release(ws->client_slot, ws->client_addr);
+    free(ws->client_addr);
     h2o_linklist_unlink(&ws->link);
     free(ws->sandbox_id);
     free(ws);
@@ -866,6 +1071,8 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
         return;
     }
     h2o_buffer_consume(&client->input, reqsize);
+    /* h2o calls back once the 101 is written to the client */
+    add_bytes(ws->proxy, ws->sandbox_id, ws->head_bytes, 0);
     /* bounds what one read of the client pulls in, as for upstreams */
     setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &ws->proxy->rcvbuf, sizeof(ws->proxy->rcvbuf));
     if (ws->revocable.grant.record != NULL && ws->proxy->revocation != NULL)
@@ -892,8 +1099,15 @@ static void start_websocket(exchange_t *ex)
     /* the tunnel outlives the request: it keeps the connection slot */
     ws->slot = ex->slot;
     ex->slot = NULL;
+    if (ex->client_slot != NULL) {
+        ws->client_slot = ex->client_slot;
+        ws->client_addr = h2o_strdup(NULL, ex->client_addr, SIZE_MAX).base;
+        ex->client_slot = NULL;
+    }
     ws->tunnel = gw_tunnel_new(p->ctx->loop, sock, p->websocket_timeout.enabled ? &p->websocket_timeout.timeout : NULL,
                                &websocket_callbacks, ws);
+    if (p->client_stall_timeout.enabled)
+        gw_tunnel_set_stall_timeout(ws->tunnel, &p->client_stall_timeout.timeout);
     /* the exchange is no longer revocable; the tunnel is once it has both sockets */
     if (ex->revocable.grant.record != NULL) {
         if (p->revocation != NULL)
@@ -905,7 +1119,7 @@ static void start_websocket(exchange_t *ex)
     h2o_linklist_insert(&p->websockets, &ws->link);
     COUNT(p, websockets_opened, 1);
     COUNT(p, websockets_open, 1);
-    add_bytes(p, ex->sandbox_id, response_head_size(ex->req) + sizeof("connection: upgrade\r\n") - 1, 0);
+    ws->head_bytes = response_head_size(ex->req) + sizeof("connection: upgrade\r\n") - 1;
     h2o_http1_upgrade(ex->req, NULL, 0, on_upgrade_complete, ws);
 }
 
@@ -953,7 +1167,6 @@ static void on_head(exchange_t *ex, response_head_t *head)
             req->http1_is_persistent = 0;
         }
     }
-    add_bytes(ex->proxy, ex->sandbox_id, response_head_size(req), 0);
     ex->state = EX_BODY;
     h2o_start_response(req, &ex->super);
     if (no_body) {
@@ -1129,17 +1342,22 @@ static void on_exchange_dispose(void *_ex)
 {
     exchange_t *ex = _ex;
 
+    if (h2o_timeout_is_linked(&ex->stall_timer))
+        h2o_timeout_unlink(&ex->stall_timer);
+    if (h2o_linklist_is_linked(&ex->waiting))
+        h2o_linklist_unlink(&ex->waiting);
     if (ex->revocable.grant.record != NULL) {
         if (ex->proxy->revocation != NULL)
             gw_revocation_remove(ex->proxy->revocation, &ex->revocable);
         gw_sandbox_release(ex->revocable.grant.record);
     }
-
-    if (ex->slot != NULL)
-        gw_conn_limit_release(ex->slot, ex->sandbox_id);
+    release_slots(ex);
     detach_upstream(ex);
     h2o_buffer_dispose(&ex->rest);
     h2o_doublebuffer_dispose(&ex->sending);
+    h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
+    h2o_doublebuffer_init(&ex->sending, &h2o_socket_buffer_prototype);
+    account(ex);
 }
 
 /* A publish revoked what let the request in. */
@@ -1160,6 +1378,7 @@ static void on_exchange_revoke(gw_revocable_t *item, gw_error_code_t code)
         if (ex->sock != NULL)
             release_upstream(ex, 0);
         h2o_buffer_consume(&ex->rest, ex->rest->size);
+        account(ex);
         if (!ex->res.sending) {
             h2o_buffer_consume(&ex->sending.buf, ex->sending.buf->size);
             do_send(ex);
@@ -1199,7 +1418,10 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_config_t *config)
     opt_timeout_init(ctx->loop, &p->first_byte_timeout, config->upstream.first_byte_timeout_ms);
     opt_timeout_init(ctx->loop, &p->io_timeout, config->upstream.idle_timeout_ms);
     opt_timeout_init(ctx->loop, &p->websocket_timeout, config->upstream.websocket_idle_timeout_ms);
+    opt_timeout_init(ctx->loop, &p->client_stall_timeout, config->limits.client_stall_timeout_ms);
     h2o_linklist_init_anchor(&p->websockets);
+    h2o_linklist_init_anchor(&p->waiting);
+    p->conn_held = kh_init(gw_conn_held);
 
     /* One read event drains the socket's kernel receive queue (h2o reads
      * until EAGAIN), which autotuning grows to tcp_rmem[2] (tens of MB).
@@ -1227,10 +1449,12 @@ void gw_proxy_free(gw_proxy_t *p)
         gw_tunnel_close(ws->tunnel);
     }
     gw_upstream_pool_free(p->pool);
+    kh_destroy(gw_conn_held, p->conn_held);
     opt_timeout_dispose(p->ctx->loop, &p->connect_timeout);
     opt_timeout_dispose(p->ctx->loop, &p->first_byte_timeout);
     opt_timeout_dispose(p->ctx->loop, &p->io_timeout);
     opt_timeout_dispose(p->ctx->loop, &p->websocket_timeout);
+    opt_timeout_dispose(p->ctx->loop, &p->client_stall_timeout);
     free(p);
 }
 
@@ -1242,6 +1466,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
 
     memset(ex, 0, sizeof(*ex));
     ex->super.proceed = on_proceed;
+    ex->stall_timer.cb = on_client_stall;
     ex->super.stop = on_stop;
     ex->proxy = p;
     ex->req = req;
@@ -1255,6 +1480,10 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->is_idempotent = method_is_idempotent(req->method);
     ex->cors_preflight = target->cors_preflight != 0;
     ex->slot = target->conn_limit;
+    if (target->client_limit != NULL) {
+        ex->client_slot = target->client_limit;
+        ex->client_addr = h2o_strdup(&req->pool, target->client_addr, SIZE_MAX).base;
+    }
     if (target->grant.record != NULL) {
         ex->revocable.grant = target->grant;
         gw_sandbox_retain(ex->revocable.grant.record);

@@ -27,8 +27,10 @@ typedef struct st_gw_proxy_target_t {
     uint16_t client_port;        /* the port the client connected to (X-Forwarded-Port); 0: ask the socket */
     gw_conn_limit_t *conn_limit; /* a slot of this sandbox taken by the caller: the proxy gives it back when the
                                     exchange (or its WebSocket tunnel) is over; NULL: none */
-    gw_grant_t grant;            /* what let the request in (record borrowed: the proxy retains it); record NULL: the
-                                    exchange is not revocable */
+    gw_conn_limit_t *client_limit; /* a slot of client_addr taken by the caller, given back as conn_limit; NULL: none */
+    const char *client_addr;       /* the client's address, the key of client_limit (copied) */
+    gw_grant_t grant;              /* what let the request in (record borrowed: the proxy retains it); record NULL: the
+                                      exchange is not revocable */
 } gw_proxy_target_t;
 
 /* Per-request byte counts, reported when a proxied exchange ends (metering). */
@@ -62,6 +64,8 @@ typedef struct st_gw_proxy_counters_t {
     atomic_int_fast64_t websockets_open; /* gauge */
     atomic_uint_fast64_t egress_bytes;
     atomic_uint_fast64_t ingress_bytes;
+    atomic_uint_fast64_t client_stalls; /* responses reset after limits.client_stall_timeout_ms without progress */
+    atomic_uint_fast64_t budget_resets; /* responses reset over max_connection_buffer_bytes / max_worker_buffer_bytes */
 } gw_proxy_counters_t;
 
 /* Makes this proxy count into `c` (NULL: stop counting). */

@@ -22,6 +22,8 @@ struct st_gw_tunnel_t {
     h2o_loop_t *loop;
     h2o_timeout_t *idle_timeout;
     h2o_timeout_entry_t timeout_entry;
+    h2o_timeout_t *stall_timeout; /* NULL: writes to the client may take any time */
+    h2o_timeout_entry_t stall_entry;
     const gw_tunnel_callbacks_t *callbacks;
     void *data;
     tunnel_side_t side[2];
@@ -48,15 +50,26 @@ static void on_timeout(h2o_timeout_entry_t *entry)
     gw_tunnel_close(H2O_STRUCT_FROM_MEMBER(gw_tunnel_t, timeout_entry, entry));
 }
 
+static void on_stall_timeout(h2o_timeout_entry_t *entry)
+{
+    gw_tunnel_close(H2O_STRUCT_FROM_MEMBER(gw_tunnel_t, stall_entry, entry));
+}
+
 static void on_write_complete(h2o_socket_t *dst, const char *err)
 {
     gw_tunnel_t *tunnel = dst->data;
-    tunnel_side_t *src = &tunnel->side[1 - side_of(tunnel, dst)];
+    int to = side_of(tunnel, dst);
+    tunnel_side_t *src = &tunnel->side[1 - to];
 
     if (err != NULL) {
         gw_tunnel_close(tunnel);
         return;
     }
+    if (to == SIDE_CLIENT && h2o_timeout_is_linked(&tunnel->stall_entry))
+        h2o_timeout_unlink(&tunnel->stall_entry);
+    /* written to the socket: these are the bytes billed */
+    if (tunnel->callbacks->on_bytes != NULL)
+        tunnel->callbacks->on_bytes(tunnel->data, to == SIDE_CLIENT ? src->writing : 0, to == SIDE_UPSTREAM ? src->writing : 0);
     h2o_buffer_consume(&src->sock->input, src->writing);
     src->writing = 0;
     if (src->eof) {
@@ -76,8 +89,8 @@ static void relay(gw_tunnel_t *tunnel, int from)
     h2o_socket_read_stop(src->sock);
     src->writing = buf.len;
     reset_timeout(tunnel);
-    if (tunnel->callbacks->on_bytes != NULL)
-        tunnel->callbacks->on_bytes(tunnel->data, from == SIDE_UPSTREAM ? buf.len : 0, from == SIDE_CLIENT ? buf.len : 0);
+    if (from == SIDE_UPSTREAM && tunnel->stall_timeout != NULL)
+        h2o_timeout_link(tunnel->loop, tunnel->stall_timeout, &tunnel->stall_entry);
     h2o_socket_write(dst->sock, &buf, 1, on_write_complete);
 }
 
@@ -107,12 +120,18 @@ gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, h2o_timeout
     tunnel->loop = loop;
     tunnel->idle_timeout = idle_timeout;
     tunnel->timeout_entry.cb = on_timeout;
+    tunnel->stall_entry.cb = on_stall_timeout;
     tunnel->callbacks = callbacks;
     tunnel->data = data;
     tunnel->side[SIDE_UPSTREAM].sock = upstream;
     upstream->data = tunnel;
     h2o_socket_read_stop(upstream);
     return tunnel;
+}
+
+void gw_tunnel_set_stall_timeout(gw_tunnel_t *tunnel, h2o_timeout_t *stall_timeout)
+{
+    tunnel->stall_timeout = stall_timeout;
 }
 
 void gw_tunnel_start(gw_tunnel_t *tunnel, h2o_socket_t *client)
@@ -138,6 +157,8 @@ void gw_tunnel_close(gw_tunnel_t *tunnel)
 
     if (h2o_timeout_is_linked(&tunnel->timeout_entry))
         h2o_timeout_unlink(&tunnel->timeout_entry);
+    if (h2o_timeout_is_linked(&tunnel->stall_entry))
+        h2o_timeout_unlink(&tunnel->stall_entry);
     for (i = 0; i != 2; ++i) {
         if (tunnel->side[i].sock != NULL)
             h2o_socket_close(tunnel->side[i].sock);

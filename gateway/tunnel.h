@@ -12,7 +12,7 @@
 typedef struct st_gw_tunnel_t gw_tunnel_t;
 
 typedef struct st_gw_tunnel_callbacks_t {
-    /* bytes handed to the client / to the upstream since the previous call; may be NULL */
+    /* bytes written to the client / to the upstream socket since the previous call; may be NULL */
     void (*on_bytes)(void *data, uint64_t to_client, uint64_t to_upstream);
     /* the tunnel has closed both sockets and is about to be freed; may be NULL */
     void (*on_close)(void *data);
@@ -24,6 +24,11 @@ typedef struct st_gw_tunnel_callbacks_t {
  * the tunnel. `callbacks` must outlive the tunnel too. */
 gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, h2o_timeout_t *idle_timeout,
                            const gw_tunnel_callbacks_t *callbacks, void *data);
+
+/* stall_timeout (NULL: none, the default) closes the tunnel when a write to
+ * the client has not completed for that long, whatever the other direction
+ * does; it must outlive the tunnel. Call before gw_tunnel_start. */
+void gw_tunnel_set_stall_timeout(gw_tunnel_t *tunnel, h2o_timeout_t *stall_timeout);
 
 /* Starts relaying; takes ownership of `client`, whose input may already
  * hold bytes for the upstream. */

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -150,6 +151,12 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
         return -1;
     }
 
+    if ((s->client_conns = gw_conn_limit_new(config->limits.max_connections_per_client)) == NULL ||
+        (s->client_reqs = gw_conn_limit_new(config->limits.max_connections_per_client)) == NULL) {
+        *err = errorf("limits: %s%s", "out of memory", "");
+        return -1;
+    }
+
     if ((s->cookie_keys = gw_cookie_keys_new(config)) == NULL) {
         *err = errorf("auth: %s%s", "out of memory", "");
         return -1;
@@ -180,13 +187,113 @@ uint16_t gw_server_listener_port(const gw_server_t *s, const h2o_conn_t *conn)
     return 0;
 }
 
+int gw_server_listener_trusted(const gw_server_t *s, const h2o_conn_t *conn)
+{
+    size_t i;
+
+    for (i = 0; i != s->config->num_listen; ++i)
+        if (conn->hosts == s->listener_hosts[i])
+            return s->config->listen[i].trusted;
+    return 0;
+}
+
+int gw_peer_address(struct sockaddr *sa, socklen_t len, char *buf, size_t bufsize)
+{
+    const void *addr;
+    int family = sa->sa_family;
+
+    if (len == 0 || bufsize < INET6_ADDRSTRLEN)
+        return -1;
+    if (family == AF_INET) {
+        addr = &((struct sockaddr_in *)sa)->sin_addr;
+    } else if (family == AF_INET6) {
+        struct sockaddr_in6 *sin6 = (void *)sa;
+        addr = &sin6->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
+            family = AF_INET;
+            addr = &sin6->sin6_addr.s6_addr[12];
+        }
+    } else {
+        return -1;
+    }
+    return inet_ntop(family, addr, buf, (socklen_t)bufsize) != NULL ? 0 : -1;
+}
+
 gw_worker_t *gw_worker_of(h2o_context_t *ctx)
 {
     return H2O_STRUCT_FROM_MEMBER(gw_worker_t, ctx, ctx);
 }
 
+/* One accepted client connection, counted until its socket closes. */
+typedef struct st_client_conn_t {
+    gw_worker_t *worker;
+    char addr[INET6_ADDRSTRLEN]; /* "": not counted per address (trusted listener) */
+} client_conn_t;
+
+static void on_client_close(void *data)
+{
+    client_conn_t *cc = data;
+
+    --cc->worker->client_connections;
+    if (cc->addr[0] != '\0')
+        gw_conn_limit_release(cc->worker->server->client_conns, cc->addr);
+    free(cc);
+}
+
+/* Counts a new client connection against the worker's and its address's
+ * limits: 0 when it may be served, -1 when it must be closed. The peer of
+ * a trusted listener is the load balancer, not a client: not counted per
+ * address there (requests are, by X-Forwarded-For: see the pipeline). */
+static int admit(gw_worker_t *w, h2o_socket_t *sock, int trusted)
+{
+    gw_server_t *s = w->server;
+    client_conn_t *cc;
+    struct sockaddr_storage ss;
+    socklen_t len;
+
+    if (w->client_connections >= s->config->limits.max_client_connections_per_worker) {
+        atomic_fetch_add_explicit(&s->stats.refused_per_worker, 1, memory_order_relaxed);
+        return -1;
+    }
+    if ((cc = calloc(1, sizeof(*cc))) == NULL)
+        return -1;
+    cc->worker = w;
+    if (!trusted && (len = h2o_socket_getpeername(sock, (void *)&ss)) != 0 &&
+        gw_peer_address((void *)&ss, len, cc->addr, sizeof(cc->addr)) == 0) {
+        if (!gw_conn_limit_acquire(s->client_conns, cc->addr)) {
+            atomic_fetch_add_explicit(&s->stats.refused_per_client, 1, memory_order_relaxed);
+            free(cc);
+            return -1;
+        }
+    } else {
+        cc->addr[0] = '\0';
+    }
+    ++w->client_connections;
+    sock->on_close.cb = on_client_close;
+    sock->on_close.data = cc;
+    return 0;
+}
+
+/* The admin listener (worker 0's admin context): not limited. */
+static void on_admin_accept(h2o_socket_t *listener, const char *err)
+{
+    h2o_socket_t *sock;
+
+    if (err != NULL)
+        return;
+    for (int i = 0; i != 16; ++i) {
+        if ((sock = h2o_evloop_socket_accept(listener)) == NULL)
+            break;
+        h2o_accept(listener->data, sock);
+    }
+}
+
+/* A client listener; its accept context is one of its worker's. */
 static void on_accept(h2o_socket_t *listener, const char *err)
 {
+    h2o_accept_ctx_t *actx = listener->data;
+    gw_worker_t *w = gw_worker_of(actx->ctx);
+    int trusted = w->server->config->listen[actx - w->accept_ctxs].trusted;
     h2o_socket_t *sock;
 
     if (err != NULL)
@@ -195,15 +302,20 @@ static void on_accept(h2o_socket_t *listener, const char *err)
     for (int i = 0; i != 16; ++i) {
         if ((sock = h2o_evloop_socket_accept(listener)) == NULL)
             break;
-        h2o_accept(listener->data, sock);
+        if (admit(w, sock, trusted) != 0) {
+            /* over a limit: closed before TLS, nothing read */
+            h2o_socket_close(sock);
+            continue;
+        }
+        h2o_accept(actx, sock);
     }
 }
 
-static h2o_socket_t *start_listener(h2o_loop_t *loop, int fd, h2o_accept_ctx_t *actx)
+static h2o_socket_t *start_listener(h2o_loop_t *loop, int fd, h2o_accept_ctx_t *actx, h2o_socket_cb cb)
 {
     h2o_socket_t *sock = h2o_evloop_socket_create(loop, fd, H2O_SOCKET_FLAG_DONT_READ);
     sock->data = actx;
-    h2o_socket_read_start(sock, on_accept);
+    h2o_socket_read_start(sock, cb);
     return sock;
 }
 
@@ -337,12 +449,12 @@ static void *worker_main(void *arg)
         actx->ctx = &w->ctx;
         actx->hosts = s->listener_hosts[i];
         actx->ssl_ctx = l->tls ? gw_tls_listener_ctx(s->tls) : NULL;
-        w->listeners[i] = start_listener(loop, s->listen_fds[w->index * conf->num_listen + i], actx);
+        w->listeners[i] = start_listener(loop, s->listen_fds[w->index * conf->num_listen + i], actx, on_accept);
     }
     if (w->index == 0 && s->admin_fd != -1) {
         h2o_context_init(&w->admin_ctx, loop, &s->admin_globalconf);
         w->admin_accept_ctx = (h2o_accept_ctx_t){.ctx = &w->admin_ctx, .hosts = s->admin_hosts};
-        w->admin_listener = start_listener(loop, s->admin_fd, &w->admin_accept_ctx);
+        w->admin_listener = start_listener(loop, s->admin_fd, &w->admin_accept_ctx, on_admin_accept);
     }
 
     while (!atomic_load(&s->stopping))

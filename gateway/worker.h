@@ -32,13 +32,17 @@ typedef struct st_gw_stats_t {
     atomic_uint_fast64_t errors_by_code[GW_ERR_NUM_CODES];
     atomic_uint_fast64_t redis_lookups;
     atomic_uint_fast64_t in_flight;
-    gw_route_store_counters_t routes; /* the route caches of all workers */
+    atomic_uint_fast64_t refused_per_client; /* connections closed at accept: their address is at its limit */
+    atomic_uint_fast64_t refused_per_worker; /* connections closed at accept: the worker is at its limit */
+    gw_route_store_counters_t routes;        /* the route caches of all workers */
 } gw_stats_t;
 
 typedef struct st_gw_server_t {
     const gw_config_t *config;
     gw_tls_t *tls;                 /* NULL when no TLS listener */
     gw_conn_limit_t *conn_limit;   /* limits.max_connections_per_sandbox, across workers */
+    gw_conn_limit_t *client_conns; /* limits.max_connections_per_client: connections per client address */
+    gw_conn_limit_t *client_reqs;  /* limits.max_connections_per_client: requests in flight per client address */
     gw_cookie_keys_t *cookie_keys; /* the live cookie secrets; replaced on SIGHUP by main */
     h2o_globalconf_t globalconf;
     h2o_hostconf_t *preview_hosts[2];     /* {preview hostconf, NULL}: TLS and trusted plain listeners */
@@ -68,6 +72,7 @@ struct st_gw_worker_t {
     h2o_context_t ctx;
     h2o_context_t admin_ctx;       /* worker 0 only */
     h2o_accept_ctx_t *accept_ctxs; /* one per listener */
+    size_t client_connections;     /* open client connections (limits.max_client_connections_per_worker) */
     h2o_socket_t **listeners;
     h2o_accept_ctx_t admin_accept_ctx;
     h2o_socket_t *admin_listener;
@@ -103,6 +108,14 @@ void gw_server_dispose(gw_server_t *s);
 /* The port of the listener that accepted `conn` (X-Forwarded-Port), without
  * a system call; 0 if unknown. */
 uint16_t gw_server_listener_port(const gw_server_t *s, const h2o_conn_t *conn);
+
+/* 1 when `conn` came through a trusted plain listener (a load balancer:
+ * X-Forwarded-For names the client), else 0. */
+int gw_server_listener_trusted(const gw_server_t *s, const h2o_conn_t *conn);
+
+/* The address of a socket's peer as text (IPv4-mapped IPv6 as IPv4) into
+ * buf of at least INET6_ADDRSTRLEN bytes. Returns 0, or -1 when unknown. */
+int gw_peer_address(struct sockaddr *sa, socklen_t len, char *buf, size_t bufsize);
 
 /* The worker whose preview context is `ctx` (not for the admin context:
  * admin handlers reach the server through their globalconf). */

@@ -21,7 +21,8 @@ Endpoints (any method unless said):
   /chunked            Transfer-Encoding: chunked in pieces
                       (?pieces=5&delay_ms=100&size=16)
   /ws                 WebSocket echo (HTTP/1.1 Upgrade), text and binary
-  /_stats             {"connections": N, "requests": N, "bytes_written": N}
+  /_stats             {"connections": N, "requests": N, "bytes_written": N,
+                      "open": connections open now (not reset by /_reset)}
   /_reset             sets the counters to 0
 """
 
@@ -46,6 +47,7 @@ class Stats:
         self.connections = 0
         self.requests = 0
         self.bytes_written = 0
+        self.open = 0
 
     def add(self, name, n=1):
         with self.lock:
@@ -53,7 +55,8 @@ class Stats:
 
     def snapshot(self):
         with self.lock:
-            return {"connections": self.connections, "requests": self.requests, "bytes_written": self.bytes_written}
+            return {"connections": self.connections, "requests": self.requests, "bytes_written": self.bytes_written,
+                    "open": self.open}
 
     def reset(self):
         with self.lock:
@@ -79,7 +82,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def setup(self):
         super().setup()
+        STATS.add("open")
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            STATS.add("open", -1)
 
     def log_message(self, fmt, *args):  # quiet: the tests read the gateway's logs
         pass

@@ -107,7 +107,8 @@ START_TEST(test_full)
                 "'upstream':{'host_header':'localhost','connect_timeout_ms':2000,'first_byte_timeout_ms':30000,"
                 "'idle_timeout_ms':45000,'websocket_idle_timeout_ms':600000,'max_idle_per_pool':4,"
                 "'allowed_networks':['192.168.0.0/16','fd12::/16','10.1.2.3']},"
-                "'limits':{'max_request_body_bytes':1048576,'response_buffer_bytes':65536,'max_connections_per_sandbox':50},"
+                "'limits':{'max_request_body_bytes':1048576,'response_buffer_bytes':65536,'max_connections_per_sandbox':50,"
+                "'client_stall_timeout_ms':0},"
                 "'metering':{'flush_interval_ms':1000,'spill_file':'/tmp/spill'},"
                 "'admin':{'address':'127.0.0.1:9999'},"
                 "'log':{'access':'-'},"
@@ -174,6 +175,7 @@ START_TEST(test_full)
     ck_assert_uint_eq(c->limits.max_request_body_bytes, 1048576);
     ck_assert_uint_eq(c->limits.response_buffer_bytes, 65536);
     ck_assert_uint_eq(c->limits.max_connections_per_sandbox, 50);
+    ck_assert_uint_eq(c->limits.client_stall_timeout_ms, 0);
 
     ck_assert_uint_eq(c->metering.flush_interval_ms, 1000);
     ck_assert_str_eq(c->metering.spill_file, "/tmp/spill");
@@ -241,6 +243,11 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(c->limits.max_request_body_bytes, 67108864);
     ck_assert_uint_eq(c->limits.response_buffer_bytes, 1048576);
     ck_assert_uint_eq(c->limits.max_connections_per_sandbox, 1000);
+    ck_assert_uint_eq(c->limits.client_stall_timeout_ms, 60000);
+    ck_assert_uint_eq(c->limits.max_connection_buffer_bytes, 8 * 1024 * 1024);
+    ck_assert_uint_eq(c->limits.max_worker_buffer_bytes, 32 * 1024 * 1024);
+    ck_assert_uint_eq(c->limits.max_connections_per_client, 256);
+    ck_assert_uint_eq(c->limits.max_client_connections_per_worker, 10000);
 
     ck_assert_uint_eq(c->metering.flush_interval_ms, 5000);
     ck_assert_str_eq(c->metering.spill_file, "/var/lib/lizard-gateway/egress.spill");
@@ -327,6 +334,16 @@ START_TEST(test_out_of_range)
                          "config: limits.response_buffer_bytes: expected an integer");
     ck_assert_err_prefix("{" BASE ",'limits':{'max_connections_per_sandbox':0}}",
                          "config: limits.max_connections_per_sandbox: expected an integer");
+    ck_assert_err_prefix("{" BASE ",'limits':{'client_stall_timeout_ms':3600001}}",
+                         "config: limits.client_stall_timeout_ms: expected an integer");
+    ck_assert_err_prefix("{" BASE ",'limits':{'max_connection_buffer_bytes':1024}}",
+                         "config: limits.max_connection_buffer_bytes: expected an integer");
+    ck_assert_err_prefix("{" BASE ",'limits':{'max_worker_buffer_bytes':-1}}",
+                         "config: limits.max_worker_buffer_bytes: expected an integer");
+    ck_assert_err_prefix("{" BASE ",'limits':{'max_connections_per_client':0}}",
+                         "config: limits.max_connections_per_client: expected an integer");
+    ck_assert_err_prefix("{" BASE ",'limits':{'max_client_connections_per_worker':0}}",
+                         "config: limits.max_client_connections_per_worker: expected an integer");
     ck_assert_err_prefix("{" BASE ",'upstream':{'max_idle_per_pool':100000}}",
                          "config: upstream.max_idle_per_pool: expected an integer");
     ck_assert_err_prefix("{" BASE ",'metering':{'flush_interval_ms':0}}",
