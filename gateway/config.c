@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
+#include "common/secret_file.h"
 #include "gateway/config.h"
 #include "tls/tls.h"
 
@@ -677,48 +678,11 @@ int gw_config_read_cookie_secrets_file(const char *path, gw_cookie_secret_t **se
     size_t count = 0, line = 0, len = 0;
     const char *p, *end, *eol, *s, *e;
     char *buf = NULL;
-    struct stat st;
-    ssize_t n;
-    int fd;
 
     *secrets = NULL;
     *num_secrets = 0;
-    *err = NULL;
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1)
-        return say(err, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) != 0) {
-        say(err, "%s: %s", path, strerror(errno));
-        goto Error;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        say(err, "%s: not a regular file", path);
-        goto Error;
-    }
-    /* Refused rather than warned about: a secret anyone on the host can read
-     * lets them mint cookies for every sandbox. Group access is allowed, for a
-     * root:lizard 0640 file. */
-    if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
-        say(err, "%s: readable or writable by others (mode %04o); make it 0600 or 0640 (chmod o-rw)", path,
-            (unsigned)(st.st_mode & 07777));
-        goto Error;
-    }
-    if ((buf = malloc(MAX_COOKIE_SECRETS_FILE_SIZE + 1)) == NULL) {
-        say(err, "out of memory");
-        goto Error;
-    }
-    while (len <= MAX_COOKIE_SECRETS_FILE_SIZE && (n = read(fd, buf + len, MAX_COOKIE_SECRETS_FILE_SIZE + 1 - len)) != 0) {
-        if (n == -1) {
-            if (errno == EINTR)
-                continue;
-            say(err, "%s: %s", path, strerror(errno));
-            goto Error;
-        }
-        len += (size_t)n;
-    }
-    if (len > MAX_COOKIE_SECRETS_FILE_SIZE) {
-        say(err, "%s: larger than %d bytes", path, MAX_COOKIE_SECRETS_FILE_SIZE);
-        goto Error;
-    }
+    if (gw_secret_file_read(path, MAX_COOKIE_SECRETS_FILE_SIZE, &buf, &len, err) != 0)
+        return -1;
     if (memchr(buf, '\0', len) != NULL) {
         say(err, "%s: contains a NUL byte; expected one secret per line", path);
         goto Error;
@@ -766,7 +730,6 @@ int gw_config_read_cookie_secrets_file(const char *path, gw_cookie_secret_t **se
 
     OPENSSL_cleanse(buf, len);
     free(buf);
-    close(fd);
     *secrets = list;
     *num_secrets = count;
     return 0;
@@ -777,7 +740,6 @@ Error:
         OPENSSL_cleanse(buf, len);
         free(buf);
     }
-    close(fd);
     return -1;
 }
 

@@ -25,6 +25,7 @@
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
 #include <h2o/socket.h>
+#include "common/secret_file.h"
 #include "tls/tls.h"
 
 /* Mozilla "intermediate" for TLS 1.2; TLS 1.3 suites are OpenSSL's defaults. */
@@ -575,46 +576,11 @@ static int read_ticket_keys(const char *path, gw_tls_ticket_key_t *keys, size_t 
 {
     unsigned char *buf = NULL;
     size_t len = 0;
-    struct stat st;
-    ssize_t n;
-    int fd, rc = -1;
+    int rc = -1;
 
     *num = 0;
-    *err = NULL;
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1)
-        return fail(err, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) != 0) {
-        fail(err, "%s: %s", path, strerror(errno));
-        goto Exit;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        fail(err, "%s: not a regular file", path);
-        goto Exit;
-    }
-    /* Refused rather than warned about, as the cookie secrets: whoever reads
-     * the keys can decrypt every recorded session resumed with them. */
-    if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
-        fail(err, "%s: readable or writable by others (mode %04o); make it 0600 or 0640 (chmod o-rw)", path,
-             (unsigned)(st.st_mode & 07777));
-        goto Exit;
-    }
-    if ((buf = malloc(MAX_TICKET_KEYS_FILE_SIZE + 1)) == NULL) {
-        fail(err, "%s: out of memory", path);
-        goto Exit;
-    }
-    while (len <= MAX_TICKET_KEYS_FILE_SIZE && (n = read(fd, buf + len, MAX_TICKET_KEYS_FILE_SIZE + 1 - len)) != 0) {
-        if (n == -1) {
-            if (errno == EINTR)
-                continue;
-            fail(err, "%s: %s", path, strerror(errno));
-            goto Exit;
-        }
-        len += (size_t)n;
-    }
-    if (len > MAX_TICKET_KEYS_FILE_SIZE) {
-        fail(err, "%s: larger than %d bytes", path, MAX_TICKET_KEYS_FILE_SIZE);
-        goto Exit;
-    }
+    if (gw_secret_file_read(path, MAX_TICKET_KEYS_FILE_SIZE, (char **)&buf, &len, err) != 0)
+        return -1;
     if ((len == TICKET_KEY_SMALL || len == TICKET_KEY_LARGE) && !is_text(buf, len)) {
         /* nginx's ssl_session_ticket_key file: one key, raw */
         key_from_bytes(&keys[0], buf, len, 1);
@@ -631,11 +597,8 @@ static int read_ticket_keys(const char *path, gw_tls_ticket_key_t *keys, size_t 
     rc = parse_key_lines(path, (const char *)buf, len, keys, num, err);
 
 Exit:
-    if (buf != NULL) {
-        OPENSSL_cleanse(buf, len);
-        free(buf);
-    }
-    close(fd);
+    OPENSSL_cleanse(buf, len);
+    free(buf);
     return rc;
 }
 
