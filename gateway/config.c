@@ -929,8 +929,8 @@ static int parse_limits(const json_t *v, gw_config_t *c, char **err)
             if (get_uint(err, path, value, 1024, UINT64_C(17179869184), &c->limits.max_request_body_bytes) != 0)
                 return -1;
         } else if (strcmp(key, "response_buffer_bytes") == 0) {
-            /* 4 KiB .. 1 GiB per response */
-            if (get_uint(err, path, value, 4096, UINT64_C(1073741824), &c->limits.response_buffer_bytes) != 0)
+            /* 4 KiB .. 12 MiB per response: refused above, rather than silently capped (see config.h) */
+            if (get_uint(err, path, value, 4096, GW_MAX_RESPONSE_BUFFER_BYTES, &c->limits.response_buffer_bytes) != 0)
                 return -1;
         } else if (strcmp(key, "max_connections_per_sandbox") == 0) {
             if (get_uint(err, path, value, 1, 1000000, &c->limits.max_connections_per_sandbox) != 0)

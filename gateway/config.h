@@ -16,6 +16,12 @@ typedef enum {
     GW_HOST_HEADER_LOCALHOST, /* "localhost:<port>" */
 } gw_host_header_mode_t;
 
+/* The most of one response the gateway may hold (limits.response_buffer_bytes):
+ * h2o 2.2.5 moves a socket buffer whose capacity would reach 32 MiB into a
+ * temp-file mapping, and capacities grow by doubling; 12 MiB held (plus one
+ * read) keeps every buffer of a response at 16 MiB or less, in memory. */
+#define GW_MAX_RESPONSE_BUFFER_BYTES (12 * 1024 * 1024)
+
 typedef struct st_gw_config_listen_t {
     char *address; /* as written, for messages */
     gw_netaddr_t addr;
@@ -88,7 +94,7 @@ typedef struct st_gw_config_t {
 
     struct {
         uint64_t max_request_body_bytes;
-        uint64_t response_buffer_bytes;
+        uint64_t response_buffer_bytes; /* at most GW_MAX_RESPONSE_BUFFER_BYTES */
         uint64_t max_connections_per_sandbox;
         uint64_t client_stall_timeout_ms;           /* 0: responses may wait for the client forever */
         uint64_t max_connection_buffer_bytes;       /* response bytes held for one client connection, all its streams */

@@ -58,11 +58,8 @@ ssize_t phr_decode_chunked(struct phr_chunked_decoder *decoder, char *buf, size_
 /* Bounds of the upstream sockets' kernel receive buffer (see gw_proxy_new). */
 #define MIN_UPSTREAM_RCVBUF (4 * 1024)
 #define MAX_UPSTREAM_RCVBUF (2 * 1024 * 1024)
-/* h2o 2.2.5 moves a socket buffer whose capacity would reach 32 MiB into a
- * temp-file mapping (h2o_socket_buffer_mmap_settings), and capacities grow by
- * doubling; holding at most 12 MiB (plus one read) keeps every buffer of a
- * response at 16 MiB or less, in memory. Larger limits are capped to this. */
-#define MAX_HELD_BYTES (12 * 1024 * 1024)
+/* config.c refuses more (see GW_MAX_RESPONSE_BUFFER_BYTES); kept as a bound here too */
+#define MAX_HELD_BYTES GW_MAX_RESPONSE_BUFFER_BYTES
 
 #define DETAIL_CLOSED "It accepted the connection but closed it without answering."
 #define DETAIL_NOT_HTTP "The app answered something that is not HTTP/1.x."

@@ -332,6 +332,9 @@ START_TEST(test_out_of_range)
                          "config: limits.max_request_body_bytes: expected an integer");
     ck_assert_err_prefix("{" BASE ",'limits':{'response_buffer_bytes':0}}",
                          "config: limits.response_buffer_bytes: expected an integer");
+    /* above 12 MiB h2o would move the buffers to temp files: refused, not silently capped */
+    ck_assert_err_eq("{" BASE ",'limits':{'response_buffer_bytes':12582913}}",
+                     "config: limits.response_buffer_bytes: expected an integer from 4096 to 12582912, got 12582913");
     ck_assert_err_prefix("{" BASE ",'limits':{'max_connections_per_sandbox':0}}",
                          "config: limits.max_connections_per_sandbox: expected an integer");
     ck_assert_err_prefix("{" BASE ",'limits':{'client_stall_timeout_ms':3600001}}",
