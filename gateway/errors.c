@@ -79,14 +79,6 @@ static const error_def_t defs[GW_ERR_NUM_CODES] = {
     [GW_ERR_BODY_TOO_LARGE] = {"body_too_large", 413, "Payload Too Large", "Request body too large",
                                "The request body is larger than this gateway accepts.",
                                "Send a smaller body, or split the upload into several requests.", 0, NULL},
-    [GW_ERR_BAD_REQUEST] = {"bad_request", 400, "Bad Request", "Malformed request",
-                            "The request line is not one the gateway can forward: the method must be a token and the target a "
-                            "path starting with /.",
-                            "Send the request with a standard method and a path, as browsers and HTTP libraries do.", 0, NULL},
-    [GW_ERR_METHOD_NOT_ALLOWED] = {"method_not_allowed", 405, "Method Not Allowed", "Method not allowed",
-                                   "The gateway does not forward CONNECT requests: a preview address is a web server, not a "
-                                   "proxy.",
-                                   "Use GET, POST or another method the Allow header lists.", 0, NULL},
 };
 
 /* The finer causes (gw_error_why_t): the code each belongs to, and its text. */

@@ -25,8 +25,6 @@ typedef enum {
     GW_ERR_ROUTING_UNAVAILABLE,
     GW_ERR_BODY_TOO_LARGE,
     /* not in the contract's table (README, Errors): requests HTTP itself rules out */
-    GW_ERR_BAD_REQUEST,
-    GW_ERR_METHOD_NOT_ALLOWED,
     GW_ERR_NUM_CODES
 } gw_error_code_t;
 

@@ -405,11 +405,11 @@ static int allowed_method(h2o_req_t *req)
 {
     if (is_method(req, H2O_STRLIT("CONNECT"))) {
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, H2O_STRLIT(GW_REQUEST_ALLOWED_METHODS));
-        gw_error_send(req, GW_ERR_METHOD_NOT_ALLOWED, NULL, 0, NULL);
+        gw_request_line_refuse(req, 405, "Method Not Allowed", "CONNECT is not forwarded: this is a web server, not a proxy");
         return 0;
     }
     if (!gw_request_method_is_token(req->method)) {
-        gw_error_send(req, GW_ERR_BAD_REQUEST, NULL, 0, "The method is not a token.");
+        gw_request_line_refuse(req, 400, "Bad Request", "The method is not a token");
         return 0;
     }
     return 1;
@@ -444,13 +444,13 @@ static int origin_form_target(h2o_req_t *req)
     default:
         break;
     }
-    gw_error_send(req, GW_ERR_BAD_REQUEST, NULL, 0, NULL);
+    gw_request_line_refuse(req, 400, "Bad Request", "The request target is not a path");
     return 0;
 }
 
 /* Counts the request, checks its request line and parses its host: 1 with
- * *host filled, or 0 when the request has been answered (method_not_allowed,
- * bad_request, bad_host, unknown_host). */
+ * *host filled, or 0 when the request has been answered (a refused request
+ * line, bad_host, unknown_host). */
 static int preview_host(h2o_req_t *req, gw_worker_t *w, gw_host_t *host)
 {
     const gw_config_t *conf = w->server->config;

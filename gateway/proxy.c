@@ -1497,7 +1497,9 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
      * method or target with a space or a control would make two request
      * lines for the app */
     if (gw_request_line_check(req->method, ex->path) != 0) {
-        fail(ex, GW_ERR_BAD_REQUEST, NULL);
+        detach_upstream(ex);
+        ex->state = EX_OVER;
+        gw_request_line_refuse(req, 400, "Bad Request", "The request line cannot be forwarded");
         return;
     }
 

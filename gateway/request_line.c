@@ -85,3 +85,9 @@ int gw_request_line_check(h2o_iovec_t method, h2o_iovec_t target)
     }
     return 0;
 }
+
+void gw_request_line_refuse(h2o_req_t *req, int status, const char *reason, const char *why)
+{
+    h2o_iovec_t body = h2o_concat(&req->pool, h2o_iovec_init(why, strlen(why)), h2o_iovec_init(H2O_STRLIT(".\n")));
+    h2o_send_error_generic(req, status, reason, body.base, H2O_SEND_ERROR_HTTP1_CLOSE_CONNECTION | H2O_SEND_ERROR_KEEP_HEADERS);
+}

@@ -38,4 +38,12 @@ gw_target_form_t gw_request_target_parse(h2o_mem_pool_t *pool, h2o_iovec_t metho
  * -1 otherwise. */
 int gw_request_line_check(h2o_iovec_t method, h2o_iovec_t target);
 
+/* Answers a request whose line the gateway will not forward (CONNECT: 405;
+ * a method that is not a token or a target that is not a path: 400) the way
+ * libh2o answers the malformed heads it refuses itself: status, reason and a
+ * one-line plain-text `why`, the connection not kept alive, and no contract
+ * error code (the contract's table has none for these; they are HTTP-level
+ * refusals, like libh2o's). Headers already set (Allow) are kept. */
+void gw_request_line_refuse(h2o_req_t *req, int status, const char *reason, const char *why);
+
 #endif

@@ -312,6 +312,15 @@ def test_absolute_form_is_forwarded_in_origin_form(front):
     assert paths and all(p.startswith("/") for p in paths), paths
 
 
+def contract_code(body):
+    """The contract's error code in a JSON error body, or None when the body
+    is not one (the plain-text refusals of a request line)."""
+    try:
+        return json.loads(body)["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def test_absolute_form_naming_another_host_is_refused(front):
     f = front
     other = gwtest.new_sandbox_id("ho")
@@ -320,7 +329,9 @@ def test_absolute_form_naming_another_host_is_refused(front):
         raw = ("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (target, f.host)).encode()
         status, head, body = one_request(f, raw)
         assert status == 400, (target, head)
-        assert json.loads(body)["error"]["code"] in ("bad_host", "bad_request"), body
+        # another host: the contract's bad_host; not http(s) or with userinfo: a
+        # plain HTTP-level 400 (the contract has no code for a malformed target)
+        assert contract_code(body) == "bad_host" or (contract_code(body) is None and b"not a path" in body), body
     assert app_paths(f, "abs-evil") == [] and app_paths(f, "abs-other") == []
     assert app_paths(f, "abs-userinfo") == [] and app_paths(f, "abs-ftp") == []
 
@@ -331,7 +342,7 @@ def test_target_that_is_not_origin_form_is_refused(front):
         raw = ("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (target, f.host)).encode()
         status, head, body = one_request(f, raw)
         assert status == 400, (target, head)
-        assert json.loads(body)["error"]["code"] == "bad_request", body
+        assert contract_code(body) is None and b"The request target is not a path" in body, body
     assert app_paths(f, "relative-no-slash") == []
 
 
@@ -354,7 +365,7 @@ def test_connect_is_refused_with_405(front):
             assert head.startswith(b"HTTP/1.1 405 "), head[:300]
             hl = head.lower()
             assert b"\r\nallow: get, head, post, put, patch, delete, options\r\n" in hl, head[:500]
-            assert b'"code":"method_not_allowed"' in head
+            assert b"CONNECT is not forwarded" in head and b'"code"' not in head, head[:500]
     assert [r for r in f.app.snapshot()[n_before:] if r["method"] == "CONNECT"] == []
 
 
@@ -419,7 +430,7 @@ def test_h2_connect_is_refused(front):
                                        (":path", "/h2-connect")])
     assert status == 405, (status, rh, body)
     assert dict(rh).get("allow") == "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS", rh
-    assert json.loads(body)["error"]["code"] == "method_not_allowed"
+    assert b"CONNECT is not forwarded" in body and contract_code(body) is None, body
     # a real CONNECT (RFC 9113 8.5: no :scheme or :path) never becomes a request: h2o resets the stream
     res = h2_exchange(f, [(":method", "CONNECT"), (":authority", "evil.example:443")])
     assert res[0] in ("reset", 405), res
@@ -432,11 +443,11 @@ def test_h2_method_that_is_not_a_token_never_reaches_the_app(front):
     for method in ("GET /inj-m HTTP/1.1\tX", "GET /inj-m HTTP/1.1 X", "G(E)T"):
         res = h2_exchange(f, [(":method", method), (":scheme", "https"), (":authority", authority),
                               (":path", "/inj-path")])
-        # the gateway answers 400 bad_request; an h2o that refuses it first resets the stream
+        # the gateway answers a plain 400; an h2o that refuses it first resets the stream
         if res[0] != "reset":
             status, rh, body = res
             assert status == 400, res
-            assert json.loads(body)["error"]["code"] == "bad_request", body
+            assert b"The method is not a token" in body and contract_code(body) is None, body
     assert app_paths(f, "inj-") == []
     assert [r for r in f.app.snapshot() if "inj-m" in r["method"]] == []
 
@@ -478,14 +489,14 @@ def test_options_asterisk_on_the_redirecting_listener(gw_factory, redis):
 def test_h2_path_that_is_not_origin_form_never_reaches_the_app(front):
     """An HTTP/2 :path is origin-form or OPTIONS' "*" (RFC 9113 8.3.1): an
     absolute URI, a relative path or "*" with GET is refused (by the gateway
-    with 400 bad_request, or earlier by h2o with a stream reset)."""
+    with a plain 400, or earlier by h2o with a stream reset)."""
     f = front
     authority = "%s:%d" % (f.host, f.gw.tls_port)
     for path in ("http://%s/h2-abs" % f.host, "h2-relative", "*"):
         res = h2_exchange(f, [(":method", "GET"), (":scheme", "https"), (":authority", authority), (":path", path)])
         if res[0] != "reset":
             status, rh, body = res
-            assert status == 400 and json.loads(body)["error"]["code"] == "bad_request", (path, res)
+            assert status == 400 and b"not a path" in body and contract_code(body) is None, (path, res)
     assert app_paths(f, "h2-abs") == [] and app_paths(f, "h2-relative") == []
 
 
