@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <jansson.h>
 #include <hiredis/hiredis.h>
-#include "gateway/metering.h"
+#include "metering/metering.h"
 
 #define INITIAL_BUCKETS 64
 #define GATEWAY_NAME_MAX 128

@@ -1,5 +1,5 @@
 /*
- * gateway/metering.c: per-worker counts, merging across workers, batches
+ * metering/metering.c: per-worker counts, merging across workers, batches
  * and their seq values (kept on retry), the caps, and the spill file
  * (write, replay, malformed lines, seq after a replay).
  */
@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <h2o.h>
 /* the .c itself: the tests look at the open batch and the queue */
-#include "gateway/metering.c"
+#include "metering/metering.c"
 
 #define NOW 1700000000000ull
 

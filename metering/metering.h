@@ -7,8 +7,8 @@
  * seq order, retries a failed one unchanged (same seq values), and at exit
  * writes what Redis did not take to the spill file replayed on next start.
  */
-#ifndef GW_GATEWAY_METERING_H
-#define GW_GATEWAY_METERING_H
+#ifndef GW_METERING_METERING_H
+#define GW_METERING_METERING_H
 
 #include <stddef.h>
 #include <stdint.h>
