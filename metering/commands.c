@@ -1,6 +1,7 @@
 /*
  * The commands of a metering batch and the reading of their replies
- * (metering/commands.h).
+ * (metering/commands.h). Keys are sized from the prefix and the sandbox id
+ * at hand, not from a limit of the config.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,36 +65,45 @@ static void cmd_incrby(cmd_t *c, char *key, size_t keycap, const char *prefix, c
 {
     c->argc = 0;
     cmd_str(c, "INCRBY");
-    snprintf(key, keycap, "%segress:{%s}", prefix, r->sandbox);
-    cmd_str(c, key);
+    cmd_arg(c, key, (size_t)snprintf(key, keycap, "%segress:{%s}", prefix, r->sandbox));
     cmd_num(c, 0, r->egress);
 }
 
 long gw_metering_emit_batch(const char *prefix, const char *instance_id, const gw_metering_batch_t *b, gw_metering_emit_cb emit,
                             void *arg)
 {
-    char key[64 + sizeof("egress:{}") + GW_SANDBOX_ID_MAX], stream[64 + sizeof("egress")];
-    h2o_iovec_t stream_key;
+    size_t prefix_len = strlen(prefix), keycap, i;
+    char *stream, *key;
     long emitted = 0;
     cmd_t cmd;
-    size_t i;
 
-    snprintf(stream, sizeof(stream), "%segress", prefix);
-    stream_key = h2o_iovec_init(stream, strlen(stream));
+    /* the longest key of the batch: "<prefix>egress:{<sandbox>}" with a sandbox id of at most GW_SANDBOX_ID_MAX */
+    keycap = prefix_len + sizeof("egress:{}") + GW_SANDBOX_ID_MAX;
+    key = h2o_mem_alloc(keycap);
+    stream = h2o_mem_alloc(prefix_len + sizeof("egress"));
+    h2o_iovec_t stream_key = h2o_iovec_init(stream, (size_t)snprintf(stream, prefix_len + sizeof("egress"), "%segress", prefix));
+
     /* per record */
     for (i = 0; i != b->num_records; ++i) {
         cmd_xadd(&cmd, stream_key, instance_id, b->records + i);
         if (emit(arg, cmd.argc, cmd.argv, cmd.argvlen) != 0)
-            return -1;
-        cmd_incrby(&cmd, key, sizeof(key), prefix, b->records + i);
+            goto Error;
+        cmd_incrby(&cmd, key, keycap, prefix, b->records + i);
         if (emit(arg, cmd.argc, cmd.argv, cmd.argvlen) != 0)
-            return -1;
+            goto Error;
         emitted += 2;
     }
     /* per flush: commands about the batch as a whole go here, inside the same
      * transaction (none yet; issue 13 adds ZADD <prefix>activity GT <ms> <id>) */
 
+    free(stream);
+    free(key);
     return emitted;
+
+Error:
+    free(stream);
+    free(key);
+    return -1;
 }
 
 void gw_metering_report_exec_errors(const redisReply *reply)

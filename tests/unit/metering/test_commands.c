@@ -1,5 +1,6 @@
 /*
- * metering/commands.c: the commands of a batch, in order.
+ * metering/commands.c: the commands of a batch, in order, with their keys
+ * built whole whatever the prefix and sandbox id lengths.
  */
 #include <check.h>
 #include <stdio.h>
@@ -80,12 +81,39 @@ START_TEST(test_commands_of_a_batch)
 }
 END_TEST
 
+/* The key buffer once had room for a prefix of 64 bytes, a limit only the
+ * config knew: a longer one was cut silently. */
+START_TEST(test_long_prefix_and_id_make_whole_keys)
+{
+    char prefix[1001], id[GW_SANDBOX_ID_MAX + 1], want[1200];
+    gw_metering_record_t rec;
+    gw_metering_batch_t b = {.records = &rec, .num_records = 1};
+    seen_t s = {0};
+
+    memset(prefix, 'p', sizeof(prefix) - 2);
+    prefix[sizeof(prefix) - 2] = ':';
+    prefix[sizeof(prefix) - 1] = '\0';
+    memset(id, 'z', sizeof(id) - 1);
+    id[sizeof(id) - 1] = '\0';
+    rec = record(id, 1, 1);
+    ck_assert_uint_eq(strlen(rec.sandbox), GW_SANDBOX_ID_MAX);
+    ck_assert_int_eq(gw_metering_emit_batch(prefix, "gw-1", &b, collect, &s), 2);
+    snprintf(want, sizeof(want), "%segress", prefix);
+    ck_assert_str_eq(s.argv[0][1], want);
+    snprintf(want, sizeof(want), "%segress:{%s}", prefix, id);
+    ck_assert_uint_eq(strlen(s.argv[1][1]), 1000 + strlen("egress:{}") + GW_SANDBOX_ID_MAX);
+    ck_assert_str_eq(s.argv[1][1], want);
+    seen_free(&s);
+}
+END_TEST
+
 static Suite *commands_suite(void)
 {
     Suite *s = suite_create("commands");
     TCase *tc = tcase_create("core");
 
     tcase_add_test(tc, test_commands_of_a_batch);
+    tcase_add_test(tc, test_long_prefix_and_id_make_whole_keys);
     suite_add_tcase(s, tc);
     return s;
 }
