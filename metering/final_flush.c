@@ -1,17 +1,14 @@
 /*
- * The final flush (metering/final_flush.h): blocking connections against
- * one deadline for the whole exit, the same commands as the flusher, then
- * the spill file.
+ * The final flush (metering/final_flush.h): hiredis's blocking API with a
+ * timeout (redisConnectWithTimeout, redisSetTimeout) against one deadline
+ * for the whole exit, the same commands as the flusher, then the spill file.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
-#include <unistd.h>
 #include "metering/commands.h"
 #include "metering/final_flush.h"
 #include "routing/netaddr.h"
@@ -43,42 +40,26 @@ static struct timeval remaining_tv(const final_t *f)
     return tv;
 }
 
-/* A blocking connection with AUTH, connected within the deadline. NULL with
- * f->why on failure. */
+/* A blocking connection with AUTH, connected within the deadline, each
+ * later call bounded by it too (redisSetTimeout). NULL with f->why on failure. */
 static redisContext *connect_blocking(final_t *f, const gw_netaddr_t *addr, const char *password)
 {
-    redisContext *c = NULL;
+    char host[NI_MAXHOST];
+    redisContext *c;
     redisReply *reply;
-    int fd, flags, soerr = 0;
-    socklen_t soerrlen = sizeof(soerr);
 
-    if ((fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) == -1) {
-        set_why(f, strerror(errno));
+    if (addr->ss.ss_family == AF_UNIX) {
+        c = redisConnectUnixWithTimeout(((const struct sockaddr_un *)&addr->ss)->sun_path, remaining_tv(f));
+    } else if (getnameinfo((const struct sockaddr *)&addr->ss, addr->len, host, sizeof(host), NULL, 0, NI_NUMERICHOST) == 0) {
+        c = redisConnectWithTimeout(host, gw_netaddr_port(addr), remaining_tv(f));
+    } else {
+        set_why(f, "cannot format the address");
         return NULL;
     }
-    if (connect(fd, (const struct sockaddr *)&addr->ss, addr->len) != 0) {
-        struct pollfd pfd = {fd, POLLOUT, 0};
-        uint64_t now = mono_ms();
-        if (errno != EINPROGRESS && errno != EAGAIN) {
-            set_why(f, strerror(errno));
-            goto Error;
-        }
-        if (poll(&pfd, 1, f->deadline > now ? (int)(f->deadline - now) : 0) != 1) {
-            set_why(f, "connect timed out");
-            goto Error;
-        }
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &soerrlen) != 0 || soerr != 0) {
-            set_why(f, strerror(soerr != 0 ? soerr : errno));
-            goto Error;
-        }
-    }
-    flags = fcntl(fd, F_GETFL);
-    fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-    if ((c = redisConnectFd(fd)) == NULL) {
-        set_why(f, "out of memory");
+    if (c == NULL || c->err != 0) {
+        set_why(f, c != NULL ? c->errstr : "out of memory");
         goto Error;
     }
-    fd = -1; /* the context owns it */
     redisSetTimeout(c, remaining_tv(f));
     if (password != NULL) {
         const char *argv[] = {"AUTH", password};
@@ -93,8 +74,6 @@ static redisContext *connect_blocking(final_t *f, const gw_netaddr_t *addr, cons
     return c;
 
 Error:
-    if (fd != -1)
-        close(fd);
     if (c != NULL)
         redisFree(c);
     return NULL;
