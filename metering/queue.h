@@ -95,6 +95,7 @@ void gw_metering_requeue_in_flight(gw_metering_t *m);
  * written. Pending records stay pending. */
 int gw_metering_write_spill(gw_metering_t *m, char **err);
 
+/* Copies the counters into *out (pending_batches counted now). Any thread. */
 void gw_metering_get_stats(gw_metering_t *m, gw_metering_stats_t *out);
 
 #endif

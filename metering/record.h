@@ -48,6 +48,7 @@ typedef struct st_gw_metering_entry_t {
 /* Frees the record's strings (not r itself). */
 void gw_metering_record_dispose(gw_metering_record_t *r);
 
+/* 1 when the record counts bytes either way (only those are written). */
 static inline int gw_metering_record_has_bytes(const gw_metering_record_t *r)
 {
     return r->egress != 0 || r->ingress != 0;
