@@ -4,8 +4,8 @@
  * a lifecycle. Idle sockets keep reading: any byte or EOF from the peer
  * closes them, as does upstream.idle_timeout_ms without use.
  */
-#ifndef GW_GATEWAY_UPSTREAM_POOL_H
-#define GW_GATEWAY_UPSTREAM_POOL_H
+#ifndef GW_UPSTREAM_UPSTREAM_POOL_H
+#define GW_UPSTREAM_UPSTREAM_POOL_H
 
 #include <stddef.h>
 #include <stdint.h>

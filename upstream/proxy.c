@@ -19,10 +19,10 @@
 #include <h2o/http2_internal.h>
 #include "khash.h"
 #include "gateway/errors.h"
-#include "gateway/proxy.h"
+#include "upstream/proxy.h"
 #include "gateway/request_line.h"
-#include "gateway/tunnel.h"
-#include "gateway/upstream_pool.h"
+#include "upstream/tunnel.h"
+#include "upstream/upstream_pool.h"
 
 /* picohttpparser is built into libh2o and exported by it, but Debian does
  * not install its header; these match deps/picohttpparser/picohttpparser.h

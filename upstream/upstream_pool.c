@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
-#include "gateway/upstream_pool.h"
+#include "upstream/upstream_pool.h"
 
 /* Power of two. Buckets are short lists; this only has to keep them short
  * for a few thousand sandboxes with idle connections on one worker. */

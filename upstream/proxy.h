@@ -4,8 +4,8 @@
  * limits.response_buffer_bytes held per response), WebSocket tunnels.
  * One gw_proxy_t per worker thread; it owns that worker's pools.
  */
-#ifndef GW_GATEWAY_PROXY_H
-#define GW_GATEWAY_PROXY_H
+#ifndef GW_UPSTREAM_PROXY_H
+#define GW_UPSTREAM_PROXY_H
 
 #include <stdatomic.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /*
- * gateway/upstream_pool.c: idle keep-alive connections are reused per
+ * upstream/upstream_pool.c: idle keep-alive connections are reused per
  * (sandbox, lifecycle, port, address) only, capped per key, closed when the
  * peer closes or talks, when idle too long, and when a lifecycle is dropped.
  */
@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <h2o.h>
 /* the .c itself, for bucket_of: sandboxes sharing a bucket must stay apart */
-#include "gateway/upstream_pool.c"
+#include "upstream/upstream_pool.c"
 
 typedef struct st_conn_pair_t {
     h2o_socket_t *sock; /* the gateway's side, given to the pool */
