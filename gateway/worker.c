@@ -436,6 +436,7 @@ static void *worker_main(void *arg)
                              .idle_timeout_ms = conf->upstream.idle_timeout_ms,
                              .websocket_idle_timeout_ms = conf->upstream.websocket_idle_timeout_ms,
                              .max_idle_per_pool = conf->upstream.max_idle_per_pool,
+                             .max_idle_per_worker = conf->upstream.max_idle_per_worker,
                              .allowed_networks = conf->upstream.allowed_networks,
                              .num_allowed_networks = conf->upstream.num_allowed_networks,
                              .response_buffer_bytes = conf->limits.response_buffer_bytes,

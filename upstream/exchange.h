@@ -11,16 +11,12 @@
 #include <h2o.h>
 #include "khash.h"
 #include "upstream/http1_head.h"
+#include "upstream/opt_timeout.h"
 #include "upstream/proxy.h"
 #include "upstream/upstream_pool.h"
 
 /* response bytes held per client connection (h2o_conn_t *), entries with 0 removed */
 KHASH_MAP_INIT_INT64(gw_conn_held, size_t)
-
-typedef struct st_gw_opt_timeout_t {
-    int enabled;
-    h2o_timeout_t timeout;
-} gw_opt_timeout_t;
 
 struct st_gw_proxy_t {
     h2o_context_t *ctx;

@@ -19,6 +19,12 @@
 /* The request body goes upstream in slices of this size, so that a slow
  * upload is told apart from a stalled one (each slice restarts the timer). */
 #define REQUEST_BODY_SLICE (256 * 1024)
+/* How long a pool keeps the idle connections it holds past
+ * upstream.max_idle_per_pool (h2o's proxy keeps all of its own this long): long
+ * enough for steady load to take them again, so that a burst of responses
+ * completing together does not close what the next requests need, short
+ * enough that a burst's connections do not stay for upstream.idle_timeout_ms. */
+#define POOL_SURPLUS_IDLE_MS 2000
 /* Bounds of the upstream sockets' kernel receive buffer (see gw_proxy_new). */
 #define MIN_UPSTREAM_RCVBUF (4 * 1024)
 #define MAX_UPSTREAM_RCVBUF (2 * 1024 * 1024)
@@ -34,19 +40,6 @@ static void on_head_read(h2o_socket_t *sock, const char *err);
 static void connect_fresh(gw_exchange_t *ex);
 
 /* --- small helpers ------------------------------------------------------- */
-
-static void opt_timeout_init(h2o_loop_t *loop, gw_opt_timeout_t *t, uint64_t ms)
-{
-    t->enabled = ms != 0;
-    if (t->enabled)
-        h2o_timeout_init(loop, &t->timeout, ms);
-}
-
-static void opt_timeout_dispose(h2o_loop_t *loop, gw_opt_timeout_t *t)
-{
-    if (t->enabled)
-        h2o_timeout_dispose(loop, &t->timeout);
-}
 
 void gw_exchange_clear_timer(gw_exchange_t *ex)
 {
@@ -471,12 +464,17 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     memset(p, 0, sizeof(*p));
     p->ctx = ctx;
     p->conf = *conf;
-    p->pool = gw_upstream_pool_new(ctx->loop, conf->idle_timeout_ms, conf->max_idle_per_pool);
-    opt_timeout_init(ctx->loop, &p->connect_timeout, conf->connect_timeout_ms);
-    opt_timeout_init(ctx->loop, &p->first_byte_timeout, conf->first_byte_timeout_ms);
-    opt_timeout_init(ctx->loop, &p->io_timeout, conf->idle_timeout_ms);
-    opt_timeout_init(ctx->loop, &p->websocket_timeout, conf->websocket_idle_timeout_ms);
-    opt_timeout_init(ctx->loop, &p->client_stall_timeout, conf->client_stall_timeout_ms);
+    gw_upstream_pool_conf_t pool_conf = {.idle_timeout_ms = conf->idle_timeout_ms,
+                                         .surplus_timeout_ms = conf->idle_timeout_ms < POOL_SURPLUS_IDLE_MS ? conf->idle_timeout_ms
+                                                                                                            : POOL_SURPLUS_IDLE_MS,
+                                         .max_idle_per_key = conf->max_idle_per_pool,
+                                         .max_idle = conf->max_idle_per_worker};
+    p->pool = gw_upstream_pool_new(ctx->loop, &pool_conf);
+    gw_opt_timeout_init(ctx->loop, &p->connect_timeout, conf->connect_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->first_byte_timeout, conf->first_byte_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->io_timeout, conf->idle_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->websocket_timeout, conf->websocket_idle_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->client_stall_timeout, conf->client_stall_timeout_ms);
     h2o_linklist_init_anchor(&p->websockets);
     h2o_linklist_init_anchor(&p->waiting);
     p->conn_held = kh_init(gw_conn_held);
@@ -505,11 +503,11 @@ void gw_proxy_free(gw_proxy_t *p)
     gw_proxy_close_websockets(p);
     gw_upstream_pool_free(p->pool);
     kh_destroy(gw_conn_held, p->conn_held);
-    opt_timeout_dispose(p->ctx->loop, &p->connect_timeout);
-    opt_timeout_dispose(p->ctx->loop, &p->first_byte_timeout);
-    opt_timeout_dispose(p->ctx->loop, &p->io_timeout);
-    opt_timeout_dispose(p->ctx->loop, &p->websocket_timeout);
-    opt_timeout_dispose(p->ctx->loop, &p->client_stall_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->connect_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->first_byte_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->io_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->websocket_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->client_stall_timeout);
     free(p);
 }
 

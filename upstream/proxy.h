@@ -51,7 +51,8 @@ typedef struct st_gw_proxy_conf_t {
     uint64_t first_byte_timeout_ms;
     uint64_t idle_timeout_ms; /* mid-body silence, and the idle lifetime of a pooled connection */
     uint64_t websocket_idle_timeout_ms;
-    size_t max_idle_per_pool;
+    size_t max_idle_per_pool;          /* idle connections a pool keeps for idle_timeout_ms (more are kept 2 s) */
+    size_t max_idle_per_worker;        /* idle connections of all pools; past it the one idle longest is closed */
     const gw_cidr_t *allowed_networks; /* borrowed: must outlive the proxy */
     size_t num_allowed_networks;
     size_t response_buffer_bytes; /* 4 KiB to 12 MiB (gateway/config.h, GW_MAX_RESPONSE_BUFFER_BYTES) */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
+#include "upstream/opt_timeout.h"
 #include "upstream/upstream_pool.h"
 
 /* Power of two. Buckets are short lists; this only has to keep them short
@@ -24,7 +25,8 @@ typedef struct st_keyed_set_t {
 } keyed_set_t;
 
 typedef struct st_idle_conn_t {
-    h2o_linklist_t link;
+    h2o_linklist_t link;     /* in set->idle */
+    h2o_linklist_t lru_link; /* in pool->lru */
     gw_upstream_pool_t *pool;
     keyed_set_t *set;
     h2o_socket_t *sock;
@@ -33,10 +35,12 @@ typedef struct st_idle_conn_t {
 
 struct st_gw_upstream_pool_t {
     h2o_loop_t *loop;
-    int has_timeout;
-    h2o_timeout_t idle_timeout;
+    gw_opt_timeout_t idle_timeout;
+    gw_opt_timeout_t surplus_timeout;
     size_t max_idle_per_key;
+    size_t max_idle;
     size_t num_idle;
+    h2o_linklist_t lru; /* of idle_conn_t, every key's, oldest first */
     h2o_linklist_t buckets[NUM_BUCKETS];
 };
 
@@ -118,6 +122,7 @@ static h2o_socket_t *detach_conn(idle_conn_t *conn)
     keyed_set_t *set = conn->set;
 
     h2o_linklist_unlink(&conn->link);
+    h2o_linklist_unlink(&conn->lru_link);
     if (h2o_timeout_is_linked(&conn->timeout))
         h2o_timeout_unlink(&conn->timeout);
     --set->num_idle;
@@ -146,18 +151,18 @@ static void on_idle_timeout(h2o_timeout_entry_t *entry)
     close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, timeout, entry));
 }
 
-gw_upstream_pool_t *gw_upstream_pool_new(h2o_loop_t *loop, uint64_t idle_timeout_ms, size_t max_idle_per_key)
+gw_upstream_pool_t *gw_upstream_pool_new(h2o_loop_t *loop, const gw_upstream_pool_conf_t *conf)
 {
     gw_upstream_pool_t *pool = h2o_mem_alloc(sizeof(*pool));
     size_t i;
 
     memset(pool, 0, sizeof(*pool));
     pool->loop = loop;
-    pool->max_idle_per_key = max_idle_per_key;
-    if (idle_timeout_ms != 0) {
-        pool->has_timeout = 1;
-        h2o_timeout_init(loop, &pool->idle_timeout, idle_timeout_ms);
-    }
+    pool->max_idle_per_key = conf->max_idle_per_key;
+    pool->max_idle = conf->max_idle;
+    gw_opt_timeout_init(loop, &pool->idle_timeout, conf->idle_timeout_ms);
+    gw_opt_timeout_init(loop, &pool->surplus_timeout, conf->surplus_timeout_ms);
+    h2o_linklist_init_anchor(&pool->lru);
     for (i = 0; i != NUM_BUCKETS; ++i)
         h2o_linklist_init_anchor(&pool->buckets[i]);
     return pool;
@@ -178,8 +183,8 @@ void gw_upstream_pool_free(gw_upstream_pool_t *pool)
             close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.next));
         }
     }
-    if (pool->has_timeout)
-        h2o_timeout_dispose(pool->loop, &pool->idle_timeout);
+    gw_opt_timeout_dispose(pool->loop, &pool->idle_timeout);
+    gw_opt_timeout_dispose(pool->loop, &pool->surplus_timeout);
     free(pool);
 }
 
@@ -200,24 +205,18 @@ void gw_upstream_pool_put(gw_upstream_pool_t *pool, const gw_upstream_key_t *key
 {
     keyed_set_t *set;
     idle_conn_t *conn;
+    gw_opt_timeout_t *lifetime;
 
-    if (pool->max_idle_per_key == 0 || sock->input->size != 0) {
+    if (pool->max_idle_per_key == 0 || pool->max_idle == 0 || sock->input->size != 0) {
         h2o_socket_close(sock);
         return;
     }
-    if ((set = find_set(pool, key)) == NULL) {
+    /* before the set is looked up: closing a set's last connection frees it */
+    if (pool->num_idle >= pool->max_idle)
+        close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, lru_link, pool->lru.next));
+    if ((set = find_set(pool, key)) == NULL)
         set = create_set(pool, key);
-    } else if (set->num_idle >= pool->max_idle_per_key) {
-        /* the set survives: it is about to get `sock` */
-        idle_conn_t *oldest = H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.next);
-        h2o_linklist_unlink(&oldest->link);
-        if (h2o_timeout_is_linked(&oldest->timeout))
-            h2o_timeout_unlink(&oldest->timeout);
-        --set->num_idle;
-        --pool->num_idle;
-        h2o_socket_close(oldest->sock);
-        free(oldest);
-    }
+    lifetime = set->num_idle < pool->max_idle_per_key ? &pool->idle_timeout : &pool->surplus_timeout;
 
     conn = h2o_mem_alloc(sizeof(*conn));
     memset(conn, 0, sizeof(*conn));
@@ -226,10 +225,11 @@ void gw_upstream_pool_put(gw_upstream_pool_t *pool, const gw_upstream_key_t *key
     conn->sock = sock;
     conn->timeout.cb = on_idle_timeout;
     h2o_linklist_insert(&set->idle, &conn->link);
+    h2o_linklist_insert(&pool->lru, &conn->lru_link);
     ++set->num_idle;
     ++pool->num_idle;
-    if (pool->has_timeout)
-        h2o_timeout_link(pool->loop, &pool->idle_timeout, &conn->timeout);
+    if (lifetime->enabled)
+        h2o_timeout_link(pool->loop, &lifetime->timeout, &conn->timeout);
     sock->data = conn;
     h2o_socket_read_start(sock, on_idle_event);
 }

@@ -1,8 +1,12 @@
 /*
  * Idle keep-alive connections to microVMs, one set per worker thread, keyed
  * by (sandbox, lifecycle, port, address) so that a connection never crosses
- * a lifecycle. Idle sockets keep reading: any byte or EOF from the peer
- * closes them, as does upstream.idle_timeout_ms without use.
+ * a lifecycle. Idle connections expire by time, not by count: each pool keeps
+ * max_idle_per_key of them for idle_timeout_ms and the rest (what a burst of
+ * concurrent requests opened) for surplus_timeout_ms, so that steady
+ * concurrency finds them again. max_idle bounds the worker's idle connections
+ * over all pools: past it the one idle longest is closed. Idle sockets keep
+ * reading: any byte or EOF from the peer closes them.
  */
 #ifndef GW_UPSTREAM_UPSTREAM_POOL_H
 #define GW_UPSTREAM_UPSTREAM_POOL_H
@@ -21,10 +25,16 @@ typedef struct st_gw_upstream_key_t {
     const gw_netaddr_t *addr;
 } gw_upstream_key_t;
 
-/* A pool on `loop`. idle_timeout_ms 0 keeps idle connections until the peer
- * closes them; max_idle_per_key 0 disables pooling (gw_upstream_pool_put
- * closes). The caller frees with gw_upstream_pool_free. */
-gw_upstream_pool_t *gw_upstream_pool_new(h2o_loop_t *loop, uint64_t idle_timeout_ms, size_t max_idle_per_key);
+typedef struct st_gw_upstream_pool_conf_t {
+    uint64_t idle_timeout_ms;    /* lifetime of an idle connection within max_idle_per_key; 0: until the peer closes it */
+    uint64_t surplus_timeout_ms; /* lifetime of a pool's idle connections past max_idle_per_key; 0: until the peer closes them */
+    size_t max_idle_per_key;     /* 0 disables pooling (gw_upstream_pool_put closes) */
+    size_t max_idle;             /* idle connections over all keys; 0 disables pooling */
+} gw_upstream_pool_conf_t;
+
+/* A pool on `loop` (conf is copied). The caller frees with
+ * gw_upstream_pool_free. */
+gw_upstream_pool_t *gw_upstream_pool_new(h2o_loop_t *loop, const gw_upstream_pool_conf_t *conf);
 
 /* Closes every idle connection and frees. NULL is a no-op. */
 void gw_upstream_pool_free(gw_upstream_pool_t *pool);
@@ -35,8 +45,10 @@ void gw_upstream_pool_free(gw_upstream_pool_t *pool);
 h2o_socket_t *gw_upstream_pool_take(gw_upstream_pool_t *pool, const gw_upstream_key_t *key);
 
 /* Gives an idle connection to the pool (the key's strings are copied). The
- * socket must have no pending write and an empty input. When the key's set
- * is full the oldest idle connection is closed. Takes ownership of sock. */
+ * socket must have no pending write and an empty input. Past the key's
+ * max_idle_per_key it is kept for surplus_timeout_ms only; when the worker
+ * holds max_idle idle connections, the one idle longest (any key) is closed
+ * first. Takes ownership of sock. */
 void gw_upstream_pool_put(gw_upstream_pool_t *pool, const gw_upstream_key_t *key, h2o_socket_t *sock);
 
 /* Closes every idle connection of `sandbox_id` whose lifecycle is not
