@@ -477,7 +477,8 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     gw_opt_timeout_init(ctx->loop, &p->client_stall_timeout, conf->client_stall_timeout_ms);
     h2o_linklist_init_anchor(&p->websockets);
     h2o_linklist_init_anchor(&p->waiting);
-    p->conn_held = kh_init(gw_conn_held);
+    if ((p->conn_held = kh_init(gw_conn_held)) == NULL)
+        h2o_fatal("no memory");
 
     /* One read event drains the socket's kernel receive queue (h2o reads
      * until EAGAIN), which autotuning grows to tcp_rmem[2] (tens of MB).

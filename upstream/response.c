@@ -40,6 +40,9 @@ void gw_exchange_account(gw_exchange_t *ex)
         return;
     p->held = p->held - ex->held + now;
     it = kh_put(gw_conn_held, p->conn_held, key, &ret);
+    /* khash reports out of memory; h2o's policy is to abort */
+    if (ret < 0)
+        h2o_fatal("no memory");
     if (ret != 0)
         kh_val(p->conn_held, it) = 0;
     kh_val(p->conn_held, it) = kh_val(p->conn_held, it) - ex->held + now;

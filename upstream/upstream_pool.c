@@ -1,21 +1,18 @@
 /*
  * Idle upstream connections of one worker. Sets of idle sockets are hashed
- * by sandbox id alone, so that one sandbox's sets share a bucket and
- * gw_upstream_pool_drop looks at one bucket; a set is freed as soon as it is
- * empty, so memory follows the number of idle connections.
+ * by sandbox id alone, so that gw_upstream_pool_drop finds one sandbox's sets
+ * with one lookup; a set is freed as soon as it is empty, so memory follows
+ * the number of idle connections.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
+#include "common/hashtab.h"
 #include "upstream/opt_timeout.h"
 #include "upstream/upstream_pool.h"
 
-/* Power of two. Buckets are short lists; this only has to keep them short
- * for a few thousand sandboxes with idle connections on one worker. */
-#define NUM_BUCKETS 1024
-
 typedef struct st_keyed_set_t {
-    h2o_linklist_t bucket_link;
+    gw_hashtab_node_t node; /* in pool->sets, under sandbox_id */
     char *sandbox_id;
     h2o_iovec_t lifecycle;
     uint16_t port;
@@ -41,19 +38,8 @@ struct st_gw_upstream_pool_t {
     size_t max_idle;
     size_t num_idle;
     h2o_linklist_t lru; /* of idle_conn_t, every key's, oldest first */
-    h2o_linklist_t buckets[NUM_BUCKETS];
+    gw_hashtab_t sets;  /* of keyed_set_t */
 };
-
-static size_t bucket_of(const char *sandbox_id)
-{
-    /* FNV-1a */
-    uint32_t h = 2166136261u;
-    for (const unsigned char *p = (const unsigned char *)sandbox_id; *p != '\0'; ++p) {
-        h ^= *p;
-        h *= 16777619u;
-    }
-    return h & (NUM_BUCKETS - 1);
-}
 
 static int addr_equals(const gw_netaddr_t *a, const gw_netaddr_t *b)
 {
@@ -74,19 +60,16 @@ static int addr_equals(const gw_netaddr_t *a, const gw_netaddr_t *b)
     }
 }
 
-static int set_matches(const keyed_set_t *set, const gw_upstream_key_t *key)
-{
-    return set->port == key->port && strcmp(set->sandbox_id, key->sandbox_id) == 0 &&
-           h2o_memis(set->lifecycle.base, set->lifecycle.len, key->lifecycle.base, key->lifecycle.len) &&
-           addr_equals(&set->addr, key->addr);
-}
-
 static keyed_set_t *find_set(gw_upstream_pool_t *pool, const gw_upstream_key_t *key)
 {
-    h2o_linklist_t *anchor = &pool->buckets[bucket_of(key->sandbox_id)], *node;
-    for (node = anchor->next; node != anchor; node = node->next) {
-        keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, bucket_link, node);
-        if (set_matches(set, key))
+    gw_hashtab_node_t *node;
+
+    /* the table compares sandbox ids */
+    for (node = gw_hashtab_find(&pool->sets, key->sandbox_id, strlen(key->sandbox_id)); node != NULL;
+         node = gw_hashtab_find_next(&pool->sets, node)) {
+        keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, node, node);
+        if (set->port == key->port && h2o_memis(set->lifecycle.base, set->lifecycle.len, key->lifecycle.base, key->lifecycle.len) &&
+            addr_equals(&set->addr, key->addr))
             return set;
     }
     return NULL;
@@ -101,15 +84,15 @@ static keyed_set_t *create_set(gw_upstream_pool_t *pool, const gw_upstream_key_t
     set->port = key->port;
     set->addr = *key->addr;
     h2o_linklist_init_anchor(&set->idle);
-    h2o_linklist_insert(&pool->buckets[bucket_of(key->sandbox_id)], &set->bucket_link);
+    gw_hashtab_insert(&pool->sets, &set->node, set->sandbox_id, strlen(set->sandbox_id));
     return set;
 }
 
-static void free_set_if_empty(keyed_set_t *set)
+static void free_set_if_empty(gw_upstream_pool_t *pool, keyed_set_t *set)
 {
     if (set->num_idle != 0)
         return;
-    h2o_linklist_unlink(&set->bucket_link);
+    gw_hashtab_remove(&pool->sets, &set->node);
     free(set->sandbox_id);
     free(set->lifecycle.base);
     free(set);
@@ -120,15 +103,16 @@ static h2o_socket_t *detach_conn(idle_conn_t *conn)
 {
     h2o_socket_t *sock = conn->sock;
     keyed_set_t *set = conn->set;
+    gw_upstream_pool_t *pool = conn->pool;
 
     h2o_linklist_unlink(&conn->link);
     h2o_linklist_unlink(&conn->lru_link);
     if (h2o_timeout_is_linked(&conn->timeout))
         h2o_timeout_unlink(&conn->timeout);
     --set->num_idle;
-    --conn->pool->num_idle;
+    --pool->num_idle;
     free(conn);
-    free_set_if_empty(set);
+    free_set_if_empty(pool, set);
     sock->data = NULL;
     return sock;
 }
@@ -154,7 +138,6 @@ static void on_idle_timeout(h2o_timeout_entry_t *entry)
 gw_upstream_pool_t *gw_upstream_pool_new(h2o_loop_t *loop, const gw_upstream_pool_conf_t *conf)
 {
     gw_upstream_pool_t *pool = h2o_mem_alloc(sizeof(*pool));
-    size_t i;
 
     memset(pool, 0, sizeof(*pool));
     pool->loop = loop;
@@ -163,26 +146,18 @@ gw_upstream_pool_t *gw_upstream_pool_new(h2o_loop_t *loop, const gw_upstream_poo
     gw_opt_timeout_init(loop, &pool->idle_timeout, conf->idle_timeout_ms);
     gw_opt_timeout_init(loop, &pool->surplus_timeout, conf->surplus_timeout_ms);
     h2o_linklist_init_anchor(&pool->lru);
-    for (i = 0; i != NUM_BUCKETS; ++i)
-        h2o_linklist_init_anchor(&pool->buckets[i]);
+    gw_hashtab_init(&pool->sets);
     return pool;
 }
 
 void gw_upstream_pool_free(gw_upstream_pool_t *pool)
 {
-    size_t i;
-
     if (pool == NULL)
         return;
-    for (i = 0; i != NUM_BUCKETS; ++i) {
-        while (!h2o_linklist_is_empty(&pool->buckets[i])) {
-            keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, bucket_link, pool->buckets[i].next);
-            /* closing the last connection frees the set */
-            while (set->num_idle > 1)
-                close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.next));
-            close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.next));
-        }
-    }
+    /* closing a set's last connection frees the set */
+    while (!h2o_linklist_is_empty(&pool->lru))
+        close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, lru_link, pool->lru.next));
+    gw_hashtab_dispose(&pool->sets);
     gw_opt_timeout_dispose(pool->loop, &pool->idle_timeout);
     gw_opt_timeout_dispose(pool->loop, &pool->surplus_timeout);
     free(pool);
@@ -236,14 +211,12 @@ void gw_upstream_pool_put(gw_upstream_pool_t *pool, const gw_upstream_key_t *key
 
 void gw_upstream_pool_drop(gw_upstream_pool_t *pool, const char *sandbox_id, const char *keep_lifecycle)
 {
-    h2o_linklist_t *anchor = &pool->buckets[bucket_of(sandbox_id)], *node = anchor->next;
+    gw_hashtab_node_t *node = gw_hashtab_find(&pool->sets, sandbox_id, strlen(sandbox_id));
 
-    while (node != anchor) {
-        keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, bucket_link, node);
+    while (node != NULL) {
+        keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, node, node);
         /* closing a set's last connection frees it: step first */
-        node = node->next;
-        if (strcmp(set->sandbox_id, sandbox_id) != 0)
-            continue;
+        node = gw_hashtab_find_next(&pool->sets, node);
         if (keep_lifecycle != NULL && h2o_memis(set->lifecycle.base, set->lifecycle.len, keep_lifecycle, strlen(keep_lifecycle)))
             continue;
         while (set->num_idle > 1)
