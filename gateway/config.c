@@ -91,6 +91,7 @@ static int gw_config_defaults(gw_config_t *c)
     c->upstream.idle_timeout_ms = 60000;
     c->upstream.websocket_idle_timeout_ms = 300000;
     c->upstream.max_idle_per_pool = 64;
+    c->upstream.max_idle_per_worker = 1024;
     c->upstream.num_allowed_networks = sizeof(default_allowed_networks) / sizeof(default_allowed_networks[0]);
     if ((c->upstream.allowed_networks = calloc(c->upstream.num_allowed_networks, sizeof(gw_cidr_t))) == NULL)
         return -1;
@@ -903,6 +904,10 @@ static int parse_upstream(const json_t *v, gw_config_t *c, char **err)
             if (get_uint(err, path, value, 0, 4096, &n) != 0)
                 return -1;
             c->upstream.max_idle_per_pool = (size_t)n;
+        } else if (strcmp(key, "max_idle_per_worker") == 0) {
+            if (get_uint(err, path, value, 0, 65536, &n) != 0)
+                return -1;
+            c->upstream.max_idle_per_worker = (size_t)n;
         } else if (strcmp(key, "allowed_networks") == 0) {
             if (parse_allowed_networks(path, value, c, err) != 0)
                 return -1;

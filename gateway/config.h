@@ -88,6 +88,7 @@ typedef struct st_gw_config_t {
         uint64_t idle_timeout_ms;
         uint64_t websocket_idle_timeout_ms;
         size_t max_idle_per_pool;
+        size_t max_idle_per_worker; /* idle upstream connections of one worker, all pools */
         gw_cidr_t *allowed_networks;
         size_t num_allowed_networks;
     } upstream;

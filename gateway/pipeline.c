@@ -15,7 +15,7 @@
 #include "gateway/errors.h"
 #include "metering/metering.h"
 #include "gateway/pipeline.h"
-#include "gateway/proxy.h"
+#include "upstream/proxy.h"
 #include "gateway/request_line.h"
 #include "gateway/worker.h"
 #include "routing/host.h"

@@ -430,7 +430,20 @@ static void *worker_main(void *arg)
     /* a connection of its own for pub/sub: each worker hears every invalidation itself */
     w->routes_sub = gw_redis_new(loop, &rconf);
     gw_route_store_subscribe(w->routes, w->routes_sub);
-    w->proxy = gw_proxy_new(&w->ctx, conf);
+    gw_proxy_conf_t pconf = {.localhost_host = conf->upstream.host_header == GW_HOST_HEADER_LOCALHOST,
+                             .connect_timeout_ms = conf->upstream.connect_timeout_ms,
+                             .first_byte_timeout_ms = conf->upstream.first_byte_timeout_ms,
+                             .idle_timeout_ms = conf->upstream.idle_timeout_ms,
+                             .websocket_idle_timeout_ms = conf->upstream.websocket_idle_timeout_ms,
+                             .max_idle_per_pool = conf->upstream.max_idle_per_pool,
+                             .max_idle_per_worker = conf->upstream.max_idle_per_worker,
+                             .allowed_networks = conf->upstream.allowed_networks,
+                             .num_allowed_networks = conf->upstream.num_allowed_networks,
+                             .response_buffer_bytes = conf->limits.response_buffer_bytes,
+                             .client_stall_timeout_ms = conf->limits.client_stall_timeout_ms,
+                             .max_connection_buffer_bytes = conf->limits.max_connection_buffer_bytes,
+                             .max_worker_buffer_bytes = conf->limits.max_worker_buffer_bytes};
+    w->proxy = gw_proxy_new(&w->ctx, &pconf);
     gw_proxy_set_counters(w->proxy, &s->proxy_counters);
     gw_proxy_set_revocation(w->proxy, w->revocation);
     w->meter = gw_meter_new();

@@ -17,7 +17,7 @@
 #include "gateway/cookie_keys.h"
 #include "gateway/errors.h"
 #include "metering/metering.h"
-#include "gateway/proxy.h"
+#include "upstream/proxy.h"
 #include "gateway/revocation.h"
 #include "routing/redis.h"
 #include "routing/route_store.h"
