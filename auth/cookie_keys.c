@@ -2,13 +2,22 @@
  * The live cookie secrets: a set swapped whole under a write lock, read by
  * the workers under a read lock held only for one HMAC. The file is read
  * and checked before the lock is taken, so a reload never stalls requests
- * on I/O and a bad file never replaces a good set.
+ * on I/O and a bad file never replaces a good set. The file's reader is
+ * here too: the config reads the same file with the same rules at load.
  */
 #define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/cookie_keys.h"
+#include <openssl/crypto.h>
+#include <h2o/string_.h>
+#include "auth/cookie_keys.h"
+#include "common/secret_file.h"
+
+#define MAX_SECRETS_FILE_SIZE (64 * 1024)
 
 struct st_gw_cookie_keys_t {
     pthread_rwlock_t lock;
@@ -18,48 +27,129 @@ struct st_gw_cookie_keys_t {
     size_t num_secrets;
 };
 
-static gw_cookie_secret_t *copy_secrets(const gw_cookie_secret_t *src, size_t num)
+/* A message without any prefix: the caller says where the file comes from
+ * (the config at load, a reload on SIGHUP). */
+static int say(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int say(char **err, const char *fmt, ...)
 {
-    gw_cookie_secret_t *dst;
+    char msg[1024];
+    va_list args;
+
+    va_start(args, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, args);
+    va_end(args);
+    *err = h2o_strdup(NULL, msg, SIZE_MAX).base;
+    return -1;
+}
+
+static int is_blank(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+int gw_cookie_secrets_read_file(const char *path, gw_cookie_secret_t **secrets, size_t *num_secrets, char **err)
+{
+    gw_cookie_secret_t *list;
+    size_t count = 0, line = 0, len = 0;
+    const char *p, *end, *eol, *s, *e;
+    char *buf = NULL;
+
+    *secrets = NULL;
+    *num_secrets = 0;
+    if (gw_secret_file_read(path, MAX_SECRETS_FILE_SIZE, &buf, &len, err) != 0)
+        return -1;
+    list = h2o_mem_alloc(GW_COOKIE_SECRETS_MAX * sizeof(*list));
+    if (memchr(buf, '\0', len) != NULL) {
+        say(err, "%s: contains a NUL byte; expected one secret per line", path);
+        goto Error;
+    }
+
+    for (p = buf, end = buf + len; p < end; p = eol + 1) {
+        unsigned char *bytes;
+
+        ++line;
+        if ((eol = memchr(p, '\n', end - p)) == NULL)
+            eol = end;
+        for (s = p, e = eol; s < e && is_blank(*s); ++s)
+            ;
+        while (e > s && (is_blank(e[-1]) || e[-1] == '\r'))
+            --e;
+        if (s == e || *s == '#')
+            continue;
+        /* messages name the line, never its bytes */
+        if (count == GW_COOKIE_SECRETS_MAX) {
+            say(err, "%s: line %zu: more than %d secrets; at most %d are allowed", path, line, GW_COOKIE_SECRETS_MAX,
+                GW_COOKIE_SECRETS_MAX);
+            goto Error;
+        }
+        if ((size_t)(e - s) < GW_COOKIE_SECRET_MIN_LEN) {
+            say(err, "%s: line %zu: the secret is shorter than %d bytes", path, line, GW_COOKIE_SECRET_MIN_LEN);
+            goto Error;
+        }
+        bytes = h2o_mem_alloc(e - s);
+        memcpy(bytes, s, e - s);
+        list[count++] = (gw_cookie_secret_t){bytes, e - s};
+    }
+    if (count == 0) {
+        say(err, "%s: holds no secret (only blank lines and comments)", path);
+        goto Error;
+    }
+
+    OPENSSL_cleanse(buf, len);
+    free(buf);
+    *secrets = list;
+    *num_secrets = count;
+    return 0;
+
+Error:
+    gw_cookie_secrets_free(list, count);
+    OPENSSL_cleanse(buf, len);
+    free(buf);
+    return -1;
+}
+
+void gw_cookie_secrets_free(gw_cookie_secret_t *secrets, size_t num_secrets)
+{
     size_t i;
 
-    if ((dst = calloc(num != 0 ? num : 1, sizeof(*dst))) == NULL)
-        return NULL;
+    if (secrets == NULL)
+        return;
+    for (i = 0; i != num_secrets; ++i) {
+        unsigned char *bytes = (unsigned char *)secrets[i].bytes;
+        OPENSSL_cleanse(bytes, secrets[i].len);
+        free(bytes);
+    }
+    free(secrets);
+}
+
+static gw_cookie_secret_t *copy_secrets(const gw_cookie_secret_t *src, size_t num)
+{
+    gw_cookie_secret_t *dst = h2o_mem_alloc((num != 0 ? num : 1) * sizeof(*dst));
+    size_t i;
+
     for (i = 0; i != num; ++i) {
-        unsigned char *bytes;
-        if ((bytes = malloc(src[i].len)) == NULL) {
-            gw_config_free_cookie_secrets(dst, i);
-            return NULL;
-        }
+        unsigned char *bytes = h2o_mem_alloc(src[i].len);
         memcpy(bytes, src[i].bytes, src[i].len);
         dst[i] = (gw_cookie_secret_t){bytes, src[i].len};
     }
     return dst;
 }
 
-gw_cookie_keys_t *gw_cookie_keys_new(const gw_config_t *config)
+gw_cookie_keys_t *gw_cookie_keys_new(const gw_cookie_keys_config_t *config)
 {
+    gw_cookie_keys_t *keys = h2o_mem_alloc(sizeof(*keys));
     pthread_rwlockattr_t attr;
-    gw_cookie_keys_t *keys;
 
-    if ((keys = calloc(1, sizeof(*keys))) == NULL)
-        return NULL;
-    if (config->auth.cookie_secrets_file != NULL && (keys->file = strdup(config->auth.cookie_secrets_file)) == NULL)
-        goto Error;
-    if ((keys->secrets = copy_secrets(config->auth.cookie_secrets, config->auth.num_cookie_secrets)) == NULL)
-        goto Error;
-    keys->num_secrets = config->auth.num_cookie_secrets;
+    *keys = (gw_cookie_keys_t){.file = config->file != NULL ? h2o_strdup(NULL, config->file, SIZE_MAX).base : NULL,
+                               .secrets = copy_secrets(config->secrets, config->num_secrets),
+                               .num_secrets = config->num_secrets};
     /* a steady stream of readers (every cookie request) must not starve a reload */
     pthread_rwlockattr_init(&attr);
     pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     pthread_rwlock_init(&keys->lock, &attr);
     pthread_rwlockattr_destroy(&attr);
     return keys;
-
-Error:
-    free(keys->file);
-    free(keys);
-    return NULL;
 }
 
 void gw_cookie_keys_free(gw_cookie_keys_t *keys)
@@ -67,7 +157,7 @@ void gw_cookie_keys_free(gw_cookie_keys_t *keys)
     if (keys == NULL)
         return;
     pthread_rwlock_destroy(&keys->lock);
-    gw_config_free_cookie_secrets(keys->secrets, keys->num_secrets);
+    gw_cookie_secrets_free(keys->secrets, keys->num_secrets);
     free(keys->file);
     free(keys);
 }
@@ -122,7 +212,7 @@ int gw_cookie_keys_reload(gw_cookie_keys_t *keys, char **err)
     *err = NULL;
     if (keys->file == NULL)
         return 0; /* from the environment: nothing can have changed */
-    if (gw_config_read_cookie_secrets_file(keys->file, &fresh, &num_fresh, err) != 0)
+    if (gw_cookie_secrets_read_file(keys->file, &fresh, &num_fresh, err) != 0)
         return -1; /* the current set stays */
 
     pthread_rwlock_wrlock(&keys->lock);
@@ -133,6 +223,6 @@ int gw_cookie_keys_reload(gw_cookie_keys_t *keys, char **err)
     pthread_rwlock_unlock(&keys->lock);
 
     /* no reader can hold the old set now: readers only use it under the lock */
-    gw_config_free_cookie_secrets(old, num_old);
+    gw_cookie_secrets_free(old, num_old);
     return 0;
 }

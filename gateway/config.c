@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
-#include "common/secret_file.h"
+#include "auth/cookie_keys.h"
 #include "gateway/config.h"
 #include "tls/tls.h"
 
@@ -25,9 +25,6 @@
 #define MAX_GOT_LEN 64   /* of a value quoted back in a message */
 #define MAX_TIMEOUT_MS 3600000
 #define MAX_WORKERS 256
-#define MIN_COOKIE_SECRET_LEN 32
-#define MAX_COOKIE_SECRETS 16
-#define MAX_COOKIE_SECRETS_FILE_SIZE (64 * 1024)
 #define MAX_SENTINELS 16
 
 /* Defaults, in one place. */
@@ -622,9 +619,9 @@ static int load_cookie_secrets(gw_config_t *c, const char *name, char **err)
     for (p = list; *p != '\0'; ++p)
         if (*p == ',')
             ++count;
-    if (count > MAX_COOKIE_SECRETS)
+    if (count > GW_COOKIE_SECRETS_MAX)
         return fail(err, "auth.cookie_secrets_env", "%s holds %zu secrets, at most %d are allowed", name, count,
-                    MAX_COOKIE_SECRETS);
+                    GW_COOKIE_SECRETS_MAX);
     if ((c->auth.cookie_secrets = calloc(count, sizeof(gw_cookie_secret_t))) == NULL)
         return fail(err, NULL, "out of memory");
 
@@ -638,9 +635,9 @@ static int load_cookie_secrets(gw_config_t *c, const char *name, char **err)
             ;
         while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
             --end;
-        if ((size_t)(end - p) < MIN_COOKIE_SECRET_LEN)
+        if ((size_t)(end - p) < GW_COOKIE_SECRET_MIN_LEN)
             return fail(err, "auth.cookie_secrets_env", "secret %zu of %zu in %s is shorter than %d bytes", index + 1, count, name,
-                        MIN_COOKIE_SECRET_LEN);
+                        GW_COOKIE_SECRET_MIN_LEN);
         if ((bytes = malloc(end - p)) == NULL)
             return fail(err, NULL, "out of memory");
         memcpy(bytes, p, end - p);
@@ -649,112 +646,6 @@ static int load_cookie_secrets(gw_config_t *c, const char *name, char **err)
         c->auth.num_cookie_secrets = index + 1;
     }
     return 0;
-}
-
-/* A message without the "config: " prefix: the secrets file is also read on
- * SIGHUP, where it is not a configuration error. */
-static int say(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int say(char **err, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list args;
-
-    va_start(args, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, args);
-    va_end(args);
-    *err = strdup(msg);
-    return -1;
-}
-
-static int is_blank(char ch)
-{
-    return ch == ' ' || ch == '\t';
-}
-
-int gw_config_read_cookie_secrets_file(const char *path, gw_cookie_secret_t **secrets, size_t *num_secrets, char **err)
-{
-    gw_cookie_secret_t *list = NULL;
-    size_t count = 0, line = 0, len = 0;
-    const char *p, *end, *eol, *s, *e;
-    char *buf = NULL;
-
-    *secrets = NULL;
-    *num_secrets = 0;
-    if (gw_secret_file_read(path, MAX_COOKIE_SECRETS_FILE_SIZE, &buf, &len, err) != 0)
-        return -1;
-    if (memchr(buf, '\0', len) != NULL) {
-        say(err, "%s: contains a NUL byte; expected one secret per line", path);
-        goto Error;
-    }
-    if ((list = calloc(MAX_COOKIE_SECRETS, sizeof(*list))) == NULL) {
-        say(err, "out of memory");
-        goto Error;
-    }
-
-    for (p = buf, end = buf + len; p < end; p = eol + 1) {
-        unsigned char *bytes;
-
-        ++line;
-        if ((eol = memchr(p, '\n', end - p)) == NULL)
-            eol = end;
-        for (s = p, e = eol; s < e && is_blank(*s); ++s)
-            ;
-        while (e > s && (is_blank(e[-1]) || e[-1] == '\r'))
-            --e;
-        if (s == e || *s == '#')
-            continue;
-        /* messages name the line, never its bytes */
-        if (count == MAX_COOKIE_SECRETS) {
-            say(err, "%s: line %zu: more than %d secrets; at most %d are allowed", path, line, MAX_COOKIE_SECRETS,
-                MAX_COOKIE_SECRETS);
-            goto Error;
-        }
-        if ((size_t)(e - s) < MIN_COOKIE_SECRET_LEN) {
-            say(err, "%s: line %zu: the secret is shorter than %d bytes", path, line, MIN_COOKIE_SECRET_LEN);
-            goto Error;
-        }
-        if ((bytes = malloc(e - s)) == NULL) {
-            say(err, "out of memory");
-            goto Error;
-        }
-        memcpy(bytes, s, e - s);
-        list[count].bytes = bytes;
-        list[count].len = e - s;
-        ++count;
-    }
-    if (count == 0) {
-        say(err, "%s: holds no secret (only blank lines and comments)", path);
-        goto Error;
-    }
-
-    OPENSSL_cleanse(buf, len);
-    free(buf);
-    *secrets = list;
-    *num_secrets = count;
-    return 0;
-
-Error:
-    gw_config_free_cookie_secrets(list, count);
-    if (buf != NULL) {
-        OPENSSL_cleanse(buf, len);
-        free(buf);
-    }
-    return -1;
-}
-
-void gw_config_free_cookie_secrets(gw_cookie_secret_t *secrets, size_t num_secrets)
-{
-    size_t i;
-
-    if (secrets == NULL)
-        return;
-    for (i = 0; i != num_secrets; ++i) {
-        unsigned char *bytes = (unsigned char *)secrets[i].bytes;
-        OPENSSL_cleanse(bytes, secrets[i].len);
-        free(bytes);
-    }
-    free(secrets);
 }
 
 static int parse_auth(const json_t *v, gw_config_t *c, char **err)
@@ -805,7 +696,7 @@ static int parse_auth(const json_t *v, gw_config_t *c, char **err)
         return -1;
     if (c->auth.cookie_secrets_file != NULL) {
         char *why = NULL;
-        if (gw_config_read_cookie_secrets_file(c->auth.cookie_secrets_file, &c->auth.cookie_secrets, &c->auth.num_cookie_secrets,
+        if (gw_cookie_secrets_read_file(c->auth.cookie_secrets_file, &c->auth.cookie_secrets, &c->auth.num_cookie_secrets,
                                                &why) != 0) {
             fail(err, "auth.cookie_secrets_file", "%s", why != NULL ? why : "out of memory");
             free(why);
@@ -1273,7 +1164,7 @@ void gw_config_free(gw_config_t *c)
 
     free(c->auth.cookie_secrets_env);
     free(c->auth.cookie_secrets_file);
-    gw_config_free_cookie_secrets(c->auth.cookie_secrets, c->auth.num_cookie_secrets);
+    gw_cookie_secrets_free(c->auth.cookie_secrets, c->auth.num_cookie_secrets);
     free(c->auth.cookie_name);
 
     free(c->upstream.allowed_networks);

@@ -707,31 +707,6 @@ START_TEST(test_cookie_secrets_file_nul)
 }
 END_TEST
 
-START_TEST(test_read_cookie_secrets_file)
-{
-    gw_cookie_secret_t *secrets = (gw_cookie_secret_t *)1;
-    char *path = write_temp(SECRET_A "\n" SECRET_B "\n"), *err = (char *)1;
-    size_t n = 99;
-
-    /* the reader SIGHUP uses: messages without the "config:" prefix */
-    ck_assert_int_eq(gw_config_read_cookie_secrets_file(path, &secrets, &n, &err), 0);
-    ck_assert_ptr_null(err);
-    ck_assert_uint_eq(n, 2);
-    ck_assert(memcmp(secrets[1].bytes, SECRET_B, strlen(SECRET_B)) == 0);
-    gw_config_free_cookie_secrets(secrets, n);
-    gw_config_free_cookie_secrets(NULL, 0);
-
-    unlink(path);
-    ck_assert_int_eq(gw_config_read_cookie_secrets_file(path, &secrets, &n, &err), -1);
-    ck_assert_ptr_null(secrets);
-    ck_assert_uint_eq(n, 0);
-    ck_assert(strncmp(err, path, strlen(path)) == 0);
-    ck_assert_ptr_nonnull(strstr(err, ": No such file or directory"));
-    free(err);
-    free(path);
-}
-END_TEST
-
 START_TEST(test_cookie_options)
 {
     static const struct {
@@ -975,7 +950,6 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_cookie_secrets);
     tcase_add_test(tc, test_cookie_secrets_file);
     tcase_add_test(tc, test_cookie_secrets_file_nul);
-    tcase_add_test(tc, test_read_cookie_secrets_file);
     tcase_add_test(tc, test_ticket_keys_file);
     tcase_add_test(tc, test_cookie_options);
     tcase_add_test(tc, test_workers);
