@@ -1,7 +1,11 @@
 /*
  * The gateway's configuration: one JSON file read with jansson, validated
  * completely, then frozen and shared read-only by every thread.
- * Defaults live in config.c (gw_config_defaults) and nowhere else.
+ * Every key, with its range and default, is one row of the key table in
+ * config.c (gw_config_keys); defaults are written there and nowhere else.
+ * To add a key: a field here, a row in that table, a row in the README's
+ * configuration table and a line in deploy/gateway.example.json (config.c's
+ * opening comment says how; test_config.c checks the last two).
  */
 #ifndef GW_GATEWAY_CONFIG_H
 #define GW_GATEWAY_CONFIG_H
