@@ -1,7 +1,9 @@
 /*
  * gateway/config.c: every key read, defaults, and the messages an operator
  * sees for unknown keys, wrong types, bad values, bad JSON and secrets.
- * JSON in this file is written with ' for " (see q()).
+ * JSON in this file is written with ' for " (see q()). Also: the README's
+ * configuration table and deploy/gateway.example.json hold every key of the
+ * key table, with its default (test_documented_keys).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 #include <check.h>
 #include "gateway/config.h"
+#include "gateway/config_internal.h"
 
 #define BASE "'domains':['lizard.app'],'tls':{'certificates':[{'cert':'/etc/c.pem','key':'/etc/k.pem'}]}"
 #define SECRET_A "0123456789abcdef0123456789abcdef-A"
@@ -851,6 +854,168 @@ START_TEST(test_example_file)
 }
 END_TEST
 
+/* Keys of the table that deploy/gateway.example.json cannot hold, and why;
+ * every other key is in it, with the table's default when it has one. */
+static const struct {
+    const char *path, *why;
+} not_in_example[] = {
+    {"tls.ticket_keys_file", "the file must exist for the example to load"},
+    {"redis.sentinels", "replaces redis.address (deploy/kubernetes/configmap.yaml shows Sentinel mode)"},
+    {"redis.master_name", "only with redis.sentinels"},
+    {"redis.sentinel_password_env", "only with redis.sentinels"},
+    {"auth.cookie_secrets_file", "set instead of auth.cookie_secrets_env, never with it"},
+};
+
+static const gw_config_key_t *table_key(const char *path)
+{
+    size_t i;
+
+    for (i = 0; i != gw_config_num_keys; ++i)
+        if (strcmp(gw_config_keys[i].path, path) == 0)
+            return &gw_config_keys[i];
+    return NULL;
+}
+
+static char *read_source_file(const char *name)
+{
+    char path[512], *text = malloc(1 << 20);
+    FILE *f;
+    size_t len;
+
+    snprintf(path, sizeof(path), GW_TEST_SRCDIR "/../%s", name);
+    ck_assert_msg((f = fopen(path, "r")) != NULL, "%s: cannot open", path);
+    len = fread(text, 1, (1 << 20) - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    return text;
+}
+
+/* The README's configuration table: key (without a trailing "[]") and default cell of each row. */
+typedef struct st_readme_row_t {
+    char key[128], dflt[256];
+} readme_row_t;
+
+static size_t readme_rows(readme_row_t *rows, size_t max)
+{
+    char *text = read_source_file("README.md"), *p, *end;
+    size_t n = 0;
+
+    ck_assert_msg((p = strstr(text, "\n## Configuration\n")) != NULL, "README.md: no \"## Configuration\" section");
+    if ((end = strstr(p + 1, "\n## ")) != NULL)
+        *end = '\0';
+    while ((p = strstr(p, "\n| `")) != NULL) {
+        char *key = p + 4, *key_end = strchr(key, '`'), *cell, *cell_end;
+
+        ck_assert_uint_lt(n, max);
+        ck_assert_ptr_nonnull(key_end);
+        snprintf(rows[n].key, sizeof(rows[n].key), "%.*s", (int)(key_end - key), key);
+        if (strlen(rows[n].key) > 2 && strcmp(rows[n].key + strlen(rows[n].key) - 2, "[]") == 0)
+            rows[n].key[strlen(rows[n].key) - 2] = '\0';
+        ck_assert_msg((cell = strstr(key_end, " | ")) != NULL && (cell_end = strstr(cell + 3, " | ")) != NULL,
+                      "README.md: the row of %s has no default column", rows[n].key);
+        snprintf(rows[n].dflt, sizeof(rows[n].dflt), "%.*s", (int)(cell_end - cell - 3), cell + 3);
+        ++n;
+        p = key_end;
+    }
+    free(text);
+    return n;
+}
+
+/* How the README writes the default `dflt` (JSON text) of a scalar key: 1000, `lax`. */
+static void readme_default(const char *dflt, char *buf, size_t size)
+{
+    json_t *v = json_loads(dflt, JSON_DECODE_ANY, NULL);
+
+    ck_assert_ptr_nonnull(v);
+    if (json_is_string(v))
+        snprintf(buf, size, "`%s`", json_string_value(v));
+    else
+        snprintf(buf, size, "%s", dflt);
+    json_decref(v);
+}
+
+/* The example's value at `path` ("redis.prefix"), or NULL. */
+static json_t *example_value(json_t *example, const char *path)
+{
+    const char *dot = strchr(path, '.');
+    char section[64];
+    json_t *obj;
+
+    if (dot == NULL)
+        return json_object_get(example, path);
+    snprintf(section, sizeof(section), "%.*s", (int)(dot - path), path);
+    return (obj = json_object_get(example, section)) != NULL ? json_object_get(obj, dot + 1) : NULL;
+}
+
+START_TEST(test_documented_keys)
+{
+    readme_row_t rows[128];
+    size_t num_rows = readme_rows(rows, 128), i, j;
+    char *text = read_source_file("deploy/gateway.example.json"), path[256], expected[256];
+    json_t *example = json_loads(text, 0, NULL), *section, *value, *dflt;
+    const char *name, *key;
+
+    ck_assert_msg(example != NULL, "deploy/gateway.example.json is not JSON");
+
+    /* every key documented is a key of the table */
+    for (i = 0; i != num_rows; ++i)
+        ck_assert_msg(table_key(rows[i].key) != NULL, "README.md: %s is not a key of the table (gateway/config.c)", rows[i].key);
+    json_object_foreach(example, name, section)
+    {
+        if (table_key(name) != NULL)
+            continue;
+        ck_assert_msg(json_is_object(section), "deploy/gateway.example.json: %s is not a key of the table (gateway/config.c)",
+                      name);
+        json_object_foreach(section, key, value)
+        {
+            snprintf(path, sizeof(path), "%s.%s", name, key);
+            ck_assert_msg(table_key(path) != NULL, "deploy/gateway.example.json: %s is not a key of the table (gateway/config.c)",
+                          path);
+        }
+    }
+    for (j = 0; j != sizeof(not_in_example) / sizeof(not_in_example[0]); ++j)
+        ck_assert_msg(table_key(not_in_example[j].path) != NULL, "not_in_example: %s is not a key of the table",
+                      not_in_example[j].path);
+
+    /* every key of the table is documented, with its default */
+    for (i = 0; i != gw_config_num_keys; ++i) {
+        const gw_config_key_t *k = &gw_config_keys[i];
+        const readme_row_t *row = NULL;
+        int exempt = 0;
+
+        for (j = 0; j != num_rows; ++j)
+            if (strcmp(rows[j].key, k->path) == 0)
+                row = &rows[j];
+        ck_assert_msg(row != NULL, "README.md: the configuration table has no row for %s", k->path);
+        if (k->type != GW_CONFIG_LIST && k->dflt != NULL) {
+            readme_default(k->dflt, expected, sizeof(expected));
+            ck_assert_msg(strncmp(row->dflt, expected, strlen(expected)) == 0 &&
+                              !(row->dflt[strlen(expected)] >= '0' && row->dflt[strlen(expected)] <= '9'),
+                          "README.md: the default of %s is \"%s\"; the table (gateway/config.c) says %s", k->path, row->dflt,
+                          expected);
+        }
+
+        for (j = 0; j != sizeof(not_in_example) / sizeof(not_in_example[0]); ++j)
+            if (strcmp(not_in_example[j].path, k->path) == 0)
+                exempt = 1;
+        value = example_value(example, k->path);
+        ck_assert_msg(value != NULL || exempt, "deploy/gateway.example.json: %s is missing (the table's default: %s)", k->path,
+                      k->dflt != NULL ? k->dflt : "none");
+        if (value != NULL && k->type != GW_CONFIG_LIST && k->dflt != NULL) {
+            char *got = json_dumps(value, JSON_ENCODE_ANY);
+            ck_assert_ptr_nonnull(dflt = json_loads(k->dflt, JSON_DECODE_ANY, NULL));
+            ck_assert_msg(json_equal(value, dflt),
+                          "deploy/gateway.example.json: %s is %s; the table's default (gateway/config.c) is %s", k->path, got,
+                          k->dflt);
+            json_decref(dflt);
+            free(got);
+        }
+    }
+    json_decref(example);
+    free(text);
+}
+END_TEST
+
 /* The message of gw_config_load for a config whose only special key is
  * metering.spill_file = spill; NULL when it loads. In a child that gave up
  * root when run as root (root may write anywhere). */
@@ -954,6 +1119,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_cookie_options);
     tcase_add_test(tc, test_workers);
     tcase_add_test(tc, test_example_file);
+    tcase_add_test(tc, test_documented_keys);
     tcase_add_test(tc, test_spill_file_directory);
     tcase_add_test(tc, test_redis_sentinels);
     suite_add_tcase(s, tc);
