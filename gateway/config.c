@@ -154,12 +154,14 @@ static void *field(gw_config_t *c, size_t offset)
 /* Stores n into the row's uint64_t, size_t or unsigned (or enum) field. */
 static void store_uint(gw_config_t *c, const gw_config_key_t *k, uint64_t n)
 {
-    if (k->size == sizeof(uint64_t)) {
+    unsigned u = (unsigned)n; /* the table's range fits */
+
+    if (k->size == sizeof(uint64_t))
         memcpy(field(c, k->offset), &n, sizeof(n));
-    } else {
-        unsigned u = (unsigned)n; /* the table's range fits */
+    else if (k->size == sizeof(unsigned))
         memcpy(field(c, k->offset), &u, sizeof(u));
-    }
+    else
+        h2o_fatal("config: a key table row names a field that is not uint64_t, size_t, unsigned or an enum");
 }
 
 /* Reads one value into the row's field; the only place a row's type is looked at. */
