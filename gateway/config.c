@@ -13,7 +13,7 @@
  *      (a new section needs nothing more: "share.x" makes "share" a section);
  *   3. a row in the README's configuration table, with the same default;
  *   4. the key with its default in deploy/gateway.example.json.
- * tests/unit/gateway/test_config.c (test_documented_keys) fails, naming the
+ * tests/unit/gateway/test_config_documented.c fails, naming the
  * key, until 3 and 4 match the table. A check across keys goes in
  * check_across_keys; a value taken from outside the file (environment,
  * file) in config_secrets.c.

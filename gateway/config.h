@@ -5,7 +5,7 @@
  * config.c (gw_config_keys); defaults are written there and nowhere else.
  * To add a key: a field here, a row in that table, a row in the README's
  * configuration table and a line in deploy/gateway.example.json (config.c's
- * opening comment says how; test_config.c checks the last two).
+ * opening comment says how; test_config_documented.c checks the last two).
  */
 #ifndef GW_GATEWAY_CONFIG_H
 #define GW_GATEWAY_CONFIG_H
