@@ -8,15 +8,19 @@
  *
  * Adding a key (say "limits.max_widgets"):
  *   1. a field in gw_config_t (config.h), with a comment saying what it bounds;
- *   2. one row in gw_config_keys below, in its section: e.g.
- *      UINT("limits.max_widgets", limits.max_widgets, 1, 1000000, "64"),
- *      (a new section needs nothing more: "share.x" makes "share" a section);
+ *   2. one row in gw_config_keys below, in its section, e.g.
+ *        UINT("limits.max_widgets", limits.max_widgets, 1, 1000000, "64"),
+ *      (UINT, STRING, CHECKED_STRING, ENV_NAME for "*_env", ENUM, ADDRESS;
+ *      the default is JSON text, NULL for none; a new section needs nothing
+ *      more: a row "share.x" makes "share" a section);
  *   3. a row in the README's configuration table, with the same default;
- *   4. the key with its default in deploy/gateway.example.json.
- * tests/unit/gateway/test_config_documented.c fails, naming the
- * key, until 3 and 4 match the table. A check across keys goes in
- * check_across_keys; a value taken from outside the file (environment,
- * file) in config_secrets.c.
+ *   4. the key, with its default, in deploy/gateway.example.json (a key the
+ *      example cannot hold, e.g. one set instead of another, is listed with
+ *      its reason in not_in_example of the test below).
+ * tests/unit/gateway/test_config_documented.c fails, naming the key, until
+ * 3 and 4 match the table. A check across keys goes in check_across_keys; a
+ * value taken from outside the file (environment, file) in config_secrets.c;
+ * a key that is not a scalar gets a parser in config_lists.c and a LIST row.
  */
 #include <ctype.h>
 #include <errno.h>
