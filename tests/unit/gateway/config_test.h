@@ -1,7 +1,7 @@
 /*
  * What the config tests share: a base config, two cookie secrets, JSON
- * written with ' for " (q()), and loaders that assert success or return
- * the message. Included by tests/unit/gateway/test_config*.c only.
+ * written with ' for " (q()), loaders that assert success or return the
+ * message, and the suite runner. Included by test_config*.c only.
  */
 #ifndef GW_TESTS_UNIT_GATEWAY_CONFIG_TEST_H
 #define GW_TESTS_UNIT_GATEWAY_CONFIG_TEST_H
@@ -87,6 +87,18 @@ static inline uint16_t port_of(const gw_netaddr_t *a)
     if (a->ss.ss_family == AF_INET6)
         return ntohs(((const struct sockaddr_in6 *)&a->ss)->sin6_port);
     return 0;
+}
+
+/* Runs `s`; the exit status of a test program. */
+static inline int run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
 }
 
 #endif
