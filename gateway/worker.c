@@ -157,10 +157,9 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
         return -1;
     }
 
-    if ((s->cookie_keys = gw_cookie_keys_new(config)) == NULL) {
-        *err = errorf("auth: %s%s", "out of memory", "");
-        return -1;
-    }
+    s->cookie_keys = gw_cookie_keys_new(&(gw_cookie_keys_config_t){.file = config->auth.cookie_secrets_file,
+                                                                   .secrets = config->auth.cookie_secrets,
+                                                                   .num_secrets = config->auth.num_cookie_secrets});
 
     s->listener_hosts = calloc(config->num_listen ? config->num_listen : 1, sizeof(*s->listener_hosts));
     for (i = 0; i != config->num_listen; ++i) {

@@ -14,7 +14,7 @@
 #include "gateway/access_log.h"
 #include "gateway/config.h"
 #include "gateway/conn_limit.h"
-#include "gateway/cookie_keys.h"
+#include "auth/cookie_keys.h"
 #include "gateway/errors.h"
 #include "metering/metering.h"
 #include "upstream/proxy.h"
