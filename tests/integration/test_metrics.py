@@ -66,3 +66,22 @@ def test_access_log_line_per_request(gw_factory, curl, register_sandbox, upstrea
     assert denied["status"] == 401 and denied["error"] == "missing_token" and denied["sandbox"] == sid
     assert unknown["status"] == 404 and unknown["error"] == "unknown_host" and "sandbox" not in unknown
     assert token not in text
+
+
+def test_metrics_over_16_kib_is_whole(gw_factory):
+    """/metrics once cut its exposition at 16 KiB: with enough series (here
+    two per worker, 128 workers) every line must still be a comment or a
+    sample, up to the last series of the last worker."""
+    workers = 128
+    g = gw_factory({"workers": workers}, name="gw-metrics-big")
+    gwtest.wait_for(lambda: g.admin_get("/readyz")[0] == 200, 30, what="every worker connected to Redis")
+    status, body = g.admin_get("/metrics")
+    assert status == 200
+    assert len(body) > 16384, len(body)
+    text = body.decode()
+    assert text.endswith("\n")
+    sample = re.compile(r'^[a-z_][a-z0-9_]*(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9]+$')
+    for line in text.splitlines():
+        assert line.startswith("# HELP ") or line.startswith("# TYPE ") or sample.match(line), line
+    assert text.splitlines()[-1] == 'lizard_worker_redis_connected{worker="%d"} 1' % (workers - 1)
+    assert metrics(g)["lizard_workers"] == workers
