@@ -85,3 +85,24 @@ def test_metrics_over_16_kib_is_whole(gw_factory):
         assert line.startswith("# HELP ") or line.startswith("# TYPE ") or sample.match(line), line
     assert text.splitlines()[-1] == 'lizard_worker_redis_connected{worker="%d"} 1' % (workers - 1)
     assert metrics(g)["lizard_workers"] == workers
+
+
+def test_metrics_count_without_an_access_log(gw_factory, curl, register_sandbox, upstream):
+    """The access log is only installed when log.access is set; /metrics
+    counts responses and error codes either way."""
+    g = gw_factory({"log": None}, name="gw-metrics-nolog")
+    sid = gwtest.new_sandbox_id()
+    token = register_sandbox(sid, ports={upstream.port: "private"})
+    host = g.host(upstream.port, sid)
+    before = metrics(g)
+    assert curl(host, "/echo", gw=g, headers={"X-Lizard-Access-Token": token}).status == 200
+    assert curl(host, "/echo", gw=g).status == 401
+    assert curl("nowhere.example", "/", gw=g, extra_args=("--insecure",)).status == 404
+    after = metrics(g)
+    d = {k: after[k] - before.get(k, 0) for k in after}
+    assert d["lizard_requests_total"] == 3
+    assert d['lizard_responses_total{class="2xx"}'] == 1
+    assert d['lizard_responses_total{class="4xx"}'] == 2
+    assert d['lizard_errors_total{code="missing_token"}'] == 1
+    assert d['lizard_errors_total{code="unknown_host"}'] == 1
+    assert after["lizard_access_log_lines_total"] == 0
