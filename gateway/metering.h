@@ -14,8 +14,8 @@
 #include <stdint.h>
 #include <h2o.h>
 #include "routing/host.h"
-#include "routing/netaddr.h"
-#include "routing/redis.h"
+#include "common/netaddr.h"
+#include "common/redis.h"
 
 /* Sandboxes one worker's meter remembers (with their project). Beyond it the
  * idle ones seen longest ago are forgotten; counts not yet handed over are

@@ -19,7 +19,7 @@
 #include "gateway/metering.h"
 #include "gateway/proxy.h"
 #include "gateway/revocation.h"
-#include "routing/redis.h"
+#include "common/redis.h"
 #include "routing/route_store.h"
 #include "tls/tls.h"
 

@@ -5,7 +5,7 @@
  */
 #include <string.h>
 #include "routing/host.h"
-#include "routing/netaddr.h"
+#include "common/netaddr.h"
 
 #define HOST_MAX 253 /* longest DNS name in text form, without the trailing dot */
 

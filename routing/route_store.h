@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <h2o.h>
-#include "routing/redis.h"
+#include "common/redis.h"
 #include "routing/sandbox.h"
 
 /* Entries one store holds at most (positive, negative and revoked); beyond

@@ -25,8 +25,8 @@
 #include <unistd.h>
 #include <hiredis/hiredis.h>
 #include <h2o.h>
-#include "routing/netaddr.h"
-#include "routing/redis.h"
+#include "common/netaddr.h"
+#include "common/redis.h"
 
 #define REDIS_SERVER "/usr/bin/redis-server"
 

@@ -1,5 +1,5 @@
 /*
- * routing/redis.c and routing/route_store.c against a real redis-server
+ * common/redis.c and routing/route_store.c against a real redis-server
  * started by the test on loopback: connect, AUTH, deadlines, dead-server
  * detection, reconnect, cancel, pub/sub, and the route lookup.
  */
@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <hiredis/hiredis.h>
 #include <h2o.h>
-#include "routing/redis.h"
+#include "common/redis.h"
 #include "routing/route_store.h"
 #include "redis_server.h"
 

@@ -12,9 +12,9 @@
 #include <string.h>
 #include <hiredis/hiredis.h>
 #include <h2o.h>
-#include "routing/redis.h"
+#include "common/redis.h"
 #include "routing/route_store.h"
-#include "redis_server.h"
+#include "tests/unit/common/redis_server.h"
 
 #define TOKEN "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
