@@ -259,10 +259,8 @@ static void on_message(void *data, const char *payload, size_t len)
 
     if (len == 0 || len > GW_SANDBOX_ID_MAX)
         return; /* not a sandbox id: nothing of ours */
-    for (size_t i = 0; i != len; ++i) {
-        char c = payload[i];
-        id[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-    }
+    memcpy(id, payload, len);
+    h2o_strtolower(id, len);
     id[len] = '\0';
     if ((e = entry_find(s, id, len)) != NULL) {
         COUNT(s, invalidations);
