@@ -252,6 +252,15 @@ static void run_for(uint64_t ms)
     run_until(&never, ms);
 }
 
+/* Runs the loop until `r` is ready or timeout_ms passes; returns whether it is. */
+static int wait_ready(gw_redis_t *r, uint64_t timeout_ms)
+{
+    uint64_t deadline = now_ms() + timeout_ms;
+    while (!gw_redis_is_ready(r) && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    return gw_redis_is_ready(r);
+}
+
 static gw_redis_conf_t conf_for(const server_t *srv)
 {
     /* a connect may take a while on a loaded machine; the tests that need a dead peer stop it */

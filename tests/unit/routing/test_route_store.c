@@ -88,10 +88,7 @@ static void fixture_init(fixture_t *f, const server_t *srv, gw_route_store_conf_
         /* the subscription is confirmed when the first flush happens */
         ck_assert(run_until_counter(&f->counters.flushes, 1, WAIT_MS));
     }
-    uint64_t deadline = now_ms() + WAIT_MS;
-    while (!gw_redis_is_ready(f->redis) && now_ms() < deadline)
-        h2o_evloop_run(loop, 10);
-    ck_assert(gw_redis_is_ready(f->redis));
+    ck_assert(wait_ready(f->redis, WAIT_MS));
 }
 
 static void fixture_dispose(fixture_t *f)
@@ -386,9 +383,7 @@ START_TEST(outage_serves_cached_within_stale_ttl)
     /* Redis returns: everything recovers by itself */
     server_start(&srv);
     put_sandbox(&srv, "cold", "lc2", "public");
-    uint64_t deadline = now_ms() + WAIT_MS;
-    while (!gw_redis_is_ready(f.redis) && now_ms() < deadline)
-        h2o_evloop_run(loop, 10);
+    ck_assert(wait_ready(f.redis, WAIT_MS));
     r = lookup(&f, "cold");
     ck_assert_int_eq(r.status, GW_ROUTE_FOUND);
     ck_assert_str_eq(r.lifecycle, "lc2");
@@ -525,6 +520,136 @@ START_TEST(size_is_bounded)
 }
 END_TEST
 
+/* one lookup after another against a real record, its callback keeping the sandbox */
+
+typedef struct {
+    int called;
+    gw_route_status_t status;
+    gw_sandbox_t *sandbox; /* retained */
+    uint64_t at;
+} lookup_result_t;
+
+static void on_route_keep(void *data, gw_route_status_t status, gw_sandbox_t *sandbox)
+{
+    lookup_result_t *res = data;
+    ++res->called;
+    res->status = status;
+    res->at = h2o_now(loop);
+    if (status == GW_ROUTE_FOUND) {
+        ck_assert_ptr_nonnull(sandbox);
+        gw_sandbox_retain(sandbox);
+        res->sandbox = sandbox;
+    } else {
+        ck_assert_ptr_null(sandbox);
+    }
+}
+
+START_TEST(route_store_lookups)
+{
+    server_t srv;
+    lookup_result_t res, res2;
+
+    server_tcp(&srv);
+    admin(&srv, "HSET lizard:sbx:{sbx7f3a9} state running addr 10.0.3.7 lifecycle lc1 project p1 "
+                "token_sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 port:3000 private port:80 public");
+    admin(&srv, "SET lizard:sbx:{wrongtype} oops");
+    gw_redis_conf_t rconf = conf_for(&srv);
+    gw_redis_t *r = gw_redis_new(loop, &rconf);
+    ck_assert(wait_ready(r, WAIT_MS));
+    gw_route_store_conf_t conf = {.prefix = "lizard:", .lookup_timeout_ms = 1000, .cache_ttl_ms = 10000};
+    gw_route_store_t *store = gw_route_store_new((h2o_loop_t *)loop, r, &conf);
+    ck_assert_ptr_nonnull(store);
+
+    /* found */
+    memset(&res, 0, sizeof(res));
+    ck_assert_ptr_nonnull(gw_route_store_lookup(store, "sbx7f3a9", on_route_keep, &res));
+    ck_assert_int_eq(res.called, 0);
+    ck_assert(run_until(&res.called, WAIT_MS));
+    ck_assert_int_eq(res.status, GW_ROUTE_FOUND);
+    ck_assert_str_eq(res.sandbox->id, "sbx7f3a9");
+    ck_assert_int_eq(res.sandbox->state, GW_SANDBOX_RUNNING);
+    ck_assert_int_eq(res.sandbox->has_addr, 1);
+    ck_assert_str_eq(res.sandbox->lifecycle.base, "lc1");
+    ck_assert_str_eq(res.sandbox->project.base, "p1");
+    ck_assert_int_eq(res.sandbox->has_token, 1);
+    ck_assert_int_eq(gw_sandbox_port_access(res.sandbox, 3000), GW_PORT_PRIVATE);
+    ck_assert_int_eq(gw_sandbox_port_access(res.sandbox, 80), GW_PORT_PUBLIC);
+    ck_assert_int_eq(gw_sandbox_port_access(res.sandbox, 8080), GW_PORT_NOT_EXPOSED);
+    ck_assert_uint_eq(res.sandbox->refcnt, 1); /* the store let go of its reference */
+    gw_sandbox_release(res.sandbox);
+
+    /* another prefix means another key: not found */
+    gw_route_store_conf_t conf2 = conf;
+    conf2.prefix = "other:";
+    gw_route_store_t *store2 = gw_route_store_new((h2o_loop_t *)loop, r, &conf2);
+    memset(&res, 0, sizeof(res));
+    gw_route_store_lookup(store2, "sbx7f3a9", on_route_keep, &res);
+    ck_assert(run_until(&res.called, WAIT_MS));
+    ck_assert_int_eq(res.status, GW_ROUTE_NOT_FOUND);
+    gw_route_store_free(store2);
+
+    /* not found */
+    memset(&res, 0, sizeof(res));
+    gw_route_store_lookup(store, "nosuchsandbox", on_route_keep, &res);
+    ck_assert_int_eq(res.called, 0);
+    ck_assert(run_until(&res.called, WAIT_MS));
+    ck_assert_int_eq(res.status, GW_ROUTE_NOT_FOUND);
+
+    /* a key of the wrong type is a Redis error: unavailable, not "not found" */
+    memset(&res, 0, sizeof(res));
+    gw_route_store_lookup(store, "wrongtype", on_route_keep, &res);
+    ck_assert(run_until(&res.called, WAIT_MS));
+    ck_assert_int_eq(res.status, GW_ROUTE_UNAVAILABLE);
+
+    /* cancelled: never called */
+    memset(&res, 0, sizeof(res));
+    memset(&res2, 0, sizeof(res2));
+    gw_route_lookup_t *l = gw_route_store_lookup(store, "sbx7f3a9", on_route_keep, &res);
+    gw_route_store_lookup(store, "sbx7f3a9", on_route_keep, &res2);
+    gw_route_lookup_cancel(l);
+    ck_assert(run_until(&res2.called, WAIT_MS));
+    run_for(30);
+    ck_assert_int_eq(res.called, 0);
+    gw_sandbox_release(res2.sandbox);
+
+    /* server stopped: unavailable by the deadline */
+    ck_assert_int_eq(kill(srv.pid, SIGSTOP), 0);
+    memset(&res, 0, sizeof(res));
+    uint64_t t0 = h2o_now(loop);
+    gw_route_store_lookup(store, "sbx7f3a9", on_route_keep, &res);
+    ck_assert(run_until(&res.called, WAIT_MS));
+    ck_assert_int_eq(res.status, GW_ROUTE_UNAVAILABLE);
+    ck_assert_uint_ge(res.at - t0, 1000); /* at the deadline */
+    ck_assert_int_eq(gw_redis_is_ready(r), 0);
+
+    /* not connected: unavailable at once, but still from the loop */
+    memset(&res, 0, sizeof(res));
+    gw_route_store_lookup(store, "sbx7f3a9", on_route_keep, &res);
+    ck_assert_int_eq(res.called, 0);
+    h2o_evloop_run(loop, 0); /* one turn: no deadline waited for */
+    ck_assert_int_eq(res.called, 1);
+    ck_assert_int_eq(res.status, GW_ROUTE_UNAVAILABLE);
+    /* ... and such an immediate answer can be cancelled too */
+    memset(&res, 0, sizeof(res));
+    l = gw_route_store_lookup(store, "sbx7f3a9", on_route_keep, &res);
+    gw_route_lookup_cancel(l);
+    run_for(30);
+    ck_assert_int_eq(res.called, 0);
+
+    /* a lookup open when the store is freed is dropped without a callback */
+    ck_assert_int_eq(kill(srv.pid, SIGCONT), 0);
+    ck_assert(wait_ready(r, WAIT_MS));
+    memset(&res, 0, sizeof(res));
+    gw_route_store_lookup(store, "sbx7f3a9", on_route_keep, &res);
+    gw_route_store_free(store);
+    run_for(50);
+    ck_assert_int_eq(res.called, 0);
+
+    gw_redis_free(r);
+    server_cleanup(&srv);
+}
+END_TEST
+
 int main(void)
 {
     atexit(kill_all_servers);
@@ -544,6 +669,7 @@ int main(void)
     tcase_add_test(tc, lifecycle_change_is_reported);
     tcase_add_test(tc, without_subscriber_nothing_is_cached);
     tcase_add_test(tc, size_is_bounded);
+    tcase_add_test(tc, route_store_lookups);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);
