@@ -85,10 +85,9 @@ static void bucket_free(gw_revocation_t *r, bucket_t *b)
 
 gw_revocation_t *gw_revocation_new(h2o_loop_t *loop, gw_route_store_t *routes)
 {
-    gw_revocation_t *r = calloc(1, sizeof(*r));
+    gw_revocation_t *r = h2o_mem_alloc(sizeof(*r));
 
-    if (r == NULL)
-        return NULL;
+    memset(r, 0, sizeof(*r));
     gw_hashtab_init(&r->buckets);
     r->loop = loop;
     r->routes = routes;
