@@ -60,7 +60,7 @@ int gw_share_link_is(h2o_iovec_t token)
     return token.len >= PREFIX_LEN && memcmp(token.base, GW_SHARE_LINK_PREFIX, PREFIX_LEN) == 0;
 }
 
-void gw_link_keys_free(gw_link_key_t *keys, size_t num_keys)
+void gw_share_link_keys_free(gw_link_key_t *keys, size_t num_keys)
 {
     size_t i;
 
@@ -75,7 +75,7 @@ void gw_link_keys_free(gw_link_key_t *keys, size_t num_keys)
     free(keys);
 }
 
-const gw_link_key_t *gw_link_keys_find(const gw_link_key_t *keys, size_t num_keys, const char *kid, size_t kid_len)
+const gw_link_key_t *gw_share_link_keys_find(const gw_link_key_t *keys, size_t num_keys, const char *kid, size_t kid_len)
 {
     size_t i;
 
@@ -86,7 +86,7 @@ const gw_link_key_t *gw_link_keys_find(const gw_link_key_t *keys, size_t num_key
     return NULL;
 }
 
-int gw_link_keys_parse(const char *text, size_t len, const char *origin, gw_link_key_t **keys, size_t *num_keys, char **err)
+int gw_share_link_keys_parse(const char *text, size_t len, const char *origin, gw_link_key_t **keys, size_t *num_keys, char **err)
 {
     gw_link_key_t *list;
     const char *p, *end = text + len, *eol, *s, *e, *colon;
@@ -125,7 +125,7 @@ int gw_link_keys_parse(const char *text, size_t len, const char *origin, gw_link
                 goto Error;
             }
         }
-        if (gw_link_keys_find(list, count, s, colon - s) != NULL) {
+        if (gw_share_link_keys_find(list, count, s, colon - s) != NULL) {
             fail(err, "%s: line %zu: the key id %.*s appears twice", origin, line, (int)(colon - s), s);
             goto Error;
         }
@@ -154,11 +154,11 @@ int gw_link_keys_parse(const char *text, size_t len, const char *origin, gw_link
     return 0;
 
 Error:
-    gw_link_keys_free(list, count);
+    gw_share_link_keys_free(list, count);
     return -1;
 }
 
-int gw_link_keys_load(const char *env_name, const char *path, gw_link_key_t **keys, size_t *num_keys, char **err)
+int gw_share_link_keys_load(const char *env_name, const char *path, gw_link_key_t **keys, size_t *num_keys, char **err)
 {
     char origin[300], *buf;
     size_t len;
@@ -173,13 +173,13 @@ int gw_link_keys_load(const char *env_name, const char *path, gw_link_key_t **ke
             return fail(err, "%s is not set or is empty", origin);
         if (strlen(v) > GW_LINK_KEYS_MAX_SIZE)
             return fail(err, "%s: larger than %d bytes", origin, GW_LINK_KEYS_MAX_SIZE);
-        return gw_link_keys_parse(v, strlen(v), origin, keys, num_keys, err);
+        return gw_share_link_keys_parse(v, strlen(v), origin, keys, num_keys, err);
     }
     if (path == NULL)
         return fail(err, "no share link keys configured");
     if (gw_secret_file_read(path, GW_LINK_KEYS_MAX_SIZE, &buf, &len, err) != 0)
         return -1;
-    ret = gw_link_keys_parse(buf, len, path, keys, num_keys, err);
+    ret = gw_share_link_keys_parse(buf, len, path, keys, num_keys, err);
     OPENSSL_cleanse(buf, len);
     free(buf);
     return ret;
@@ -340,7 +340,7 @@ gw_link_result_t gw_share_link_verify(h2o_iovec_t token, const gw_link_key_t *ke
     free(raw.base);
     if (split_payload(decoded, raw.len, fields) != 0)
         return GW_LINK_MALFORMED;
-    if ((key = gw_link_keys_find(keys, num_keys, fields[4].base, fields[4].len)) == NULL)
+    if ((key = gw_share_link_keys_find(keys, num_keys, fields[4].base, fields[4].len)) == NULL)
         return GW_LINK_UNKNOWN_KEY;
     if (compute_sig(key, token.base, dot - token.base, sig) != 0 || CRYPTO_memcmp(sig, dot + 1, SIG_LEN) != 0)
         return GW_LINK_BAD_SIGNATURE;

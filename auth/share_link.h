@@ -56,21 +56,21 @@ int gw_share_link_is(h2o_iovec_t token);
  * and the blanks around each line are ignored; the secret is everything
  * after the first ':'). `origin` names the source in messages (a path, or
  * "environment variable X"). Returns 0 with *keys (free with
- * gw_link_keys_free) and *num_keys >= 1, or -1 with *err (malloc'd; names
+ * gw_share_link_keys_free) and *num_keys >= 1, or -1 with *err (malloc'd; names
  * the line, never a secret's byte). Duplicate kids, short secrets, more than
  * GW_LINK_MAX_KEYS keys and an empty list are errors. */
-int gw_link_keys_parse(const char *text, size_t len, const char *origin, gw_link_key_t **keys, size_t *num_keys, char **err);
+int gw_share_link_keys_parse(const char *text, size_t len, const char *origin, gw_link_key_t **keys, size_t *num_keys, char **err);
 
 /* The keys as the gateway reads them: from the environment variable
  * `env_name` or the file `path` (gw_secret_file_read's rules), exactly one
- * of them non-NULL. Same results as gw_link_keys_parse. */
-int gw_link_keys_load(const char *env_name, const char *path, gw_link_key_t **keys, size_t *num_keys, char **err);
+ * of them non-NULL. Same results as gw_share_link_keys_parse. */
+int gw_share_link_keys_load(const char *env_name, const char *path, gw_link_key_t **keys, size_t *num_keys, char **err);
 
 /* Wipes and frees a list; NULL is a no-op. */
-void gw_link_keys_free(gw_link_key_t *keys, size_t num_keys);
+void gw_share_link_keys_free(gw_link_key_t *keys, size_t num_keys);
 
 /* The key with `kid`, or NULL. */
-const gw_link_key_t *gw_link_keys_find(const gw_link_key_t *keys, size_t num_keys, const char *kid, size_t kid_len);
+const gw_link_key_t *gw_share_link_keys_find(const gw_link_key_t *keys, size_t num_keys, const char *kid, size_t kid_len);
 
 /* Mints "lzs1.<P>.<S>" for (sandbox, port, expires_at, epoch) with `key`
  * (from pool, NUL-terminated). {NULL, 0} when an argument is outside the

@@ -38,13 +38,13 @@ static void setup(void)
     char *err = NULL;
 
     h2o_mem_init_pool(&pool);
-    ck_assert_int_eq(gw_link_keys_parse(text, sizeof(text) - 1, "test", &keys, &num_keys, &err), 0);
+    ck_assert_int_eq(gw_share_link_keys_parse(text, sizeof(text) - 1, "test", &keys, &num_keys, &err), 0);
     ck_assert_ptr_null(err);
 }
 
 static void teardown(void)
 {
-    gw_link_keys_free(keys, num_keys);
+    gw_share_link_keys_free(keys, num_keys);
     h2o_mem_clear_pool(&pool);
 }
 
@@ -61,8 +61,8 @@ START_TEST(test_keys_parsed)
     ck_assert_int_eq(memcmp(keys[0].secret, SECRET1, 32), 0);
     ck_assert_str_eq(keys[1].kid, "k2.old");
     ck_assert_uint_eq(keys[1].secret_len, strlen(SECRET2));
-    ck_assert_ptr_eq(gw_link_keys_find(keys, num_keys, "k2.old", 6), &keys[1]);
-    ck_assert_ptr_null(gw_link_keys_find(keys, num_keys, "k2", 2));
+    ck_assert_ptr_eq(gw_share_link_keys_find(keys, num_keys, "k2.old", 6), &keys[1]);
+    ck_assert_ptr_null(gw_share_link_keys_find(keys, num_keys, "k2", 2));
 }
 END_TEST
 
@@ -213,7 +213,7 @@ static void expect_parse_error(const char *text, const char *fragment)
     size_t n;
     char *err = NULL;
 
-    ck_assert_int_eq(gw_link_keys_parse(text, strlen(text), "keys.txt", &k, &n, &err), -1);
+    ck_assert_int_eq(gw_share_link_keys_parse(text, strlen(text), "keys.txt", &k, &n, &err), -1);
     ck_assert_ptr_null(k);
     ck_assert_ptr_nonnull(err);
     ck_assert_msg(strstr(err, fragment) != NULL, "\"%s\" lacks \"%s\"", err, fragment);
@@ -249,23 +249,23 @@ START_TEST(test_keys_load)
     ck_assert_int_ne(fd, -1);
     ck_assert_int_eq(write(fd, text, sizeof(text) - 1), (ssize_t)(sizeof(text) - 1));
     close(fd);
-    ck_assert_int_eq(gw_link_keys_load(NULL, path, &k, &n, &err), 0);
+    ck_assert_int_eq(gw_share_link_keys_load(NULL, path, &k, &n, &err), 0);
     ck_assert_uint_eq(n, 1);
     ck_assert_str_eq(k[0].kid, "kf");
-    gw_link_keys_free(k, n);
+    gw_share_link_keys_free(k, n);
     /* others may not read it */
     chmod(path, 0644);
-    ck_assert_int_eq(gw_link_keys_load(NULL, path, &k, &n, &err), -1);
+    ck_assert_int_eq(gw_share_link_keys_load(NULL, path, &k, &n, &err), -1);
     ck_assert_ptr_nonnull(strstr(err, "readable or writable by others"));
     free(err);
     unlink(path);
 
     setenv("TEST_LINK_KEYS", "ke:" SECRET1 "\nkf:" SECRET2, 1);
-    ck_assert_int_eq(gw_link_keys_load("TEST_LINK_KEYS", NULL, &k, &n, &err), 0);
+    ck_assert_int_eq(gw_share_link_keys_load("TEST_LINK_KEYS", NULL, &k, &n, &err), 0);
     ck_assert_uint_eq(n, 2);
-    gw_link_keys_free(k, n);
+    gw_share_link_keys_free(k, n);
     unsetenv("TEST_LINK_KEYS");
-    ck_assert_int_eq(gw_link_keys_load("TEST_LINK_KEYS", NULL, &k, &n, &err), -1);
+    ck_assert_int_eq(gw_share_link_keys_load("TEST_LINK_KEYS", NULL, &k, &n, &err), -1);
     ck_assert_str_eq(err, "environment variable TEST_LINK_KEYS is not set or is empty");
     free(err);
 }
