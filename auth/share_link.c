@@ -238,23 +238,13 @@ h2o_iovec_t gw_share_link_sign(h2o_mem_pool_t *pool, const gw_link_key_t *key, c
 }
 
 /* A decimal with no sign and no leading zero ("0" itself allowed), at most
- * max_value, into *out. */
+ * max_value (and at most 19 digits: h2o_strtosize's bound), into *out. */
 static int parse_uint(const char *s, size_t len, uint64_t max_value, uint64_t *out)
 {
-    uint64_t v = 0;
-    size_t i;
+    size_t v = h2o_strtosize(s, len);
 
-    if (len == 0 || len > 20 || (len > 1 && s[0] == '0'))
+    if (v == SIZE_MAX || (len > 1 && s[0] == '0') || v > max_value)
         return -1;
-    for (i = 0; i != len; ++i) {
-        unsigned d;
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        d = (unsigned)(s[i] - '0');
-        if (v > (max_value - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
     *out = v;
     return 0;
 }

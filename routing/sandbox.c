@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <h2o/string_.h>
 #include "routing/sandbox.h"
 
 #define PORT_FIELD_PREFIX "port:"
@@ -67,21 +68,14 @@ static int parse_token(const redisReply *v, char *out)
     return 1;
 }
 
-/* link_epoch: a decimal integer with no sign (leading zeros are harmless
- * here: the value is compared, never re-signed). */
+/* link_epoch: a decimal integer with no sign, at most 19 digits (leading
+ * zeros are harmless here: the value is compared, never re-signed). */
 static int parse_epoch(const redisReply *v, uint64_t *out)
 {
-    uint64_t n = 0;
-    size_t i;
+    size_t n = h2o_strtosize(v->str, (size_t)v->len);
 
-    if (v->len == 0 || v->len > 20)
+    if (n == SIZE_MAX)
         return 0;
-    for (i = 0; i != (size_t)v->len; ++i) {
-        unsigned d = (unsigned)(v->str[i] - '0');
-        if (d > 9 || n > (UINT64_MAX - d) / 10)
-            return 0;
-        n = n * 10 + d;
-    }
     *out = n;
     return 1;
 }

@@ -14,7 +14,7 @@ import pytest  # noqa: F401 - fixtures below come from test_browser_e2e
 import gwtest
 import share_link_ref as ref
 from test_browser_e2e import (app, assert_app_got_websocket, assert_app_saw_no_credentials,  # noqa: F401
-                              assert_walkthrough, browser_env, gateway_cookie, run_browser)
+                              assert_walkthrough, browser_env, gateway_cookie, parent_site, run_browser)
 
 CONSENT_COOKIE = "__Host-lizard_consent"
 LINK_KEY = ("b1", b"browser-link-key-" + b"q" * 32)
@@ -28,19 +28,21 @@ def warn_gw(gw_factory, tmp_path):
     return gw_factory({"auth": {"public_warning": True, "link_keys_file": str(keys)}}, name="gw-browser-warn")
 
 
-def test_browser_warning_then_continue(browser_env, tmp_path, app, redis, warn_gw):  # noqa: F811
+def test_browser_warning_then_continue(browser_env, tmp_path, app, parent_site, redis, warn_gw):  # noqa: F811
     sid = gwtest.new_sandbox_id("pubw")
     gwtest.register_sandbox(redis, sid, ports={app.port: "public"})
     host = warn_gw.host(app.port, sid)
     base = "https://%s:%d" % (host, warn_gw.tls_port)
-    out = run_browser(browser_env, tmp_path, "warning", base + "/?ref=e2e", host)
+    out = run_browser(browser_env, tmp_path, "warning", base + "/?ref=e2e", host,
+                      parent_url="http://127.0.0.1:%d/blank.html" % parent_site.port,
+                      fetchUrl=base + "/api/data?via=prefetch")
     assert not out.get("error"), "browser run failed: %s\nresponses: %s" % (out.get("error"), out.get("responses"))
     # the page: shown on the navigation, names the host, no script
     assert out["warning_url"] == base + "/?ref=e2e", out
     assert "not by the platform" in out["warning_text"] and host in out["warning_text"], out["warning_text"]
     assert out["warning_lang"] == "en" and out["warning_scripts"] == 0, out
     assert out["button_text"] == "Continue to the preview", out
-    # a fetch() from the page is not a navigation: the app answered it
+    # a fetch() (from a page of another origin, before any consent) is not a navigation: the app answered it
     assert out["prefetch"]["status"] == 200, out["prefetch"]
     assert json.loads(out["prefetch"]["body"])["ok"] is True, out["prefetch"]
     # Continue: a POST, then 303 to the original URL, which is the app
