@@ -6,7 +6,6 @@
  * and its fields are trusted only once the signature holds.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include <openssl/hmac.h>
 #include <h2o/string_.h>
 #include "auth/share_link.h"
+#include "common/errfmt.h"
 #include "common/secret_file.h"
 
 #define PREFIX_LEN (sizeof(GW_SHARE_LINK_PREFIX) - 1)
@@ -25,20 +25,6 @@
 #define PAYLOAD_MAX (SANDBOX_MAX + 1 + 5 + 1 + 20 + 1 + 20 + 1 + GW_LINK_KID_MAX)
 #define ENCODED_PAYLOAD_MAX ((PAYLOAD_MAX * 4 + 2) / 3)
 #define TOKEN_MAX (PREFIX_LEN + ENCODED_PAYLOAD_MAX + 1 + SIG_LEN)
-
-static int fail(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int fail(char **err, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list args;
-
-    va_start(args, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, args);
-    va_end(args);
-    *err = strdup(msg);
-    return -1;
-}
 
 static int is_base64url(int c)
 {
@@ -96,7 +82,7 @@ int gw_share_link_keys_parse(const char *text, size_t len, const char *origin, g
     *num_keys = 0;
     *err = NULL;
     if (memchr(text, '\0', len) != NULL)
-        return fail(err, "%s: contains a NUL byte; expected lines <kid>:<secret>", origin);
+        return gw_errorf(err, "%s: contains a NUL byte; expected lines <kid>:<secret>", origin);
     list = h2o_mem_alloc(GW_LINK_MAX_KEYS * sizeof(*list));
     memset(list, 0, GW_LINK_MAX_KEYS * sizeof(*list));
 
@@ -112,30 +98,30 @@ int gw_share_link_keys_parse(const char *text, size_t len, const char *origin, g
             continue;
         /* messages name the line and the kid (not secret), never a secret's byte */
         if ((colon = memchr(s, ':', e - s)) == NULL) {
-            fail(err, "%s: line %zu: expected <kid>:<secret>", origin, line);
+            gw_errorf(err, "%s: line %zu: expected <kid>:<secret>", origin, line);
             goto Error;
         }
         if (colon == s || colon - s > GW_LINK_KID_MAX) {
-            fail(err, "%s: line %zu: the key id must be 1 to %d characters", origin, line, GW_LINK_KID_MAX);
+            gw_errorf(err, "%s: line %zu: the key id must be 1 to %d characters", origin, line, GW_LINK_KID_MAX);
             goto Error;
         }
         for (i = 0; s + i != colon; ++i) {
             if (!is_kid_char((unsigned char)s[i])) {
-                fail(err, "%s: line %zu: the key id may hold only letters, digits and . _ -", origin, line);
+                gw_errorf(err, "%s: line %zu: the key id may hold only letters, digits and . _ -", origin, line);
                 goto Error;
             }
         }
         if (gw_share_link_keys_find(list, count, s, colon - s) != NULL) {
-            fail(err, "%s: line %zu: the key id %.*s appears twice", origin, line, (int)(colon - s), s);
+            gw_errorf(err, "%s: line %zu: the key id %.*s appears twice", origin, line, (int)(colon - s), s);
             goto Error;
         }
         if ((size_t)(e - (colon + 1)) < GW_LINK_SECRET_MIN) {
-            fail(err, "%s: line %zu: the secret of key %.*s is shorter than %d bytes", origin, line, (int)(colon - s), s,
-                 GW_LINK_SECRET_MIN);
+            gw_errorf(err, "%s: line %zu: the secret of key %.*s is shorter than %d bytes", origin, line, (int)(colon - s), s,
+                      GW_LINK_SECRET_MIN);
             goto Error;
         }
         if (count == GW_LINK_MAX_KEYS) {
-            fail(err, "%s: line %zu: more than %d keys", origin, line, GW_LINK_MAX_KEYS);
+            gw_errorf(err, "%s: line %zu: more than %d keys", origin, line, GW_LINK_MAX_KEYS);
             goto Error;
         }
         memcpy(list[count].kid, s, colon - s);
@@ -146,7 +132,7 @@ int gw_share_link_keys_parse(const char *text, size_t len, const char *origin, g
         ++count;
     }
     if (count == 0) {
-        fail(err, "%s: holds no key (only blank lines and comments)", origin);
+        gw_errorf(err, "%s: holds no key (only blank lines and comments)", origin);
         goto Error;
     }
     *keys = list;
@@ -170,13 +156,13 @@ int gw_share_link_keys_load(const char *env_name, const char *path, gw_link_key_
         const char *v = getenv(env_name);
         snprintf(origin, sizeof(origin), "environment variable %s", env_name);
         if (v == NULL || v[0] == '\0')
-            return fail(err, "%s is not set or is empty", origin);
+            return gw_errorf(err, "%s is not set or is empty", origin);
         if (strlen(v) > GW_LINK_KEYS_MAX_SIZE)
-            return fail(err, "%s: larger than %d bytes", origin, GW_LINK_KEYS_MAX_SIZE);
+            return gw_errorf(err, "%s: larger than %d bytes", origin, GW_LINK_KEYS_MAX_SIZE);
         return gw_share_link_keys_parse(v, strlen(v), origin, keys, num_keys, err);
     }
     if (path == NULL)
-        return fail(err, "no share link keys configured");
+        return gw_errorf(err, "no share link keys configured");
     if (gw_secret_file_read(path, GW_LINK_KEYS_MAX_SIZE, &buf, &len, err) != 0)
         return -1;
     ret = gw_share_link_keys_parse(buf, len, path, keys, num_keys, err);
