@@ -33,7 +33,6 @@
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"         \
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384"
 #define FRONT_SESSION_ID_CONTEXT "lizard-gateway" /* replaced by the certificate's at the switch */
-#define MAX_NAMES_PER_CERT 1024
 #define TICKET_KEY_NAME_LEN 16
 #define MAX_TICKET_KEYS 16
 #define MAX_TICKET_KEYS_FILE_SIZE (64 * 1024)
@@ -53,9 +52,7 @@ typedef struct st_gw_tls_ticket_key_t {
 } gw_tls_ticket_key_t;
 
 typedef struct st_gw_tls_cert_t {
-    SSL_CTX *ctx;
-    char **names; /* lowercase DNS SANs, or the CN when there is no DNS SAN */
-    size_t num_names;
+    SSL_CTX *ctx; /* its certificate's names are matched with X509_check_host */
 } gw_tls_cert_t;
 
 /* One generation of certificates; certs[0] is the default. */
@@ -120,43 +117,6 @@ static const char *openssl_reason(char *buf, size_t size)
     snprintf(buf, size, "%s", reason != NULL ? reason : "unknown error");
     ERR_clear_error();
     return buf;
-}
-
-static int lower_equals(const char *a, const char *b, size_t len)
-{
-    size_t i;
-
-    for (i = 0; i != len; ++i) {
-        unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
-        if (x >= 'A' && x <= 'Z')
-            x += 'a' - 'A';
-        if (y >= 'A' && y <= 'Z')
-            y += 'a' - 'A';
-        if (x != y)
-            return 0;
-    }
-    return 1;
-}
-
-static int is_wildcard(h2o_iovec_t pattern)
-{
-    return pattern.len > 2 && pattern.base[0] == '*' && pattern.base[1] == '.';
-}
-
-int gw_tls_name_matches(h2o_iovec_t pattern, h2o_iovec_t name)
-{
-    size_t label_len;
-
-    if (!is_wildcard(pattern))
-        return pattern.len == name.len && pattern.len != 0 && lower_equals(pattern.base, name.base, name.len);
-
-    /* "*.example.com": one non-empty label, then ".example.com" */
-    if (name.len <= pattern.len - 1)
-        return 0;
-    label_len = name.len - (pattern.len - 1);
-    if (memchr(name.base, '.', label_len) != NULL)
-        return 0;
-    return lower_equals(pattern.base + 1, name.base + label_len, pattern.len - 1);
 }
 
 static int on_ticket_key(SSL *ssl, unsigned char key_name[TICKET_KEY_NAME_LEN], unsigned char *iv, EVP_CIPHER_CTX *cctx,
@@ -249,66 +209,14 @@ static int load_pair(SSL_CTX *ctx, const char *cert, const char *key, char **err
     return 0;
 }
 
-static int add_name(gw_tls_cert_t *c, const unsigned char *s, size_t len)
-{
-    char *name, **names;
-    size_t i;
-
-    /* a NUL inside a name is an attack on C strings, not a name */
-    if (len == 0 || memchr(s, '\0', len) != NULL || c->num_names == MAX_NAMES_PER_CERT)
-        return 0;
-    if ((names = realloc(c->names, (c->num_names + 1) * sizeof(c->names[0]))) == NULL)
-        return -1;
-    c->names = names;
-    if ((name = malloc(len + 1)) == NULL)
-        return -1;
-    for (i = 0; i != len; ++i)
-        name[i] = (s[i] >= 'A' && s[i] <= 'Z') ? (char)(s[i] + ('a' - 'A')) : (char)s[i];
-    name[len] = '\0';
-    c->names[c->num_names++] = name;
-    return 0;
-}
-
-/* The names a certificate serves: its DNS SANs, or its CN when it has none. */
-static int collect_names(gw_tls_cert_t *c, X509 *x)
-{
-    GENERAL_NAMES *sans;
-    X509_NAME *subject;
-    int i, n, idx, rc = 0;
-
-    if ((sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL)) != NULL) {
-        n = sk_GENERAL_NAME_num(sans);
-        for (i = 0; i != n && rc == 0; ++i) {
-            const GENERAL_NAME *gn = sk_GENERAL_NAME_value(sans, i);
-            if (gn->type == GEN_DNS)
-                rc = add_name(c, ASN1_STRING_get0_data(gn->d.dNSName), (size_t)ASN1_STRING_length(gn->d.dNSName));
-        }
-        GENERAL_NAMES_free(sans);
-        if (rc != 0 || c->num_names != 0)
-            return rc;
-    }
-    if ((subject = X509_get_subject_name(x)) != NULL && (idx = X509_NAME_get_index_by_NID(subject, NID_commonName, -1)) >= 0) {
-        unsigned char *utf8 = NULL;
-        int len = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, idx)));
-        if (len > 0)
-            rc = add_name(c, utf8, (size_t)len);
-        OPENSSL_free(utf8);
-    }
-    return rc;
-}
-
 static void free_set(gw_tls_set_t *set)
 {
-    size_t i, j;
+    size_t i;
 
     if (set == NULL)
         return;
-    for (i = 0; i != set->num_certs; ++i) {
+    for (i = 0; i != set->num_certs; ++i)
         SSL_CTX_free(set->certs[i].ctx);
-        for (j = 0; j != set->certs[i].num_names; ++j)
-            free(set->certs[i].names[j]);
-        free(set->certs[i].names);
-    }
     free(set->certs);
     free(set);
 }
@@ -338,10 +246,6 @@ static gw_tls_set_t *load_set(gw_tls_t *t, char **err)
             fail(err, "tls: %s: cannot derive a session-id context from the certificate", conf[i].cert);
             goto Error;
         }
-        if (collect_names(c, SSL_CTX_get0_certificate(c->ctx)) != 0) {
-            fail(err, "tls: out of memory");
-            goto Error;
-        }
     }
     return set;
 
@@ -350,25 +254,30 @@ Error:
     return NULL;
 }
 
-/* The certificate for `name` (base NULL without SNI). */
+int gw_tls_cert_serves(X509 *x, h2o_iovec_t name, int wildcards)
+{
+    unsigned flags = X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | (wildcards ? 0 : X509_CHECK_FLAG_NO_WILDCARDS);
+
+    /* X509_check_host reads a leading dot as "any subdomain of": not a host name, and neither is a
+     * name with a trailing dot (RFC 6066 3) */
+    if (x == NULL || name.len == 0 || name.base[0] == '.' || name.base[name.len - 1] == '.')
+        return 0;
+    return X509_check_host(x, name.base, name.len, flags, NULL) == 1;
+}
+
+/* The certificate for `name` (base NULL without SNI): an exact name in any
+ * certificate beats a wildcard in an earlier one; the first is the default. */
 static const gw_tls_cert_t *pick(const gw_tls_set_t *set, h2o_iovec_t name)
 {
-    size_t i, j;
+    size_t i;
+    int wildcards;
 
     if (name.base == NULL)
         return &set->certs[0];
-    for (i = 0; i != set->num_certs; ++i)
-        for (j = 0; j != set->certs[i].num_names; ++j) {
-            h2o_iovec_t pattern = h2o_iovec_init(set->certs[i].names[j], strlen(set->certs[i].names[j]));
-            if (!is_wildcard(pattern) && gw_tls_name_matches(pattern, name))
+    for (wildcards = 0; wildcards <= 1; ++wildcards)
+        for (i = 0; i != set->num_certs; ++i)
+            if (gw_tls_cert_serves(SSL_CTX_get0_certificate(set->certs[i].ctx), name, wildcards))
                 return &set->certs[i];
-        }
-    for (i = 0; i != set->num_certs; ++i)
-        for (j = 0; j != set->certs[i].num_names; ++j) {
-            h2o_iovec_t pattern = h2o_iovec_init(set->certs[i].names[j], strlen(set->certs[i].names[j]));
-            if (is_wildcard(pattern) && gw_tls_name_matches(pattern, name))
-                return &set->certs[i];
-        }
     return &set->certs[0];
 }
 

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <hiredis/hiredis.h>
 #include <h2o.h>
-#include "routing/netaddr.h"
+#include "common/netaddr.h"
 
 typedef struct st_gw_redis_t gw_redis_t;
 typedef struct st_gw_redis_req_t gw_redis_req_t;

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <hiredis/async.h>
-#include "routing/redis.h"
+#include "common/redis.h"
 
 #define ADDR_TEXT_MAX 192
 
