@@ -16,6 +16,7 @@
 #include <h2o/string_.h>
 #include "auth/cookie_keys.h"
 #include "common/secret_file.h"
+#include "common/errfmt.h"
 
 #define MAX_SECRETS_FILE_SIZE (64 * 1024)
 
@@ -29,20 +30,6 @@ struct st_gw_cookie_keys_t {
 
 /* A message without any prefix: the caller says where the file comes from
  * (the config at load, a reload on SIGHUP). */
-static int say(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int say(char **err, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list args;
-
-    va_start(args, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, args);
-    va_end(args);
-    *err = h2o_strdup(NULL, msg, SIZE_MAX).base;
-    return -1;
-}
-
 static int is_blank(char ch)
 {
     return ch == ' ' || ch == '\t';
@@ -61,7 +48,7 @@ int gw_cookie_secrets_read_file(const char *path, gw_cookie_secret_t **secrets, 
         return -1;
     list = h2o_mem_alloc(GW_COOKIE_SECRETS_MAX * sizeof(*list));
     if (memchr(buf, '\0', len) != NULL) {
-        say(err, "%s: contains a NUL byte; expected one secret per line", path);
+        gw_errorf(err, "%s: contains a NUL byte; expected one secret per line", path);
         goto Error;
     }
 
@@ -79,12 +66,12 @@ int gw_cookie_secrets_read_file(const char *path, gw_cookie_secret_t **secrets, 
             continue;
         /* messages name the line, never its bytes */
         if (count == GW_COOKIE_SECRETS_MAX) {
-            say(err, "%s: line %zu: more than %d secrets; at most %d are allowed", path, line, GW_COOKIE_SECRETS_MAX,
-                GW_COOKIE_SECRETS_MAX);
+            gw_errorf(err, "%s: line %zu: more than %d secrets; at most %d are allowed", path, line, GW_COOKIE_SECRETS_MAX,
+                      GW_COOKIE_SECRETS_MAX);
             goto Error;
         }
         if ((size_t)(e - s) < GW_COOKIE_SECRET_MIN_LEN) {
-            say(err, "%s: line %zu: the secret is shorter than %d bytes", path, line, GW_COOKIE_SECRET_MIN_LEN);
+            gw_errorf(err, "%s: line %zu: the secret is shorter than %d bytes", path, line, GW_COOKIE_SECRET_MIN_LEN);
             goto Error;
         }
         bytes = h2o_mem_alloc(e - s);
@@ -92,7 +79,7 @@ int gw_cookie_secrets_read_file(const char *path, gw_cookie_secret_t **secrets, 
         list[count++] = (gw_cookie_secret_t){bytes, e - s};
     }
     if (count == 0) {
-        say(err, "%s: holds no secret (only blank lines and comments)", path);
+        gw_errorf(err, "%s: holds no secret (only blank lines and comments)", path);
         goto Error;
     }
 

@@ -170,10 +170,9 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
 
     if (open_access_log(s, err) != 0)
         return -1;
-    if ((s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox)) == NULL ||
-        (s->client_conns = gw_conn_limit_new(config->limits.max_connections_per_client)) == NULL ||
-        (s->client_reqs = gw_conn_limit_new(config->limits.max_connections_per_client)) == NULL)
-        return gw_errorf(err, "limits: out of memory");
+    s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox);
+    s->client_conns = gw_conn_limit_new(config->limits.max_connections_per_client);
+    s->client_reqs = gw_conn_limit_new(config->limits.max_connections_per_client);
     s->cookie_keys = gw_cookie_keys_new(&(gw_cookie_keys_config_t){.file = config->auth.cookie_secrets_file,
                                                                    .secrets = config->auth.cookie_secrets,
                                                                    .num_secrets = config->auth.num_cookie_secrets});
@@ -418,8 +417,9 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     h2o_context_init(&w->ctx, loop, &s->globalconf);
 
     gw_server_redis_conf(conf, &rconf);
-    if ((w->redis = gw_redis_new(loop, &rconf)) == NULL || (w->routes_sub = gw_redis_new(loop, &rconf)) == NULL)
-        return gw_errorf(err, "worker %zu: the Redis connections did not start", w->index);
+    /* constructors that cannot fail (out of memory aborts) are not checked */
+    w->redis = gw_redis_new(loop, &rconf);
+    w->routes_sub = gw_redis_new(loop, &rconf);
     gw_redis_set_state_cb(w->redis, on_redis_state, w);
     /* a publish re-reads the record of a sandbox with open exchanges or tunnels, and closes what it refuses */
     w->revocation = gw_revocation_new(loop, NULL);
@@ -433,8 +433,7 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
                                    .lifecycle_data = w,
                                    .on_invalidate = gw_revocation_on_publish,
                                    .invalidate_data = w->revocation};
-    if ((w->routes = gw_route_store_new(loop, w->redis, &sconf)) == NULL)
-        return gw_errorf(err, "worker %zu: the route store did not start", w->index);
+    w->routes = gw_route_store_new(loop, w->redis, &sconf);
     gw_revocation_set_routes(w->revocation, w->routes);
     /* a connection of its own for pub/sub: each worker hears every invalidation itself */
     if (gw_route_store_subscribe(w->routes, w->routes_sub) != 0)

@@ -27,6 +27,7 @@
 #include <h2o/socket.h>
 #include "common/secret_file.h"
 #include "tls/tls.h"
+#include "common/errfmt.h"
 
 /* Mozilla "intermediate" for TLS 1.2; TLS 1.3 suites are OpenSSL's defaults. */
 #define TLS12_CIPHERS                                                                                                              \
@@ -92,20 +93,6 @@ static int ex_index = -1; /* SSL_CTX ex_data slot holding the gw_tls_t; set once
 static void init_ex_index(void)
 {
     ex_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
-}
-
-static int fail(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int fail(char **err, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list args;
-
-    va_start(args, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, args);
-    va_end(args);
-    *err = strdup(msg);
-    return -1;
 }
 
 /* The reason of OpenSSL's last error, and an empty queue afterwards. */
@@ -177,7 +164,7 @@ static int check_readable(const char *path, char **err)
     FILE *fp;
 
     if ((fp = fopen(path, "r")) == NULL)
-        return fail(err, "tls: %s: %s", path, strerror(errno));
+        return gw_errorf(err, "tls: %s: %s", path, strerror(errno));
     fclose(fp);
     return 0;
 }
@@ -192,19 +179,19 @@ static int load_pair(SSL_CTX *ctx, const char *cert, const char *key, char **err
         return -1;
     ERR_clear_error();
     if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1)
-        return fail(err, "tls: %s: cannot load the certificate chain (%s)", cert, openssl_reason(reason, sizeof(reason)));
+        return gw_errorf(err, "tls: %s: cannot load the certificate chain (%s)", cert, openssl_reason(reason, sizeof(reason)));
     if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
         e = ERR_peek_last_error();
         if (ERR_GET_LIB(e) == ERR_LIB_X509 &&
             (ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH || ERR_GET_REASON(e) == X509_R_KEY_TYPE_MISMATCH)) {
             ERR_clear_error();
-            return fail(err, "tls: %s: the private key does not match the certificate in %s", key, cert);
+            return gw_errorf(err, "tls: %s: the private key does not match the certificate in %s", key, cert);
         }
-        return fail(err, "tls: %s: cannot load the private key (%s)", key, openssl_reason(reason, sizeof(reason)));
+        return gw_errorf(err, "tls: %s: cannot load the private key (%s)", key, openssl_reason(reason, sizeof(reason)));
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
         ERR_clear_error();
-        return fail(err, "tls: %s: the private key does not match the certificate in %s", key, cert);
+        return gw_errorf(err, "tls: %s: the private key does not match the certificate in %s", key, cert);
     }
     return 0;
 }
@@ -229,21 +216,21 @@ static gw_tls_set_t *load_set(gw_tls_t *t, char **err)
     size_t i;
 
     if ((set = calloc(1, sizeof(*set))) == NULL || (set->certs = calloc(num, sizeof(set->certs[0]))) == NULL) {
-        fail(err, "tls: out of memory");
+        gw_errorf(err, "tls: out of memory");
         goto Error;
     }
     for (i = 0; i != num; ++i) {
         gw_tls_cert_t *c = &set->certs[i];
         set->num_certs = i + 1;
         if ((c->ctx = new_ctx(t)) == NULL) {
-            fail(err, "tls: cannot create an SSL_CTX");
+            gw_errorf(err, "tls: cannot create an SSL_CTX");
             goto Error;
         }
         if (load_pair(c->ctx, conf[i].cert, conf[i].key, err) != 0)
             goto Error;
         if (set_cert_session_id_context(c->ctx) != 0) {
             ERR_clear_error();
-            fail(err, "tls: %s: cannot derive a session-id context from the certificate", conf[i].cert);
+            gw_errorf(err, "tls: %s: cannot derive a session-id context from the certificate", conf[i].cert);
             goto Error;
         }
     }
@@ -447,21 +434,22 @@ static int parse_key_lines(const char *path, const char *buf, size_t len, gw_tls
         if (s == e || *s == '#')
             continue;
         if (*num == MAX_TICKET_KEYS) {
-            fail(err, "%s: line %zu: more than %d keys", path, line, MAX_TICKET_KEYS);
+            gw_errorf(err, "%s: line %zu: more than %d keys", path, line, MAX_TICKET_KEYS);
             goto Exit;
         }
         if ((n = base64_decode(s, e - s, bytes, sizeof(bytes))) < 0) {
-            fail(err, "%s: line %zu: not a base64 key of 48 or 80 bytes (make one with: openssl rand 80 | base64 -w0)", path, line);
+            gw_errorf(err, "%s: line %zu: not a base64 key of 48 or 80 bytes (make one with: openssl rand 80 | base64 -w0)", path,
+                      line);
             goto Exit;
         }
         if (n != TICKET_KEY_SMALL && n != TICKET_KEY_LARGE) {
-            fail(err, "%s: line %zu: the key is %zd bytes long, expected 48 or 80", path, line, n);
+            gw_errorf(err, "%s: line %zu: the key is %zd bytes long, expected 48 or 80", path, line, n);
             goto Exit;
         }
         key_from_bytes(&keys[*num], bytes, (size_t)n, 0);
         for (i = 0; i != *num; ++i) {
             if (memcmp(keys[i].name, keys[*num].name, TICKET_KEY_NAME_LEN) == 0) {
-                fail(err, "%s: line %zu: the same key name (first 16 bytes) as the key on line %zu", path, line, line_of[i]);
+                gw_errorf(err, "%s: line %zu: the same key name (first 16 bytes) as the key on line %zu", path, line, line_of[i]);
                 goto Exit;
             }
         }
@@ -469,7 +457,7 @@ static int parse_key_lines(const char *path, const char *buf, size_t len, gw_tls
         ++*num;
     }
     if (*num == 0) {
-        fail(err, "%s: holds no key (only blank lines and comments)", path);
+        gw_errorf(err, "%s: holds no key (only blank lines and comments)", path);
         goto Exit;
     }
     rc = 0;
@@ -498,9 +486,9 @@ static int read_ticket_keys(const char *path, gw_tls_ticket_key_t *keys, size_t 
         goto Exit;
     }
     if (memchr(buf, '\0', len) != NULL || !is_text(buf, len)) {
-        fail(err,
-             "%s: not text, and not a raw key of exactly 48 or 80 bytes either (%zu bytes); expected base64 keys, one per line",
-             path, len);
+        gw_errorf(
+            err, "%s: not text, and not a raw key of exactly 48 or 80 bytes either (%zu bytes); expected base64 keys, one per line",
+            path, len);
         goto Exit;
     }
     rc = parse_key_lines(path, (const char *)buf, len, keys, num, err);
@@ -637,7 +625,7 @@ int gw_tls_use_ticket_keys_file(gw_tls_t *t, const char *path, char **err)
 
     *err = NULL;
     if ((copy = strdup(path)) == NULL)
-        return fail(err, "tls: out of memory");
+        return gw_errorf(err, "tls: out of memory");
     free(t->ticket_keys_file);
     t->ticket_keys_file = copy;
     if (gw_tls_reload_ticket_keys(t, err) != 0) {
@@ -661,7 +649,7 @@ int gw_tls_reload_ticket_keys(gw_tls_t *t, char **err)
     pthread_mutex_lock(&t->ticket_reload_mutex);
     /* read and checked before the lock: a bad file never replaces good keys */
     if (read_ticket_keys(t->ticket_keys_file, fresh, &num, &why) != 0) {
-        rc = fail(err, "tls: ticket keys: %s", why != NULL ? why : "out of memory");
+        rc = gw_errorf(err, "tls: ticket keys: %s", why != NULL ? why : "out of memory");
         free(why);
     } else {
         pthread_rwlock_wrlock(&t->ticket_lock);
@@ -707,11 +695,11 @@ gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
 
     *err = NULL;
     if (num == 0) {
-        fail(err, "tls: no certificate configured");
+        gw_errorf(err, "tls: no certificate configured");
         return NULL;
     }
     if ((t = calloc(1, sizeof(*t))) == NULL) {
-        fail(err, "tls: out of memory");
+        gw_errorf(err, "tls: out of memory");
         return NULL;
     }
     pthread_rwlock_init(&t->lock, NULL);
@@ -724,25 +712,25 @@ gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
     pthread_mutex_init(&t->ticket_reload_mutex, NULL);
     pthread_once(&ex_index_once, init_ex_index);
     if (ex_index < 0) {
-        fail(err, "tls: cannot get an SSL_CTX ex_data index");
+        gw_errorf(err, "tls: cannot get an SSL_CTX ex_data index");
         goto Error;
     }
     t->rotation_ms = GW_TLS_TICKET_ROTATION_MS;
     if (random_key(&t->ticket_keys[0]) != 0) {
         ERR_clear_error();
-        fail(err, "tls: cannot make a session ticket key (RAND_bytes failed)");
+        gw_errorf(err, "tls: cannot make a session ticket key (RAND_bytes failed)");
         goto Error;
     }
     t->num_ticket_keys = 1;
     t->rotate_at_ms = now_ms() + t->rotation_ms;
     if ((t->conf = calloc(num, sizeof(t->conf[0]))) == NULL) {
-        fail(err, "tls: out of memory");
+        gw_errorf(err, "tls: out of memory");
         goto Error;
     }
     for (i = 0; i != num; ++i) {
         t->num_conf = i + 1;
         if ((t->conf[i].cert = strdup(certs[i].cert)) == NULL || (t->conf[i].key = strdup(certs[i].key)) == NULL) {
-            fail(err, "tls: out of memory");
+            gw_errorf(err, "tls: out of memory");
             goto Error;
         }
     }
@@ -755,7 +743,7 @@ gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
      * session-id context of the certificate, not the cache, keeps sessions
      * apart. */
     if ((t->front = new_ctx(t)) == NULL) {
-        fail(err, "tls: cannot create an SSL_CTX");
+        gw_errorf(err, "tls: cannot create an SSL_CTX");
         goto Error;
     }
     if (load_pair(t->front, t->conf[0].cert, t->conf[0].key, err) != 0)
