@@ -20,7 +20,7 @@ import pytest
 import browser_helpers as bh
 import gwtest
 import share_link_ref as ref
-from test_browser_revocation import echo, run, wait_closed, ws_connect
+from test_browser_revocation import _curl_stream, _read_events, echo, run, wait_closed, ws_connect
 
 K1 = ("k1", b"k1-secret-" + b"x" * 40)
 K2 = ("k2", b"k2-secret-" + b"y" * 40)
@@ -306,3 +306,33 @@ def test_websocket_with_a_link_and_its_revocation(link_gw, redis, upstream, cert
             await echo(b, "the token's tunnel is untouched")
 
     run(go())
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["h1", "h2"])
+def test_streaming_response_with_a_link_cut_by_epoch_bump(link_gw, redis, upstream, http2):
+    """A server-sent event stream opened with a share link ends after the
+    link_epoch bump is published; one opened with the access token goes on."""
+    s = Sbx(redis, link_gw, upstream.port)
+    path = "/sse?n=600&interval_ms=50"
+    a = _curl_stream(link_gw, s.host, path, {bh.TOKEN_HEADER: py_mint(s.id, s.port)}, http2)
+    b = _curl_stream(link_gw, s.host, path, {bh.TOKEN_HEADER: s.token}, http2)
+    try:
+        _read_events(a, 2, 15)
+        _read_events(b, 2, 15)
+        redis.cmd("HSET", "lizard:sbx:{%s}" % s.id, "link_epoch", "1")
+        _read_events(a, 3, 5)  # unpublished: still streaming
+        redis.cmd("PUBLISH", "lizard:routes", s.id)
+        try:
+            rc = a.wait(timeout=CLOSE_BOUND_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the link's stream still runs %.0f s after the publish" % CLOSE_BOUND_S)
+        assert rc != 0, "the stream ended as if complete: %s" % a.stderr.read()
+        assert b.poll() is None, "the token's stream ended too"
+        _read_events(b, 3, 5)
+    finally:
+        for p in (a, b):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            p.stdout.close()
+            p.stderr.close()
