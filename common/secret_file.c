@@ -75,3 +75,31 @@ Error:
     close(fd);
     return -1;
 }
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+int gw_secret_file_next_line(const char *buf, size_t len, size_t *pos, size_t *lineno, const char **line, size_t *line_len)
+{
+    const char *end = buf + len, *p, *eol, *s, *e;
+
+    for (p = buf + *pos; p < end; p = eol + 1) {
+        ++*lineno;
+        if ((eol = memchr(p, '\n', end - p)) == NULL)
+            eol = end;
+        for (s = p, e = eol; s < e && is_blank(*s); ++s)
+            ;
+        while (e > s && (is_blank(e[-1]) || e[-1] == '\r'))
+            --e;
+        if (s == e || *s == '#')
+            continue;
+        *pos = eol - buf + (eol < end);
+        *line = s;
+        *line_len = e - s;
+        return 1;
+    }
+    *pos = len;
+    return 0;
+}

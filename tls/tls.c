@@ -407,37 +407,23 @@ static int is_text(const unsigned char *b, size_t len)
     return 1;
 }
 
-static int is_blank(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 /* Parses the text format: one base64 key per line. Messages name the line,
  * never its bytes. */
 static int parse_key_lines(const char *path, const char *buf, size_t len, gw_tls_ticket_key_t *keys, size_t *num, char **err)
 {
-    size_t line = 0, line_of[MAX_TICKET_KEYS], i;
-    const char *p, *end = buf + len, *eol, *s, *e;
+    size_t line = 0, line_of[MAX_TICKET_KEYS], i, pos = 0, slen;
+    const char *s;
     unsigned char bytes[TICKET_KEY_LARGE + 3];
     ssize_t n;
     int rc = -1;
 
     *num = 0;
-    for (p = buf; p < end; p = eol + 1) {
-        ++line;
-        if ((eol = memchr(p, '\n', end - p)) == NULL)
-            eol = end;
-        for (s = p, e = eol; s < e && is_blank(*s); ++s)
-            ;
-        while (e > s && (is_blank(e[-1]) || e[-1] == '\r'))
-            --e;
-        if (s == e || *s == '#')
-            continue;
+    while (gw_secret_file_next_line(buf, len, &pos, &line, &s, &slen)) {
         if (*num == MAX_TICKET_KEYS) {
             gw_errorf(err, "%s: line %zu: more than %d keys", path, line, MAX_TICKET_KEYS);
             goto Exit;
         }
-        if ((n = base64_decode(s, e - s, bytes, sizeof(bytes))) < 0) {
+        if ((n = base64_decode(s, slen, bytes, sizeof(bytes))) < 0) {
             gw_errorf(err, "%s: line %zu: not a base64 key of 48 or 80 bytes (make one with: openssl rand 80 | base64 -w0)", path,
                       line);
             goto Exit;
