@@ -36,11 +36,6 @@ static int is_kid_char(int c)
     return is_base64url(c) || c == '.';
 }
 
-static int is_blank(int c)
-{
-    return c == ' ' || c == '\t';
-}
-
 int gw_share_link_is(h2o_iovec_t token)
 {
     return token.len >= PREFIX_LEN && memcmp(token.base, GW_SHARE_LINK_PREFIX, PREFIX_LEN) == 0;
@@ -75,8 +70,8 @@ const gw_link_key_t *gw_share_link_keys_find(const gw_link_key_t *keys, size_t n
 int gw_share_link_keys_parse(const char *text, size_t len, const char *origin, gw_link_key_t **keys, size_t *num_keys, char **err)
 {
     gw_link_key_t *list;
-    const char *p, *end = text + len, *eol, *s, *e, *colon;
-    size_t count = 0, line = 0, i;
+    const char *s, *colon;
+    size_t count = 0, line = 0, pos = 0, line_len, kid_len, i;
 
     *keys = NULL;
     *num_keys = 0;
@@ -86,37 +81,30 @@ int gw_share_link_keys_parse(const char *text, size_t len, const char *origin, g
     list = h2o_mem_alloc(GW_LINK_MAX_KEYS * sizeof(*list));
     memset(list, 0, GW_LINK_MAX_KEYS * sizeof(*list));
 
-    for (p = text; p < end; p = eol + 1) {
-        ++line;
-        if ((eol = memchr(p, '\n', end - p)) == NULL)
-            eol = end;
-        for (s = p, e = eol; s < e && is_blank((unsigned char)*s); ++s)
-            ;
-        while (e > s && (is_blank((unsigned char)e[-1]) || e[-1] == '\r'))
-            --e;
-        if (s == e || *s == '#')
-            continue;
+    /* the same lines as every secret file: blanks, comments and CR are layout */
+    while (gw_secret_file_next_line(text, len, &pos, &line, &s, &line_len)) {
         /* messages name the line and the kid (not secret), never a secret's byte */
-        if ((colon = memchr(s, ':', e - s)) == NULL) {
+        if ((colon = memchr(s, ':', line_len)) == NULL) {
             gw_errorf(err, "%s: line %zu: expected <kid>:<secret>", origin, line);
             goto Error;
         }
-        if (colon == s || colon - s > GW_LINK_KID_MAX) {
+        kid_len = colon - s;
+        if (kid_len == 0 || kid_len > GW_LINK_KID_MAX) {
             gw_errorf(err, "%s: line %zu: the key id must be 1 to %d characters", origin, line, GW_LINK_KID_MAX);
             goto Error;
         }
-        for (i = 0; s + i != colon; ++i) {
+        for (i = 0; i != kid_len; ++i) {
             if (!is_kid_char((unsigned char)s[i])) {
                 gw_errorf(err, "%s: line %zu: the key id may hold only letters, digits and . _ -", origin, line);
                 goto Error;
             }
         }
-        if (gw_share_link_keys_find(list, count, s, colon - s) != NULL) {
-            gw_errorf(err, "%s: line %zu: the key id %.*s appears twice", origin, line, (int)(colon - s), s);
+        if (gw_share_link_keys_find(list, count, s, kid_len) != NULL) {
+            gw_errorf(err, "%s: line %zu: the key id %.*s appears twice", origin, line, (int)kid_len, s);
             goto Error;
         }
-        if ((size_t)(e - (colon + 1)) < GW_LINK_SECRET_MIN) {
-            gw_errorf(err, "%s: line %zu: the secret of key %.*s is shorter than %d bytes", origin, line, (int)(colon - s), s,
+        if (line_len - kid_len - 1 < GW_LINK_SECRET_MIN) {
+            gw_errorf(err, "%s: line %zu: the secret of key %.*s is shorter than %d bytes", origin, line, (int)kid_len, s,
                       GW_LINK_SECRET_MIN);
             goto Error;
         }
@@ -124,9 +112,9 @@ int gw_share_link_keys_parse(const char *text, size_t len, const char *origin, g
             gw_errorf(err, "%s: line %zu: more than %d keys", origin, line, GW_LINK_MAX_KEYS);
             goto Error;
         }
-        memcpy(list[count].kid, s, colon - s);
-        list[count].kid[colon - s] = '\0';
-        list[count].secret_len = e - (colon + 1);
+        memcpy(list[count].kid, s, kid_len);
+        list[count].kid[kid_len] = '\0';
+        list[count].secret_len = line_len - kid_len - 1;
         list[count].secret = h2o_mem_alloc(list[count].secret_len);
         memcpy(list[count].secret, colon + 1, list[count].secret_len);
         ++count;
