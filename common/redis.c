@@ -1,10 +1,7 @@
 /*
- * hiredis 0.14 async on an h2o evloop. hiredis owns the connection and the
- * protocol; this file gives it readiness events through an h2o_socket_t on a
- * dup of its fd, adds what hiredis lacks (command deadlines, cancellation,
- * connect timeout, AUTH before "ready", reconnect with backoff, Sentinel
- * discovery of the primary) and keeps every user callback off the caller's
- * stack.
+ * The hiredis 0.14 async client on an h2o evloop: readiness events through an h2o_socket_t on a dup of hiredis's
+ * fd, plus what hiredis lacks (command deadlines, cancellation, connect timeout, AUTH before "ready", reconnect with
+ * backoff), with every user callback kept off the caller's stack. Sentinel discovery is in redis_sentinel.c.
  */
 #include <assert.h>
 #include <errno.h>
@@ -16,84 +13,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <hiredis/async.h>
-#include "common/redis.h"
-
-#define ADDR_TEXT_MAX 192
-
-enum {
-    ST_IDLE = 0,    /* no connection; conn_timer is the reconnect backoff (or nothing while closing) */
-    ST_CONNECTING,  /* TCP/unix connect in progress; conn_timer is the connect deadline */
-    ST_HANDSHAKE,   /* connected, AUTH / PING / SUBSCRIBE in flight; same deadline */
-    ST_READY,       /* commands accepted */
-    ST_DISCOVERING, /* asking a sentinel for the primary (sentinel.ask); conn_timer is that sentinel's deadline */
-};
-
-/* What a hiredis context of a gw_redis_t is for. */
-enum {
-    CONN_MAIN = 0, /* r->ac: the connection commands go to */
-    CONN_ASK,      /* r->sentinel.ask: SENTINEL get-master-addr-by-name */
-    CONN_WATCH,    /* r->sentinel.watch: SUBSCRIBEd to +switch-master */
-};
-
-/*
- * A one-shot timer with any delay. h2o 2.2.5 timeouts are lists of entries
- * sharing one duration; an h2o_timeout_t that never holds more than one entry
- * can take a new duration each time that entry is linked, which gives an
- * arbitrary deadline at the cost of one h2o_timeout_t per timer.
- */
-typedef struct st_gw_redis_timer_t {
-    h2o_timeout_t timeout;
-    h2o_timeout_entry_t entry;
-} gw_redis_timer_t;
-
-/* The hiredis event-library adapter: what ac->ev.data points to. */
-typedef struct st_gw_redis_conn_t {
-    gw_redis_t *redis;
-    redisAsyncContext *ac;
-    int kind;           /* CONN_* */
-    h2o_socket_t *sock; /* on a dup of ac->c.fd, so both sides close their own fd */
-    int reading;
-    int want_write;     /* hiredis wants writability events */
-    int write_notified; /* an h2o_socket_notify_write is outstanding (it cannot be cancelled) */
-} gw_redis_conn_t;
-
-struct st_gw_redis_t {
-    h2o_loop_t *loop;
-    gw_redis_conf_t conf; /* conf.password points to `password` */
-    char *password;
-    char addr_text[ADDR_TEXT_MAX]; /* for log lines; never holds the password */
-    redisAsyncContext *ac;         /* current connection, NULL while idle */
-    int state;
-    uint64_t conn_id; /* increases with every connection attempt */
-    uint64_t replies; /* replies read on the current connection */
-    uint64_t backoff_ms;
-    uint32_t jitter_state; /* xorshift32, per connection object */
-    int failing;           /* a failure was logged since the last time we were ready */
-    int closing;
-    unsigned depth; /* > 0 while one of our loop callbacks runs (gw_redis_free must not) */
-    gw_redis_timer_t conn_timer;
-    gw_redis_timer_t req_timer;
-    uint64_t req_timer_at;  /* deadline req_timer is armed for; UINT64_MAX when idle */
-    h2o_linklist_t pending; /* gw_redis_req_t whose callback is still due, by deadline */
-    gw_redis_state_cb state_cb;
-    void *state_data;
-    struct {
-        char *channel; /* NULL: not a subscriber */
-        gw_redis_message_cb cb;
-        void *data;
-    } sub;
-    struct {
-        gw_netaddr_t *addrs; /* NULL: not in sentinel mode */
-        size_t num;
-        char *master_name;
-        char *password;
-        size_t next;  /* asked first: the sentinel that answered last */
-        size_t tried; /* sentinels asked in this round */
-        size_t asking;
-        redisAsyncContext *ask;   /* the discovery in progress, or NULL */
-        redisAsyncContext *watch; /* the +switch-master subscription, or NULL */
-    } sentinel;
-};
+#include "common/redis_internal.h"
 
 struct st_gw_redis_req_t {
     gw_redis_t *redis;
@@ -105,10 +25,6 @@ struct st_gw_redis_req_t {
     h2o_linklist_t link; /* in redis->pending while cb != NULL */
 };
 
-static void start_connect(gw_redis_t *r);
-static void sentinel_ask_failed(gw_redis_t *r, const char *why);
-static void connect_primary(gw_redis_t *r);
-
 /* timers */
 
 static void timer_init(h2o_loop_t *loop, gw_redis_timer_t *t, h2o_timeout_cb cb)
@@ -118,7 +34,7 @@ static void timer_init(h2o_loop_t *loop, gw_redis_timer_t *t, h2o_timeout_cb cb)
     t->entry.cb = cb;
 }
 
-static void timer_arm(h2o_loop_t *loop, gw_redis_timer_t *t, uint64_t delay_ms)
+void gw_redis_timer_arm(h2o_loop_t *loop, gw_redis_timer_t *t, uint64_t delay_ms)
 {
     h2o_timeout_unlink(&t->entry);
     /* never 0: h2o_timeout_run would fire an entry re-linked from its own callback again at once */
@@ -134,7 +50,7 @@ static void timer_dispose(h2o_loop_t *loop, gw_redis_timer_t *t)
 
 /* connection state */
 
-static void log_failure(gw_redis_t *r, const char *what, const char *detail)
+void gw_redis_log_failure(gw_redis_t *r, const char *what, const char *detail)
 {
     /* one line per failure streak: a Redis outage must not flood the log */
     if (r->failing)
@@ -144,7 +60,7 @@ static void log_failure(gw_redis_t *r, const char *what, const char *detail)
             detail != NULL ? detail : "");
 }
 
-static void schedule_reconnect(gw_redis_t *r)
+void gw_redis_schedule_reconnect(gw_redis_t *r)
 {
     r->state = ST_IDLE;
     if (r->closing)
@@ -156,7 +72,7 @@ static void schedule_reconnect(gw_redis_t *r)
     r->jitter_state ^= r->jitter_state << 5;
     if (spread != 0)
         delay -= r->jitter_state % (spread + 1);
-    timer_arm(r->loop, &r->conn_timer, delay);
+    gw_redis_timer_arm(r->loop, &r->conn_timer, delay);
     r->backoff_ms = r->backoff_ms * 2 < r->conf.reconnect_max_ms ? r->backoff_ms * 2 : r->conf.reconnect_max_ms;
 }
 
@@ -164,20 +80,20 @@ static void schedule_reconnect(gw_redis_t *r)
 static void connection_lost(gw_redis_t *r, int was_ready)
 {
     h2o_timeout_unlink(&r->conn_timer.entry);
-    schedule_reconnect(r);
+    gw_redis_schedule_reconnect(r);
     if (was_ready && r->state_cb != NULL && !r->closing)
         r->state_cb(r->state_data, 0);
 }
 
 /* Closes the current connection on our initiative: its pending callbacks get
  * "disconnected" (now, or right after the hiredis callback we are in). */
-static void drop_connection(gw_redis_t *r, const char *why)
+void gw_redis_drop_connection(gw_redis_t *r, const char *why)
 {
     redisAsyncContext *ac = r->ac;
     int was_ready = r->state == ST_READY;
 
     r->ac = NULL; /* the adapter's cleanup sees a stale context and stays quiet */
-    log_failure(r, why, NULL);
+    gw_redis_log_failure(r, why, NULL);
     if (ac != NULL)
         redisAsyncFree(ac);
     connection_lost(r, was_ready);
@@ -272,7 +188,7 @@ static void ev_cleanup(void *data)
     if (kind == CONN_ASK) {
         if (ac == r->sentinel.ask) {
             r->sentinel.ask = NULL;
-            sentinel_ask_failed(r, ac->c.errstr[0] != '\0' ? ac->c.errstr : "connection lost");
+            gw_redis_sentinel_ask_failed(r, ac->c.errstr[0] != '\0' ? ac->c.errstr : "connection lost");
         }
         return;
     }
@@ -286,7 +202,7 @@ static void ev_cleanup(void *data)
         /* the server or the network ended it, not us */
         int was_ready = r->state == ST_READY;
         r->ac = NULL;
-        log_failure(r, was_ready ? "connection lost" : "cannot connect", ac->c.errstr[0] != '\0' ? ac->c.errstr : NULL);
+        gw_redis_log_failure(r, was_ready ? "connection lost" : "cannot connect", ac->c.errstr[0] != '\0' ? ac->c.errstr : NULL);
         connection_lost(r, was_ready);
     }
 }
@@ -320,7 +236,7 @@ static int attach(gw_redis_t *r, redisAsyncContext *ac, int kind)
 
 static void send_subscribe(gw_redis_t *r);
 
-static void handshake_done(gw_redis_t *r)
+void gw_redis_handshake_done(gw_redis_t *r)
 {
     if (r->sub.channel != NULL)
         send_subscribe(r); /* ready once the server confirms the subscription */
@@ -328,10 +244,10 @@ static void handshake_done(gw_redis_t *r)
         become_ready(r);
 }
 
-static int is_current(gw_redis_t *r, redisAsyncContext *ac, void *reply)
+int gw_redis_is_current(gw_redis_t *r, redisAsyncContext *ac, void *reply)
 {
     if (reply == NULL || ac != r->ac)
-        return 0; /* the connection is going away; ev_cleanup or drop_connection handles it */
+        return 0; /* the connection is going away; ev_cleanup or gw_redis_drop_connection handles it */
     ++r->replies;
     return 1;
 }
@@ -341,12 +257,12 @@ static void on_auth(redisAsyncContext *ac, void *_reply, void *data)
     gw_redis_t *r = data;
     redisReply *reply = _reply;
 
-    if (!is_current(r, ac, reply))
+    if (!gw_redis_is_current(r, ac, reply))
         return;
     if (reply->type == REDIS_REPLY_ERROR) {
         /* the server's text ("WRONGPASS ...") never contains the password */
-        log_failure(r, "AUTH failed", reply->str);
-        drop_connection(r, "AUTH failed");
+        gw_redis_log_failure(r, "AUTH failed", reply->str);
+        gw_redis_drop_connection(r, "AUTH failed");
     }
 }
 
@@ -355,44 +271,17 @@ static void on_ping(redisAsyncContext *ac, void *_reply, void *data)
     gw_redis_t *r = data;
     redisReply *reply = _reply;
 
-    if (!is_current(r, ac, reply))
+    if (!gw_redis_is_current(r, ac, reply))
         return;
     if (reply->type == REDIS_REPLY_ERROR) {
         /* NOAUTH, LOADING, ...: not usable yet */
-        log_failure(r, "not ready", reply->str);
-        drop_connection(r, "not ready");
+        gw_redis_log_failure(r, "not ready", reply->str);
+        gw_redis_drop_connection(r, "not ready");
         return;
     }
     if (r->sentinel.addrs != NULL)
         return; /* ROLE, queued after PING, decides */
-    handshake_done(r);
-}
-
-/* Sentinel mode: only a server that calls itself a primary is used. A
- * sentinel's answer may be old (a failover under way), or the server may
- * have been demoted since. */
-static void on_role(redisAsyncContext *ac, void *_reply, void *data)
-{
-    gw_redis_t *r = data;
-    redisReply *reply = _reply;
-
-    if (!is_current(r, ac, reply))
-        return;
-    if (reply->type == REDIS_REPLY_ERROR) {
-        log_failure(r, "ROLE failed", reply->str);
-        drop_connection(r, "ROLE failed");
-        return;
-    }
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0 || reply->element[0]->type != REDIS_REPLY_STRING ||
-        strcmp(reply->element[0]->str, "master") != 0) {
-        log_failure(r, "not a primary (ROLE), asking the sentinels again",
-                    reply->type == REDIS_REPLY_ARRAY && reply->elements != 0 && reply->element[0]->type == REDIS_REPLY_STRING
-                        ? reply->element[0]->str
-                        : NULL);
-        drop_connection(r, "not a primary");
-        return;
-    }
-    handshake_done(r);
+    gw_redis_handshake_done(r);
 }
 
 static void on_sub(redisAsyncContext *ac, void *_reply, void *data)
@@ -400,7 +289,7 @@ static void on_sub(redisAsyncContext *ac, void *_reply, void *data)
     gw_redis_t *r = data;
     redisReply *reply = _reply, *kind;
 
-    if (!is_current(r, ac, reply))
+    if (!gw_redis_is_current(r, ac, reply))
         return;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 || (kind = reply->element[0])->type != REDIS_REPLY_STRING)
         return;
@@ -418,7 +307,7 @@ static void send_subscribe(gw_redis_t *r)
     size_t argvlen[] = {9, strlen(r->sub.channel)};
 
     if (redisAsyncCommandArgv(r->ac, on_sub, r, 2, argv, argvlen) != REDIS_OK)
-        drop_connection(r, "cannot send SUBSCRIBE");
+        gw_redis_drop_connection(r, "cannot send SUBSCRIBE");
 }
 
 static void on_connect(const redisAsyncContext *cac, int status)
@@ -449,13 +338,13 @@ static void queue_handshake(gw_redis_t *r, redisAsyncContext *ac)
     if (r->sentinel.addrs != NULL) {
         const char *role[] = {"ROLE"};
         size_t role_len[] = {4};
-        redisAsyncCommandArgv(ac, on_role, r, 1, role, role_len);
+        redisAsyncCommandArgv(ac, gw_redis_sentinel_on_role, r, 1, role, role_len);
     }
 }
 
 /* A non-blocking connect to `addr`, attached to the loop. NULL with *why
  * (static or hiredis's) on failure. */
-static redisAsyncContext *connect_to(gw_redis_t *r, const gw_netaddr_t *addr, int kind, const char **why)
+redisAsyncContext *gw_redis_connect_to(gw_redis_t *r, const gw_netaddr_t *addr, int kind, const char **why)
 {
     redisAsyncContext *ac;
 
@@ -488,36 +377,36 @@ static redisAsyncContext *connect_to(gw_redis_t *r, const gw_netaddr_t *addr, in
     return ac;
 }
 
-static void start_connect(gw_redis_t *r)
+void gw_redis_start_connect(gw_redis_t *r)
 {
     if (r->sentinel.addrs != NULL) {
         /* every attempt asks first: the primary may have changed since the last one */
         r->state = ST_DISCOVERING;
         r->sentinel.tried = 0;
-        sentinel_ask_failed(r, NULL);
+        gw_redis_sentinel_ask_failed(r, NULL);
         return;
     }
-    connect_primary(r);
+    gw_redis_connect_primary(r);
 }
 
 /* Connects to r->conf.addr (the configured server, or the primary the sentinels named). */
-static void connect_primary(gw_redis_t *r)
+void gw_redis_connect_primary(gw_redis_t *r)
 {
     redisAsyncContext *ac;
     const char *why;
 
     ++r->conn_id;
     r->replies = 0;
-    if ((ac = connect_to(r, &r->conf.addr, CONN_MAIN, &why)) == NULL) {
-        log_failure(r, "cannot connect", why);
-        schedule_reconnect(r);
+    if ((ac = gw_redis_connect_to(r, &r->conf.addr, CONN_MAIN, &why)) == NULL) {
+        gw_redis_log_failure(r, "cannot connect", why);
+        gw_redis_schedule_reconnect(r);
         return;
     }
     r->ac = ac;
     r->state = ST_CONNECTING;
     redisAsyncSetConnectCallback(ac, on_connect); /* also asks for the first write event */
     queue_handshake(r, ac);
-    timer_arm(r->loop, &r->conn_timer, r->conf.connect_timeout_ms);
+    gw_redis_timer_arm(r->loop, &r->conn_timer, r->conf.connect_timeout_ms);
 }
 
 static void on_conn_timer(h2o_timeout_entry_t *entry)
@@ -526,166 +415,17 @@ static void on_conn_timer(h2o_timeout_entry_t *entry)
 
     ++r->depth;
     if (r->state == ST_IDLE) {
-        start_connect(r);
+        gw_redis_start_connect(r);
     } else if (r->state == ST_DISCOVERING) {
         redisAsyncContext *ask = r->sentinel.ask;
         r->sentinel.ask = NULL; /* its cleanup stays quiet */
         if (ask != NULL)
             redisAsyncFree(ask);
-        sentinel_ask_failed(r, "timed out");
+        gw_redis_sentinel_ask_failed(r, "timed out");
     } else if (r->state != ST_READY) {
-        drop_connection(r, "timed out connecting");
+        gw_redis_drop_connection(r, "timed out connecting");
     }
     --r->depth;
-}
-
-/* Sentinel mode */
-
-static void set_primary_text(gw_redis_t *r)
-{
-    char addr[ADDR_TEXT_MAX / 2];
-
-    if (gw_netaddr_format(&r->conf.addr, addr, sizeof(addr)) < 0)
-        snprintf(addr, sizeof(addr), "(address)");
-    snprintf(r->addr_text, sizeof(r->addr_text), "%s (primary of %s)", addr, r->sentinel.master_name);
-}
-
-/* Reconnects at once, asking the sentinels first: the primary changed. */
-static void follow_switch(gw_redis_t *r, const char *why)
-{
-    if (r->state == ST_DISCOVERING || r->closing)
-        return; /* already asking */
-    if (r->ac != NULL)
-        drop_connection(r, why);
-    if (r->state == ST_IDLE) {
-        r->backoff_ms = r->conf.reconnect_min_ms;
-        h2o_timeout_unlink(&r->conn_timer.entry);
-        start_connect(r);
-    }
-}
-
-/* The next word of a +switch-master payload ("<name> <old-ip> <old-port> <new-ip> <new-port>"). */
-static int next_word(const char **p, const char *end, const char **word, size_t *len)
-{
-    while (*p != end && **p == ' ')
-        ++*p;
-    *word = *p;
-    while (*p != end && **p != ' ')
-        ++*p;
-    *len = (size_t)(*p - *word);
-    return *len != 0 ? 0 : -1;
-}
-
-static void on_switch_master(redisAsyncContext *ac, void *_reply, void *data)
-{
-    gw_redis_t *r = data;
-    redisReply *reply = _reply, *payload;
-    const char *p, *end, *w[5];
-    size_t wl[5], i;
-    uint16_t port;
-    gw_netaddr_t primary;
-
-    if (reply == NULL || ac != r->sentinel.watch || reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
-        reply->element[0]->type != REDIS_REPLY_STRING || strcmp(reply->element[0]->str, "message") != 0 ||
-        (payload = reply->element[2])->type != REDIS_REPLY_STRING)
-        return;
-    p = payload->str;
-    end = p + payload->len;
-    for (i = 0; i != 5; ++i)
-        if (next_word(&p, end, &w[i], &wl[i]) != 0)
-            return;
-    if (wl[0] != strlen(r->sentinel.master_name) || memcmp(w[0], r->sentinel.master_name, wl[0]) != 0)
-        return; /* another master monitored by the same sentinels */
-    if (gw_port_parse(w[4], wl[4], &port) != 0 || gw_netaddr_parse_ip(w[3], wl[3], port, &primary) != 0)
-        return;
-    ++r->depth;
-    if (!(r->state == ST_READY && primary.len == r->conf.addr.len && memcmp(&primary.ss, &r->conf.addr.ss, primary.len) == 0)) {
-        fprintf(stderr, "lizard-gateway: redis: sentinel: +switch-master %s, the new primary is %.*s:%.*s\n",
-                r->sentinel.master_name, (int)wl[3], w[3], (int)wl[4], w[4]);
-        follow_switch(r, "the primary changed (+switch-master)");
-    }
-    --r->depth;
-}
-
-/* Turns the connection that just answered into the +switch-master watch. */
-static int watch_start(gw_redis_t *r, redisAsyncContext *ac)
-{
-    const char *argv[] = {"SUBSCRIBE", "+switch-master"};
-    size_t argvlen[] = {9, 14};
-
-    ((gw_redis_conn_t *)ac->ev.data)->kind = CONN_WATCH;
-    r->sentinel.watch = ac;
-    if (redisAsyncCommandArgv(ac, on_switch_master, r, 2, argv, argvlen) != REDIS_OK) {
-        r->sentinel.watch = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-static void on_master_addr(redisAsyncContext *ac, void *_reply, void *data)
-{
-    gw_redis_t *r = data;
-    redisReply *reply = _reply;
-    gw_netaddr_t primary;
-    uint16_t port;
-
-    if (reply == NULL || ac != r->sentinel.ask)
-        return; /* the connection is going away: its cleanup or our timer handles it */
-    r->sentinel.ask = NULL;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 || reply->element[0]->type != REDIS_REPLY_STRING ||
-        reply->element[1]->type != REDIS_REPLY_STRING ||
-        gw_port_parse(reply->element[1]->str, reply->element[1]->len, &port) != 0 ||
-        gw_netaddr_parse_ip(reply->element[0]->str, reply->element[0]->len, port, &primary) != 0) {
-        const char *why = reply->type == REDIS_REPLY_ERROR ? reply->str
-                          : reply->type == REDIS_REPLY_NIL ? "does not monitor this master name"
-                                                           : "unexpected answer";
-        redisAsyncFree(ac); /* after this callback */
-        sentinel_ask_failed(r, why);
-        return;
-    }
-    h2o_timeout_unlink(&r->conn_timer.entry);
-    r->sentinel.next = r->sentinel.asking; /* ask this one first next time */
-    if (r->sentinel.watch != NULL || watch_start(r, ac) != 0)
-        redisAsyncFree(ac); /* after this callback */
-    r->conf.addr = primary;
-    set_primary_text(r);
-    connect_primary(r);
-}
-
-/* Asks the next sentinel of this round; why != NULL: the one asked last
- * failed. When every sentinel has failed, waits out the backoff. */
-static void sentinel_ask_failed(gw_redis_t *r, const char *why)
-{
-    size_t asklen[] = {8, 23, strlen(r->sentinel.master_name)};
-
-    if (r->closing)
-        return;
-    if (why != NULL)
-        r->sentinel.next = (r->sentinel.asking + 1) % r->sentinel.num;
-    while (r->sentinel.tried < r->sentinel.num) {
-        const char *argv[] = {"SENTINEL", "get-master-addr-by-name", r->sentinel.master_name};
-        size_t i = r->sentinel.next;
-        redisAsyncContext *ac;
-
-        ++r->sentinel.tried;
-        r->sentinel.asking = i;
-        if ((ac = connect_to(r, &r->sentinel.addrs[i], CONN_ASK, &why)) == NULL) {
-            r->sentinel.next = (i + 1) % r->sentinel.num;
-            continue;
-        }
-        r->sentinel.ask = ac;
-        if (r->sentinel.password != NULL) {
-            /* a refused AUTH makes the question fail with NOAUTH */
-            const char *auth[] = {"AUTH", r->sentinel.password};
-            size_t auth_len[] = {4, strlen(r->sentinel.password)};
-            redisAsyncCommandArgv(ac, NULL, NULL, 2, auth, auth_len);
-        }
-        redisAsyncCommandArgv(ac, on_master_addr, r, 3, argv, asklen);
-        timer_arm(r->loop, &r->conn_timer, r->conf.connect_timeout_ms);
-        return;
-    }
-    log_failure(r, "no sentinel named the primary", why);
-    schedule_reconnect(r);
 }
 
 /* requests */
@@ -703,7 +443,7 @@ static void arm_req_timer(gw_redis_t *r)
     if (at == r->req_timer_at && h2o_timeout_is_linked(&r->req_timer.entry))
         return;
     r->req_timer_at = at;
-    timer_arm(r->loop, &r->req_timer, at > now ? at - now : 0);
+    gw_redis_timer_arm(r->loop, &r->req_timer, at > now ? at - now : 0);
 }
 
 static void on_req_timer(h2o_timeout_entry_t *entry)
@@ -726,7 +466,7 @@ static void on_req_timer(h2o_timeout_entry_t *entry)
         cb(req->data, "timeout", NULL);
     }
     if (dead_conn != 0 && r->ac != NULL && r->conn_id == dead_conn)
-        drop_connection(r, "no reply before the command deadline, reconnecting");
+        gw_redis_drop_connection(r, "no reply before the command deadline, reconnecting");
     arm_req_timer(r);
     --r->depth;
 }
@@ -755,7 +495,7 @@ static void on_reply(redisAsyncContext *ac, void *_reply, void *data)
     }
     free(req);
     if (demoted && ac == r->ac)
-        follow_switch(r, "the server is a replica now (READONLY)");
+        gw_redis_sentinel_follow_switch(r, "the server is a replica now (READONLY)");
 }
 
 /* public API */
@@ -801,7 +541,7 @@ gw_redis_t *gw_redis_new(h2o_loop_t *loop, const gw_redis_conf_t *conf)
     r->req_timer_at = UINT64_MAX;
     h2o_linklist_init_anchor(&r->pending);
 
-    start_connect(r);
+    gw_redis_start_connect(r);
     return r;
 }
 
@@ -904,7 +644,7 @@ void gw_redis_reconnect_now(gw_redis_t *r)
     r->backoff_ms = r->conf.reconnect_min_ms;
     h2o_timeout_unlink(&r->conn_timer.entry);
     ++r->depth;
-    start_connect(r);
+    gw_redis_start_connect(r);
     --r->depth;
 }
 
