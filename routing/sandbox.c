@@ -141,6 +141,8 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
             s->has_addr = gw_netaddr_parse_ip(v->str, (size_t)v->len, 0, &s->addr) == 0;
         } else if (field_is(f, "token_sha256")) {
             s->has_token = parse_token(v, s->token_sha256);
+        } else if (field_is(f, "resume")) {
+            s->resume_auto = field_is(v, "auto");
         } else if (s->num_ports < max_ports && parse_port_field(f, v, s->ports + s->num_ports)) {
             ++s->num_ports;
         }
