@@ -400,6 +400,19 @@ void gw_wake_on_publish(void *_w, const char *sandbox_id)
     kh_foreach_value(w->buckets, b, { read_now(b); });
 }
 
+void gw_wake_expire_all(gw_wake_t *w)
+{
+    /* one bucket at a time, looked up again after each: callbacks may end buckets */
+    while (kh_size(w->buckets) != 0) {
+        khiter_t it;
+        for (it = kh_begin(w->buckets); !kh_exist(w->buckets, it); ++it)
+            ;
+        bucket_t *b = kh_val(w->buckets, it);
+        COUNT(w, timeouts, b->count);
+        answer_all(b, GW_WAKE_TIMEOUT, NULL);
+    }
+}
+
 size_t gw_wake_num_held(gw_wake_t *w, const char *sandbox_id)
 {
     bucket_t *b;
