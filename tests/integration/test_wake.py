@@ -397,6 +397,36 @@ def test_wake_metrics(gateway, redis, upstream, consumer, curl):
     assert after["lizard_wake_held_requests"] == 0
 
 
+def test_demo_wakes_a_paused_sandbox(tmp_path):
+    """deploy/demo.sh runs the example consumer: after `demo.sh pause`, the
+    preview URL wakes the demo sandbox and loads."""
+    run_dir = str(tmp_path / "demo-run")
+    ports = {k: gwtest.free_port() for k in ("DEMO_TLS_PORT", "DEMO_PLAIN_PORT", "DEMO_ADMIN_PORT", "DEMO_APP_PORT",
+                                             "DEMO_REDIS_PORT")}
+    env = dict(os.environ, DEMO_RUN=run_dir, DEMO_GATEWAY=gwtest.gateway_binary(), DEMO_NO_INSTALL="1",
+               **{k: str(v) for k, v in ports.items()})
+    env.setdefault("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0")
+    demo = os.path.join(gwtest.REPO, "deploy", "demo.sh")
+    try:
+        r = subprocess.run(["bash", demo], env=env, capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0, "demo.sh failed: %s\n%s" % (r.stdout, r.stderr)
+        url = [w for w in r.stdout.split() if w.startswith("https://") and "lizard_token=" in w][0]
+        r = subprocess.run(["bash", demo, "pause"], env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        rc = gwtest.RespClient(ports["DEMO_REDIS_PORT"])
+        assert rc.cmd("HGET", "lizard:sbx:{demo}", "state") == b"paused"
+        host = url.split("//", 1)[1].split(":", 1)[0]
+        resp = gwtest.Curl(str(tmp_path / "curl"), os.path.join(run_dir, "ca.pem")).request(
+            url.split("?", 1)[0], headers={"X-Lizard-Access-Token": url.split("lizard_token=", 1)[1]},
+            resolve=["%s:%d:127.0.0.1" % (host, ports["DEMO_TLS_PORT"])], timeout=40)
+        assert resp.status == 200 and b"Sandbox demo" in resp.body, resp
+        assert rc.cmd("HGET", "lizard:sbx:{demo}", "state") == b"running"
+        assert len(rc.cmd("XRANGE", "lizard:resume", "-", "+")) == 1
+        rc.close()
+    finally:
+        subprocess.run(["bash", demo, "stop"], env=env, capture_output=True, timeout=60)
+
+
 # --- activity ------------------------------------------------------------------
 
 
