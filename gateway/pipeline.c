@@ -13,7 +13,7 @@
 #include "auth/query.h"
 #include "auth/token.h"
 #include "gateway/errors.h"
-#include "gateway/metering.h"
+#include "metering/metering.h"
 #include "gateway/pipeline.h"
 #include "gateway/proxy.h"
 #include "gateway/request_line.h"

@@ -16,7 +16,7 @@
 #include "gateway/conn_limit.h"
 #include "gateway/cookie_keys.h"
 #include "gateway/errors.h"
-#include "gateway/metering.h"
+#include "metering/metering.h"
 #include "gateway/proxy.h"
 #include "gateway/revocation.h"
 #include "routing/redis.h"

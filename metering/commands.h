@@ -1,0 +1,34 @@
+/*
+ * What metering says to Redis inside one MULTI/EXEC, and how it reads the
+ * answers; shared by the flusher (on the loop) and the final flush
+ * (blocking), so that both write exactly the same commands.
+ */
+#ifndef GW_METERING_COMMANDS_H
+#define GW_METERING_COMMANDS_H
+
+#include <stddef.h>
+#include <hiredis/hiredis.h>
+#include "metering/record.h"
+
+/* Queues one command; argv's strings live only until it returns. Returns 0,
+ * or -1 to stop (the command could not be queued). */
+typedef int (*gw_metering_emit_cb)(void *arg, int argc, const char **argv, const size_t *argvlen);
+
+/* Calls emit for every command that goes between MULTI and EXEC for batch
+ * b: first the per-record commands (XADD <prefix>egress, INCRBY
+ * <prefix>egress:{<sandbox>}), then the per-flush ones. Records without a
+ * gateway name get `instance_id`. Returns the number of commands emitted,
+ * or -1 as soon as emit returned -1. */
+long gw_metering_emit_batch(const char *prefix, const char *instance_id, const gw_metering_batch_t *b, gw_metering_emit_cb emit,
+                            void *arg);
+
+/* Reports on stderr the commands of an EXEC that ran (an array reply) but
+ * failed one by one (say INCRBY on a key that is not a number). They are
+ * not retried: a retry would fail the same way and hold up every later batch. */
+void gw_metering_report_exec_errors(const redisReply *reply);
+
+/* The number of replicas a ROLE reply lists (connected and in sync), or -1
+ * when it is not a primary's (NULL: no reply). */
+long gw_metering_role_replicas(const redisReply *reply);
+
+#endif

@@ -1,0 +1,21 @@
+/*
+ * The final flush: at exit, with no event loop running, everything still
+ * pending is written to Redis over a blocking hiredis connection within a
+ * deadline, and what Redis did not take goes to the spill file.
+ */
+#ifndef GW_METERING_FINAL_FLUSH_H
+#define GW_METERING_FINAL_FLUSH_H
+
+#include <stdint.h>
+#include "metering/queue.h"
+#include "routing/redis.h"
+
+/* Seals everything and writes it to Redis (to conf->addr, or to the
+ * primary the sentinels name; with conf's passwords), all within
+ * timeout_ms; a batch counts as written as in the flusher (EXEC, and WAIT
+ * when the primary has replicas); what could not be written goes to the
+ * spill file. Call after the flusher stopped. Returns 0 when everything was
+ * written or spilled, -1 when records were lost (reported on stderr). */
+int gw_metering_final_flush(gw_metering_t *m, const gw_redis_conf_t *conf, uint64_t timeout_ms);
+
+#endif

@@ -1,0 +1,83 @@
+/*
+ * Metering records: one sandbox's bytes over a span of wall-clock time, as
+ * written to Redis and to the spill file; sealed batches of them; and the
+ * table of records by sandbox id that the meter and the open batch keep.
+ */
+#ifndef GW_METERING_RECORD_H
+#define GW_METERING_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "common/hashtab.h"
+#include "routing/host.h"
+
+/* Longer project ids are cut to this many bytes, between two UTF-8
+ * characters; bytes that are not well-formed UTF-8 become '?'. */
+#define GW_METERING_PROJECT_MAX 256
+/* Records per MULTI/EXEC; a flush with more sandboxes is cut into batches. */
+#define GW_METERING_MAX_BATCH_RECORDS 1000
+
+/* One XADD: a sandbox's bytes over [from_ms, to_ms] (wall-clock ms). */
+typedef struct st_gw_metering_record_t {
+    char sandbox[GW_SANDBOX_ID_MAX + 1];
+    char *project; /* owned; "" when unknown; always cleaned (gw_metering_project_dup) */
+    char *gateway; /* owned; NULL: this instance (conf.instance_id); set for records replayed from a spill file */
+    uint64_t egress;
+    uint64_t ingress;
+    uint64_t from_ms;
+    uint64_t to_ms;
+    uint64_t seq; /* assigned when sealed */
+} gw_metering_record_t;
+
+/* Sealed: its records and seq values never change until Redis took it. */
+typedef struct st_gw_metering_batch_t {
+    struct st_gw_metering_batch_t *next;
+    gw_metering_record_t *records;
+    size_t num_records;
+    int from_spill; /* replayed from the spill file */
+} gw_metering_batch_t;
+
+/* A record in a table keyed by its sandbox id (several may share one id
+ * when their projects differ). */
+typedef struct st_gw_metering_entry_t {
+    gw_hashtab_node_t node; /* key: rec.sandbox */
+    gw_metering_record_t rec;
+    uint64_t last_ms; /* meter: last route or bytes seen */
+} gw_metering_entry_t;
+
+/* Frees the record's strings (not r itself). */
+void gw_metering_record_dispose(gw_metering_record_t *r);
+
+/* 1 when the record counts bytes either way (only those are written). */
+static inline int gw_metering_record_has_bytes(const gw_metering_record_t *r)
+{
+    return r->egress != 0 || r->ingress != 0;
+}
+
+/* Copies a project id (len bytes, not NUL-terminated) as it can be written
+ * everywhere (JSON in the spill file, a Redis field): at most
+ * GW_METERING_PROJECT_MAX bytes, cut between characters, each byte that is
+ * not part of well-formed UTF-8 (or is NUL) replaced by '?'. out holds
+ * GW_METERING_PROJECT_MAX + 1 bytes; returns the length written before its NUL. */
+size_t gw_metering_project_clean(const char *s, size_t len, char *out);
+/* The same, malloc'd (h2o_mem_alloc: never NULL). */
+char *gw_metering_project_dup(const char *s, size_t len);
+
+/* An empty batch with room for `capacity` records; gw_metering_batch_free
+ * frees it with its records' strings. free(NULL) is a no-op. */
+gw_metering_batch_t *gw_metering_batch_new(size_t capacity);
+void gw_metering_batch_free(gw_metering_batch_t *b);
+
+/* The entry of `id` with `project` (NULL: any project), or NULL. */
+gw_metering_entry_t *gw_metering_entry_find(const gw_hashtab_t *t, const char *id, const char *project);
+/* A new entry with zero counts under `id` (copied; at most
+ * GW_SANDBOX_ID_MAX bytes), taking ownership of `project` (malloc'd). */
+gw_metering_entry_t *gw_metering_entry_add(gw_hashtab_t *t, const char *id, char *project);
+/* Unlinks and frees an entry, its strings too. */
+void gw_metering_entry_remove(gw_hashtab_t *t, gw_metering_entry_t *e);
+/* Removes every entry, then disposes of the table. */
+void gw_metering_entries_dispose(gw_hashtab_t *t);
+
+#define GW_METERING_ENTRY(n) H2O_STRUCT_FROM_MEMBER(gw_metering_entry_t, node, n)
+
+#endif
