@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "khash.h"
-#include "gateway/activity.h"
+#include "metering/activity.h"
 #include "routing/host.h"
 
 KHASH_MAP_INIT_STR(gw_activity_seen, uint64_t)

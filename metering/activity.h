@@ -6,8 +6,8 @@
  * plane can keep in-use sandboxes alive and end idle ones. Best-effort: a
  * failed write is not retried, and nothing is spilled.
  */
-#ifndef GW_GATEWAY_ACTIVITY_H
-#define GW_GATEWAY_ACTIVITY_H
+#ifndef GW_METERING_ACTIVITY_H
+#define GW_METERING_ACTIVITY_H
 
 #include <stddef.h>
 #include <stdint.h>

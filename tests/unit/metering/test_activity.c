@@ -1,5 +1,5 @@
 /*
- * gateway/activity.c against a real redis-server: the latest time per
+ * metering/activity.c against a real redis-server: the latest time per
  * sandbox, ZADD GT (never backwards, whichever gateway wrote last), one
  * command per GW_ACTIVITY_MAX_PER_COMMAND members, forgotten after a flush,
  * and the bound on remembered sandboxes.
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <hiredis/hiredis.h>
 #include <h2o.h>
-#include "gateway/activity.h"
+#include "metering/activity.h"
 #include "unit/routing/redis_server.h"
 
 static long long score(const server_t *srv, const char *id)
