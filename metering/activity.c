@@ -6,14 +6,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "khash.h"
+#include "common/hashtab.h"
 #include "metering/activity.h"
 #include "routing/host.h"
 
-KHASH_MAP_INIT_STR(gw_activity_seen, uint64_t)
+typedef struct st_seen_t {
+    gw_hashtab_node_t node; /* key: id */
+    uint64_t unix_ms;
+    char id[GW_SANDBOX_ID_MAX + 1];
+} seen_t;
 
 struct st_gw_activity_t {
-    khash_t(gw_activity_seen) * seen; /* keys owned */
+    gw_hashtab_t seen; /* of seen_t */
     uint64_t dropped;
 };
 
@@ -21,21 +25,20 @@ gw_activity_t *gw_activity_new(void)
 {
     gw_activity_t *a = h2o_mem_alloc(sizeof(*a));
 
-    a->seen = kh_init(gw_activity_seen);
+    gw_hashtab_init(&a->seen);
     a->dropped = 0;
     return a;
 }
 
 static void forget_all(gw_activity_t *a)
 {
-    const char *key;
-    uint64_t v;
+    gw_hashtab_node_t *n, *next;
 
-    kh_foreach(a->seen, key, v, {
-        (void)v;
-        free((char *)key);
-    });
-    kh_clear(gw_activity_seen, a->seen);
+    for (n = gw_hashtab_first(&a->seen); n != NULL; n = next) {
+        next = gw_hashtab_next(&a->seen, n);
+        gw_hashtab_remove(&a->seen, n);
+        free(H2O_STRUCT_FROM_MEMBER(seen_t, node, n));
+    }
 }
 
 void gw_activity_free(gw_activity_t *a)
@@ -43,25 +46,30 @@ void gw_activity_free(gw_activity_t *a)
     if (a == NULL)
         return;
     forget_all(a);
-    kh_destroy(gw_activity_seen, a->seen);
+    gw_hashtab_dispose(&a->seen);
     free(a);
 }
 
 void gw_activity_touch(gw_activity_t *a, const char *sandbox_id, uint64_t unix_ms)
 {
-    khiter_t it = kh_get(gw_activity_seen, a->seen, sandbox_id);
-    int ret;
+    size_t len = strlen(sandbox_id);
+    gw_hashtab_node_t *n = gw_hashtab_find(&a->seen, sandbox_id, len);
+    seen_t *e;
 
-    if (it == kh_end(a->seen)) {
-        if (kh_size(a->seen) >= GW_ACTIVITY_MAX_SANDBOXES) {
-            ++a->dropped;
-            return;
-        }
-        it = kh_put(gw_activity_seen, a->seen, h2o_strdup(NULL, sandbox_id, SIZE_MAX).base, &ret);
-        kh_val(a->seen, it) = unix_ms;
-    } else if (kh_val(a->seen, it) < unix_ms) {
-        kh_val(a->seen, it) = unix_ms;
+    if (n != NULL) {
+        e = H2O_STRUCT_FROM_MEMBER(seen_t, node, n);
+        if (e->unix_ms < unix_ms)
+            e->unix_ms = unix_ms;
+        return;
     }
+    if (gw_hashtab_size(&a->seen) >= GW_ACTIVITY_MAX_SANDBOXES || len > GW_SANDBOX_ID_MAX) {
+        ++a->dropped;
+        return;
+    }
+    e = h2o_mem_alloc(sizeof(*e));
+    memcpy(e->id, sandbox_id, len + 1);
+    e->unix_ms = unix_ms;
+    gw_hashtab_insert(&a->seen, &e->node, e->id, len);
 }
 
 static void on_zadd(void *data, const char *err, redisReply *reply)
@@ -89,12 +97,11 @@ static void zadd_send(zadd_t *z, gw_redis_t *redis)
 
 size_t gw_activity_flush(gw_activity_t *a, gw_redis_t *redis, const char *prefix)
 {
-    size_t n = kh_size(a->seen), sent = 0;
+    size_t sent = 0;
+    gw_hashtab_node_t *n;
     zadd_t *z;
-    const char *id;
-    uint64_t ms;
 
-    if (n == 0)
+    if (gw_hashtab_size(&a->seen) == 0)
         return 0;
     z = h2o_mem_alloc(sizeof(*z));
     h2o_iovec_t key = h2o_concat(NULL, h2o_iovec_init(prefix, strlen(prefix)), h2o_iovec_init(H2O_STRLIT("activity")));
@@ -106,15 +113,16 @@ size_t gw_activity_flush(gw_activity_t *a, gw_redis_t *redis, const char *prefix
     z->argvlen[2] = 2;
     z->argc = 3;
     /* hiredis formats the command before gw_redis_command_argv returns: the strings need not outlive it */
-    kh_foreach(a->seen, id, ms, {
-        int len = snprintf(z->scores[sent % GW_ACTIVITY_MAX_PER_COMMAND], 24, "%llu", (unsigned long long)ms);
-        z->argv[z->argc] = z->scores[sent % GW_ACTIVITY_MAX_PER_COMMAND];
-        z->argvlen[z->argc++] = (size_t)len;
-        z->argv[z->argc] = id;
-        z->argvlen[z->argc++] = strlen(id);
+    for (n = gw_hashtab_first(&a->seen); n != NULL; n = gw_hashtab_next(&a->seen, n)) {
+        seen_t *e = H2O_STRUCT_FROM_MEMBER(seen_t, node, n);
+        char *score = z->scores[sent % GW_ACTIVITY_MAX_PER_COMMAND];
+        z->argv[z->argc] = score;
+        z->argvlen[z->argc++] = (size_t)snprintf(score, sizeof(z->scores[0]), "%llu", (unsigned long long)e->unix_ms);
+        z->argv[z->argc] = e->id;
+        z->argvlen[z->argc++] = n->key.len;
         if (++sent % GW_ACTIVITY_MAX_PER_COMMAND == 0)
             zadd_send(z, redis);
-    });
+    }
     zadd_send(z, redis);
     free(key.base);
     free(z);
@@ -124,7 +132,7 @@ size_t gw_activity_flush(gw_activity_t *a, gw_redis_t *redis, const char *prefix
 
 size_t gw_activity_num_pending(const gw_activity_t *a)
 {
-    return kh_size(a->seen);
+    return gw_hashtab_size(&a->seen);
 }
 
 uint64_t gw_activity_dropped(const gw_activity_t *a)

@@ -9,14 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "khash.h"
+#include "common/hashtab.h"
 #include "routing/wake.h"
 
-typedef struct st_bucket_t bucket_t;
-
-KHASH_MAP_INIT_STR(gw_wake_buckets, bucket_t *)
-
-struct st_bucket_t {
+typedef struct st_bucket_t {
+    gw_hashtab_node_t node; /* in owner->buckets, key: id */
     gw_wake_t *owner;
     h2o_linklist_t waiters; /* gw_wake_waiter_t.link, oldest first */
     size_t count;
@@ -28,7 +25,7 @@ struct st_bucket_t {
     unsigned read_again : 1;     /* a publish came while `read` was in flight */
     unsigned busy : 1;           /* answering its waiters: not freed by cancel */
     char id[GW_SANDBOX_ID_MAX + 1];
-};
+} bucket_t;
 
 struct st_gw_wake_waiter_t {
     bucket_t *bucket;
@@ -42,8 +39,8 @@ struct st_gw_wake_t {
     h2o_loop_t *loop;
     gw_redis_t *redis;
     gw_route_store_t *routes;
-    gw_wake_conf_t conf; /* prefix and instance_id point to copies */
-    khash_t(gw_wake_buckets) * buckets;
+    gw_wake_conf_t conf;  /* prefix and instance_id point to copies */
+    gw_hashtab_t buckets; /* of bucket_t */
     size_t num_held;
     h2o_timeout_t deadline_timeout; /* conf.timeout_ms */
     h2o_timeout_t recheck_timeout;  /* conf.recheck_ms */
@@ -66,8 +63,8 @@ int gw_wake_applies(const gw_sandbox_t *record)
 
 static bucket_t *bucket_find(gw_wake_t *w, const char *id)
 {
-    khiter_t it = kh_get(gw_wake_buckets, w->buckets, id);
-    return it != kh_end(w->buckets) ? kh_val(w->buckets, it) : NULL;
+    gw_hashtab_node_t *n = gw_hashtab_find(&w->buckets, id, strlen(id));
+    return n != NULL ? H2O_STRUCT_FROM_MEMBER(bucket_t, node, n) : NULL;
 }
 
 static void on_recheck(h2o_timeout_entry_t *entry)
@@ -81,8 +78,6 @@ static void on_recheck(h2o_timeout_entry_t *entry)
 static bucket_t *bucket_get(gw_wake_t *w, const char *id)
 {
     bucket_t *b;
-    khiter_t it;
-    int ret;
 
     if ((b = bucket_find(w, id)) != NULL)
         return b;
@@ -90,29 +85,20 @@ static bucket_t *bucket_get(gw_wake_t *w, const char *id)
     *b = (bucket_t){.owner = w, .held_since = h2o_now(w->loop), .recheck = {.cb = on_recheck}};
     h2o_linklist_init_anchor(&b->waiters);
     snprintf(b->id, sizeof(b->id), "%s", id);
-    it = kh_put(gw_wake_buckets, w->buckets, b->id, &ret);
-    kh_val(w->buckets, it) = b;
+    gw_hashtab_insert(&w->buckets, &b->node, b->id, strlen(b->id));
     h2o_timeout_link(w->loop, &w->recheck_timeout, &b->recheck);
     return b;
 }
 
-/* Frees b, still in the table. */
-static void bucket_dispose(bucket_t *b)
+static void bucket_free(bucket_t *b)
 {
+    gw_hashtab_remove(&b->owner->buckets, &b->node);
     if (b->read != NULL)
         gw_route_lookup_cancel(b->read);
     if (b->set_req != NULL)
         gw_redis_req_cancel(b->set_req);
     h2o_timeout_unlink(&b->recheck);
     free(b);
-}
-
-static void bucket_free(bucket_t *b)
-{
-    gw_wake_t *w = b->owner;
-
-    kh_del(gw_wake_buckets, w->buckets, kh_get(gw_wake_buckets, w->buckets, b->id));
-    bucket_dispose(b);
 }
 
 static void bucket_free_if_idle(bucket_t *b)
@@ -320,7 +306,7 @@ gw_wake_t *gw_wake_new(h2o_loop_t *loop, gw_redis_t *redis, gw_route_store_t *ro
     w->conf.instance_id = h2o_strdup(NULL, conf->instance_id != NULL ? conf->instance_id : "", SIZE_MAX).base;
     if (w->conf.recheck_ms == 0)
         w->conf.recheck_ms = GW_WAKE_RECHECK_MS;
-    w->buckets = kh_init(gw_wake_buckets);
+    gw_hashtab_init(&w->buckets);
     h2o_timeout_init(loop, &w->deadline_timeout, w->conf.timeout_ms);
     h2o_timeout_init(loop, &w->recheck_timeout, w->conf.recheck_ms);
     return w;
@@ -328,20 +314,20 @@ gw_wake_t *gw_wake_new(h2o_loop_t *loop, gw_redis_t *redis, gw_route_store_t *ro
 
 void gw_wake_free(gw_wake_t *w)
 {
-    bucket_t *b;
+    gw_hashtab_node_t *n;
 
     if (w == NULL)
         return;
-    /* the table goes as a whole: buckets are disposed without leaving it */
-    kh_foreach_value(w->buckets, b, {
+    while ((n = gw_hashtab_first(&w->buckets)) != NULL) {
+        bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, node, n);
         while (!h2o_linklist_is_empty(&b->waiters)) {
             gw_wake_waiter_t *h = H2O_STRUCT_FROM_MEMBER(gw_wake_waiter_t, link, b->waiters.next);
             waiter_unlink(h);
             free(h);
         }
-        bucket_dispose(b);
-    });
-    kh_destroy(gw_wake_buckets, w->buckets);
+        bucket_free(b);
+    }
+    gw_hashtab_dispose(&w->buckets);
     h2o_timeout_dispose(w->loop, &w->deadline_timeout);
     h2o_timeout_dispose(w->loop, &w->recheck_timeout);
     free((char *)w->conf.prefix);
@@ -389,6 +375,7 @@ void gw_wake_cancel(gw_wake_waiter_t *h, int abandoned)
 void gw_wake_on_publish(void *_w, const char *sandbox_id)
 {
     gw_wake_t *w = _w;
+    gw_hashtab_node_t *n;
     bucket_t *b;
 
     if (sandbox_id != NULL) {
@@ -396,18 +383,18 @@ void gw_wake_on_publish(void *_w, const char *sandbox_id)
             read_now(b);
         return;
     }
-    /* read_now never adds or removes buckets: the walk is safe */
-    kh_foreach_value(w->buckets, b, { read_now(b); });
+    /* read_now never adds or removes buckets (answers come from the loop): the walk is safe */
+    for (n = gw_hashtab_first(&w->buckets); n != NULL; n = gw_hashtab_next(&w->buckets, n))
+        read_now(H2O_STRUCT_FROM_MEMBER(bucket_t, node, n));
 }
 
 void gw_wake_expire_all(gw_wake_t *w)
 {
-    /* one bucket at a time, looked up again after each: callbacks may end buckets */
-    while (kh_size(w->buckets) != 0) {
-        khiter_t it;
-        for (it = kh_begin(w->buckets); !kh_exist(w->buckets, it); ++it)
-            ;
-        bucket_t *b = kh_val(w->buckets, it);
+    gw_hashtab_node_t *n;
+
+    /* one bucket at a time, from the start again after each: callbacks may end buckets */
+    while ((n = gw_hashtab_first(&w->buckets)) != NULL) {
+        bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, node, n);
         COUNT(w, timeouts, b->count);
         answer_all(b, GW_WAKE_TIMEOUT, NULL);
     }
