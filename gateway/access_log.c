@@ -1,6 +1,5 @@
 /*
- * The access log and the per-response counters behind /metrics. One JSON
- * line per request, handed to a writer thread (log_writer.c) so that a slow
+ * The access log. One JSON line per request, handed to a writer thread (log_writer.c) so that a slow
  * disk never stalls a worker. Floods are bounded: requests the client
  * abandoned before any response began are summed into one line per
  * connection per second, and each worker writes at most
@@ -12,6 +11,7 @@
 #define _GNU_SOURCE /* dup3 */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +19,10 @@
 #include "auth/query.h"
 #include "routing/host.h"
 #include "gateway/access_log.h"
+#include "gateway/errors.h"
 #include "gateway/log_writer.h"
-#include "gateway/worker.h"
+#include "common/errfmt.h"
 
-#define LOG_MODULE "lizard:code"
 #define LOG_LINE_MAX 4096
 #define LOG_FIELD_MAX 1024 /* longer values are cut, never the line's structure */
 #define LOG_RESERVE 128    /* kept free in a line for the keys and fields after a long value */
@@ -40,7 +40,7 @@ typedef struct st_abandoned_t {
     char client[NI_MAXHOST];
 } abandoned_t;
 
-/* One per worker, touched only by that worker's thread. */
+/* One per worker (per h2o context), touched only by that worker's thread. */
 typedef struct st_worker_log_t {
     gw_access_log_t *log;
     uint64_t second; /* the second `lines` counts in */
@@ -52,37 +52,24 @@ typedef struct st_worker_log_t {
     size_t num_abandoned;
 } worker_log_t;
 
-struct st_gw_access_log_t {
-    gw_log_writer_t *writer; /* NULL: counting only */
-    uint64_t max_lines_per_second;
-    worker_log_t *workers;
-    size_t num_workers;
-    atomic_uint_fast64_t over_budget;
-    atomic_uint_fast64_t abandoned;
-};
+/* The loggers of one log (one per pathconf it is registered on). */
+#define MAX_LOGGERS 8
 
 typedef struct st_logger_t {
     h2o_logger_t super;
     gw_access_log_t *log;
 } logger_t;
 
-void gw_access_log_note_error(h2o_req_t *req, const char *code)
-{
-    /* stored with the request (not emitted to stderr) so the log line and the
-     * metrics can say which contract error answered it */
-    h2o_vector_reserve(&req->pool, &req->error_logs, req->error_logs.size + 1);
-    req->error_logs.entries[req->error_logs.size++] = (h2o_req_error_log_t){LOG_MODULE, h2o_iovec_init(code, strlen(code))};
-}
-
-static const char *error_code_of(h2o_req_t *req)
-{
-    size_t i;
-    for (i = 0; i != req->error_logs.size; ++i)
-        if (req->error_logs.entries[i].module == (const char *)LOG_MODULE ||
-            strcmp(req->error_logs.entries[i].module, LOG_MODULE) == 0)
-            return req->error_logs.entries[i].msg.base;
-    return NULL;
-}
+struct st_gw_access_log_t {
+    gw_log_writer_t *writer;
+    gw_access_log_conf_t conf;
+    worker_log_t *workers;
+    size_t num_workers;
+    atomic_size_t workers_taken; /* by on_context_init, one per context */
+    logger_t *loggers[MAX_LOGGERS];
+    size_t num_loggers;
+    atomic_uint_fast64_t over_budget;
+};
 
 typedef struct st_line_t {
     char buf[LOG_LINE_MAX];
@@ -152,13 +139,13 @@ static size_t client_of(h2o_conn_t *conn, char *host)
 /* Spends one line of this second's budget; 0 when there is none left. */
 static int take_line(worker_log_t *wl, uint64_t now_ms)
 {
-    if (wl->log->max_lines_per_second == 0)
+    if (wl->log->conf.max_lines_per_second == 0)
         return 1;
     if (now_ms / 1000 != wl->second) {
         wl->second = now_ms / 1000;
         wl->lines = 0;
     }
-    if (wl->lines == wl->log->max_lines_per_second) {
+    if (wl->lines == wl->log->conf.max_lines_per_second) {
         atomic_fetch_add_explicit(&wl->log->over_budget, 1, memory_order_relaxed);
         return 0;
     }
@@ -226,9 +213,6 @@ static void note_abandoned(worker_log_t *wl, h2o_req_t *req)
     abandoned_t *a = NULL;
     size_t i;
 
-    atomic_fetch_add_explicit(&wl->log->abandoned, 1, memory_order_relaxed);
-    if (wl->log->writer == NULL)
-        return;
     if (wl->loop == NULL) {
         wl->loop = req->conn->ctx->loop;
         h2o_timeout_init(wl->loop, &wl->flush_timeout, ABANDONED_FLUSH_MS);
@@ -252,28 +236,38 @@ static void note_abandoned(worker_log_t *wl, h2o_req_t *req)
         h2o_timeout_link(wl->loop, &wl->flush_timeout, &wl->flush_entry);
 }
 
+/* The logger is on several pathconfs; the first of its instances to meet a
+ * context takes a worker_log_t for it, the others share that one, so a
+ * worker has one lines-per-second budget whichever path a request took. */
+static void on_context_init(h2o_logger_t *_self, h2o_context_t *ctx)
+{
+    gw_access_log_t *log = ((logger_t *)_self)->log;
+    worker_log_t *wl = NULL;
+    size_t i;
+
+    for (i = 0; i != log->num_loggers && wl == NULL; ++i)
+        wl = h2o_context_get_logger_context(ctx, &log->loggers[i]->super);
+    if (wl == NULL) {
+        size_t index = atomic_fetch_add(&log->workers_taken, 1);
+        if (index >= log->num_workers)
+            h2o_fatal("access log: more contexts than workers");
+        wl = &log->workers[index];
+    }
+    h2o_context_set_logger_context(ctx, _self, wl);
+}
+
 static void log_access(h2o_logger_t *_self, h2o_req_t *req)
 {
     logger_t *self = (void *)_self;
-    gw_server_t *server = H2O_STRUCT_FROM_MEMBER(gw_server_t, globalconf, req->conn->ctx->globalconf);
-    worker_log_t *wl = &self->log->workers[gw_worker_of(req->conn->ctx)->index];
-    const char *code = error_code_of(req);
+    worker_log_t *wl = h2o_context_get_logger_context(req->conn->ctx, _self);
+    int code = gw_error_code_of(req);
     int status = req->res.status;
     line_t line;
 
-    atomic_fetch_add_explicit(&server->stats.responses_by_class[status >= 100 && status < 600 ? status / 100 : 0], 1,
-                              memory_order_relaxed);
-    if (code != NULL) {
-        for (int i = 0; i != GW_ERR_NUM_CODES; ++i)
-            if (strcmp(gw_error_code_name(i), code) == 0)
-                atomic_fetch_add_explicit(&server->stats.errors_by_code[i], 1, memory_order_relaxed);
-    }
     if (status == 0) {
         note_abandoned(wl, req);
         return;
     }
-    if (self->log->writer == NULL)
-        return;
 
     line.len = 0;
     put_raw(&line, "{", 1);
@@ -291,7 +285,7 @@ static void log_access(h2o_logger_t *_self, h2o_req_t *req)
     {
         /* parsed again rather than carried: the log must not depend on how far the pipeline got */
         gw_host_t host;
-        const gw_config_t *conf = server->config;
+        const gw_access_log_conf_t *conf = &self->log->conf;
         if (gw_host_parse(req->input.authority, conf->domains, conf->num_domains, &host) == GW_HOST_OK) {
             put_key(&line, "sandbox");
             put_str(&line, host.sandbox_id, strlen(host.sandbox_id));
@@ -315,21 +309,22 @@ static void log_access(h2o_logger_t *_self, h2o_req_t *req)
         int64_t usec = h2o_timeval_subtract(&req->timestamps.request_begin_at, &req->timestamps.response_end_at);
         put_num(&line, "duration_ms", usec >= 0 ? usec / 1000 : -1);
     }
-    if (code != NULL) {
+    if (code >= 0) {
+        const char *name = gw_error_code_name(code);
         put_key(&line, "error");
-        put_str(&line, code, strlen(code));
+        put_str(&line, name, strlen(name));
     }
     emit(wl, &line, h2o_now(req->conn->ctx->loop));
 }
 
-gw_access_log_t *gw_access_log_new(int fd, size_t num_workers, uint64_t max_lines_per_second)
+gw_access_log_t *gw_access_log_new(int fd, size_t num_workers, const gw_access_log_conf_t *conf)
 {
     gw_access_log_t *log = h2o_mem_alloc(sizeof(*log));
     size_t i;
 
     memset(log, 0, sizeof(*log));
-    log->writer = fd != -1 ? gw_log_writer_new(fd, WRITER_BUFFER_BYTES) : NULL;
-    log->max_lines_per_second = max_lines_per_second;
+    log->writer = gw_log_writer_new(fd, WRITER_BUFFER_BYTES);
+    log->conf = *conf;
     log->num_workers = num_workers;
     log->workers = h2o_mem_alloc(sizeof(*log->workers) * num_workers);
     memset(log->workers, 0, sizeof(*log->workers) * num_workers);
@@ -354,21 +349,24 @@ void gw_access_log_free(gw_access_log_t *log)
 void gw_access_log_register(h2o_pathconf_t *pathconf, gw_access_log_t *log)
 {
     logger_t *self = (void *)h2o_create_logger(pathconf, sizeof(*self));
+
+    if (log->num_loggers == MAX_LOGGERS)
+        h2o_fatal("access log: registered on too many paths");
+    self->super.on_context_init = on_context_init;
     self->super.log_access = log_access;
     self->log = log;
+    log->loggers[log->num_loggers++] = self;
 }
 
 void gw_access_log_stats(gw_access_log_t *log, gw_access_log_stats_t *out)
 {
-    out->written = log->writer != NULL ? gw_log_writer_written(log->writer) : 0;
-    out->dropped_full = log->writer != NULL ? gw_log_writer_dropped(log->writer) : 0;
+    out->written = gw_log_writer_written(log->writer);
+    out->dropped_full = gw_log_writer_dropped(log->writer);
     out->dropped_over_budget = atomic_load_explicit(&log->over_budget, memory_order_relaxed);
-    out->abandoned_requests = atomic_load_explicit(&log->abandoned, memory_order_relaxed);
 }
 
 int gw_access_log_reopen(int fd, const char *path, char **err)
 {
-    char buf[512];
     int nfd;
 
     if ((nfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640)) == -1)
@@ -385,7 +383,5 @@ int gw_access_log_reopen(int fd, const char *path, char **err)
     return 0;
 
 Error:
-    snprintf(buf, sizeof(buf), "log.access: %s: %s", path, strerror(errno));
-    *err = strdup(buf);
-    return -1;
+    return gw_errorf(err, "log.access: %s: %s", path, strerror(errno));
 }

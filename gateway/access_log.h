@@ -16,19 +16,25 @@ typedef struct st_gw_access_log_stats_t {
     uint64_t written;             /* lines on their way to the file or in it */
     uint64_t dropped_full;        /* lines dropped: the writer's buffer was full (disk too slow) */
     uint64_t dropped_over_budget; /* lines dropped: a worker's lines-per-second budget was spent */
-    uint64_t abandoned_requests;  /* requests that ended before any response (summed, not logged) */
 } gw_access_log_stats_t;
 
-/* The process's access log: writes to `fd` (O_APPEND; -1: off, the logger
- * then only counts for /metrics) through a writer thread, at most
- * `max_lines_per_second` lines per worker (0: no limit). The fd stays the
- * caller's and must outlive the log. Aborts on out of memory. */
-gw_access_log_t *gw_access_log_new(int fd, size_t num_workers, uint64_t max_lines_per_second);
+typedef struct st_gw_access_log_conf_t {
+    char *const *domains; /* the preview domains, to log a request's sandbox and port; borrowed */
+    size_t num_domains;
+    uint64_t max_lines_per_second; /* per worker; 0: no limit */
+} gw_access_log_conf_t;
+
+/* The process's access log: writes to `fd` (O_APPEND) through a writer
+ * thread. The fd stays the caller's and must outlive the log; conf is
+ * copied (the domains stay borrowed). Aborts on out of memory. */
+gw_access_log_t *gw_access_log_new(int fd, size_t num_workers, const gw_access_log_conf_t *conf);
 
 /* After the workers are joined: writes pending summaries, stops the writer. NULL is a no-op. */
 void gw_access_log_free(gw_access_log_t *log);
 
-/* Installs the logger on `pathconf` (requests on workers' preview contexts only). */
+/* Installs the logger on `pathconf` (requests on workers' preview contexts
+ * only: at most num_workers contexts, at most 8 pathconfs). Before any
+ * context is created. */
 void gw_access_log_register(h2o_pathconf_t *pathconf, gw_access_log_t *log);
 
 /* Counters for /metrics; any thread. */
@@ -39,8 +45,5 @@ void gw_access_log_stats(gw_access_log_t *log, gw_access_log_stats_t *out);
  * (dup3), so no line is lost or split between files. Returns 0, or -1 with *err (malloc'd; the
  * old file stays in use). */
 int gw_access_log_reopen(int fd, const char *path, char **err);
-
-/* Records the gateway error code of this request for the log line. */
-void gw_access_log_note_error(h2o_req_t *req, const char *code);
 
 #endif

@@ -7,8 +7,20 @@
 #define GW_GATEWAY_ADMIN_H
 
 #include <h2o.h>
+#include "gateway/metrics.h"
+#include "tls/tls.h"
 
-/* Installs the admin handlers on `pathconf` (path "/"). */
-void gw_admin_register(h2o_pathconf_t *pathconf);
+typedef struct st_gw_admin_conf_t {
+    gw_metrics_t *metrics; /* borrowed */
+    gw_tls_t *tls;         /* borrowed; NULL when none was loaded */
+    int tls_listeners;     /* 1 when a listener takes TLS (its certificates are then required) */
+} gw_admin_conf_t;
+
+/* Installs the admin handlers on `pathconf` (path "/"); conf is copied. */
+void gw_admin_register(h2o_pathconf_t *pathconf, const gw_admin_conf_t *conf);
+
+/* The /readyz verdict on certificates: 1 when no listener takes TLS, or when
+ * tls holds a certificate context with a certificate and its key. Pure. */
+int gw_admin_certificates_ready(int tls_listeners, gw_tls_t *tls);
 
 #endif

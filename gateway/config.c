@@ -1,1056 +1,306 @@
 /*
- * The gateway's configuration: one JSON file read with jansson, every key
- * checked (unknown keys, types, ranges), secrets taken from the environment,
- * then handed out frozen. Defaults are set in gw_config_defaults and nowhere else.
+ * The gateway's configuration: one JSON file read with jansson and walked
+ * once against the key table below, every key checked (unknown keys, types,
+ * ranges), then secrets resolved (config_secrets.c) and the config handed
+ * out frozen. The table holds one row per key: its path, type, field, range
+ * and default, the default written there and nowhere else; the keys that
+ * are not scalars name a parser of their own (config_lists.c).
+ *
+ * Adding a key (say "limits.max_widgets"):
+ *   1. a field in gw_config_t (config.h), with a comment saying what it bounds;
+ *   2. one row in gw_config_keys below, in its section, e.g.
+ *        UINT("limits.max_widgets", limits.max_widgets, 1, 1000000, "64"),
+ *      (UINT, STRING, CHECKED_STRING, ENV_NAME for "*_env", ENUM, ADDRESS;
+ *      the default is JSON text, NULL for none; a new section needs nothing
+ *      more: a row "share.x" makes "share" a section);
+ *   3. a row in the README's configuration table, with the same default;
+ *   4. the key, with its default, in deploy/gateway.example.json (a key the
+ *      example cannot hold, e.g. one set instead of another, is listed with
+ *      its reason in not_in_example of the test below).
+ * tests/unit/gateway/test_config_documented.c fails, naming the key, until
+ * 3 and 4 match the table. A check across keys goes in check_across_keys; a
+ * value taken from outside the file (environment, file) in config_secrets.c;
+ * a key that is not a scalar gets a parser in config_lists.c and a LIST row.
  */
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#include <libgen.h>
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
-#include <jansson.h>
+#include <h2o/string_.h>
 #include <openssl/crypto.h>
-#include "common/secret_file.h"
+#include "auth/cookie_keys.h"
 #include "gateway/config.h"
-#include "tls/tls.h"
+#include "gateway/config_internal.h"
 
 #define MAX_FILE_SIZE (1024 * 1024)
-#define MAX_PATH_LEN 256 /* of a key path in messages, e.g. "tls.certificates[3].key" */
-#define MAX_GOT_LEN 64   /* of a value quoted back in a message */
 #define MAX_TIMEOUT_MS 3600000
 #define MAX_WORKERS 256
-#define MIN_COOKIE_SECRET_LEN 32
-#define MAX_COOKIE_SECRETS 16
-#define MAX_COOKIE_SECRETS_FILE_SIZE (64 * 1024)
-#define MAX_SENTINELS 16
 
-/* Defaults, in one place. */
+/* RFC 6265 cookie-name: an RFC 7230 token */
+static int is_cookie_name(const char *s)
+{
+    for (; *s != '\0'; ++s)
+        if (!isalnum((unsigned char)*s) && strchr("!#$%&'*+-.^_`|~", *s) == NULL)
+            return -1;
+    return 0;
+}
 
-static const struct {
-    const char *address;
-    int tls;
-} default_listen[] = {{"0.0.0.0:443", 1}, {"0.0.0.0:80", 0}};
+/* One printable word: no spaces or control characters. */
+static int is_word(const char *s)
+{
+    for (; *s != '\0'; ++s)
+        if (!isgraph((unsigned char)*s))
+            return -1;
+    return 0;
+}
 
-static const char *const default_allowed_networks[] = {"10.0.0.0/8", "fd00::/8"};
+/* A Redis key prefix: a word without braces, which would break the
+ * {sandboxId} hash tag of every key. */
+static int is_key_prefix(const char *s)
+{
+    return is_word(s) != 0 || strpbrk(s, "{}") != NULL ? -1 : 0;
+}
+
+static const char *const same_site_names[] = {"lax", "strict", "none", NULL};   /* gw_cookie_same_site_t */
+static const char *const host_header_names[] = {"preserve", "localhost", NULL}; /* gw_host_header_mode_t */
+
+/* The key table: one row per line reads as a table. */
+/* clang-format off */
+#define FIELD(f) .offset = offsetof(gw_config_t, f), .size = sizeof(((gw_config_t *)0)->f)
+#define UINT(p, f, lo, hi, d) {.path = p, .type = GW_CONFIG_UINT, FIELD(f), .min = lo, .max = hi, .dflt = d}
+#define STRING(p, f, lo, hi, d) {.path = p, .type = GW_CONFIG_STRING, FIELD(f), .min = lo, .max = hi, .dflt = d}
+#define CHECKED_STRING(p, f, lo, hi, d, fn, what) \
+    {.path = p, .type = GW_CONFIG_STRING, FIELD(f), .min = lo, .max = hi, .dflt = d, .valid = fn, .expected_valid = what}
+#define ENV_NAME(p, f) {.path = p, .type = GW_CONFIG_ENV_NAME, FIELD(f)}
+#define ENUM(p, f, n, d) {.path = p, .type = GW_CONFIG_ENUM, FIELD(f), .names = n, .dflt = d}
+#define ADDRESS(p, f, a, unix_ok, d) \
+    {.path = p, .type = GW_CONFIG_ADDRESS, FIELD(f), .aux_offset = offsetof(gw_config_t, a), .allow_unix = unix_ok, .dflt = d}
+#define LIST(p, fn, d) {.path = p, .type = GW_CONFIG_LIST, .parse = fn, .dflt = d}
+#define OR_NULL(what) .nullable = 1, .expected_type = what /* null is accepted: "null to disable" */
+#define STR(s) "\"" s "\"" /* a JSON string default */
+
+const gw_config_key_t gw_config_keys[] = {
+    LIST("listen", gw_config_parse_listen, "[{\"address\": \"0.0.0.0:443\", \"tls\": true}, {\"address\": \"0.0.0.0:80\", \"tls\": false}]"),
+    LIST("domains", gw_config_parse_domains, NULL), /* required */
+
+    LIST("tls.certificates", gw_config_parse_certificates, NULL), /* required with a TLS listener */
+    STRING("tls.ticket_keys_file", tls.ticket_keys_file, 1, 4096, NULL),
+
+    ADDRESS("redis.address", redis.address, redis.addr, 1, STR("127.0.0.1:6379")),
+    ENV_NAME("redis.password_env", redis.password_env),
+    LIST("redis.sentinels", gw_config_parse_sentinels, NULL),
+    CHECKED_STRING("redis.master_name", redis.master_name, 1, 128, NULL, is_word, "a Sentinel master name without spaces or control characters"),
+    ENV_NAME("redis.sentinel_password_env", redis.sentinel_password_env),
+    CHECKED_STRING("redis.prefix", redis.prefix, 0, 64, STR("lizard:"), is_key_prefix, "a key prefix without spaces, control characters or braces"),
+    UINT("redis.connect_timeout_ms", redis.connect_timeout_ms, 1, MAX_TIMEOUT_MS, "1000"),
+    UINT("redis.lookup_timeout_ms", redis.lookup_timeout_ms, 1, MAX_TIMEOUT_MS, "1000"),
+    UINT("redis.reconnect_max_ms", redis.reconnect_max_ms, 1, MAX_TIMEOUT_MS, "5000"),
+
+    ENV_NAME("auth.cookie_secrets_env", auth.cookie_secrets_env),
+    STRING("auth.cookie_secrets_file", auth.cookie_secrets_file, 1, 4096, NULL),
+    CHECKED_STRING("auth.cookie_name", auth.cookie_name, 1, 128, STR("__Host-lizard_access"), is_cookie_name, "a cookie name (letters, digits and !#$%&'*+-.^_`|~)"),
+    UINT("auth.cookie_ttl_s", auth.cookie_ttl_s, 60, 31536000, "86400"),
+    ENUM("auth.cookie_same_site", auth.cookie_same_site, same_site_names, STR("lax")),
+
+    /* 0 is allowed: no caching (or no serving stale routes) */
+    UINT("routing.cache_ttl_ms", routing.cache_ttl_ms, 0, MAX_TIMEOUT_MS, "10000"),
+    UINT("routing.negative_ttl_ms", routing.negative_ttl_ms, 0, MAX_TIMEOUT_MS, "1000"),
+    UINT("routing.stale_ttl_ms", routing.stale_ttl_ms, 0, MAX_TIMEOUT_MS, "60000"),
+
+    ENUM("upstream.host_header", upstream.host_header, host_header_names, STR("preserve")),
+    UINT("upstream.connect_timeout_ms", upstream.connect_timeout_ms, 1, MAX_TIMEOUT_MS, "5000"),
+    UINT("upstream.first_byte_timeout_ms", upstream.first_byte_timeout_ms, 1, MAX_TIMEOUT_MS, "60000"),
+    UINT("upstream.idle_timeout_ms", upstream.idle_timeout_ms, 1, MAX_TIMEOUT_MS, "60000"),
+    UINT("upstream.websocket_idle_timeout_ms", upstream.websocket_idle_timeout_ms, 1, MAX_TIMEOUT_MS, "300000"),
+    UINT("upstream.max_idle_per_pool", upstream.max_idle_per_pool, 0, 4096, "64"),
+    UINT("upstream.max_idle_per_worker", upstream.max_idle_per_worker, 0, 65536, "1024"),
+    LIST("upstream.allowed_networks", gw_config_parse_allowed_networks, "[\"10.0.0.0/8\", \"fd00::/8\"]"),
+
+    /* 1 KiB .. 16 GiB; h2o buffers the whole body before the handler runs */
+    UINT("limits.max_request_body_bytes", limits.max_request_body_bytes, 1024, UINT64_C(17179869184), "67108864"),
+    /* 4 KiB .. 12 MiB per response: refused above, rather than silently capped (see config.h) */
+    UINT("limits.response_buffer_bytes", limits.response_buffer_bytes, 4096, GW_MAX_RESPONSE_BUFFER_BYTES, "1048576"),
+    UINT("limits.max_connections_per_sandbox", limits.max_connections_per_sandbox, 1, 1000000, "1000"),
+    /* 0 (off) .. 1 hour; a response making no progress toward its client is reset after it */
+    UINT("limits.client_stall_timeout_ms", limits.client_stall_timeout_ms, 0, MAX_TIMEOUT_MS, "60000"),
+    /* 64 KiB .. 64 GiB */
+    UINT("limits.max_connection_buffer_bytes", limits.max_connection_buffer_bytes, 65536, UINT64_C(68719476736), "8388608"),
+    UINT("limits.max_worker_buffer_bytes", limits.max_worker_buffer_bytes, 65536, UINT64_C(68719476736), "33554432"),
+    UINT("limits.max_connections_per_client", limits.max_connections_per_client, 1, 1000000, "256"),
+    UINT("limits.max_client_connections_per_worker", limits.max_client_connections_per_worker, 1, 1000000, "10000"),
+
+    UINT("metering.flush_interval_ms", metering.flush_interval_ms, 100, MAX_TIMEOUT_MS, "5000"),
+    STRING("metering.spill_file", metering.spill_file, 1, 4096, STR("/var/lib/lizard-gateway/egress.spill")),
+
+    {.path = "admin.address", .type = GW_CONFIG_ADDRESS, FIELD(admin.address), .aux_offset = offsetof(gw_config_t, admin.addr), .dflt = STR("127.0.0.1:9901"), OR_NULL("an address string such as \"127.0.0.1:9901\", or null to disable")},
+
+    /* none: no access log */
+    {.path = "log.access", .type = GW_CONFIG_STRING, FIELD(log.access), .min = 1, .max = 4096, OR_NULL("a file path, \"-\" for stdout, or null to disable")},
+    UINT("log.access_max_lines_per_second", log.access_max_lines_per_second, 0, 10000000, "20000"),
+
+    /* written into every metering record: one printable word; none: the host name */
+    CHECKED_STRING("instance_id", instance_id, 1, 128, NULL, is_word, "a name without spaces or control characters"),
+    UINT("workers", workers, 0, MAX_WORKERS, "0"), /* 0: the number of CPUs, resolved at load */
+};
+/* clang-format on */
+
+const size_t gw_config_num_keys = sizeof(gw_config_keys) / sizeof(gw_config_keys[0]);
+
+#define NUM_KEYS (sizeof(gw_config_keys) / sizeof(gw_config_keys[0]))
+
+static void *field(gw_config_t *c, size_t offset)
+{
+    return (char *)c + offset;
+}
+
+/* Stores n into the row's uint64_t, size_t or unsigned (or enum) field. */
+static void store_uint(gw_config_t *c, const gw_config_key_t *k, uint64_t n)
+{
+    unsigned u = (unsigned)n; /* the table's range fits */
+
+    if (k->size == sizeof(uint64_t))
+        memcpy(field(c, k->offset), &n, sizeof(n));
+    else if (k->size == sizeof(unsigned))
+        memcpy(field(c, k->offset), &u, sizeof(u));
+    else
+        h2o_fatal("config: a key table row names a field that is not uint64_t, size_t, unsigned or an enum");
+}
+
+/* Reads one value into the row's field; the only place a row's type is looked at. */
+static int read_key(const gw_config_key_t *k, const json_t *v, gw_config_t *c, char **err)
+{
+    char **s = field(c, k->offset);
+    uint64_t n = 0;
+    int index = 0;
+
+    if (k->nullable && json_is_null(v))
+        return 0; /* "null to disable": the field stays NULL */
+    if (k->nullable && !json_is_string(v))
+        return gw_config_fail_expected(err, k->path, k->expected_type, v);
+    switch (k->type) {
+    case GW_CONFIG_UINT:
+        if (gw_config_get_uint(err, k->path, v, k->min, k->max, &n) != 0)
+            return -1;
+        store_uint(c, k, n);
+        return 0;
+    case GW_CONFIG_STRING:
+        if (gw_config_get_string(err, k->path, v, k->min, k->max, s) != 0)
+            return -1;
+        if (k->valid != NULL && k->valid(*s) != 0)
+            return gw_config_fail_expected(err, k->path, k->expected_valid, v);
+        return 0;
+    case GW_CONFIG_ENV_NAME:
+        return gw_config_get_env_name(err, k->path, v, s);
+    case GW_CONFIG_ENUM:
+        if (gw_config_get_enum(err, k->path, v, k->names, &index) != 0)
+            return -1;
+        store_uint(c, k, (uint64_t)index);
+        return 0;
+    case GW_CONFIG_ADDRESS:
+        return gw_config_get_address(err, k->path, v, k->allow_unix, s, field(c, k->aux_offset));
+    case GW_CONFIG_LIST:
+        return k->parse(k, v, c, err);
+    }
+    return gw_config_fail(err, k->path, "no reader for this key"); /* unreachable: every type is handled above */
+}
+
+static const gw_config_key_t *find_key(const char *path)
+{
+    size_t i;
+
+    for (i = 0; i != NUM_KEYS; ++i)
+        if (strcmp(gw_config_keys[i].path, path) == 0)
+            return &gw_config_keys[i];
+    return NULL;
+}
+
+/* A top-level key is a section when some row's path is "<name>.<key>". */
+static int is_section(const char *name)
+{
+    size_t i, len = strlen(name);
+
+    for (i = 0; i != NUM_KEYS; ++i)
+        if (strncmp(gw_config_keys[i].path, name, len) == 0 && gw_config_keys[i].path[len] == '.')
+            return 1;
+    return 0;
+}
+
+/* Reads the value of `path` (a top-level key or section.key); anything not
+ * in the table is an error, so a typo is never silently ignored. */
+static int walk_key(const char *path, const json_t *v, gw_config_t *c, char *seen, char **err)
+{
+    const gw_config_key_t *k;
+
+    if ((k = find_key(path)) == NULL)
+        return gw_config_fail(err, path, "unknown key");
+    seen[k - gw_config_keys] = 1;
+    return read_key(k, v, c, err);
+}
+
+static int walk(const json_t *root, gw_config_t *c, char *seen, char **err)
+{
+    char path[GW_CONFIG_MAX_PATH_LEN];
+    const char *name, *key;
+    json_t *section, *value;
+
+    json_object_foreach((json_t *)root, name, section)
+    {
+        if (!is_section(name)) {
+            gw_config_path_key(path, sizeof(path), "", name);
+            if (walk_key(path, section, c, seen, err) != 0)
+                return -1;
+            continue;
+        }
+        if (gw_config_get_object(err, name, section) != 0)
+            return -1;
+        json_object_foreach(section, key, value)
+        {
+            gw_config_path_key(path, sizeof(path), name, key);
+            if (walk_key(path, value, c, seen, err) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* Every key the file did not set gets the table's default, through the same reader. */
+static int apply_defaults(gw_config_t *c, const char *seen, char **err)
+{
+    size_t i;
+
+    for (i = 0; i != NUM_KEYS; ++i) {
+        const gw_config_key_t *k = &gw_config_keys[i];
+        json_t *v;
+        int rc;
+
+        if (seen[i] || k->dflt == NULL)
+            continue;
+        if ((v = json_loads(k->dflt, JSON_DECODE_ANY, NULL)) == NULL)
+            return gw_config_fail(err, k->path, "the default %s is not JSON", k->dflt); /* a bug in the table */
+        rc = read_key(k, v, c, err);
+        json_decref(v);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int was_set(const char *seen, const char *path)
+{
+    return seen[find_key(path) - gw_config_keys];
+}
 
 static char *default_instance_id(void)
 {
     char host[256];
 
     if (gethostname(host, sizeof(host)) != 0 || host[0] == '\0')
-        return strdup("lizard-gateway");
+        return h2o_strdup(NULL, "lizard-gateway", SIZE_MAX).base;
     host[sizeof(host) - 1] = '\0';
-    return strdup(host);
-}
-
-/* Fills a zeroed config with every default. Returns 0, or -1 when out of
- * memory (the caller frees what was set). */
-static int gw_config_defaults(gw_config_t *c)
-{
-    const char *perr;
-    size_t i;
-
-    c->num_listen = sizeof(default_listen) / sizeof(default_listen[0]);
-    if ((c->listen = calloc(c->num_listen, sizeof(c->listen[0]))) == NULL)
-        return -1;
-    for (i = 0; i != c->num_listen; ++i) {
-        if ((c->listen[i].address = strdup(default_listen[i].address)) == NULL)
-            return -1;
-        if (gw_netaddr_parse(c->listen[i].address, 0, &c->listen[i].addr, &perr) != 0)
-            return -1;
-        c->listen[i].tls = default_listen[i].tls;
-        c->listen[i].trusted = 0;
-    }
-
-    if ((c->redis.address = strdup("127.0.0.1:6379")) == NULL || gw_netaddr_parse(c->redis.address, 1, &c->redis.addr, &perr) != 0)
-        return -1;
-    if ((c->redis.prefix = strdup("lizard:")) == NULL)
-        return -1;
-    c->redis.connect_timeout_ms = 1000;
-    c->redis.lookup_timeout_ms = 1000;
-    c->redis.reconnect_max_ms = 5000;
-
-    if ((c->auth.cookie_name = strdup("__Host-lizard_access")) == NULL)
-        return -1;
-    c->auth.cookie_ttl_s = 86400;
-    c->auth.cookie_same_site = GW_COOKIE_SAME_SITE_LAX;
-
-    c->routing.cache_ttl_ms = 10000;
-    c->routing.negative_ttl_ms = 1000;
-    c->routing.stale_ttl_ms = 60000;
-
-    c->upstream.host_header = GW_HOST_HEADER_PRESERVE;
-    c->upstream.connect_timeout_ms = 5000;
-    c->upstream.first_byte_timeout_ms = 60000;
-    c->upstream.idle_timeout_ms = 60000;
-    c->upstream.websocket_idle_timeout_ms = 300000;
-    c->upstream.max_idle_per_pool = 64;
-    c->upstream.num_allowed_networks = sizeof(default_allowed_networks) / sizeof(default_allowed_networks[0]);
-    if ((c->upstream.allowed_networks = calloc(c->upstream.num_allowed_networks, sizeof(gw_cidr_t))) == NULL)
-        return -1;
-    for (i = 0; i != c->upstream.num_allowed_networks; ++i)
-        if (gw_cidr_parse(default_allowed_networks[i], &c->upstream.allowed_networks[i], &perr) != 0)
-            return -1;
-
-    c->limits.max_request_body_bytes = 64 * 1024 * 1024;
-    c->limits.response_buffer_bytes = 1024 * 1024;
-    c->limits.max_connections_per_sandbox = 1000;
-    c->limits.client_stall_timeout_ms = 60000;
-    c->limits.max_connection_buffer_bytes = 8 * 1024 * 1024;
-    c->limits.max_worker_buffer_bytes = 32 * 1024 * 1024;
-    c->limits.max_connections_per_client = 256;
-    c->limits.max_client_connections_per_worker = 10000;
-
-    c->metering.flush_interval_ms = 5000;
-    if ((c->metering.spill_file = strdup("/var/lib/lizard-gateway/egress.spill")) == NULL)
-        return -1;
-
-    if ((c->admin.address = strdup("127.0.0.1:9901")) == NULL || gw_netaddr_parse(c->admin.address, 0, &c->admin.addr, &perr) != 0)
-        return -1;
-
-    c->log.access = NULL;
-    c->log.access_max_lines_per_second = 20000;
-
-    if ((c->instance_id = default_instance_id()) == NULL)
-        return -1;
-    c->workers = 0;
-
-    return 0;
-}
-
-/* Messages. */
-
-static int fail(char **err, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int fail(char **err, const char *path, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list args;
-    int off;
-
-    off = path != NULL ? snprintf(msg, sizeof(msg), "config: %s: ", path) : snprintf(msg, sizeof(msg), "config: ");
-    if (off < 0 || (size_t)off >= sizeof(msg))
-        off = 0;
-    va_start(args, fmt);
-    vsnprintf(msg + off, sizeof(msg) - off, fmt, args);
-    va_end(args);
-    *err = strdup(msg);
-    return -1;
-}
-
-/* What a value is, for "got ...": the JSON text of a scalar (a string
- * quoted and cut at MAX_GOT_LEN), or "an object" / "an array". */
-static void describe(const json_t *v, char *buf, size_t size)
-{
-    char *text;
-    size_t len;
-
-    if (json_is_object(v)) {
-        snprintf(buf, size, "an object");
-        return;
-    }
-    if (json_is_array(v)) {
-        snprintf(buf, size, "an array");
-        return;
-    }
-    if ((text = json_dumps(v, JSON_ENCODE_ANY)) == NULL) {
-        snprintf(buf, size, "a value");
-        return;
-    }
-    len = strlen(text);
-    if (len > MAX_GOT_LEN)
-        snprintf(buf, size, "%.*s...%s", MAX_GOT_LEN, text, json_is_string(v) ? "\"" : "");
-    else
-        snprintf(buf, size, "%s", text);
-    free(text);
-}
-
-static int fail_expected(char **err, const char *path, const char *expected, const json_t *got)
-{
-    char desc[MAX_GOT_LEN + 16];
-
-    describe(got, desc, sizeof(desc));
-    return fail(err, path, "expected %s, got %s", expected, desc);
-}
-
-/* "parent.key", with bytes that would garble a message replaced by '?'. */
-static void path_key(char *buf, size_t size, const char *parent, const char *key)
-{
-    size_t off = 0, i;
-
-    if (parent[0] != '\0') {
-        int n = snprintf(buf, size, "%s.", parent);
-        off = n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
-    }
-    for (i = 0; key[i] != '\0' && off + 1 < size; ++i)
-        buf[off++] = isprint((unsigned char)key[i]) ? key[i] : '?';
-    buf[off] = '\0';
-}
-
-static void path_index(char *buf, size_t size, const char *parent, size_t index)
-{
-    int n = snprintf(buf, size, "%s[%zu]", parent, index);
-
-    if (n < 0 || (size_t)n >= size)
-        buf[size - 1] = '\0'; /* cut; only ever shown in a message */
-}
-
-/* Typed readers: each checks one value and stores it, or fails naming the path. */
-
-static int get_uint(char **err, const char *path, const json_t *v, uint64_t min, uint64_t max, uint64_t *out)
-{
-    char expected[96];
-    json_int_t n;
-
-    if (json_is_integer(v)) {
-        n = json_integer_value(v);
-        if (n >= 0 && (uint64_t)n >= min && (uint64_t)n <= max) {
-            *out = (uint64_t)n;
-            return 0;
-        }
-    }
-    snprintf(expected, sizeof(expected), "an integer from %" PRIu64 " to %" PRIu64, min, max);
-    return fail_expected(err, path, expected, v);
-}
-
-static int get_bool(char **err, const char *path, const json_t *v, int *out)
-{
-    if (!json_is_boolean(v))
-        return fail_expected(err, path, "true or false", v);
-    *out = json_is_true(v);
-    return 0;
-}
-
-/* A string of min_len..max_len bytes without NUL; replaces (frees) *out. */
-static int get_string(char **err, const char *path, const json_t *v, size_t min_len, size_t max_len, char **out)
-{
-    char expected[96];
-    size_t len;
-    char *s;
-
-    if (json_is_string(v)) {
-        len = json_string_length(v);
-        if (len >= min_len && len <= max_len && memchr(json_string_value(v), '\0', len) == NULL) {
-            if ((s = strdup(json_string_value(v))) == NULL)
-                return fail(err, NULL, "out of memory");
-            free(*out);
-            *out = s;
-            return 0;
-        }
-    }
-    if (min_len == 1)
-        snprintf(expected, sizeof(expected), "a non-empty string of at most %zu bytes", max_len);
-    else
-        snprintf(expected, sizeof(expected), "a string of at most %zu bytes", max_len);
-    return fail_expected(err, path, expected, v);
-}
-
-/* One of `names` (NULL-terminated); *out is its index. */
-static int get_enum(char **err, const char *path, const json_t *v, const char *const *names, int *out)
-{
-    char expected[128];
-    size_t off = 0, i;
-
-    if (json_is_string(v)) {
-        for (i = 0; names[i] != NULL; ++i) {
-            if (strcmp(json_string_value(v), names[i]) == 0) {
-                *out = (int)i;
-                return 0;
-            }
-        }
-    }
-    off = (size_t)snprintf(expected, sizeof(expected), "one of");
-    for (i = 0; names[i] != NULL && off < sizeof(expected); ++i)
-        off += (size_t)snprintf(expected + off, sizeof(expected) - off, "%s \"%s\"", i == 0 ? "" : ",", names[i]);
-    return fail_expected(err, path, expected, v);
-}
-
-static int get_object(char **err, const char *path, const json_t *v)
-{
-    return json_is_object(v) ? 0 : fail_expected(err, path, "an object", v);
-}
-
-static int get_address(char **err, const char *path, const json_t *v, int allow_unix, char **out, gw_netaddr_t *addr)
-{
-    const char *why = NULL;
-    char desc[MAX_GOT_LEN + 16];
-
-    if (!json_is_string(v))
-        return fail_expected(err, path,
-                             allow_unix ? "an address string (\"ip:port\", \"[ip6]:port\" or \"unix:/path\")"
-                                        : "an address string (\"ip:port\" or \"[ip6]:port\")",
-                             v);
-    if (gw_netaddr_parse(json_string_value(v), allow_unix, addr, &why) != 0) {
-        describe(v, desc, sizeof(desc));
-        return fail(err, path, "%s, got %s", why != NULL ? why : "expected an IP address and port", desc);
-    }
-    return get_string(err, path, v, 1, 4096, out);
-}
-
-/* An environment variable's name as written in the config. */
-static int get_env_name(char **err, const char *path, const json_t *v, char **out)
-{
-    const char *s;
-    size_t i;
-
-    if (json_is_string(v) && (s = json_string_value(v))[0] != '\0' && json_string_length(v) <= 128 &&
-        !isdigit((unsigned char)s[0])) {
-        for (i = 0; s[i] != '\0'; ++i)
-            if (!(isalnum((unsigned char)s[i]) || s[i] == '_'))
-                break;
-        if (s[i] == '\0' && i == json_string_length(v))
-            return get_string(err, path, v, 1, 128, out);
-    }
-    return fail_expected(err, path, "the name of an environment variable (letters, digits and '_')", v);
-}
-
-/* Sections. Each walks its object once: a known key is read, anything else
- * is an error, so a typo is never silently ignored. */
-
-static int check_domain(const char *s, size_t len, char *lower)
-{
-    size_t i, label_len = 0, label_start = 0;
-    int last_label_numeric = 1;
-
-    if (len == 0 || len > 253 || s[0] == '.' || s[len - 1] == '.')
-        return -1;
-    for (i = 0; i <= len; ++i) {
-        char ch = i < len ? (char)tolower((unsigned char)s[i]) : '.';
-        if (ch == '.') {
-            if (label_len == 0 || label_len > 63 || lower[label_start] == '-' || lower[i - 1] == '-')
-                return -1;
-            if (i == len)
-                break;
-            label_len = 0;
-            label_start = i + 1;
-            last_label_numeric = 1;
-            lower[i] = '.';
-            continue;
-        }
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-'))
-            return -1;
-        if (!(ch >= '0' && ch <= '9'))
-            last_label_numeric = 0;
-        lower[i] = ch;
-        ++label_len;
-    }
-    lower[len] = '\0';
-    /* a last label of digits only is an IPv4 literal (no TLD is numeric) */
-    return last_label_numeric ? -2 : 0;
-}
-
-static int parse_domains(const json_t *v, gw_config_t *c, char **err)
-{
-    char path[MAX_PATH_LEN], desc[MAX_GOT_LEN + 16];
-    size_t i, j;
-    json_t *item;
-
-    if (!json_is_array(v) || json_array_size(v) == 0)
-        return fail_expected(err, "domains", "a non-empty array of hostnames", v);
-    if ((c->domains = calloc(json_array_size(v), sizeof(char *))) == NULL)
-        return fail(err, NULL, "out of memory");
-    json_array_foreach(v, i, item)
-    {
-        size_t len;
-        int rc;
-
-        path_index(path, sizeof(path), "domains", i);
-        if (!json_is_string(item))
-            return fail_expected(err, path, "a hostname string", item);
-        len = json_string_length(item);
-        if ((c->domains[i] = malloc(len + 1)) == NULL)
-            return fail(err, NULL, "out of memory");
-        c->num_domains = i + 1;
-        describe(item, desc, sizeof(desc));
-        if (memchr(json_string_value(item), '\0', len) != NULL ||
-            (rc = check_domain(json_string_value(item), len, c->domains[i])) == -1)
-            return fail(err, path,
-                        "expected a hostname such as \"lizard.app\" (letters, digits, '-' and non-empty labels "
-                        "separated by '.'), got %s",
-                        desc);
-        if (rc == -2)
-            return fail(err, path, "expected a hostname, got an IP address %s", desc);
-        for (j = 0; j != i; ++j)
-            if (strcmp(c->domains[j], c->domains[i]) == 0)
-                return fail(err, path, "%s is listed twice", desc);
-    }
-    return 0;
-}
-
-static int parse_listen(const json_t *v, gw_config_t *c, char **err)
-{
-    char path[MAX_PATH_LEN], key_path[MAX_PATH_LEN];
-    const char *key;
-    json_t *item, *value;
-    size_t i, j, n;
-
-    if (!json_is_array(v) || json_array_size(v) == 0)
-        return fail_expected(err, "listen", "a non-empty array of listeners", v);
-    /* the defaults are replaced as a whole */
-    for (i = 0; i != c->num_listen; ++i)
-        free(c->listen[i].address);
-    free(c->listen);
-    c->num_listen = 0;
-    n = json_array_size(v);
-    if ((c->listen = calloc(n, sizeof(c->listen[0]))) == NULL)
-        return fail(err, NULL, "out of memory");
-    c->num_listen = n;
-
-    json_array_foreach(v, i, item)
-    {
-        gw_config_listen_t *l = &c->listen[i];
-
-        path_index(path, sizeof(path), "listen", i);
-        if (get_object(err, path, item) != 0)
-            return -1;
-        l->tls = 1;
-        l->trusted = 0;
-        json_object_foreach(item, key, value)
-        {
-            path_key(key_path, sizeof(key_path), path, key);
-            if (strcmp(key, "address") == 0) {
-                if (get_address(err, key_path, value, 0, &l->address, &l->addr) != 0)
-                    return -1;
-            } else if (strcmp(key, "tls") == 0) {
-                if (get_bool(err, key_path, value, &l->tls) != 0)
-                    return -1;
-            } else if (strcmp(key, "trusted") == 0) {
-                if (get_bool(err, key_path, value, &l->trusted) != 0)
-                    return -1;
-            } else {
-                return fail(err, key_path, "unknown key");
-            }
-        }
-        path_key(key_path, sizeof(key_path), path, "address");
-        if (l->address == NULL)
-            return fail(err, key_path, "missing, expected an address such as \"0.0.0.0:443\"");
-        if (l->tls && l->trusted) {
-            path_key(key_path, sizeof(key_path), path, "trusted");
-            return fail(err, key_path, "only a plain (\"tls\": false) listener can be trusted");
-        }
-        for (j = 0; j != i; ++j)
-            if (c->listen[j].addr.len == l->addr.len && memcmp(&c->listen[j].addr.ss, &l->addr.ss, l->addr.len) == 0)
-                return fail(err, key_path, "\"%s\" is already used by listen[%zu]", l->address, j);
-    }
-    return 0;
-}
-
-static int parse_tls(const json_t *v, gw_config_t *c, char **err)
-{
-    char path[MAX_PATH_LEN], key_path[MAX_PATH_LEN];
-    const char *key, *ckey;
-    json_t *value, *item, *cvalue;
-    size_t i;
-
-    if (get_object(err, "tls", v) != 0)
-        return -1;
-    json_object_foreach((json_t *)v, key, value)
-    {
-        path_key(path, sizeof(path), "tls", key);
-        if (strcmp(key, "ticket_keys_file") == 0) {
-            char *why = NULL;
-            if (get_string(err, path, value, 1, 4096, &c->tls.ticket_keys_file) != 0)
-                return -1;
-            /* read now so that --check and the start refuse a bad file */
-            if (gw_tls_ticket_keys_check(c->tls.ticket_keys_file, &why) != 0) {
-                fail(err, path, "%s", why != NULL ? why : "out of memory");
-                free(why);
-                return -1;
-            }
-            continue;
-        }
-        if (strcmp(key, "certificates") != 0)
-            return fail(err, path, "unknown key");
-        if (!json_is_array(value))
-            return fail_expected(err, path, "an array of {\"cert\": PATH, \"key\": PATH}", value);
-        if (json_array_size(value) != 0 && (c->tls.certificates = calloc(json_array_size(value), sizeof(gw_config_cert_t))) == NULL)
-            return fail(err, NULL, "out of memory");
-        json_array_foreach(value, i, item)
-        {
-            gw_config_cert_t *cert = &c->tls.certificates[i];
-
-            c->tls.num_certificates = i + 1;
-            path_index(key_path, sizeof(key_path), path, i);
-            if (get_object(err, key_path, item) != 0)
-                return -1;
-            json_object_foreach(item, ckey, cvalue)
-            {
-                char field_path[MAX_PATH_LEN];
-
-                path_key(field_path, sizeof(field_path), key_path, ckey);
-                if (strcmp(ckey, "cert") == 0) {
-                    if (get_string(err, field_path, cvalue, 1, 4096, &cert->cert) != 0)
-                        return -1;
-                } else if (strcmp(ckey, "key") == 0) {
-                    if (get_string(err, field_path, cvalue, 1, 4096, &cert->key) != 0)
-                        return -1;
-                } else {
-                    return fail(err, field_path, "unknown key");
-                }
-            }
-            if (cert->cert == NULL || cert->key == NULL) {
-                char field_path[MAX_PATH_LEN];
-                path_key(field_path, sizeof(field_path), key_path, cert->cert == NULL ? "cert" : "key");
-                return fail(err, field_path, "missing, expected the path of a PEM file");
-            }
-        }
-    }
-    return 0;
-}
-
-/* redis.sentinels: ["ip:port", ...] */
-static int parse_sentinels(const json_t *v, gw_config_t *c, char **err)
-{
-    char path[MAX_PATH_LEN];
-    json_t *item;
-    size_t i, j, n;
-
-    if (!json_is_array(v) || (n = json_array_size(v)) == 0 || n > MAX_SENTINELS)
-        return fail_expected(err, "redis.sentinels", "a non-empty array of at most 16 sentinel addresses (\"ip:port\")", v);
-    if ((c->redis.sentinels = calloc(n, sizeof(char *))) == NULL ||
-        (c->redis.sentinel_addrs = calloc(n, sizeof(gw_netaddr_t))) == NULL)
-        return fail(err, NULL, "out of memory");
-    json_array_foreach(v, i, item)
-    {
-        path_index(path, sizeof(path), "redis.sentinels", i);
-        c->redis.num_sentinels = i + 1;
-        if (get_address(err, path, item, 0, &c->redis.sentinels[i], &c->redis.sentinel_addrs[i]) != 0)
-            return -1;
-        for (j = 0; j != i; ++j)
-            if (c->redis.sentinel_addrs[j].len == c->redis.sentinel_addrs[i].len &&
-                memcmp(&c->redis.sentinel_addrs[j].ss, &c->redis.sentinel_addrs[i].ss, c->redis.sentinel_addrs[i].len) == 0)
-                return fail(err, path, "\"%s\" is already redis.sentinels[%zu]", c->redis.sentinels[i], j);
-    }
-    return 0;
-}
-
-static int parse_redis(const json_t *v, gw_config_t *c, char **err)
-{
-    char path[MAX_PATH_LEN];
-    const char *key, *value_s;
-    json_t *value;
-    size_t i;
-    int address_set = 0;
-
-    if (get_object(err, "redis", v) != 0)
-        return -1;
-    json_object_foreach((json_t *)v, key, value)
-    {
-        path_key(path, sizeof(path), "redis", key);
-        if (strcmp(key, "address") == 0) {
-            if (get_address(err, path, value, 1, &c->redis.address, &c->redis.addr) != 0)
-                return -1;
-            address_set = 1;
-        } else if (strcmp(key, "sentinels") == 0) {
-            if (parse_sentinels(value, c, err) != 0)
-                return -1;
-        } else if (strcmp(key, "master_name") == 0) {
-            if (get_string(err, path, value, 1, 128, &c->redis.master_name) != 0)
-                return -1;
-            for (i = 0; c->redis.master_name[i] != '\0'; ++i)
-                if (!isgraph((unsigned char)c->redis.master_name[i]))
-                    return fail_expected(err, path, "a Sentinel master name without spaces or control characters", value);
-        } else if (strcmp(key, "sentinel_password_env") == 0) {
-            if (get_env_name(err, path, value, &c->redis.sentinel_password_env) != 0)
-                return -1;
-        } else if (strcmp(key, "password_env") == 0) {
-            if (get_env_name(err, path, value, &c->redis.password_env) != 0)
-                return -1;
-        } else if (strcmp(key, "prefix") == 0) {
-            if (get_string(err, path, value, 0, 64, &c->redis.prefix) != 0)
-                return -1;
-            /* a brace would break the {sandboxId} hash tag of every key */
-            for (i = 0; c->redis.prefix[i] != '\0'; ++i)
-                if (!isgraph((unsigned char)c->redis.prefix[i]) || c->redis.prefix[i] == '{' || c->redis.prefix[i] == '}')
-                    return fail_expected(err, path, "a key prefix without spaces, control characters or braces", value);
-        } else if (strcmp(key, "connect_timeout_ms") == 0) {
-            if (get_uint(err, path, value, 1, MAX_TIMEOUT_MS, &c->redis.connect_timeout_ms) != 0)
-                return -1;
-        } else if (strcmp(key, "lookup_timeout_ms") == 0) {
-            if (get_uint(err, path, value, 1, MAX_TIMEOUT_MS, &c->redis.lookup_timeout_ms) != 0)
-                return -1;
-        } else if (strcmp(key, "reconnect_max_ms") == 0) {
-            if (get_uint(err, path, value, 1, MAX_TIMEOUT_MS, &c->redis.reconnect_max_ms) != 0)
-                return -1;
-        } else {
-            return fail(err, path, "unknown key");
-        }
-    }
-
-    if (c->redis.password_env != NULL) {
-        if ((value_s = getenv(c->redis.password_env)) == NULL || value_s[0] == '\0')
-            return fail(err, "redis.password_env", "the environment variable %s is not set or is empty", c->redis.password_env);
-        if ((c->redis.password = strdup(value_s)) == NULL)
-            return fail(err, NULL, "out of memory");
-    }
-
-    /* Sentinel mode: the sentinels name the primary, so a fixed address would be ignored */
-    if (c->redis.num_sentinels != 0) {
-        if (address_set)
-            return fail(err, "redis.address", "set redis.address or redis.sentinels, not both");
-        if (c->redis.master_name == NULL)
-            return fail(err, "redis.master_name", "missing, required with redis.sentinels (the name the sentinels monitor)");
-    } else if (c->redis.master_name != NULL) {
-        return fail(err, "redis.master_name", "only meaningful with redis.sentinels");
-    } else if (c->redis.sentinel_password_env != NULL) {
-        return fail(err, "redis.sentinel_password_env", "only meaningful with redis.sentinels");
-    }
-    if (c->redis.sentinel_password_env != NULL) {
-        if ((value_s = getenv(c->redis.sentinel_password_env)) == NULL || value_s[0] == '\0')
-            return fail(err, "redis.sentinel_password_env", "the environment variable %s is not set or is empty",
-                        c->redis.sentinel_password_env);
-        if ((c->redis.sentinel_password = strdup(value_s)) == NULL)
-            return fail(err, NULL, "out of memory");
-    }
-    return 0;
-}
-
-/* Splits the comma-separated list of cookie secrets in the variable `name`. */
-static int load_cookie_secrets(gw_config_t *c, const char *name, char **err)
-{
-    const char *list = getenv(name), *p, *end, *comma;
-    size_t count = 1, index;
-
-    if (list == NULL || list[0] == '\0')
-        return fail(err, "auth.cookie_secrets_env", "the environment variable %s is not set or is empty", name);
-    for (p = list; *p != '\0'; ++p)
-        if (*p == ',')
-            ++count;
-    if (count > MAX_COOKIE_SECRETS)
-        return fail(err, "auth.cookie_secrets_env", "%s holds %zu secrets, at most %d are allowed", name, count,
-                    MAX_COOKIE_SECRETS);
-    if ((c->auth.cookie_secrets = calloc(count, sizeof(gw_cookie_secret_t))) == NULL)
-        return fail(err, NULL, "out of memory");
-
-    for (p = list, index = 0; index != count; ++index, p = comma + 1) {
-        unsigned char *bytes;
-
-        if ((comma = strchr(p, ',')) == NULL)
-            comma = p + strlen(p);
-        /* spaces around a comma are layout, not secret */
-        for (end = comma; p < end && (*p == ' ' || *p == '\t'); ++p)
-            ;
-        while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
-            --end;
-        if ((size_t)(end - p) < MIN_COOKIE_SECRET_LEN)
-            return fail(err, "auth.cookie_secrets_env", "secret %zu of %zu in %s is shorter than %d bytes", index + 1, count, name,
-                        MIN_COOKIE_SECRET_LEN);
-        if ((bytes = malloc(end - p)) == NULL)
-            return fail(err, NULL, "out of memory");
-        memcpy(bytes, p, end - p);
-        c->auth.cookie_secrets[index].bytes = bytes;
-        c->auth.cookie_secrets[index].len = end - p;
-        c->auth.num_cookie_secrets = index + 1;
-    }
-    return 0;
-}
-
-/* A message without the "config: " prefix: the secrets file is also read on
- * SIGHUP, where it is not a configuration error. */
-static int say(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int say(char **err, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list args;
-
-    va_start(args, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, args);
-    va_end(args);
-    *err = strdup(msg);
-    return -1;
-}
-
-static int is_blank(char ch)
-{
-    return ch == ' ' || ch == '\t';
-}
-
-int gw_config_read_cookie_secrets_file(const char *path, gw_cookie_secret_t **secrets, size_t *num_secrets, char **err)
-{
-    gw_cookie_secret_t *list = NULL;
-    size_t count = 0, line = 0, len = 0;
-    const char *p, *end, *eol, *s, *e;
-    char *buf = NULL;
-
-    *secrets = NULL;
-    *num_secrets = 0;
-    if (gw_secret_file_read(path, MAX_COOKIE_SECRETS_FILE_SIZE, &buf, &len, err) != 0)
-        return -1;
-    if (memchr(buf, '\0', len) != NULL) {
-        say(err, "%s: contains a NUL byte; expected one secret per line", path);
-        goto Error;
-    }
-    if ((list = calloc(MAX_COOKIE_SECRETS, sizeof(*list))) == NULL) {
-        say(err, "out of memory");
-        goto Error;
-    }
-
-    for (p = buf, end = buf + len; p < end; p = eol + 1) {
-        unsigned char *bytes;
-
-        ++line;
-        if ((eol = memchr(p, '\n', end - p)) == NULL)
-            eol = end;
-        for (s = p, e = eol; s < e && is_blank(*s); ++s)
-            ;
-        while (e > s && (is_blank(e[-1]) || e[-1] == '\r'))
-            --e;
-        if (s == e || *s == '#')
-            continue;
-        /* messages name the line, never its bytes */
-        if (count == MAX_COOKIE_SECRETS) {
-            say(err, "%s: line %zu: more than %d secrets; at most %d are allowed", path, line, MAX_COOKIE_SECRETS,
-                MAX_COOKIE_SECRETS);
-            goto Error;
-        }
-        if ((size_t)(e - s) < MIN_COOKIE_SECRET_LEN) {
-            say(err, "%s: line %zu: the secret is shorter than %d bytes", path, line, MIN_COOKIE_SECRET_LEN);
-            goto Error;
-        }
-        if ((bytes = malloc(e - s)) == NULL) {
-            say(err, "out of memory");
-            goto Error;
-        }
-        memcpy(bytes, s, e - s);
-        list[count].bytes = bytes;
-        list[count].len = e - s;
-        ++count;
-    }
-    if (count == 0) {
-        say(err, "%s: holds no secret (only blank lines and comments)", path);
-        goto Error;
-    }
-
-    OPENSSL_cleanse(buf, len);
-    free(buf);
-    *secrets = list;
-    *num_secrets = count;
-    return 0;
-
-Error:
-    gw_config_free_cookie_secrets(list, count);
-    if (buf != NULL) {
-        OPENSSL_cleanse(buf, len);
-        free(buf);
-    }
-    return -1;
-}
-
-void gw_config_free_cookie_secrets(gw_cookie_secret_t *secrets, size_t num_secrets)
-{
-    size_t i;
-
-    if (secrets == NULL)
-        return;
-    for (i = 0; i != num_secrets; ++i) {
-        unsigned char *bytes = (unsigned char *)secrets[i].bytes;
-        OPENSSL_cleanse(bytes, secrets[i].len);
-        free(bytes);
-    }
-    free(secrets);
-}
-
-static int parse_auth(const json_t *v, gw_config_t *c, char **err)
-{
-    static const char *const same_site_names[] = {"lax", "strict", "none", NULL};
-    char path[MAX_PATH_LEN];
-    const char *key;
-    json_t *value;
-    size_t i;
-    int same_site;
-
-    if (get_object(err, "auth", v) != 0)
-        return -1;
-    json_object_foreach((json_t *)v, key, value)
-    {
-        path_key(path, sizeof(path), "auth", key);
-        if (strcmp(key, "cookie_secrets_env") == 0) {
-            if (get_env_name(err, path, value, &c->auth.cookie_secrets_env) != 0)
-                return -1;
-        } else if (strcmp(key, "cookie_secrets_file") == 0) {
-            if (get_string(err, path, value, 1, 4096, &c->auth.cookie_secrets_file) != 0)
-                return -1;
-        } else if (strcmp(key, "cookie_name") == 0) {
-            if (get_string(err, path, value, 1, 128, &c->auth.cookie_name) != 0)
-                return -1;
-            /* RFC 6265 cookie-name: an RFC 7230 token */
-            for (i = 0; c->auth.cookie_name[i] != '\0'; ++i)
-                if (!isalnum((unsigned char)c->auth.cookie_name[i]) && strchr("!#$%&'*+-.^_`|~", c->auth.cookie_name[i]) == NULL)
-                    return fail_expected(err, path, "a cookie name (letters, digits and !#$%&'*+-.^_`|~)", value);
-        } else if (strcmp(key, "cookie_ttl_s") == 0) {
-            if (get_uint(err, path, value, 60, 31536000, &c->auth.cookie_ttl_s) != 0)
-                return -1;
-        } else if (strcmp(key, "cookie_same_site") == 0) {
-            if (get_enum(err, path, value, same_site_names, &same_site) != 0)
-                return -1;
-            c->auth.cookie_same_site = same_site == 0   ? GW_COOKIE_SAME_SITE_LAX
-                                       : same_site == 1 ? GW_COOKIE_SAME_SITE_STRICT
-                                                        : GW_COOKIE_SAME_SITE_NONE;
-        } else {
-            return fail(err, path, "unknown key");
-        }
-    }
-    if (c->auth.cookie_secrets_env != NULL && c->auth.cookie_secrets_file != NULL)
-        return fail(err, "auth",
-                    "cookie_secrets_env and cookie_secrets_file are both set; set only one (cookie_secrets_file is re-read on "
-                    "SIGHUP, the environment only at start)");
-    if (c->auth.cookie_secrets_env != NULL && load_cookie_secrets(c, c->auth.cookie_secrets_env, err) != 0)
-        return -1;
-    if (c->auth.cookie_secrets_file != NULL) {
-        char *why = NULL;
-        if (gw_config_read_cookie_secrets_file(c->auth.cookie_secrets_file, &c->auth.cookie_secrets, &c->auth.num_cookie_secrets,
-                                               &why) != 0) {
-            fail(err, "auth.cookie_secrets_file", "%s", why != NULL ? why : "out of memory");
-            free(why);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int parse_routing(const json_t *v, gw_config_t *c, char **err)
-{
-    char path[MAX_PATH_LEN];
-    const char *key;
-    json_t *value;
-    uint64_t *field;
-
-    if (get_object(err, "routing", v) != 0)
-        return -1;
-    json_object_foreach((json_t *)v, key, value)
-    {
-        path_key(path, sizeof(path), "routing", key);
-        if (strcmp(key, "cache_ttl_ms") == 0)
-            field = &c->routing.cache_ttl_ms;
-        else if (strcmp(key, "negative_ttl_ms") == 0)
-            field = &c->routing.negative_ttl_ms;
-        else if (strcmp(key, "stale_ttl_ms") == 0)
-            field = &c->routing.stale_ttl_ms;
-        else
-            return fail(err, path, "unknown key");
-        /* 0 is allowed: no caching (or no serving stale routes) */
-        if (get_uint(err, path, value, 0, MAX_TIMEOUT_MS, field) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-static int parse_allowed_networks(const char *path, const json_t *v, gw_config_t *c, char **err)
-{
-    char item_path[MAX_PATH_LEN], desc[MAX_GOT_LEN + 16];
-    const char *why = NULL;
-    json_t *item;
-    size_t i;
-
-    if (!json_is_array(v) || json_array_size(v) == 0)
-        return fail_expected(err, path, "a non-empty array of networks such as \"10.0.0.0/8\"", v);
-    free(c->upstream.allowed_networks);
-    c->upstream.num_allowed_networks = 0;
-    if ((c->upstream.allowed_networks = calloc(json_array_size(v), sizeof(gw_cidr_t))) == NULL)
-        return fail(err, NULL, "out of memory");
-    json_array_foreach(v, i, item)
-    {
-        path_index(item_path, sizeof(item_path), path, i);
-        if (!json_is_string(item))
-            return fail_expected(err, item_path, "a network string such as \"10.0.0.0/8\"", item);
-        if (gw_cidr_parse(json_string_value(item), &c->upstream.allowed_networks[i], &why) != 0) {
-            describe(item, desc, sizeof(desc));
-            return fail(err, item_path, "%s, got %s", why != NULL ? why : "expected an IP network", desc);
-        }
-        c->upstream.num_allowed_networks = i + 1;
-    }
-    return 0;
-}
-
-static int parse_upstream(const json_t *v, gw_config_t *c, char **err)
-{
-    static const char *const host_header_names[] = {"preserve", "localhost", NULL};
-    char path[MAX_PATH_LEN];
-    const char *key;
-    json_t *value;
-    uint64_t n = 0; /* set by get_uint before use; -O3 cannot see it */
-    int mode;
-
-    if (get_object(err, "upstream", v) != 0)
-        return -1;
-    json_object_foreach((json_t *)v, key, value)
-    {
-        path_key(path, sizeof(path), "upstream", key);
-        if (strcmp(key, "host_header") == 0) {
-            if (get_enum(err, path, value, host_header_names, &mode) != 0)
-                return -1;
-            c->upstream.host_header = mode == 0 ? GW_HOST_HEADER_PRESERVE : GW_HOST_HEADER_LOCALHOST;
-        } else if (strcmp(key, "connect_timeout_ms") == 0) {
-            if (get_uint(err, path, value, 1, MAX_TIMEOUT_MS, &c->upstream.connect_timeout_ms) != 0)
-                return -1;
-        } else if (strcmp(key, "first_byte_timeout_ms") == 0) {
-            if (get_uint(err, path, value, 1, MAX_TIMEOUT_MS, &c->upstream.first_byte_timeout_ms) != 0)
-                return -1;
-        } else if (strcmp(key, "idle_timeout_ms") == 0) {
-            if (get_uint(err, path, value, 1, MAX_TIMEOUT_MS, &c->upstream.idle_timeout_ms) != 0)
-                return -1;
-        } else if (strcmp(key, "websocket_idle_timeout_ms") == 0) {
-            if (get_uint(err, path, value, 1, MAX_TIMEOUT_MS, &c->upstream.websocket_idle_timeout_ms) != 0)
-                return -1;
-        } else if (strcmp(key, "max_idle_per_pool") == 0) {
-            if (get_uint(err, path, value, 0, 4096, &n) != 0)
-                return -1;
-            c->upstream.max_idle_per_pool = (size_t)n;
-        } else if (strcmp(key, "allowed_networks") == 0) {
-            if (parse_allowed_networks(path, value, c, err) != 0)
-                return -1;
-        } else {
-            return fail(err, path, "unknown key");
-        }
-    }
-    return 0;
-}
-
-static int parse_limits(const json_t *v, gw_config_t *c, char **err)
-{
-    char path[MAX_PATH_LEN];
-    const char *key;
-    json_t *value;
-
-    if (get_object(err, "limits", v) != 0)
-        return -1;
-    json_object_foreach((json_t *)v, key, value)
-    {
-        path_key(path, sizeof(path), "limits", key);
-        if (strcmp(key, "max_request_body_bytes") == 0) {
-            /* 1 KiB .. 16 GiB; h2o buffers the whole body before the handler runs */
-            if (get_uint(err, path, value, 1024, UINT64_C(17179869184), &c->limits.max_request_body_bytes) != 0)
-                return -1;
-        } else if (strcmp(key, "response_buffer_bytes") == 0) {
-            /* 4 KiB .. 12 MiB per response: refused above, rather than silently capped (see config.h) */
-            if (get_uint(err, path, value, 4096, GW_MAX_RESPONSE_BUFFER_BYTES, &c->limits.response_buffer_bytes) != 0)
-                return -1;
-        } else if (strcmp(key, "max_connections_per_sandbox") == 0) {
-            if (get_uint(err, path, value, 1, 1000000, &c->limits.max_connections_per_sandbox) != 0)
-                return -1;
-        } else if (strcmp(key, "client_stall_timeout_ms") == 0) {
-            /* 0 (off) .. 1 hour; a response making no progress toward its client is reset after it */
-            if (get_uint(err, path, value, 0, 3600000, &c->limits.client_stall_timeout_ms) != 0)
-                return -1;
-        } else if (strcmp(key, "max_connection_buffer_bytes") == 0) {
-            /* 64 KiB .. 64 GiB */
-            if (get_uint(err, path, value, 65536, UINT64_C(68719476736), &c->limits.max_connection_buffer_bytes) != 0)
-                return -1;
-        } else if (strcmp(key, "max_worker_buffer_bytes") == 0) {
-            if (get_uint(err, path, value, 65536, UINT64_C(68719476736), &c->limits.max_worker_buffer_bytes) != 0)
-                return -1;
-        } else if (strcmp(key, "max_connections_per_client") == 0) {
-            if (get_uint(err, path, value, 1, 1000000, &c->limits.max_connections_per_client) != 0)
-                return -1;
-        } else if (strcmp(key, "max_client_connections_per_worker") == 0) {
-            if (get_uint(err, path, value, 1, 1000000, &c->limits.max_client_connections_per_worker) != 0)
-                return -1;
-        } else {
-            return fail(err, path, "unknown key");
-        }
-    }
-    return 0;
-}
-
-static int parse_metering(const json_t *v, gw_config_t *c, char **err)
-{
-    char path[MAX_PATH_LEN];
-    const char *key;
-    json_t *value;
-
-    if (get_object(err, "metering", v) != 0)
-        return -1;
-    json_object_foreach((json_t *)v, key, value)
-    {
-        path_key(path, sizeof(path), "metering", key);
-        if (strcmp(key, "flush_interval_ms") == 0) {
-            if (get_uint(err, path, value, 100, MAX_TIMEOUT_MS, &c->metering.flush_interval_ms) != 0)
-                return -1;
-        } else if (strcmp(key, "spill_file") == 0) {
-            if (get_string(err, path, value, 1, 4096, &c->metering.spill_file) != 0)
-                return -1;
-        } else {
-            return fail(err, path, "unknown key");
-        }
-    }
-    return 0;
-}
-
-static int parse_admin(const json_t *v, gw_config_t *c, char **err)
-{
-    char path[MAX_PATH_LEN];
-    const char *key;
-    json_t *value;
-
-    if (get_object(err, "admin", v) != 0)
-        return -1;
-    json_object_foreach((json_t *)v, key, value)
-    {
-        path_key(path, sizeof(path), "admin", key);
-        if (strcmp(key, "address") != 0)
-            return fail(err, path, "unknown key");
-        if (json_is_null(value)) {
-            free(c->admin.address);
-            c->admin.address = NULL;
-            memset(&c->admin.addr, 0, sizeof(c->admin.addr));
-        } else if (!json_is_string(value)) {
-            return fail_expected(err, path, "an address string such as \"127.0.0.1:9901\", or null to disable", value);
-        } else if (get_address(err, path, value, 0, &c->admin.address, &c->admin.addr) != 0) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int parse_log(const json_t *v, gw_config_t *c, char **err)
-{
-    char path[MAX_PATH_LEN];
-    const char *key;
-    json_t *value;
-
-    if (get_object(err, "log", v) != 0)
-        return -1;
-    json_object_foreach((json_t *)v, key, value)
-    {
-        path_key(path, sizeof(path), "log", key);
-        if (strcmp(key, "access_max_lines_per_second") == 0) {
-            if (get_uint(err, path, value, 0, 10000000, &c->log.access_max_lines_per_second) != 0)
-                return -1;
-            continue;
-        }
-        if (strcmp(key, "access") != 0)
-            return fail(err, path, "unknown key");
-        if (json_is_null(value)) {
-            free(c->log.access);
-            c->log.access = NULL;
-            c->log.access_max_lines_per_second = 20000;
-        } else if (!json_is_string(value)) {
-            return fail_expected(err, path, "a file path, \"-\" for stdout, or null to disable", value);
-        } else if (get_string(err, path, value, 1, 4096, &c->log.access) != 0) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int parse_instance_id(const json_t *v, gw_config_t *c, char **err)
-{
-    size_t i;
-
-    if (get_string(err, "instance_id", v, 1, 128, &c->instance_id) != 0)
-        return -1;
-    /* written into every metering record: keep it one printable word */
-    for (i = 0; c->instance_id[i] != '\0'; ++i)
-        if (!isgraph((unsigned char)c->instance_id[i]))
-            return fail_expected(err, "instance_id", "a name without spaces or control characters", v);
-    return 0;
+    return h2o_strdup(NULL, host, SIZE_MAX).base;
 }
 
 static unsigned resolve_workers(void)
@@ -1062,182 +312,101 @@ static unsigned resolve_workers(void)
     return n > MAX_WORKERS ? MAX_WORKERS : (unsigned)n;
 }
 
-static int parse_root(const json_t *root, const char *name, gw_config_t *c, char **err)
+/* Every key was valid on its own; now what holds across keys. */
+static int check_across_keys(gw_config_t *c, const char *seen, char **err)
 {
-    char desc[MAX_GOT_LEN + 16], path[MAX_PATH_LEN];
-    const char *key;
-    json_t *value;
-    int seen_domains = 0, rc;
-    uint64_t workers = 0; /* set by get_uint before use; -O3 cannot see it */
     size_t i;
 
-    if (!json_is_object(root)) {
-        describe(root, desc, sizeof(desc));
-        return fail(err, name, "expected a JSON object at the top level, got %s", desc);
+    /* Sentinel mode: the sentinels name the primary, so a fixed address would be ignored */
+    if (c->redis.num_sentinels != 0) {
+        if (was_set(seen, "redis.address"))
+            return gw_config_fail(err, "redis.address", "set redis.address or redis.sentinels, not both");
+        if (c->redis.master_name == NULL)
+            return gw_config_fail(err, "redis.master_name",
+                                  "missing, required with redis.sentinels (the name the sentinels monitor)");
+    } else if (c->redis.master_name != NULL) {
+        return gw_config_fail(err, "redis.master_name", "only meaningful with redis.sentinels");
+    } else if (c->redis.sentinel_password_env != NULL) {
+        return gw_config_fail(err, "redis.sentinel_password_env", "only meaningful with redis.sentinels");
     }
-    json_object_foreach((json_t *)root, key, value)
-    {
-        if (strcmp(key, "listen") == 0) {
-            rc = parse_listen(value, c, err);
-        } else if (strcmp(key, "domains") == 0) {
-            rc = parse_domains(value, c, err);
-            seen_domains = 1;
-        } else if (strcmp(key, "tls") == 0) {
-            rc = parse_tls(value, c, err);
-        } else if (strcmp(key, "redis") == 0) {
-            rc = parse_redis(value, c, err);
-        } else if (strcmp(key, "auth") == 0) {
-            rc = parse_auth(value, c, err);
-        } else if (strcmp(key, "routing") == 0) {
-            rc = parse_routing(value, c, err);
-        } else if (strcmp(key, "upstream") == 0) {
-            rc = parse_upstream(value, c, err);
-        } else if (strcmp(key, "limits") == 0) {
-            rc = parse_limits(value, c, err);
-        } else if (strcmp(key, "metering") == 0) {
-            rc = parse_metering(value, c, err);
-        } else if (strcmp(key, "admin") == 0) {
-            rc = parse_admin(value, c, err);
-        } else if (strcmp(key, "log") == 0) {
-            rc = parse_log(value, c, err);
-        } else if (strcmp(key, "instance_id") == 0) {
-            rc = parse_instance_id(value, c, err);
-        } else if (strcmp(key, "workers") == 0) {
-            if ((rc = get_uint(err, "workers", value, 0, MAX_WORKERS, &workers)) == 0)
-                c->workers = (unsigned)workers;
-        } else {
-            path_key(path, sizeof(path), "", key);
-            rc = fail(err, path, "unknown key");
-        }
-        if (rc != 0)
-            return -1;
-    }
+    if (gw_config_read_secrets(c, err) != 0)
+        return -1;
 
-    /* every key was valid on its own; now what holds across keys */
-    if (!seen_domains)
-        return fail(err, "domains", "missing, expected a non-empty array of hostnames such as [\"lizard.app\"]");
+    if (c->num_domains == 0)
+        return gw_config_fail(err, "domains", "missing, expected a non-empty array of hostnames such as [\"lizard.app\"]");
     for (i = 0; i != c->num_listen; ++i) {
         if (c->listen[i].tls && c->tls.num_certificates == 0)
-            return fail(err, "tls.certificates",
-                        "missing, expected at least one {\"cert\": PATH, \"key\": PATH}: listen[%zu] (\"%s\") uses TLS", i,
-                        c->listen[i].address);
+            return gw_config_fail(err, "tls.certificates",
+                                  "missing, expected at least one {\"cert\": PATH, \"key\": PATH}: listen[%zu] (\"%s\") uses TLS",
+                                  i, c->listen[i].address);
     }
-    if (c->workers == 0)
-        c->workers = resolve_workers();
     return 0;
 }
 
 int gw_config_load_string(const char *json, const char *name, gw_config_t **out, char **err)
 {
-    gw_config_t *c = NULL;
+    char desc[GW_CONFIG_MAX_GOT_LEN + 16], seen[NUM_KEYS] = {0};
+    gw_config_t *c;
     json_error_t jerr;
     json_t *root;
 
     *out = NULL;
     *err = NULL;
     if ((root = json_loadb(json, strlen(json), JSON_REJECT_DUPLICATES, &jerr)) == NULL)
-        return fail(err, NULL, "%s:%d:%d: %s", name, jerr.line, jerr.column, jerr.text);
-    if ((c = calloc(1, sizeof(*c))) == NULL) {
-        fail(err, NULL, "out of memory");
-        goto Error;
+        return gw_config_fail(err, NULL, "%s:%d:%d: %s", name, jerr.line, jerr.column, jerr.text);
+    if (!json_is_object(root)) {
+        gw_config_describe(root, desc, sizeof(desc));
+        json_decref(root);
+        return gw_config_fail(err, name, "expected a JSON object at the top level, got %s", desc);
     }
-    if (gw_config_defaults(c) != 0) {
-        fail(err, NULL, "out of memory");
-        goto Error;
+    c = gw_config_calloc(1, sizeof(*c));
+    if (walk(root, c, seen, err) != 0 || apply_defaults(c, seen, err) != 0 || check_across_keys(c, seen, err) != 0) {
+        gw_config_free(c);
+        json_decref(root);
+        return -1;
     }
-    if (parse_root(root, name, c, err) != 0)
-        goto Error;
     json_decref(root);
+    if (c->instance_id == NULL)
+        c->instance_id = default_instance_id();
+    if (c->workers == 0)
+        c->workers = resolve_workers();
     *out = c;
-    return 0;
-
-Error:
-    gw_config_free(c);
-    json_decref(root);
-    return -1;
-}
-
-/* The spill file is written at exit, when Redis is down: a directory that
- * cannot take it must show now (and in --check), not when the records it
- * should have held are lost. Checked for the file loader only: what the
- * process that loads it can do there. */
-static int check_spill_dir(const char *spill, char **err)
-{
-    char buf[4096 + 2];
-    struct stat st;
-    const char *dir;
-
-    if (stat(spill, &st) == 0 && S_ISDIR(st.st_mode))
-        return fail(err, "metering.spill_file", "%s is a directory; expected the path of a file", spill);
-    snprintf(buf, sizeof(buf), "%s", spill);
-    dir = dirname(buf);
-    if (stat(dir, &st) != 0) {
-        if (errno == ENOENT)
-            return fail(err, "metering.spill_file",
-                        "the directory %s does not exist; create it (writable by the gateway's user) "
-                        "or choose another path",
-                        dir);
-        return fail(err, "metering.spill_file", "the directory %s: %s", dir, strerror(errno));
-    }
-    if (!S_ISDIR(st.st_mode))
-        return fail(err, "metering.spill_file", "%s is not a directory", dir);
-    if (access(dir, W_OK | X_OK) != 0)
-        return fail(err, "metering.spill_file", "the directory %s is not writable by this process (uid %u): %s", dir,
-                    (unsigned)getuid(), strerror(errno));
     return 0;
 }
 
 int gw_config_load(const char *path, gw_config_t **out, char **err)
 {
-    char *buf = NULL;
-    size_t len = 0;
+    char *buf;
+    size_t len;
     FILE *fp;
-    int rc;
+    int rc = -1;
 
     *out = NULL;
     *err = NULL;
     if ((fp = fopen(path, "rb")) == NULL)
-        return fail(err, NULL, "%s: %s", path, strerror(errno));
-    if ((buf = malloc(MAX_FILE_SIZE + 1)) == NULL) {
-        fail(err, NULL, "out of memory");
-        goto Error;
-    }
+        return gw_config_fail(err, NULL, "%s: %s", path, strerror(errno));
+    buf = h2o_mem_alloc(MAX_FILE_SIZE + 1);
     len = fread(buf, 1, MAX_FILE_SIZE + 1, fp);
-    if (ferror(fp)) {
-        fail(err, NULL, "%s: %s", path, strerror(errno));
-        goto Error;
-    }
-    if (len > MAX_FILE_SIZE) {
-        fail(err, NULL, "%s: larger than %d bytes", path, MAX_FILE_SIZE);
-        goto Error;
-    }
-    if (memchr(buf, '\0', len) != NULL) {
-        fail(err, NULL, "%s: contains a NUL byte; expected a JSON text", path);
-        goto Error;
-    }
-    buf[len] = '\0';
+    if (ferror(fp))
+        gw_config_fail(err, NULL, "%s: %s", path, strerror(errno));
+    else if (len > MAX_FILE_SIZE)
+        gw_config_fail(err, NULL, "%s: larger than %d bytes", path, MAX_FILE_SIZE);
+    else if (memchr(buf, '\0', len) != NULL)
+        gw_config_fail(err, NULL, "%s: contains a NUL byte; expected a JSON text", path);
+    else
+        rc = 0;
     fclose(fp);
-    rc = gw_config_load_string(buf, path, out, err);
+    if (rc == 0) {
+        buf[len] = '\0';
+        rc = gw_config_load_string(buf, path, out, err);
+    }
     free(buf);
-    if (rc == 0 && check_spill_dir((*out)->metering.spill_file, err) != 0) {
+    if (rc == 0 && gw_config_check_spill_dir((*out)->metering.spill_file, err) != 0) {
         gw_config_free(*out);
         *out = NULL;
         rc = -1;
     }
     return rc;
-
-Error:
-    free(buf);
-    fclose(fp);
-    return -1;
-}
-
-static void free_secret_string(char *s)
-{
-    if (s != NULL) {
-        OPENSSL_cleanse(s, strlen(s));
-        free(s);
-    }
 }
 
 void gw_config_free(gw_config_t *c)
@@ -1261,7 +430,7 @@ void gw_config_free(gw_config_t *c)
 
     free(c->redis.address);
     free(c->redis.password_env);
-    free_secret_string(c->redis.password);
+    gw_config_free_secret_string(c->redis.password);
     free(c->redis.prefix);
     for (i = 0; i != c->redis.num_sentinels; ++i)
         free(c->redis.sentinels[i]);
@@ -1269,11 +438,11 @@ void gw_config_free(gw_config_t *c)
     free(c->redis.sentinel_addrs);
     free(c->redis.master_name);
     free(c->redis.sentinel_password_env);
-    free_secret_string(c->redis.sentinel_password);
+    gw_config_free_secret_string(c->redis.sentinel_password);
 
     free(c->auth.cookie_secrets_env);
     free(c->auth.cookie_secrets_file);
-    gw_config_free_cookie_secrets(c->auth.cookie_secrets, c->auth.num_cookie_secrets);
+    gw_cookie_secrets_free(c->auth.cookie_secrets, c->auth.num_cookie_secrets);
     free(c->auth.cookie_name);
 
     free(c->upstream.allowed_networks);

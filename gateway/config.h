@@ -1,7 +1,11 @@
 /*
  * The gateway's configuration: one JSON file read with jansson, validated
  * completely, then frozen and shared read-only by every thread.
- * Defaults live in config.c (gw_config_defaults) and nowhere else.
+ * Every key, with its range and default, is one row of the key table in
+ * config.c (gw_config_keys); defaults are written there and nowhere else.
+ * To add a key: a field here, a row in that table, a row in the README's
+ * configuration table and a line in deploy/gateway.example.json (config.c's
+ * opening comment says how; test_config_documented.c checks the last two).
  */
 #ifndef GW_GATEWAY_CONFIG_H
 #define GW_GATEWAY_CONFIG_H
@@ -67,7 +71,7 @@ typedef struct st_gw_config_t {
 
     struct {
         char *cookie_secrets_env;           /* at most one of _env and _file; neither: cookies disabled */
-        char *cookie_secrets_file;          /* one secret per line; re-read on SIGHUP (gateway/cookie_keys.h) */
+        char *cookie_secrets_file;          /* one secret per line; re-read on SIGHUP (auth/cookie_keys.h) */
         gw_cookie_secret_t *cookie_secrets; /* resolved at load; first signs, all verify */
         size_t num_cookie_secrets;
         char *cookie_name; /* default "__Host-lizard_access" */
@@ -88,6 +92,7 @@ typedef struct st_gw_config_t {
         uint64_t idle_timeout_ms;
         uint64_t websocket_idle_timeout_ms;
         size_t max_idle_per_pool;
+        size_t max_idle_per_worker; /* idle upstream connections of one worker, all pools */
         gw_cidr_t *allowed_networks;
         size_t num_allowed_networks;
     } upstream;
@@ -133,18 +138,5 @@ int gw_config_load_string(const char *json, const char *name, gw_config_t **out,
 
 /* Frees everything; NULL is a no-op. */
 void gw_config_free(gw_config_t *c);
-
-/* Reads a cookie secrets file: one secret per line, blank lines and lines
- * whose first non-blank byte is '#' ignored, spaces and tabs around a secret
- * (and a CR before the LF) not part of it; each secret at least 32 bytes, at
- * most 16 secrets, the first signs. The file must be a regular file that
- * others (o+r, o+w) cannot access. The same rules serve at load and on
- * SIGHUP (gateway/cookie_keys.c). On success returns 0 and a malloc'd array
- * in *secrets (free with gw_config_free_cookie_secrets). On failure returns
- * -1 and *err (malloc'd) names the file and the line, never a secret's bytes. */
-int gw_config_read_cookie_secrets_file(const char *path, gw_cookie_secret_t **secrets, size_t *num_secrets, char **err);
-
-/* Wipes and frees secrets as returned above; NULL is a no-op. */
-void gw_config_free_cookie_secrets(gw_cookie_secret_t *secrets, size_t num_secrets);
 
 #endif

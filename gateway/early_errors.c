@@ -7,10 +7,8 @@
  * headers and body with the contract's body_too_large.
  */
 #include <string.h>
-#include "gateway/access_log.h"
 #include "gateway/early_errors.h"
 #include "gateway/errors.h"
-#include "gateway/worker.h"
 #include "routing/host.h"
 
 typedef struct st_early_filter_t {
@@ -63,7 +61,7 @@ static void rewrite_413(early_filter_t *self, h2o_req_t *req, h2o_ostream_t **sl
     replace->body = gw_error_render(&req->pool, GW_ERR_BODY_TOO_LARGE, html, sandbox_id, port, NULL);
 
     /* the same head as gw_error_send gives (errors.c); h2o set only Content-Type */
-    gw_access_log_note_error(req, gw_error_code_name(GW_ERR_BODY_TOO_LARGE));
+    gw_error_note(req, GW_ERR_BODY_TOO_LARGE);
     memset(&req->res.headers, 0, sizeof(req->res.headers));
     req->res.content_length = replace->body.len;
     if (html) {
@@ -92,20 +90,10 @@ static void on_setup_ostream(h2o_filter_t *_self, h2o_req_t *req, h2o_ostream_t 
     h2o_setup_next_ostream(req, slot);
 }
 
-static void register_on(h2o_hostconf_t *hostconf, const gw_config_t *config, gw_access_log_t *access_log)
+void gw_early_errors_register(h2o_pathconf_t *fallback, const gw_config_t *config)
 {
-    h2o_pathconf_t *pathconf = &hostconf->fallback_path;
-    early_filter_t *filter = (void *)h2o_create_filter(pathconf, sizeof(*filter));
+    early_filter_t *filter = (void *)h2o_create_filter(fallback, sizeof(*filter));
 
     filter->super.on_setup_ostream = on_setup_ostream;
     filter->config = config;
-    gw_access_log_register(pathconf, access_log);
-    /* error codes are recorded for the access log, not printed */
-    pathconf->error_log.emit_request_errors = 0;
-}
-
-void gw_early_errors_register(struct st_gw_server_t *s)
-{
-    register_on(s->preview_hosts[0], s->config, s->access_log);
-    register_on(s->redirect_hosts[0], s->config, s->access_log);
 }

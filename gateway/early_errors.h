@@ -9,14 +9,14 @@
 #ifndef GW_GATEWAY_EARLY_ERRORS_H
 #define GW_GATEWAY_EARLY_ERRORS_H
 
-struct st_gw_server_t;
+#include <h2o.h>
+#include "gateway/config.h"
 
-/* Installs, on the fallback path of the server's preview and redirect
- * hostconfs (where h2o binds a request it fails before routing it), a filter
- * that turns h2o's early 413 into the contract's error, and the access
- * logger, so that such requests are logged and counted like any other. Call
- * from gw_server_init, after the hostconfs are registered and before any
- * context is created; s and its config must outlive the server. */
-void gw_early_errors_register(struct st_gw_server_t *s);
+/* Installs, on `fallback` (the fallback path of a preview or redirect
+ * hostconf, where h2o binds a request it fails before routing it), a filter
+ * that turns h2o's early 413 into the contract's error. The caller installs
+ * the loggers there too, so that such requests are logged and counted like
+ * any other. Before any context is created; config must outlive the server. */
+void gw_early_errors_register(h2o_pathconf_t *fallback, const gw_config_t *config);
 
 #endif

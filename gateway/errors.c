@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/access_log.h"
 #include "gateway/errors.h"
 
 /* Reflected values longer than this are cut (sandbox ids are at most 56
@@ -16,7 +15,6 @@
 #define MAX_BODY_LEN 16384
 
 typedef struct st_error_def_t {
-    const char *name;
     int status;
     const char *reason;
     /* a short heading */
@@ -32,22 +30,45 @@ typedef struct st_error_def_t {
     const char *tech;
 } error_def_t;
 
+/* The codes' names, at a fixed stride: a request carries its code as a
+ * pointer into this table (gw_error_note), so the code is found again by
+ * arithmetic, never by comparing strings. */
+#define CODE_NAME_SIZE 24
+static const char code_names[GW_ERR_NUM_CODES][CODE_NAME_SIZE] = {
+    [GW_ERR_BAD_HOST] = "bad_host",
+    [GW_ERR_UNKNOWN_HOST] = "unknown_host",
+    [GW_ERR_SANDBOX_NOT_FOUND] = "sandbox_not_found",
+    [GW_ERR_PORT_NOT_EXPOSED] = "port_not_exposed",
+    [GW_ERR_MISSING_TOKEN] = "missing_token",
+    [GW_ERR_INVALID_TOKEN] = "invalid_token",
+    [GW_ERR_SANDBOX_NOT_RUNNING] = "sandbox_not_running",
+    [GW_ERR_PORT_NOT_OPEN] = "port_not_open",
+    [GW_ERR_UPSTREAM_FORBIDDEN] = "upstream_forbidden",
+    [GW_ERR_UPSTREAM_TIMEOUT] = "upstream_timeout",
+    [GW_ERR_TOO_MANY_CONNECTIONS] = "too_many_connections",
+    [GW_ERR_ROUTING_UNAVAILABLE] = "routing_unavailable",
+    [GW_ERR_BODY_TOO_LARGE] = "body_too_large",
+};
+
+/* The module of the error_logs entry that carries a request's code. */
+static const char CODE_LOG_MODULE[] = "lizard:code";
+
 static const error_def_t defs[GW_ERR_NUM_CODES] = {
-    [GW_ERR_BAD_HOST] = {"bad_host", 400, "Bad Request", "Malformed preview address",
+    [GW_ERR_BAD_HOST] = {400, "Bad Request", "Malformed preview address",
                          "This host name is under a preview domain but is not a valid preview address.",
                          "Preview addresses have the form <port>-<sandbox id>.<preview domain>, with a port from 1 to 65535 and a "
                          "sandbox id of lowercase letters and digits.",
                          0, NULL},
-    [GW_ERR_UNKNOWN_HOST] = {"unknown_host", 404, "Not Found", "Unknown host", "This gateway does not serve this host name.",
+    [GW_ERR_UNKNOWN_HOST] = {404, "Not Found", "Unknown host", "This gateway does not serve this host name.",
                              "Check the address; preview links come from the platform's expose call.", 0, NULL},
-    [GW_ERR_SANDBOX_NOT_FOUND] = {"sandbox_not_found", 404, "Not Found", "Sandbox not found", "$s does not exist.",
+    [GW_ERR_SANDBOX_NOT_FOUND] = {404, "Not Found", "Sandbox not found", "$s does not exist.",
                                   "It may have been deleted. Check the sandbox id in the address, or create a sandbox and "
                                   "expose the port again.",
                                   0, NULL},
-    [GW_ERR_PORT_NOT_EXPOSED] = {"port_not_exposed", 404, "Not Found", "Port not exposed", "$p of $S is not exposed.",
+    [GW_ERR_PORT_NOT_EXPOSED] = {404, "Not Found", "Port not exposed", "$p of $S is not exposed.",
                                  "Expose the port with the platform's expose call, then open the preview link it returns.", 0,
                                  NULL},
-    [GW_ERR_MISSING_TOKEN] = {"missing_token", 401, "Unauthorized", "This preview is private",
+    [GW_ERR_MISSING_TOKEN] = {401, "Unauthorized", "This preview is private",
                               "$p of $S is private: only its preview link opens it, and this request came without one.",
                               "Open the full preview link, the address that ends in ?lizard_token=...: the platform shows it "
                               "where the port was exposed. If someone sent you this address, ask them for the full link.",
@@ -55,28 +76,25 @@ static const error_def_t defs[GW_ERR_NUM_CODES] = {
                               "Technical detail: the request carried no credential. A private port takes the sandbox's access "
                               "token in the X-Lizard-Access-Token header or the lizard_token query parameter, or the cookie the "
                               "gateway sets when a preview link is opened in a browser."},
-    [GW_ERR_INVALID_TOKEN] = {"invalid_token", 403, "Forbidden", "Access not valid", "The access presented for $S is not valid.",
+    [GW_ERR_INVALID_TOKEN] = {403, "Forbidden", "Access not valid", "The access presented for $S is not valid.",
                               "Get the current preview link from the platform (or from whoever shared it) and open it again.", 0,
                               "Technical detail: the credential did not match the sandbox's access token."},
-    [GW_ERR_SANDBOX_NOT_RUNNING] = {"sandbox_not_running", 503, "Service Unavailable", "Sandbox not running", "$s is not running.",
+    [GW_ERR_SANDBOX_NOT_RUNNING] = {503, "Service Unavailable", "Sandbox not running", "$s is not running.",
                                     "Start or resume the sandbox, then reload this page in a few seconds.", 5, NULL},
-    [GW_ERR_PORT_NOT_OPEN] = {"port_not_open", 502, "Bad Gateway", "Nothing is listening on this port",
-                              "Nothing is listening on $P in $S.",
+    [GW_ERR_PORT_NOT_OPEN] = {502, "Bad Gateway", "Nothing is listening on this port", "Nothing is listening on $P in $S.",
                               "Start your server and make it listen on 0.0.0.0 (not 127.0.0.1).", 0, NULL},
-    [GW_ERR_UPSTREAM_FORBIDDEN] = {"upstream_forbidden", 502, "Bad Gateway", "Sandbox address refused",
+    [GW_ERR_UPSTREAM_FORBIDDEN] = {502, "Bad Gateway", "Sandbox address refused",
                                    "The gateway refused to connect to $S: its address is outside the allowed networks.",
                                    "This is a problem of the platform, not of your code. Try again later or contact support.", 0,
                                    NULL},
-    [GW_ERR_UPSTREAM_TIMEOUT] = {"upstream_timeout", 504, "Gateway Timeout", "Sandbox did not answer in time",
-                                 "$s did not answer on $P in time.",
+    [GW_ERR_UPSTREAM_TIMEOUT] = {504, "Gateway Timeout", "Sandbox did not answer in time", "$s did not answer on $P in time.",
                                  "Check that your server is running and responsive, then try again.", 0, NULL},
-    [GW_ERR_TOO_MANY_CONNECTIONS] = {"too_many_connections", 429, "Too Many Requests", "Too many connections",
-                                     "$s has too many open connections.",
+    [GW_ERR_TOO_MANY_CONNECTIONS] = {429, "Too Many Requests", "Too many connections", "$s has too many open connections.",
                                      "Close some connections or wait a moment, then try again.", 0, NULL},
-    [GW_ERR_ROUTING_UNAVAILABLE] = {"routing_unavailable", 503, "Service Unavailable", "Routing temporarily unavailable",
+    [GW_ERR_ROUTING_UNAVAILABLE] = {503, "Service Unavailable", "Routing temporarily unavailable",
                                     "The gateway cannot look up where $S runs right now.",
                                     "This is temporary; try again in a few seconds.", 2, NULL},
-    [GW_ERR_BODY_TOO_LARGE] = {"body_too_large", 413, "Payload Too Large", "Request body too large",
+    [GW_ERR_BODY_TOO_LARGE] = {413, "Payload Too Large", "Request body too large",
                                "The request body is larger than this gateway accepts.",
                                "Send a smaller body, or split the upload into several requests.", 0, NULL},
 };
@@ -87,29 +105,29 @@ static const struct {
     error_def_t def;
 } whys[GW_WHY_NUM] = {
     [GW_WHY_WRONG_TOKEN_HEADER] = {GW_ERR_INVALID_TOKEN,
-                                   {"invalid_token", 403, "Forbidden", "Access token not valid",
+                                   {403, "Forbidden", "Access token not valid",
                                     "The X-Lizard-Access-Token header sent for $S does not match its access token.",
                                     "Send the sandbox's current access token: it changes when the platform rotates it.", 0, NULL}},
     [GW_WHY_WRONG_LINK] = {GW_ERR_INVALID_TOKEN,
-                           {"invalid_token", 403, "Forbidden", "This preview link is not valid",
+                           {403, "Forbidden", "This preview link is not valid",
                             "The preview link you opened for $S is not valid, or no longer is.",
                             "A link stops working when the sandbox's access token is changed. Get the current preview link "
                             "from the platform, or ask whoever shared it for a new one.",
                             0, "Technical detail: the lizard_token query parameter does not match the sandbox's access token."}},
     [GW_WHY_COOKIE_EXPIRED] = {GW_ERR_INVALID_TOKEN,
-                               {"invalid_token", 403, "Forbidden", "Your access to this preview has expired",
+                               {403, "Forbidden", "Your access to this preview has expired",
                                 "The access this browser had to $P of $S has expired.",
                                 "Open the preview link again (from the platform, or from whoever shared it) to get access.", 0,
                                 "Technical detail: the gateway's access cookie had expired; the gateway has cleared it."}},
     [GW_WHY_COOKIE_REVOKED] = {GW_ERR_INVALID_TOKEN,
-                               {"invalid_token", 403, "Forbidden", "Your access to this preview is no longer valid",
+                               {403, "Forbidden", "Your access to this preview is no longer valid",
                                 "The access this browser had to $P of $S is no longer valid: the sandbox's access token was "
                                 "changed after the preview was opened, or the cookie was altered.",
                                 "Get the new preview link from the platform, or ask whoever shared the preview for a new one.", 0,
                                 "Technical detail: the gateway's access cookie for this preview failed its signature check: it "
                                 "was signed for the sandbox's previous token (or altered). The gateway has cleared it."}},
     [GW_WHY_COOKIE_NOT_VALID] = {GW_ERR_INVALID_TOKEN,
-                                 {"invalid_token", 403, "Forbidden", "Access cookie not valid",
+                                 {403, "Forbidden", "Access cookie not valid",
                                   "This browser sent an access cookie that is not valid for $P of $S: it was altered, or it "
                                   "belongs to another preview.",
                                   "The gateway has cleared it. Open this preview's own link (from the platform, or from whoever "
@@ -118,7 +136,7 @@ static const struct {
                                   "Technical detail: the gateway's access cookie failed verification (its signature, sandbox or "
                                   "port)."}},
     [GW_WHY_EMBEDDED_SAME_SITE] = {GW_ERR_MISSING_TOKEN,
-                                   {"missing_token", 401, "Unauthorized", "This preview cannot be shown inside another site",
+                                   {401, "Unauthorized", "This preview cannot be shown inside another site",
                                     "$p of $S is private, and this page is in a frame of another site, where the browser "
                                     "blocked the preview's access cookie: the gateway issues that cookie for its own site "
                                     "only (SameSite=Lax).",
@@ -131,17 +149,42 @@ static const struct {
                                     "keeps out of other sites' frames."}},
 };
 
+/* An out-of-range code is a bug; it is answered as the most generic gateway failure. */
+static gw_error_code_t valid_code(gw_error_code_t code)
+{
+    return (unsigned)code < GW_ERR_NUM_CODES ? code : GW_ERR_ROUTING_UNAVAILABLE;
+}
+
 static const error_def_t *def_of(gw_error_code_t code)
 {
-    /* an out-of-range code is a bug; answer as the most generic gateway failure */
-    if ((unsigned)code >= GW_ERR_NUM_CODES)
-        code = GW_ERR_ROUTING_UNAVAILABLE;
-    return &defs[code];
+    return &defs[valid_code(code)];
 }
 
 const char *gw_error_code_name(gw_error_code_t code)
 {
-    return def_of(code)->name;
+    return code_names[valid_code(code)];
+}
+
+void gw_error_note(h2o_req_t *req, gw_error_code_t code)
+{
+    const char *name = gw_error_code_name(code);
+
+    /* an error_logs entry (not printed: the pathconfs have emit_request_errors off) lives as long as the request */
+    h2o_vector_reserve(&req->pool, &req->error_logs, req->error_logs.size + 1);
+    req->error_logs.entries[req->error_logs.size++] = (h2o_req_error_log_t){CODE_LOG_MODULE, h2o_iovec_init(name, strlen(name))};
+}
+
+int gw_error_code_of(h2o_req_t *req)
+{
+    uintptr_t first = (uintptr_t)code_names, end = (uintptr_t)(code_names + GW_ERR_NUM_CODES);
+    size_t i;
+
+    for (i = 0; i != req->error_logs.size; ++i) {
+        uintptr_t at = (uintptr_t)req->error_logs.entries[i].msg.base;
+        if (req->error_logs.entries[i].module == CODE_LOG_MODULE && at >= first && at < end)
+            return (int)((at - first) / CODE_NAME_SIZE);
+    }
+    return -1;
 }
 
 int gw_error_status(gw_error_code_t code)
@@ -166,14 +209,9 @@ static void sb_append(sb_t *sb, const char *s, size_t len)
     }
     if (sb->len + len > sb->cap) {
         size_t cap = sb->cap != 0 ? sb->cap : 1024;
-        char *p;
         while (cap < sb->len + len)
             cap *= 2;
-        if ((p = realloc(sb->buf, cap)) == NULL) {
-            sb->failed = 1;
-            return;
-        }
-        sb->buf = p;
+        sb->buf = h2o_mem_realloc(sb->buf, cap);
         sb->cap = cap;
     }
     memcpy(sb->buf + sb->len, s, len);
@@ -350,11 +388,10 @@ static void build_message(sb_t *sb, const error_def_t *def, const char *sandbox_
     }
 }
 
-static void render_json(sb_t *out, const error_def_t *def, const char *message, size_t message_len, const char *sandbox_id,
-                        uint16_t port)
+static void render_json(sb_t *out, const char *name, const char *message, size_t message_len, const char *sandbox_id, uint16_t port)
 {
     sb_puts(out, "{\"error\":{\"code\":\"");
-    sb_puts(out, def->name);
+    sb_puts(out, name);
     sb_puts(out, "\",\"message\":\"");
     sb_escape(out, message, message_len, 0);
     sb_puts(out, "\"");
@@ -371,8 +408,8 @@ static void render_json(sb_t *out, const error_def_t *def, const char *message, 
     sb_puts(out, "}}\n");
 }
 
-static void render_html(sb_t *out, const error_def_t *def, const char *message, size_t message_len, const char *hint,
-                        size_t hint_len, const char *tech, size_t tech_len)
+static void render_html(sb_t *out, const error_def_t *def, const char *name, const char *message, size_t message_len,
+                        const char *hint, size_t hint_len, const char *tech, size_t tech_len)
 {
     char status[64];
 
@@ -404,7 +441,7 @@ static void render_html(sb_t *out, const error_def_t *def, const char *message, 
     sb_puts(out, "</p>\n<p class=\"code\">");
     sb_puts(out, status);
     sb_puts(out, " &middot; error code <code>");
-    sb_puts(out, def->name);
+    sb_puts(out, name);
     sb_puts(out, "</code></p>\n</main>\n</body>\n</html>\n");
 }
 
@@ -412,7 +449,6 @@ static void render_html(sb_t *out, const error_def_t *def, const char *message, 
  * HTTP answer (the proxy says what in `detail`): "nothing is listening" would
  * send the user looking in the wrong place. */
 static const error_def_t port_not_open_bad_answer = {
-    "port_not_open",
     502,
     "Bad Gateway",
     "No valid answer from this port",
@@ -446,7 +482,7 @@ h2o_iovec_t gw_error_render_why(h2o_mem_pool_t *pool, gw_error_code_t code, gw_e
         expand(&hint, def->hint, sandbox_id, port);
         if (def->tech != NULL)
             expand(&tech, def->tech, sandbox_id, port);
-        render_html(&out, def, message.buf, message.len, hint.buf, hint.len, tech.buf, tech.len);
+        render_html(&out, def, gw_error_code_name(code), message.buf, message.len, hint.buf, hint.len, tech.buf, tech.len);
     } else {
         /* a program reads only the message: it carries what to do next, and the technical detail, too */
         sb_puts(&message, " ");
@@ -455,7 +491,7 @@ h2o_iovec_t gw_error_render_why(h2o_mem_pool_t *pool, gw_error_code_t code, gw_e
             sb_puts(&message, " ");
             expand(&message, def->tech, sandbox_id, port);
         }
-        render_json(&out, def, message.buf, message.len, sandbox_id, port);
+        render_json(&out, gw_error_code_name(code), message.buf, message.len, sandbox_id, port);
     }
     if (message.failed || hint.failed || tech.failed || out.failed)
         goto Error;
@@ -467,9 +503,9 @@ Error:
     free(hint.buf);
     free(message.buf);
     if (body.base == NULL) {
-        /* only reachable when memory ran out: answer with the bare code */
+        /* a body over MAX_BODY_LEN (a template or bound gone wrong): answer with the bare code */
         char fallback[128];
-        int len = snprintf(fallback, sizeof(fallback), "{\"error\":{\"code\":\"%s\"}}\n", def->name);
+        int len = snprintf(fallback, sizeof(fallback), "{\"error\":{\"code\":\"%s\"}}\n", gw_error_code_name(code));
         body = h2o_strdup(pool, fallback, (size_t)len);
     }
     return body;
@@ -596,7 +632,7 @@ void gw_error_send_why(h2o_req_t *req, gw_error_code_t code, gw_error_why_t why,
     html = gw_error_is_navigation(req);
     body = gw_error_render_why(&req->pool, code, why, html, sandbox_id, port, detail);
 
-    gw_access_log_note_error(req, def->name);
+    gw_error_note(req, code);
     req->res.status = def->status;
     req->res.reason = def->reason;
     req->res.content_length = body.len;

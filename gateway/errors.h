@@ -42,8 +42,15 @@ typedef enum {
     GW_WHY_NUM
 } gw_error_why_t;
 
-/* "bad_host", ... */
+/* "bad_host", ...: a static string. */
 const char *gw_error_code_name(gw_error_code_t code);
+
+/* Records on req that `code` answered it (gw_error_send does this), for the
+ * access log and the metrics; the record lives in req->pool. */
+void gw_error_note(h2o_req_t *req, gw_error_code_t code);
+
+/* The code recorded on req by gw_error_note, or -1 when none was. */
+int gw_error_code_of(h2o_req_t *req);
 int gw_error_status(gw_error_code_t code);
 
 /* 1 when the request is a browser navigation that should get HTML:

@@ -90,8 +90,7 @@ static void reopen_access_log(const gw_config_t *config, gw_server_t *server)
     if (config->log.access == NULL || strcmp(config->log.access, "-") == 0 || server->access_log_fd == -1)
         return;
     if (gw_access_log_reopen(server->access_log_fd, config->log.access, &err) != 0) {
-        fprintf(stderr, "lizard-gateway: reopening the access log failed, still writing to the old file: %s\n",
-                err != NULL ? err : "out of memory");
+        fprintf(stderr, "lizard-gateway: reopening the access log failed, still writing to the old file: %s\n", err);
         free(err);
         return;
     }
@@ -106,7 +105,7 @@ static gw_tls_t *load_tls(const gw_config_t *config, char **err)
 
     if (config->tls.num_certificates == 0)
         return NULL;
-    certs = calloc(config->tls.num_certificates, sizeof(*certs));
+    certs = h2o_mem_alloc(config->tls.num_certificates * sizeof(*certs));
     for (i = 0; i != config->tls.num_certificates; ++i)
         certs[i] = (gw_tls_cert_conf_t){config->tls.certificates[i].cert, config->tls.certificates[i].key};
     tls = gw_tls_new(certs, config->tls.num_certificates, err);

@@ -13,22 +13,33 @@
 #include "auth/query.h"
 #include "auth/token.h"
 #include "gateway/errors.h"
-#include "metering/metering.h"
 #include "gateway/pipeline.h"
-#include "gateway/proxy.h"
+#include "metering/metering.h"
+#include "upstream/proxy.h"
 #include "gateway/request_line.h"
-#include "gateway/worker.h"
 #include "routing/host.h"
 
 #define TOKEN_HEADER "x-lizard-access-token"
 #define QUERY_PARAM "lizard_token"
+
+/* The preview handler; its per-context state is a gw_pipeline_thread_t. */
+struct st_gw_pipeline_t {
+    h2o_handler_t super;
+    gw_pipeline_conf_t conf;
+};
+
+typedef struct st_redirect_handler_t {
+    h2o_handler_t super;
+    gw_pipeline_conf_t conf;
+} redirect_handler_t;
 
 /* State of one preview request while its route is being looked up; lives in
  * req->pool, so its dispose runs whenever the request goes away (including an
  * HTTP/2 reset while the lookup is pending). */
 typedef struct st_pending_t {
     h2o_req_t *req;
-    gw_worker_t *worker;
+    const gw_pipeline_conf_t *conf;
+    gw_pipeline_thread_t *thread;
     gw_host_t host;
     gw_route_lookup_t *lookup;
     h2o_iovec_t path;         /* request target to forward: lizard_token removed */
@@ -43,7 +54,7 @@ static void on_pending_dispose(void *_p)
 
     if (p->lookup != NULL)
         gw_route_lookup_cancel(p->lookup);
-    atomic_fetch_sub_explicit(&p->worker->server->stats.in_flight, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&p->conf->metrics->in_flight, 1, memory_order_relaxed);
 }
 
 static void send_error(pending_t *p, gw_error_code_t code, const char *detail)
@@ -96,7 +107,7 @@ static h2o_iovec_t cookie_name(const gw_config_t *conf)
 static void strip_credentials(pending_t *p)
 {
     h2o_req_t *req = p->req;
-    const gw_config_t *conf = p->worker->server->config;
+    const gw_config_t *conf = p->conf->config;
     h2o_iovec_t *fields, rest;
     size_t num_fields = 0, i, kept;
 
@@ -162,13 +173,12 @@ static h2o_iovec_t safe_target(h2o_mem_pool_t *pool, h2o_iovec_t path)
 static void redirect_with_cookie(pending_t *p, const gw_sandbox_t *sbx)
 {
     h2o_req_t *req = p->req;
-    const gw_config_t *conf = p->worker->server->config;
+    const gw_config_t *conf = p->conf->config;
     uint64_t expires = (uint64_t)time(NULL) + conf->auth.cookie_ttl_s;
     h2o_iovec_t value;
 
     /* the set was not empty when the caller checked; a reload never empties it */
-    if (gw_cookie_keys_sign(p->worker->server->cookie_keys, &req->pool, sbx->id, p->host.port, expires, sbx->token_sha256,
-                            &value) != 0) {
+    if (gw_cookie_keys_sign(p->conf->cookie_keys, &req->pool, sbx->id, p->host.port, expires, sbx->token_sha256, &value) != 0) {
         send_error(p, GW_ERR_INVALID_TOKEN, NULL);
         return;
     }
@@ -217,7 +227,7 @@ static gw_error_why_t cookie_refusal(pending_t *p, gw_cookie_result_t result)
 static int authenticate(pending_t *p, const gw_sandbox_t *sbx, gw_grant_t *grant)
 {
     h2o_req_t *req = p->req;
-    const gw_config_t *conf = p->worker->server->config;
+    const gw_config_t *conf = p->conf->config;
     gw_cookie_result_t result;
     ssize_t i;
 
@@ -238,7 +248,7 @@ static int authenticate(pending_t *p, const gw_sandbox_t *sbx, gw_grant_t *grant
         /* Only a navigation becomes a cookie: a cross-origin fetch cannot use a 302 that carries no CORS
          * headers, and EventSource or media send nothing but the URL */
         if ((is_method(req, H2O_STRLIT("GET")) || is_method(req, H2O_STRLIT("HEAD"))) && req->upgrade.base == NULL &&
-            gw_error_is_navigation(req) && gw_cookie_keys_count(p->worker->server->cookie_keys) != 0) {
+            gw_error_is_navigation(req) && gw_cookie_keys_count(p->conf->cookie_keys) != 0) {
             redirect_with_cookie(p, sbx);
             return 0;
         }
@@ -250,9 +260,9 @@ static int authenticate(pending_t *p, const gw_sandbox_t *sbx, gw_grant_t *grant
         uint64_t now = (uint64_t)time(NULL);
         h2o_iovec_t sandbox_id;
         uint16_t port;
-        result = sbx->has_token ? gw_cookie_keys_verify(p->worker->server->cookie_keys, p->cookie, sbx->id, p->host.port, now,
-                                                        sbx->token_sha256)
-                                : GW_COOKIE_TOKEN_CHANGED;
+        result = sbx->has_token
+                     ? gw_cookie_keys_verify(p->conf->cookie_keys, p->cookie, sbx->id, p->host.port, now, sbx->token_sha256)
+                     : GW_COOKIE_TOKEN_CHANGED;
         if (result == GW_COOKIE_OK && gw_cookie_read_fields(p->cookie, &sandbox_id, &port, &grant->expires_at) == 0) {
             grant->kind = GW_GRANT_COOKIE;
             return 1;
@@ -269,6 +279,54 @@ static int authenticate(pending_t *p, const gw_sandbox_t *sbx, gw_grant_t *grant
     return 0;
 }
 
+/* The listener (config->listen[i]) that accepted `conn`, told by the `hosts`
+ * its accept context gave it; -1 when unknown. */
+static ssize_t listener_of(const gw_pipeline_conf_t *conf, const h2o_conn_t *conn)
+{
+    size_t i;
+
+    for (i = 0; i != conf->config->num_listen; ++i)
+        if (conn->hosts == conf->listener_hosts[i])
+            return (ssize_t)i;
+    return -1;
+}
+
+/* The port of the listener that accepted `conn` (X-Forwarded-Port), without a system call; 0 if unknown. */
+static uint16_t listener_port(const gw_pipeline_conf_t *conf, const h2o_conn_t *conn)
+{
+    ssize_t i = listener_of(conf, conn);
+    return i != -1 ? gw_netaddr_port(&conf->config->listen[i].addr) : 0;
+}
+
+/* 1 when `conn` came through a trusted plain listener (a load balancer: X-Forwarded-For names the client). */
+static int listener_trusted(const gw_pipeline_conf_t *conf, const h2o_conn_t *conn)
+{
+    ssize_t i = listener_of(conf, conn);
+    return i != -1 && conf->config->listen[i].trusted;
+}
+
+int gw_peer_address(struct sockaddr *sa, socklen_t len, char *buf, size_t bufsize)
+{
+    const void *addr;
+    int family = sa->sa_family;
+
+    if (len == 0 || bufsize < INET6_ADDRSTRLEN)
+        return -1;
+    if (family == AF_INET) {
+        addr = &((struct sockaddr_in *)sa)->sin_addr;
+    } else if (family == AF_INET6) {
+        struct sockaddr_in6 *sin6 = (void *)sa;
+        addr = &sin6->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
+            family = AF_INET;
+            addr = &sin6->sin6_addr.s6_addr[12];
+        }
+    } else {
+        return -1;
+    }
+    return inet_ntop(family, addr, buf, (socklen_t)bufsize) != NULL ? 0 : -1;
+}
+
 /* The client's address as text, for limits.max_connections_per_client:
  * behind a trusted listener (a load balancer) the last X-Forwarded-For
  * entry, the one the balancer appended, when it is an IP address; else the
@@ -280,7 +338,7 @@ static int client_address(pending_t *p, char *buf, size_t bufsize)
     socklen_t len;
     ssize_t i = -1, last = -1;
 
-    if (gw_server_listener_trusted(p->worker->server, req->conn)) {
+    if (listener_trusted(p->conf, req->conn)) {
         while ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-forwarded-for"), i)) != -1)
             last = i;
         if (last != -1) {
@@ -307,7 +365,7 @@ static int client_address(pending_t *p, char *buf, size_t bufsize)
 static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
 {
     pending_t *p = data;
-    const gw_config_t *conf = p->worker->server->config;
+    const gw_config_t *conf = p->conf->config;
     char detail[128];
 
     p->lookup = NULL;
@@ -370,25 +428,25 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
      * sandbox every socket of the gateway */
     char client[INET6_ADDRSTRLEN];
     if (client_address(p, client, sizeof(client)) == 0) {
-        if (!gw_conn_limit_acquire(p->worker->server->client_reqs, client)) {
+        if (!gw_conn_limit_acquire(p->conf->client_reqs, client)) {
             send_error(p, GW_ERR_TOO_MANY_CONNECTIONS, NULL);
             return;
         }
-        target.client_limit = p->worker->server->client_reqs;
+        target.client_limit = p->conf->client_reqs;
         target.client_addr = client;
     }
-    if (!gw_conn_limit_acquire(p->worker->server->conn_limit, sbx->id)) {
+    if (!gw_conn_limit_acquire(p->conf->conn_limit, sbx->id)) {
         if (target.client_limit != NULL)
             gw_conn_limit_release(target.client_limit, client);
         send_error(p, GW_ERR_TOO_MANY_CONNECTIONS, NULL);
         return;
     }
-    target.conn_limit = p->worker->server->conn_limit;
-    target.client_port = gw_server_listener_port(p->worker->server, p->req->conn);
+    target.conn_limit = p->conf->conn_limit;
+    target.client_port = listener_port(p->conf, p->req->conn);
 
     /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */
-    gw_meter_set_project(p->worker->meter, sbx->id, sbx->project, h2o_now(p->worker->ctx.loop));
-    gw_proxy_forward(p->worker->proxy, p->req, &target);
+    gw_meter_set_project(p->thread->meter, sbx->id, sbx->project, h2o_now(p->req->conn->ctx->loop));
+    gw_proxy_forward(p->thread->proxy, p->req, &target);
 }
 
 /* 1 when the request came without a Host/:authority (h2o then substitutes the
@@ -451,11 +509,11 @@ static int origin_form_target(h2o_req_t *req)
 /* Counts the request, checks its request line and parses its host: 1 with
  * *host filled, or 0 when the request has been answered (a refused request
  * line, bad_host, unknown_host). */
-static int preview_host(h2o_req_t *req, gw_worker_t *w, gw_host_t *host)
+static int preview_host(h2o_req_t *req, const gw_pipeline_conf_t *pconf, gw_host_t *host)
 {
-    const gw_config_t *conf = w->server->config;
+    const gw_config_t *conf = pconf->config;
 
-    atomic_fetch_add_explicit(&w->server->stats.requests, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&pconf->metrics->requests, 1, memory_order_relaxed);
     if (!allowed_method(req))
         return 0;
     if (lacks_authority(req)) {
@@ -476,39 +534,41 @@ static int preview_host(h2o_req_t *req, gw_worker_t *w, gw_host_t *host)
     }
 }
 
-static int on_req(h2o_handler_t *self, h2o_req_t *req)
+static int on_req(h2o_handler_t *_self, h2o_req_t *req)
 {
-    gw_worker_t *w = gw_worker_of(req->conn->ctx);
+    gw_pipeline_t *self = (void *)_self;
+    gw_pipeline_thread_t *thread = h2o_context_get_handler_context(req->conn->ctx, _self);
     gw_host_t host;
-    (void)self;
 
-    if (!preview_host(req, w, &host))
+    if (!preview_host(req, &self->conf, &host))
         return 0;
 
     pending_t *p = h2o_mem_alloc_shared(&req->pool, sizeof(*p), on_pending_dispose);
-    *p = (pending_t){.req = req, .worker = w, .host = host};
-    atomic_fetch_add_explicit(&w->server->stats.in_flight, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&w->server->stats.redis_lookups, 1, memory_order_relaxed);
-    p->lookup = gw_route_store_lookup(w->routes, host.sandbox_id, on_route, p);
+    *p = (pending_t){.req = req, .conf = &self->conf, .thread = thread, .host = host};
+    atomic_fetch_add_explicit(&self->conf.metrics->in_flight, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&self->conf.metrics->route_lookups, 1, memory_order_relaxed);
+    if ((p->lookup = gw_route_store_lookup(thread->routes, host.sandbox_id, on_route, p)) == NULL) {
+        /* the lookup did not start, so on_route will never run: answered here */
+        send_error(p, GW_ERR_ROUTING_UNAVAILABLE, NULL);
+    }
     return 0;
 }
 
 /* Plain listener: preview requests go to https on the same host and path. */
-static int on_req_redirect(h2o_handler_t *self, h2o_req_t *req)
+static int on_req_redirect(h2o_handler_t *_self, h2o_req_t *req)
 {
-    gw_worker_t *w = gw_worker_of(req->conn->ctx);
+    redirect_handler_t *self = (void *)_self;
     gw_host_t host;
-    (void)self;
 
-    if (!preview_host(req, w, &host))
+    if (!preview_host(req, &self->conf, &host))
         return 0;
 
     /* The host is a valid preview name (so it is safe to reflect): rebuild it
      * in lowercase with the https port. */
     h2o_iovec_t hostname = gw_host_strip_port(req->authority);
     char port[8] = "";
-    if (w->server->https_port != 443)
-        snprintf(port, sizeof(port), ":%u", (unsigned)w->server->https_port);
+    if (self->conf.https_port != 443)
+        snprintf(port, sizeof(port), ":%u", (unsigned)self->conf.https_port);
     /* "OPTIONS *" names no resource: it goes to the https root */
     h2o_iovec_t path = req->path.base[0] == '/' ? req->path : h2o_iovec_init(H2O_STRLIT("/"));
     h2o_iovec_t url =
@@ -518,14 +578,40 @@ static int on_req_redirect(h2o_handler_t *self, h2o_req_t *req)
     return 0;
 }
 
-void gw_pipeline_register(h2o_pathconf_t *pathconf)
+static void on_context_init(h2o_handler_t *self, h2o_context_t *ctx)
 {
-    h2o_handler_t *h = h2o_create_handler(pathconf, sizeof(*h));
-    h->on_req = on_req;
+    gw_pipeline_thread_t *thread = h2o_mem_alloc(sizeof(*thread));
+
+    *thread = (gw_pipeline_thread_t){NULL};
+    h2o_context_set_handler_context(ctx, self, thread);
 }
 
-void gw_pipeline_register_redirect(h2o_pathconf_t *pathconf)
+static void on_context_dispose(h2o_handler_t *self, h2o_context_t *ctx)
 {
-    h2o_handler_t *h = h2o_create_handler(pathconf, sizeof(*h));
-    h->on_req = on_req_redirect;
+    free(h2o_context_get_handler_context(ctx, self));
+}
+
+gw_pipeline_t *gw_pipeline_register(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf)
+{
+    gw_pipeline_t *self = (void *)h2o_create_handler(pathconf, sizeof(*self));
+
+    self->super.on_context_init = on_context_init;
+    self->super.on_context_dispose = on_context_dispose;
+    self->super.on_req = on_req;
+    self->conf = *conf;
+    return self;
+}
+
+void gw_pipeline_attach(gw_pipeline_t *p, h2o_context_t *ctx, const gw_pipeline_thread_t *thread)
+{
+    gw_pipeline_thread_t *mine = h2o_context_get_handler_context(ctx, &p->super);
+    *mine = *thread;
+}
+
+void gw_pipeline_register_redirect(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf)
+{
+    redirect_handler_t *self = (void *)h2o_create_handler(pathconf, sizeof(*self));
+
+    self->super.on_req = on_req_redirect;
+    self->conf = *conf;
 }

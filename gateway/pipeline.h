@@ -6,12 +6,52 @@
 #ifndef GW_GATEWAY_PIPELINE_H
 #define GW_GATEWAY_PIPELINE_H
 
+#include <sys/socket.h>
 #include <h2o.h>
+#include "gateway/config.h"
+#include "gateway/conn_limit.h"
+#include "auth/cookie_keys.h"
+#include "metering/metering.h"
+#include "gateway/metrics.h"
+#include "upstream/proxy.h"
+#include "routing/route_store.h"
 
-/* Installs the preview handler on `pathconf`. */
-void gw_pipeline_register(h2o_pathconf_t *pathconf);
+/* What the handlers share across workers; every pointer is borrowed and must
+ * outlive the server. */
+typedef struct st_gw_pipeline_conf_t {
+    const gw_config_t *config;
+    gw_metrics_t *metrics;
+    gw_cookie_keys_t *cookie_keys;        /* the live cookie secrets */
+    gw_conn_limit_t *conn_limit;          /* limits.max_connections_per_sandbox */
+    gw_conn_limit_t *client_reqs;         /* limits.max_connections_per_client: requests in flight per address */
+    h2o_hostconf_t *(*listener_hosts)[2]; /* per listener (config->listen[i]): the `hosts` its connections carry */
+    uint16_t https_port;                  /* where the redirect handler sends plain requests */
+} gw_pipeline_conf_t;
 
-/* Installs the handler that redirects preview requests to https. */
-void gw_pipeline_register_redirect(h2o_pathconf_t *pathconf);
+/* What one worker's preview handler uses: its own route store, proxy and
+ * meter (borrowed; they outlive the worker's loop). */
+typedef struct st_gw_pipeline_thread_t {
+    gw_route_store_t *routes;
+    gw_proxy_t *proxy;
+    gw_meter_t *meter;
+} gw_pipeline_thread_t;
+
+typedef struct st_gw_pipeline_t gw_pipeline_t;
+
+/* Installs the preview handler on `pathconf` (conf is copied). The handler
+ * keeps a gw_pipeline_thread_t per h2o context, empty until
+ * gw_pipeline_attach; aborts on out of memory. */
+gw_pipeline_t *gw_pipeline_register(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf);
+
+/* Gives the handler its objects on `ctx` (initialized with the handler's
+ * globalconf), from that context's thread, before it accepts. */
+void gw_pipeline_attach(gw_pipeline_t *p, h2o_context_t *ctx, const gw_pipeline_thread_t *thread);
+
+/* Installs the handler that redirects preview requests to https (conf is copied). */
+void gw_pipeline_register_redirect(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf);
+
+/* The address of a socket's peer as text (IPv4-mapped IPv6 as IPv4) into
+ * buf of at least INET6_ADDRSTRLEN bytes. Returns 0, or -1 when unknown. */
+int gw_peer_address(struct sockaddr *sa, socklen_t len, char *buf, size_t bufsize);
 
 #endif

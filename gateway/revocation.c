@@ -93,10 +93,9 @@ static bucket_t **find(gw_revocation_t *r, const char *id, size_t hash)
 static void grow(gw_revocation_t *r)
 {
     size_t n = r->num_buckets * 2, i;
-    bucket_t **b = calloc(n, sizeof(*b));
+    bucket_t **b = h2o_mem_alloc(n * sizeof(*b));
 
-    if (b == NULL)
-        return; /* longer chains, still correct */
+    memset(b, 0, n * sizeof(*b));
     for (i = 0; i != r->num_buckets; ++i) {
         bucket_t *e, *next;
         for (e = r->buckets[i]; e != NULL; e = next) {
@@ -124,14 +123,11 @@ static void bucket_free(gw_revocation_t *r, bucket_t *b)
 
 gw_revocation_t *gw_revocation_new(h2o_loop_t *loop, gw_route_store_t *routes)
 {
-    gw_revocation_t *r = calloc(1, sizeof(*r));
+    gw_revocation_t *r = h2o_mem_alloc(sizeof(*r));
 
-    if (r == NULL)
-        return NULL;
-    if ((r->buckets = calloc(INITIAL_BUCKETS, sizeof(*r->buckets))) == NULL) {
-        free(r);
-        return NULL;
-    }
+    memset(r, 0, sizeof(*r));
+    r->buckets = h2o_mem_alloc(INITIAL_BUCKETS * sizeof(*r->buckets));
+    memset(r->buckets, 0, INITIAL_BUCKETS * sizeof(*r->buckets));
     r->num_buckets = INITIAL_BUCKETS;
     r->loop = loop;
     r->routes = routes;
@@ -175,14 +171,11 @@ void gw_revocation_add(gw_revocation_t *r, gw_revocable_t *item)
     bucket_t **p = find(r, id, hash), *b = *p;
 
     if (b == NULL) {
-        if ((b = calloc(1, sizeof(*b))) == NULL) {
-            /* not revocable by a publish; the cache TTL and idle timeouts still end it */
-            item->bucket = NULL;
-            return;
-        }
+        b = h2o_mem_alloc(sizeof(*b));
+        memset(b, 0, sizeof(*b));
         b->owner = r;
         b->hash = hash;
-        memcpy(b->id, id, strnlen(id, sizeof(b->id) - 1)); /* calloc'd: NUL-terminated */
+        memcpy(b->id, id, strnlen(id, sizeof(b->id) - 1)); /* zeroed: NUL-terminated */
         h2o_linklist_init_anchor(&b->items);
         b->next = r->buckets[hash & (r->num_buckets - 1)];
         r->buckets[hash & (r->num_buckets - 1)] = b;

@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/errfmt.h"
 #include "gateway/access_log.h"
 #include "gateway/admin.h"
 #include "gateway/early_errors.h"
@@ -27,11 +28,10 @@
 /* at exit, how long worker 0 waits for the answer to a metering MULTI/EXEC in flight */
 #define METERING_EXEC_WAIT_MS 1000
 
-static char *errorf(const char *fmt, const char *a, const char *b)
+/* Zeroed memory; aborts on out of memory (h2o_mem_alloc). */
+static void *alloc_zeroed(size_t size)
 {
-    char buf[512];
-    snprintf(buf, sizeof(buf), fmt, a, b);
-    return strdup(buf);
+    return memset(h2o_mem_alloc(size), 0, size);
 }
 
 static int open_listener(const gw_netaddr_t *addr, int reuseport, char **err, const char *name)
@@ -54,7 +54,7 @@ static int open_listener(const gw_netaddr_t *addr, int reuseport, char **err, co
     return fd;
 
 Error:
-    *err = errorf("listen: %s: %s", name, strerror(errno));
+    gw_errorf(err, "listen: %s: %s", name, strerror(errno));
     if (fd != -1)
         close(fd);
     return -1;
@@ -73,47 +73,40 @@ static h2o_hostconf_t *register_catch_all(h2o_globalconf_t *conf, const char *na
     return h2o_config_register_host(conf, h2o_iovec_init(name, strlen(name)), 65535);
 }
 
-int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, char **err)
+/* The loggers of every preview pathconf: the metrics always, the access log when there is one. */
+static void register_loggers(gw_server_t *s, h2o_pathconf_t *pathconf)
 {
-    h2o_pathconf_t *pathconf;
-    size_t i, w;
+    gw_metrics_register(pathconf, &s->metrics);
+    if (s->access_log != NULL)
+        gw_access_log_register(pathconf, s->access_log);
+    /* error codes are recorded for the log and the metrics (gw_error_note), not printed */
+    pathconf->error_log.emit_request_errors = 0;
+}
 
-    memset(s, 0, sizeof(*s));
-    s->config = config;
-    s->tls = tls;
-    s->access_log_fd = -1;
-    s->admin_fd = -1;
-    s->num_workers = config->workers;
+static int open_access_log(gw_server_t *s, char **err)
+{
+    const gw_config_t *config = s->config;
 
-    h2o_config_init(&s->globalconf);
-    s->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("lizard-gateway"));
-    s->globalconf.max_request_entity_size = config->limits.max_request_body_bytes;
-    /* an "Upgrade: h2c" from a client must not turn into HTTP/2 behind our back */
-    s->globalconf.http1.upgrade_to_http2 = 0;
-
-    if (config->log.access != NULL) {
-        if (strcmp(config->log.access, "-") == 0) {
-            s->access_log_fd = dup(1);
-        } else if ((s->access_log_fd = open(config->log.access, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640)) == -1) {
-            *err = errorf("log.access: %s: %s", config->log.access, strerror(errno));
-            return -1;
-        }
+    if (config->log.access == NULL)
+        return 0;
+    if (strcmp(config->log.access, "-") == 0) {
+        s->access_log_fd = dup(1);
+    } else if ((s->access_log_fd = open(config->log.access, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640)) == -1) {
+        return gw_errorf(err, "log.access: %s: %s", config->log.access, strerror(errno));
     }
+    gw_access_log_conf_t lconf = {.domains = config->domains,
+                                  .num_domains = config->num_domains,
+                                  .max_lines_per_second = config->log.access_max_lines_per_second};
+    s->access_log = gw_access_log_new(s->access_log_fd, s->num_workers, &lconf);
+    return 0;
+}
 
-    s->access_log = gw_access_log_new(s->access_log_fd, s->num_workers, config->log.access_max_lines_per_second);
-
-    s->preview_hosts[0] = register_catch_all(&s->globalconf, "preview.lizard-gateway.invalid");
-    pathconf = h2o_config_register_path(s->preview_hosts[0], "/", 0);
-    gw_pipeline_register(pathconf);
-    gw_access_log_register(pathconf, s->access_log); /* counts for /metrics even when not logging */
-    pathconf->error_log.emit_request_errors = 0;
-
-    s->redirect_hosts[0] = register_catch_all(&s->globalconf, "redirect.lizard-gateway.invalid");
-    pathconf = h2o_config_register_path(s->redirect_hosts[0], "/", 0);
-    gw_pipeline_register_redirect(pathconf);
-    gw_access_log_register(pathconf, s->access_log); /* counts for /metrics even when not logging */
-    pathconf->error_log.emit_request_errors = 0;
-    gw_early_errors_register(s); /* h2o's own 413 (HTTP/1) becomes body_too_large */
+/* The preview and redirect hostconfs, their handlers and loggers. */
+static void register_front(gw_server_t *s)
+{
+    const gw_config_t *config = s->config;
+    h2o_pathconf_t *pathconf;
+    size_t i;
 
     s->https_port = 443;
     for (i = 0; i != config->num_listen; ++i) {
@@ -122,13 +115,80 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
             break;
         }
     }
+    gw_pipeline_conf_t pconf = {.config = config,
+                                .metrics = &s->metrics,
+                                .cookie_keys = s->cookie_keys,
+                                .conn_limit = s->conn_limit,
+                                .client_reqs = s->client_reqs,
+                                .listener_hosts = s->listener_hosts,
+                                .https_port = s->https_port};
+
+    s->preview_hosts[0] = register_catch_all(&s->globalconf, "preview.lizard-gateway.invalid");
+    pathconf = h2o_config_register_path(s->preview_hosts[0], "/", 0);
+    s->pipeline = gw_pipeline_register(pathconf, &pconf);
+    register_loggers(s, pathconf);
+
+    s->redirect_hosts[0] = register_catch_all(&s->globalconf, "redirect.lizard-gateway.invalid");
+    pathconf = h2o_config_register_path(s->redirect_hosts[0], "/", 0);
+    gw_pipeline_register_redirect(pathconf, &pconf);
+    register_loggers(s, pathconf);
+
+    /* h2o binds the requests it fails before routing to the fallback paths:
+     * h2o's own 413 (HTTP/1) becomes body_too_large, logged and counted */
+    gw_early_errors_register(&s->preview_hosts[0]->fallback_path, config);
+    register_loggers(s, &s->preview_hosts[0]->fallback_path);
+    gw_early_errors_register(&s->redirect_hosts[0]->fallback_path, config);
+    register_loggers(s, &s->redirect_hosts[0]->fallback_path);
+
+    for (i = 0; i != config->num_listen; ++i) {
+        h2o_hostconf_t **from = (config->listen[i].tls || config->listen[i].trusted) ? s->preview_hosts : s->redirect_hosts;
+        s->listener_hosts[i][0] = from[0];
+        s->listener_hosts[i][1] = NULL;
+    }
+}
+
+int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, char **err)
+{
+    size_t i, w, num_listen = config->num_listen != 0 ? config->num_listen : 1;
+
+    memset(s, 0, sizeof(*s));
+    s->config = config;
+    s->tls = tls;
+    s->access_log_fd = -1;
+    s->admin_fd = -1;
+    s->num_workers = config->workers;
+    pthread_mutex_init(&s->start_mutex, NULL);
+    pthread_cond_init(&s->start_cond, NULL);
+    gw_metrics_init(&s->metrics, s->num_workers);
+
+    h2o_config_init(&s->globalconf);
+    s->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("lizard-gateway"));
+    s->globalconf.max_request_entity_size = config->limits.max_request_body_bytes;
+    /* an "Upgrade: h2c" from a client must not turn into HTTP/2 behind our back */
+    s->globalconf.http1.upgrade_to_http2 = 0;
+
+    if (open_access_log(s, err) != 0)
+        return -1;
+    if ((s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox)) == NULL ||
+        (s->client_conns = gw_conn_limit_new(config->limits.max_connections_per_client)) == NULL ||
+        (s->client_reqs = gw_conn_limit_new(config->limits.max_connections_per_client)) == NULL)
+        return gw_errorf(err, "limits: out of memory");
+    s->cookie_keys = gw_cookie_keys_new(&(gw_cookie_keys_config_t){.file = config->auth.cookie_secrets_file,
+                                                                   .secrets = config->auth.cookie_secrets,
+                                                                   .num_secrets = config->auth.num_cookie_secrets});
+
+    s->listener_hosts = alloc_zeroed(num_listen * sizeof(*s->listener_hosts));
+    register_front(s);
 
     h2o_config_init(&s->admin_globalconf);
     s->admin_globalconf.server_name = s->globalconf.server_name;
     s->admin_hosts[0] = register_catch_all(&s->admin_globalconf, "admin.lizard-gateway.invalid");
-    gw_admin_register(h2o_config_register_path(s->admin_hosts[0], "/", 0));
+    gw_admin_conf_t aconf = {.metrics = &s->metrics, .tls = tls};
+    for (i = 0; i != config->num_listen; ++i)
+        aconf.tls_listeners |= config->listen[i].tls;
+    gw_admin_register(h2o_config_register_path(s->admin_hosts[0], "/", 0), &aconf);
 
-    s->listen_fds = malloc(sizeof(int) * s->num_workers * (config->num_listen ? config->num_listen : 1));
+    s->listen_fds = alloc_zeroed(sizeof(int) * s->num_workers * num_listen);
     for (w = 0; w != s->num_workers; ++w) {
         for (i = 0; i != config->num_listen; ++i) {
             int fd = open_listener(&config->listen[i].addr, 1, err, config->listen[i].address);
@@ -145,83 +205,28 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     gw_metering_conf_t mconf = {config->redis.prefix, config->instance_id, config->metering.spill_file};
     if ((s->metering = gw_metering_new(&mconf, wall_ms(), err)) == NULL)
         return -1;
+    s->metrics.metering = s->metering;
+    s->metrics.access_log = s->access_log;
+    s->metrics.cookie_keys = s->cookie_keys;
 
-    if ((s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox)) == NULL) {
-        *err = errorf("limits: %s%s", "out of memory", "");
-        return -1;
-    }
-
-    if ((s->client_conns = gw_conn_limit_new(config->limits.max_connections_per_client)) == NULL ||
-        (s->client_reqs = gw_conn_limit_new(config->limits.max_connections_per_client)) == NULL) {
-        *err = errorf("limits: %s%s", "out of memory", "");
-        return -1;
-    }
-
-    if ((s->cookie_keys = gw_cookie_keys_new(config)) == NULL) {
-        *err = errorf("auth: %s%s", "out of memory", "");
-        return -1;
-    }
-
-    s->listener_hosts = calloc(config->num_listen ? config->num_listen : 1, sizeof(*s->listener_hosts));
-    for (i = 0; i != config->num_listen; ++i) {
-        h2o_hostconf_t **from = (config->listen[i].tls || config->listen[i].trusted) ? s->preview_hosts : s->redirect_hosts;
-        s->listener_hosts[i][0] = from[0];
-        s->listener_hosts[i][1] = NULL;
-    }
-
-    s->workers = calloc(s->num_workers, sizeof(*s->workers));
+    s->workers = alloc_zeroed(s->num_workers * sizeof(*s->workers));
     for (w = 0; w != s->num_workers; ++w) {
         s->workers[w].server = s;
         s->workers[w].index = w;
+        s->metrics.workers[w].ctx = &s->workers[w].ctx;
     }
     return 0;
 }
 
-uint16_t gw_server_listener_port(const gw_server_t *s, const h2o_conn_t *conn)
-{
-    size_t i;
-
-    for (i = 0; i != s->config->num_listen; ++i)
-        if (conn->hosts == s->listener_hosts[i])
-            return gw_netaddr_port(&s->config->listen[i].addr);
-    return 0;
-}
-
-int gw_server_listener_trusted(const gw_server_t *s, const h2o_conn_t *conn)
-{
-    size_t i;
-
-    for (i = 0; i != s->config->num_listen; ++i)
-        if (conn->hosts == s->listener_hosts[i])
-            return s->config->listen[i].trusted;
-    return 0;
-}
-
-int gw_peer_address(struct sockaddr *sa, socklen_t len, char *buf, size_t bufsize)
-{
-    const void *addr;
-    int family = sa->sa_family;
-
-    if (len == 0 || bufsize < INET6_ADDRSTRLEN)
-        return -1;
-    if (family == AF_INET) {
-        addr = &((struct sockaddr_in *)sa)->sin_addr;
-    } else if (family == AF_INET6) {
-        struct sockaddr_in6 *sin6 = (void *)sa;
-        addr = &sin6->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
-            family = AF_INET;
-            addr = &sin6->sin6_addr.s6_addr[12];
-        }
-    } else {
-        return -1;
-    }
-    return inet_ntop(family, addr, buf, (socklen_t)bufsize) != NULL ? 0 : -1;
-}
-
-gw_worker_t *gw_worker_of(h2o_context_t *ctx)
+static gw_worker_t *worker_of(h2o_context_t *ctx)
 {
     return H2O_STRUCT_FROM_MEMBER(gw_worker_t, ctx, ctx);
+}
+
+/* This worker's open client connections (limits.max_client_connections_per_worker), shown in /metrics. */
+static atomic_uint_fast64_t *client_connections(gw_worker_t *w)
+{
+    return &w->server->metrics.workers[w->index].client_connections;
 }
 
 /* One accepted client connection, counted until its socket closes. */
@@ -234,7 +239,7 @@ static void on_client_close(void *data)
 {
     client_conn_t *cc = data;
 
-    --cc->worker->client_connections;
+    atomic_fetch_sub_explicit(client_connections(cc->worker), 1, memory_order_relaxed);
     if (cc->addr[0] != '\0')
         gw_conn_limit_release(cc->worker->server->client_conns, cc->addr);
     free(cc);
@@ -251,24 +256,23 @@ static int admit(gw_worker_t *w, h2o_socket_t *sock, int trusted)
     struct sockaddr_storage ss;
     socklen_t len;
 
-    if (w->client_connections >= s->config->limits.max_client_connections_per_worker) {
-        atomic_fetch_add_explicit(&s->stats.refused_per_worker, 1, memory_order_relaxed);
+    if (atomic_load_explicit(client_connections(w), memory_order_relaxed) >= s->config->limits.max_client_connections_per_worker) {
+        atomic_fetch_add_explicit(&s->metrics.refused_per_worker, 1, memory_order_relaxed);
         return -1;
     }
-    if ((cc = calloc(1, sizeof(*cc))) == NULL)
-        return -1;
+    cc = alloc_zeroed(sizeof(*cc));
     cc->worker = w;
     if (!trusted && (len = h2o_socket_getpeername(sock, (void *)&ss)) != 0 &&
         gw_peer_address((void *)&ss, len, cc->addr, sizeof(cc->addr)) == 0) {
         if (!gw_conn_limit_acquire(s->client_conns, cc->addr)) {
-            atomic_fetch_add_explicit(&s->stats.refused_per_client, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&s->metrics.refused_per_client, 1, memory_order_relaxed);
             free(cc);
             return -1;
         }
     } else {
         cc->addr[0] = '\0';
     }
-    ++w->client_connections;
+    atomic_fetch_add_explicit(client_connections(w), 1, memory_order_relaxed);
     sock->on_close.cb = on_client_close;
     sock->on_close.data = cc;
     return 0;
@@ -292,7 +296,7 @@ static void on_admin_accept(h2o_socket_t *listener, const char *err)
 static void on_accept(h2o_socket_t *listener, const char *err)
 {
     h2o_accept_ctx_t *actx = listener->data;
-    gw_worker_t *w = gw_worker_of(actx->ctx);
+    gw_worker_t *w = worker_of(actx->ctx);
     int trusted = w->server->config->listen[actx - w->accept_ctxs].trusted;
     h2o_socket_t *sock;
 
@@ -323,10 +327,7 @@ static void on_redis_state(void *data, int connected)
 {
     gw_worker_t *w = data;
 
-    if (connected == w->redis_ready)
-        return;
-    w->redis_ready = connected;
-    atomic_fetch_add_explicit(&w->server->redis_ready_workers, connected ? 1 : -1, memory_order_relaxed);
+    gw_metrics_set_redis(&w->server->metrics, w->index, connected);
 }
 
 static uint64_t now_ms(void)
@@ -396,53 +397,67 @@ void gw_server_redis_conf(const gw_config_t *conf, gw_redis_conf_t *out)
                              .sentinel_password = conf->redis.sentinel_password};
 }
 
-static void *worker_main(void *arg)
+/* Builds this worker's objects on its loop. Returns 0, or -1 with *err
+ * naming what did not start: a worker without them would serve without
+ * routing, revocation or billing, so the process must not start. */
+static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
 {
-    gw_worker_t *w = arg;
     gw_server_t *s = w->server;
     const gw_config_t *conf = s->config;
-    h2o_loop_t *loop = h2o_evloop_create();
+    gw_redis_conf_t rconf;
     size_t i;
 
     h2o_context_init(&w->ctx, loop, &s->globalconf);
 
-    gw_redis_conf_t rconf;
     gw_server_redis_conf(conf, &rconf);
-    w->redis = gw_redis_new(loop, &rconf);
+    if ((w->redis = gw_redis_new(loop, &rconf)) == NULL || (w->routes_sub = gw_redis_new(loop, &rconf)) == NULL)
+        return gw_errorf(err, "worker %zu: the Redis connections did not start", w->index);
     gw_redis_set_state_cb(w->redis, on_redis_state, w);
+    /* a publish re-reads the record of a sandbox with open exchanges or tunnels, and closes what it refuses */
+    w->revocation = gw_revocation_new(loop, NULL);
     gw_route_store_conf_t sconf = {.prefix = conf->redis.prefix,
                                    .lookup_timeout_ms = conf->redis.lookup_timeout_ms,
                                    .cache_ttl_ms = conf->routing.cache_ttl_ms,
                                    .negative_ttl_ms = conf->routing.negative_ttl_ms,
                                    .stale_ttl_ms = conf->routing.stale_ttl_ms,
-                                   .counters = &s->stats.routes,
+                                   .counters = &s->metrics.routes,
                                    .on_lifecycle = on_route_lifecycle,
-                                   .lifecycle_data = w};
-    /* a publish re-reads the record of a sandbox with open exchanges or tunnels, and closes what it refuses */
-    w->revocation = gw_revocation_new(loop, NULL);
-    if (w->revocation != NULL) {
-        sconf.on_invalidate = gw_revocation_on_publish;
-        sconf.invalidate_data = w->revocation;
-    }
-    w->routes = gw_route_store_new(loop, w->redis, &sconf);
-    if (w->revocation != NULL)
-        gw_revocation_set_routes(w->revocation, w->routes);
+                                   .lifecycle_data = w,
+                                   .on_invalidate = gw_revocation_on_publish,
+                                   .invalidate_data = w->revocation};
+    if ((w->routes = gw_route_store_new(loop, w->redis, &sconf)) == NULL)
+        return gw_errorf(err, "worker %zu: the route store did not start", w->index);
+    gw_revocation_set_routes(w->revocation, w->routes);
     /* a connection of its own for pub/sub: each worker hears every invalidation itself */
-    w->routes_sub = gw_redis_new(loop, &rconf);
-    gw_route_store_subscribe(w->routes, w->routes_sub);
-    w->proxy = gw_proxy_new(&w->ctx, conf);
-    gw_proxy_set_counters(w->proxy, &s->proxy_counters);
+    if (gw_route_store_subscribe(w->routes, w->routes_sub) != 0)
+        return gw_errorf(err, "worker %zu: the route cache subscription did not start", w->index);
+    gw_proxy_conf_t pconf = {.localhost_host = conf->upstream.host_header == GW_HOST_HEADER_LOCALHOST,
+                             .connect_timeout_ms = conf->upstream.connect_timeout_ms,
+                             .first_byte_timeout_ms = conf->upstream.first_byte_timeout_ms,
+                             .idle_timeout_ms = conf->upstream.idle_timeout_ms,
+                             .websocket_idle_timeout_ms = conf->upstream.websocket_idle_timeout_ms,
+                             .max_idle_per_pool = conf->upstream.max_idle_per_pool,
+                             .max_idle_per_worker = conf->upstream.max_idle_per_worker,
+                             .allowed_networks = conf->upstream.allowed_networks,
+                             .num_allowed_networks = conf->upstream.num_allowed_networks,
+                             .response_buffer_bytes = conf->limits.response_buffer_bytes,
+                             .client_stall_timeout_ms = conf->limits.client_stall_timeout_ms,
+                             .max_connection_buffer_bytes = conf->limits.max_connection_buffer_bytes,
+                             .max_worker_buffer_bytes = conf->limits.max_worker_buffer_bytes};
+    w->proxy = gw_proxy_new(&w->ctx, &pconf); /* aborts on out of memory, never NULL */
+    gw_proxy_set_counters(w->proxy, &s->metrics.proxy);
     gw_proxy_set_revocation(w->proxy, w->revocation);
-    w->meter = gw_meter_new();
+    w->meter = gw_meter_new(); /* aborts on out of memory, never NULL */
     gw_proxy_set_bytes_cb(w->proxy, on_proxy_bytes, w);
     h2o_timeout_init(loop, &w->meter_timeout, conf->metering.flush_interval_ms);
     w->meter_tick.cb = on_meter_tick;
     h2o_timeout_link(loop, &w->meter_timeout, &w->meter_tick);
-    if (w->index == 0)
+    if (w->index == 0) /* cannot fail: a Redis outage is the flusher's to retry, out of memory aborts */
         gw_metering_start_flusher(s->metering, loop, &rconf);
+    gw_pipeline_attach(s->pipeline, &w->ctx, &(gw_pipeline_thread_t){.routes = w->routes, .proxy = w->proxy, .meter = w->meter});
 
-    w->accept_ctxs = calloc(conf->num_listen, sizeof(*w->accept_ctxs));
-    w->listeners = calloc(conf->num_listen, sizeof(*w->listeners));
+    w->accept_ctxs = alloc_zeroed(conf->num_listen * sizeof(*w->accept_ctxs));
+    w->listeners = alloc_zeroed(conf->num_listen * sizeof(*w->listeners));
     for (i = 0; i != conf->num_listen; ++i) {
         const gw_config_listen_t *l = conf->listen + i;
         h2o_accept_ctx_t *actx = w->accept_ctxs + i;
@@ -456,6 +471,35 @@ static void *worker_main(void *arg)
         w->admin_accept_ctx = (h2o_accept_ctx_t){.ctx = &w->admin_ctx, .hosts = s->admin_hosts};
         w->admin_listener = start_listener(loop, s->admin_fd, &w->admin_accept_ctx, on_admin_accept);
     }
+    return 0;
+}
+
+/* Tells gw_server_start that this worker started (err NULL) or why not (err is taken). */
+static void report_start(gw_server_t *s, char *err)
+{
+    pthread_mutex_lock(&s->start_mutex);
+    if (err != NULL && s->start_err == NULL)
+        s->start_err = err;
+    else
+        free(err);
+    ++s->num_reported;
+    pthread_cond_signal(&s->start_cond);
+    pthread_mutex_unlock(&s->start_mutex);
+}
+
+static void *worker_main(void *arg)
+{
+    gw_worker_t *w = arg;
+    gw_server_t *s = w->server;
+    h2o_loop_t *loop = h2o_evloop_create();
+    char *err = NULL;
+
+    if (start_worker(w, loop, &err) != 0) {
+        /* main exits with the message; this thread's objects go with the process */
+        report_start(s, err);
+        return NULL;
+    }
+    report_start(s, NULL);
 
     while (!atomic_load(&s->stopping))
         h2o_evloop_run(loop, LOOP_TICK_MS);
@@ -468,7 +512,7 @@ static void *worker_main(void *arg)
     close_listeners(w);
     h2o_context_request_shutdown(&w->ctx);
     uint64_t deadline = now_ms() + (uint64_t)atomic_load(&s->stopping);
-    while (atomic_load_explicit(&s->stats.in_flight, memory_order_relaxed) != 0 && now_ms() < deadline)
+    while (atomic_load_explicit(&s->metrics.in_flight, memory_order_relaxed) != 0 && now_ms() < deadline)
         h2o_evloop_run(loop, LOOP_TICK_MS);
 
     h2o_timeout_unlink(&w->meter_tick);
@@ -492,14 +536,29 @@ static void *worker_main(void *arg)
 
 int gw_server_start(gw_server_t *s, char **err)
 {
-    size_t w;
+    size_t started;
 
-    for (w = 0; w != s->num_workers; ++w) {
+    for (started = 0; started != s->num_workers; ++started) {
         int ret;
-        if ((ret = pthread_create(&s->workers[w].thread, NULL, worker_main, s->workers + w)) != 0) {
-            *err = errorf("worker: pthread_create: %s%s", strerror(ret), "");
-            return -1;
+        if ((ret = pthread_create(&s->workers[started].thread, NULL, worker_main, s->workers + started)) != 0) {
+            gw_errorf(err, "worker: pthread_create: %s", strerror(ret));
+            break;
         }
+    }
+    /* every thread started reports once, whether or not it could build its objects */
+    pthread_mutex_lock(&s->start_mutex);
+    while (s->num_reported != started)
+        pthread_cond_wait(&s->start_cond, &s->start_mutex);
+    pthread_mutex_unlock(&s->start_mutex);
+    if (started != s->num_workers) {
+        free(s->start_err);
+        s->start_err = NULL;
+        return -1;
+    }
+    if (s->start_err != NULL) {
+        *err = s->start_err;
+        s->start_err = NULL;
+        return -1;
     }
     return 0;
 }
@@ -531,4 +590,5 @@ void gw_server_dispose(gw_server_t *s)
     /* the worker threads are joined: nothing signs or verifies any more */
     gw_cookie_keys_free(s->cookie_keys);
     s->cookie_keys = NULL;
+    gw_metrics_dispose(&s->metrics);
 }

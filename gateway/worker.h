@@ -14,28 +14,17 @@
 #include "gateway/access_log.h"
 #include "gateway/config.h"
 #include "gateway/conn_limit.h"
-#include "gateway/cookie_keys.h"
-#include "gateway/errors.h"
+#include "auth/cookie_keys.h"
+#include "gateway/metrics.h"
+#include "gateway/pipeline.h"
 #include "metering/metering.h"
-#include "gateway/proxy.h"
+#include "upstream/proxy.h"
 #include "gateway/revocation.h"
 #include "routing/redis.h"
 #include "routing/route_store.h"
 #include "tls/tls.h"
 
 typedef struct st_gw_worker_t gw_worker_t;
-
-/* Counters for /metrics: written by workers with relaxed atomics. */
-typedef struct st_gw_stats_t {
-    atomic_uint_fast64_t requests;
-    atomic_uint_fast64_t responses_by_class[6]; /* index status/100; [0] unused */
-    atomic_uint_fast64_t errors_by_code[GW_ERR_NUM_CODES];
-    atomic_uint_fast64_t redis_lookups;
-    atomic_uint_fast64_t in_flight;
-    atomic_uint_fast64_t refused_per_client; /* connections closed at accept: their address is at its limit */
-    atomic_uint_fast64_t refused_per_worker; /* connections closed at accept: the worker is at its limit */
-    gw_route_store_counters_t routes;        /* the route caches of all workers */
-} gw_stats_t;
 
 typedef struct st_gw_server_t {
     const gw_config_t *config;
@@ -53,16 +42,20 @@ typedef struct st_gw_server_t {
     h2o_globalconf_t admin_globalconf;
     h2o_hostconf_t *admin_hosts[2];
     int access_log_fd;           /* -1: off */
-    gw_access_log_t *access_log; /* always: it counts for /metrics even when not logging */
+    gw_access_log_t *access_log; /* NULL: off */
+    gw_pipeline_t *pipeline;     /* the preview handler: each worker attaches its objects to it */
     int *listen_fds;             /* [worker * num_listen + i] */
     int admin_fd;                /* -1: none; accepted by worker 0 */
     gw_worker_t *workers;
     size_t num_workers;
     atomic_int stopping; /* set by main on SIGTERM/SIGINT */
-    atomic_int redis_ready_workers;
-    gw_stats_t stats;
-    gw_proxy_counters_t proxy_counters;
+    gw_metrics_t metrics;
     gw_metering_t *metering; /* shared; its flusher runs on worker 0 */
+    /* start-up: each worker reports once whether it could build its objects */
+    pthread_mutex_t start_mutex;
+    pthread_cond_t start_cond;
+    size_t num_reported;
+    char *start_err; /* the first failure, NULL if none */
 } gw_server_t;
 
 struct st_gw_worker_t {
@@ -72,12 +65,10 @@ struct st_gw_worker_t {
     h2o_context_t ctx;
     h2o_context_t admin_ctx;       /* worker 0 only */
     h2o_accept_ctx_t *accept_ctxs; /* one per listener */
-    size_t client_connections;     /* open client connections (limits.max_client_connections_per_worker) */
     h2o_socket_t **listeners;
     h2o_accept_ctx_t admin_accept_ctx;
     h2o_socket_t *admin_listener;
     gw_redis_t *redis;
-    int redis_ready;
     gw_redis_t *routes_sub; /* SUBSCRIBEd to <prefix>routes for the route cache */
     gw_route_store_t *routes;
     gw_proxy_t *proxy;
@@ -96,7 +87,9 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
  * (lookups, subscriptions, metering, the final flush): borrows from conf. */
 void gw_server_redis_conf(const gw_config_t *conf, gw_redis_conf_t *out);
 
-/* Starts every worker thread; returns 0 or -1 with *err. */
+/* Starts every worker thread and waits until each has built its objects
+ * (Redis connections, route store, proxy, meter; worker 0 the metering
+ * flusher). Returns 0, or -1 with *err (malloc'd) naming what did not start. */
 int gw_server_start(gw_server_t *s, char **err);
 
 /* Asks workers to stop accepting, waits up to drain_ms for in-flight
@@ -104,21 +97,5 @@ int gw_server_start(gw_server_t *s, char **err);
 void gw_server_stop(gw_server_t *s, uint64_t drain_ms);
 
 void gw_server_dispose(gw_server_t *s);
-
-/* The port of the listener that accepted `conn` (X-Forwarded-Port), without
- * a system call; 0 if unknown. */
-uint16_t gw_server_listener_port(const gw_server_t *s, const h2o_conn_t *conn);
-
-/* 1 when `conn` came through a trusted plain listener (a load balancer:
- * X-Forwarded-For names the client), else 0. */
-int gw_server_listener_trusted(const gw_server_t *s, const h2o_conn_t *conn);
-
-/* The address of a socket's peer as text (IPv4-mapped IPv6 as IPv4) into
- * buf of at least INET6_ADDRSTRLEN bytes. Returns 0, or -1 when unknown. */
-int gw_peer_address(struct sockaddr *sa, socklen_t len, char *buf, size_t bufsize);
-
-/* The worker whose preview context is `ctx` (not for the admin context:
- * admin handlers reach the server through their globalconf). */
-gw_worker_t *gw_worker_of(h2o_context_t *ctx);
 
 #endif

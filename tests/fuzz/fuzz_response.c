@@ -1,15 +1,13 @@
 /* libFuzzer target: an upstream's HTTP/1 response, as the proxy reads it
- * (gateway/proxy.c): the head through picohttpparser's phr_parse_response
- * with the proxy's header limit, then the rest of the input as a chunked
- * body through phr_decode_chunked, fed in two slices as a socket would.
- * Invariants: no crash; every header name and value lies inside the input;
- * the decoder never produces more bytes than it was given. */
+ * (upstream/http1_head.c): the head through gw_http1_response_parse, its
+ * framing and the headers that would reach the client, then the rest of the
+ * input as the body through gw_http1_body_decode, fed in two slices as a
+ * socket would. Invariants: no crash; every header name and value lies
+ * inside the input; decoding never produces more bytes than it was given. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <picohttpparser.h>
-
-#define MAX_RESPONSE_HEADERS 100 /* as gateway/proxy.c */
+#include "upstream/http1_head.h"
 
 static int inside(const char *p, size_t n, const uint8_t *data, size_t size)
 {
@@ -18,42 +16,44 @@ static int inside(const char *p, size_t n, const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct phr_header headers[MAX_RESPONSE_HEADERS];
-    size_t num_headers = MAX_RESPONSE_HEADERS, msg_len, i;
-    int minor, status;
-    const char *msg;
-    int head = phr_parse_response((const char *)data, size, &minor, &status, &msg, &msg_len, headers, &num_headers, 0);
+    gw_http1_response_t res;
+    gw_http1_body_t body;
+    h2o_mem_pool_t pool;
+    h2o_headers_t out = {NULL, 0, 0};
+    size_t i;
 
-    if (head < -2 || (size_t)(head > 0 ? head : 0) > size)
-        __builtin_trap();
-    if (head <= 0)
+    if (gw_http1_response_parse((const char *)data, size, &res) != GW_HTTP1_HEAD_COMPLETE)
         return 0;
-    if (num_headers > MAX_RESPONSE_HEADERS || status < 0 || status > 999 || !inside(msg, msg_len, data, size))
+    if (res.size == 0 || res.size > size || res.num_headers > GW_HTTP1_MAX_RESPONSE_HEADERS || res.status < 100 ||
+        res.status > 599 || !inside(res.reason.base, res.reason.len, data, size))
         __builtin_trap();
-    for (i = 0; i != num_headers; ++i)
-        if (!inside(headers[i].name, headers[i].name_len, data, size) ||
-            !inside(headers[i].value, headers[i].value_len, data, size))
+    for (i = 0; i != res.num_headers; ++i)
+        if (!inside(res.headers[i].name, res.headers[i].name_len, data, size) ||
+            !inside(res.headers[i].value, res.headers[i].value_len, data, size))
             __builtin_trap();
+    if (gw_http1_response_framing(&res, &body) != 0)
+        return 0;
+    h2o_mem_init_pool(&pool);
+    gw_http1_response_headers(&pool, &out, &res, 1);
+    if (out.size > res.num_headers)
+        __builtin_trap();
+    h2o_mem_clear_pool(&pool);
 
     /* the body: decoded in place, in two reads */
-    size_t body_len = size - (size_t)head, split = body_len / 2, got = 0;
-    char *body = malloc(body_len + 1);
-    struct phr_chunked_decoder decoder;
-    memcpy(body, data + head, body_len);
-    memset(&decoder, 0, sizeof(decoder));
+    size_t body_len = size - res.size, split = body_len / 2, got = 0;
+    char *buf = malloc(body_len + 1);
+    memcpy(buf, data + res.size, body_len);
     for (int part = 0; part != 2; ++part) {
-        size_t len = part == 0 ? split : body_len - split;
-        char *p = body + (part == 0 ? 0 : split);
-        size_t in = len;
-        ssize_t r = phr_decode_chunked(&decoder, p, &len);
-        if (len > in || r < -2)
+        size_t len = part == 0 ? split : body_len - split, in = len;
+        int r = gw_http1_body_decode(&body, buf + (part == 0 ? 0 : split), &len);
+        if (len > in || r < -1 || r > 1)
             __builtin_trap();
         got += len;
-        if (r != -2)
+        if (r != 0)
             break;
     }
     if (got > body_len)
         __builtin_trap();
-    free(body);
+    free(buf);
     return 0;
 }

@@ -66,3 +66,43 @@ def test_access_log_line_per_request(gw_factory, curl, register_sandbox, upstrea
     assert denied["status"] == 401 and denied["error"] == "missing_token" and denied["sandbox"] == sid
     assert unknown["status"] == 404 and unknown["error"] == "unknown_host" and "sandbox" not in unknown
     assert token not in text
+
+
+def test_metrics_over_16_kib_is_whole(gw_factory):
+    """/metrics once cut its exposition at 16 KiB: with enough series (here
+    two per worker, 128 workers) every line must still be a comment or a
+    sample, up to the last series of the last worker."""
+    workers = 128
+    g = gw_factory({"workers": workers}, name="gw-metrics-big")
+    gwtest.wait_for(lambda: g.admin_get("/readyz")[0] == 200, 30, what="every worker connected to Redis")
+    status, body = g.admin_get("/metrics")
+    assert status == 200
+    assert len(body) > 16384, len(body)
+    text = body.decode()
+    assert text.endswith("\n")
+    sample = re.compile(r'^[a-z_][a-z0-9_]*(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? [0-9]+$')
+    for line in text.splitlines():
+        assert line.startswith("# HELP ") or line.startswith("# TYPE ") or sample.match(line), line
+    assert text.splitlines()[-1] == 'lizard_worker_redis_connected{worker="%d"} 1' % (workers - 1)
+    assert metrics(g)["lizard_workers"] == workers
+
+
+def test_metrics_count_without_an_access_log(gw_factory, curl, register_sandbox, upstream):
+    """The access log is only installed when log.access is set; /metrics
+    counts responses and error codes either way."""
+    g = gw_factory({"log": None}, name="gw-metrics-nolog")
+    sid = gwtest.new_sandbox_id()
+    token = register_sandbox(sid, ports={upstream.port: "private"})
+    host = g.host(upstream.port, sid)
+    before = metrics(g)
+    assert curl(host, "/echo", gw=g, headers={"X-Lizard-Access-Token": token}).status == 200
+    assert curl(host, "/echo", gw=g).status == 401
+    assert curl("nowhere.example", "/", gw=g, extra_args=("--insecure",)).status == 404
+    after = metrics(g)
+    d = {k: after[k] - before.get(k, 0) for k in after}
+    assert d["lizard_requests_total"] == 3
+    assert d['lizard_responses_total{class="2xx"}'] == 1
+    assert d['lizard_responses_total{class="4xx"}'] == 2
+    assert d['lizard_errors_total{code="missing_token"}'] == 1
+    assert d['lizard_errors_total{code="unknown_host"}'] == 1
+    assert after["lizard_access_log_lines_total"] == 0

@@ -337,6 +337,30 @@ START_TEST(test_long_values_bounded)
 }
 END_TEST
 
+/* The code a request was answered with comes back as the enum, for every code. */
+START_TEST(test_note_and_code_of)
+{
+    h2o_req_t req;
+    static const char *const other_module = "some:module";
+    int code;
+
+    memset(&req, 0, sizeof(req));
+    h2o_mem_init_pool(&req.pool);
+    ck_assert_int_eq(gw_error_code_of(&req), -1);
+    /* an entry of another module, even with a code's name, is not a code */
+    h2o_vector_reserve(&req.pool, &req.error_logs, 1);
+    req.error_logs.entries[req.error_logs.size++] = (h2o_req_error_log_t){other_module, h2o_iovec_init(H2O_STRLIT("bad_host"))};
+    ck_assert_int_eq(gw_error_code_of(&req), -1);
+    for (code = 0; code != GW_ERR_NUM_CODES; ++code) {
+        req.error_logs.size = 1;
+        gw_error_note(&req, code);
+        ck_assert_int_eq(gw_error_code_of(&req), code);
+        ck_assert_str_eq(req.error_logs.entries[1].msg.base, gw_error_code_name(code));
+    }
+    h2o_mem_clear_pool(&req.pool);
+}
+END_TEST
+
 static Suite *errors_suite(void)
 {
     Suite *s = suite_create("errors");
@@ -359,6 +383,7 @@ static Suite *errors_suite(void)
     tcase_add_test(tc, test_detail_appended);
     tcase_add_test(tc, test_json_message_has_next_step);
     tcase_add_test(tc, test_long_values_bounded);
+    tcase_add_test(tc, test_note_and_code_of);
     suite_add_tcase(s, tc);
     return s;
 }

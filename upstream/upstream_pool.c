@@ -1,20 +1,18 @@
 /*
  * Idle upstream connections of one worker. Sets of idle sockets are hashed
- * by sandbox id alone, so that one sandbox's sets share a bucket and
- * gw_upstream_pool_drop looks at one bucket; a set is freed as soon as it is
- * empty, so memory follows the number of idle connections.
+ * by sandbox id alone, so that gw_upstream_pool_drop finds one sandbox's sets
+ * with one lookup; a set is freed as soon as it is empty, so memory follows
+ * the number of idle connections.
  */
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
-#include "gateway/upstream_pool.h"
-
-/* Power of two. Buckets are short lists; this only has to keep them short
- * for a few thousand sandboxes with idle connections on one worker. */
-#define NUM_BUCKETS 1024
+#include "common/hashtab.h"
+#include "upstream/opt_timeout.h"
+#include "upstream/upstream_pool.h"
 
 typedef struct st_keyed_set_t {
-    h2o_linklist_t bucket_link;
+    gw_hashtab_node_t node; /* in pool->sets, under sandbox_id */
     char *sandbox_id;
     h2o_iovec_t lifecycle;
     uint16_t port;
@@ -24,7 +22,8 @@ typedef struct st_keyed_set_t {
 } keyed_set_t;
 
 typedef struct st_idle_conn_t {
-    h2o_linklist_t link;
+    h2o_linklist_t link;     /* in set->idle */
+    h2o_linklist_t lru_link; /* in pool->lru */
     gw_upstream_pool_t *pool;
     keyed_set_t *set;
     h2o_socket_t *sock;
@@ -33,23 +32,14 @@ typedef struct st_idle_conn_t {
 
 struct st_gw_upstream_pool_t {
     h2o_loop_t *loop;
-    int has_timeout;
-    h2o_timeout_t idle_timeout;
+    gw_opt_timeout_t idle_timeout;
+    gw_opt_timeout_t surplus_timeout;
     size_t max_idle_per_key;
+    size_t max_idle;
     size_t num_idle;
-    h2o_linklist_t buckets[NUM_BUCKETS];
+    h2o_linklist_t lru; /* of idle_conn_t, every key's, oldest first */
+    gw_hashtab_t sets;  /* of keyed_set_t */
 };
-
-static size_t bucket_of(const char *sandbox_id)
-{
-    /* FNV-1a */
-    uint32_t h = 2166136261u;
-    for (const unsigned char *p = (const unsigned char *)sandbox_id; *p != '\0'; ++p) {
-        h ^= *p;
-        h *= 16777619u;
-    }
-    return h & (NUM_BUCKETS - 1);
-}
 
 static int addr_equals(const gw_netaddr_t *a, const gw_netaddr_t *b)
 {
@@ -70,19 +60,16 @@ static int addr_equals(const gw_netaddr_t *a, const gw_netaddr_t *b)
     }
 }
 
-static int set_matches(const keyed_set_t *set, const gw_upstream_key_t *key)
-{
-    return set->port == key->port && strcmp(set->sandbox_id, key->sandbox_id) == 0 &&
-           h2o_memis(set->lifecycle.base, set->lifecycle.len, key->lifecycle.base, key->lifecycle.len) &&
-           addr_equals(&set->addr, key->addr);
-}
-
 static keyed_set_t *find_set(gw_upstream_pool_t *pool, const gw_upstream_key_t *key)
 {
-    h2o_linklist_t *anchor = &pool->buckets[bucket_of(key->sandbox_id)], *node;
-    for (node = anchor->next; node != anchor; node = node->next) {
-        keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, bucket_link, node);
-        if (set_matches(set, key))
+    gw_hashtab_node_t *node;
+
+    /* the table compares sandbox ids */
+    for (node = gw_hashtab_find(&pool->sets, key->sandbox_id, strlen(key->sandbox_id)); node != NULL;
+         node = gw_hashtab_find_next(&pool->sets, node)) {
+        keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, node, node);
+        if (set->port == key->port && h2o_memis(set->lifecycle.base, set->lifecycle.len, key->lifecycle.base, key->lifecycle.len) &&
+            addr_equals(&set->addr, key->addr))
             return set;
     }
     return NULL;
@@ -97,15 +84,15 @@ static keyed_set_t *create_set(gw_upstream_pool_t *pool, const gw_upstream_key_t
     set->port = key->port;
     set->addr = *key->addr;
     h2o_linklist_init_anchor(&set->idle);
-    h2o_linklist_insert(&pool->buckets[bucket_of(key->sandbox_id)], &set->bucket_link);
+    gw_hashtab_insert(&pool->sets, &set->node, set->sandbox_id, strlen(set->sandbox_id));
     return set;
 }
 
-static void free_set_if_empty(keyed_set_t *set)
+static void free_set_if_empty(gw_upstream_pool_t *pool, keyed_set_t *set)
 {
     if (set->num_idle != 0)
         return;
-    h2o_linklist_unlink(&set->bucket_link);
+    gw_hashtab_remove(&pool->sets, &set->node);
     free(set->sandbox_id);
     free(set->lifecycle.base);
     free(set);
@@ -116,14 +103,16 @@ static h2o_socket_t *detach_conn(idle_conn_t *conn)
 {
     h2o_socket_t *sock = conn->sock;
     keyed_set_t *set = conn->set;
+    gw_upstream_pool_t *pool = conn->pool;
 
     h2o_linklist_unlink(&conn->link);
+    h2o_linklist_unlink(&conn->lru_link);
     if (h2o_timeout_is_linked(&conn->timeout))
         h2o_timeout_unlink(&conn->timeout);
     --set->num_idle;
-    --conn->pool->num_idle;
+    --pool->num_idle;
     free(conn);
-    free_set_if_empty(set);
+    free_set_if_empty(pool, set);
     sock->data = NULL;
     return sock;
 }
@@ -146,40 +135,31 @@ static void on_idle_timeout(h2o_timeout_entry_t *entry)
     close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, timeout, entry));
 }
 
-gw_upstream_pool_t *gw_upstream_pool_new(h2o_loop_t *loop, uint64_t idle_timeout_ms, size_t max_idle_per_key)
+gw_upstream_pool_t *gw_upstream_pool_new(h2o_loop_t *loop, const gw_upstream_pool_conf_t *conf)
 {
     gw_upstream_pool_t *pool = h2o_mem_alloc(sizeof(*pool));
-    size_t i;
 
     memset(pool, 0, sizeof(*pool));
     pool->loop = loop;
-    pool->max_idle_per_key = max_idle_per_key;
-    if (idle_timeout_ms != 0) {
-        pool->has_timeout = 1;
-        h2o_timeout_init(loop, &pool->idle_timeout, idle_timeout_ms);
-    }
-    for (i = 0; i != NUM_BUCKETS; ++i)
-        h2o_linklist_init_anchor(&pool->buckets[i]);
+    pool->max_idle_per_key = conf->max_idle_per_key;
+    pool->max_idle = conf->max_idle;
+    gw_opt_timeout_init(loop, &pool->idle_timeout, conf->idle_timeout_ms);
+    gw_opt_timeout_init(loop, &pool->surplus_timeout, conf->surplus_timeout_ms);
+    h2o_linklist_init_anchor(&pool->lru);
+    gw_hashtab_init(&pool->sets);
     return pool;
 }
 
 void gw_upstream_pool_free(gw_upstream_pool_t *pool)
 {
-    size_t i;
-
     if (pool == NULL)
         return;
-    for (i = 0; i != NUM_BUCKETS; ++i) {
-        while (!h2o_linklist_is_empty(&pool->buckets[i])) {
-            keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, bucket_link, pool->buckets[i].next);
-            /* closing the last connection frees the set */
-            while (set->num_idle > 1)
-                close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.next));
-            close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.next));
-        }
-    }
-    if (pool->has_timeout)
-        h2o_timeout_dispose(pool->loop, &pool->idle_timeout);
+    /* closing a set's last connection frees the set */
+    while (!h2o_linklist_is_empty(&pool->lru))
+        close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, lru_link, pool->lru.next));
+    gw_hashtab_dispose(&pool->sets);
+    gw_opt_timeout_dispose(pool->loop, &pool->idle_timeout);
+    gw_opt_timeout_dispose(pool->loop, &pool->surplus_timeout);
     free(pool);
 }
 
@@ -200,24 +180,18 @@ void gw_upstream_pool_put(gw_upstream_pool_t *pool, const gw_upstream_key_t *key
 {
     keyed_set_t *set;
     idle_conn_t *conn;
+    gw_opt_timeout_t *lifetime;
 
-    if (pool->max_idle_per_key == 0 || sock->input->size != 0) {
+    if (pool->max_idle_per_key == 0 || pool->max_idle == 0 || sock->input->size != 0) {
         h2o_socket_close(sock);
         return;
     }
-    if ((set = find_set(pool, key)) == NULL) {
+    /* before the set is looked up: closing a set's last connection frees it */
+    if (pool->num_idle >= pool->max_idle)
+        close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, lru_link, pool->lru.next));
+    if ((set = find_set(pool, key)) == NULL)
         set = create_set(pool, key);
-    } else if (set->num_idle >= pool->max_idle_per_key) {
-        /* the set survives: it is about to get `sock` */
-        idle_conn_t *oldest = H2O_STRUCT_FROM_MEMBER(idle_conn_t, link, set->idle.next);
-        h2o_linklist_unlink(&oldest->link);
-        if (h2o_timeout_is_linked(&oldest->timeout))
-            h2o_timeout_unlink(&oldest->timeout);
-        --set->num_idle;
-        --pool->num_idle;
-        h2o_socket_close(oldest->sock);
-        free(oldest);
-    }
+    lifetime = set->num_idle < pool->max_idle_per_key ? &pool->idle_timeout : &pool->surplus_timeout;
 
     conn = h2o_mem_alloc(sizeof(*conn));
     memset(conn, 0, sizeof(*conn));
@@ -226,24 +200,23 @@ void gw_upstream_pool_put(gw_upstream_pool_t *pool, const gw_upstream_key_t *key
     conn->sock = sock;
     conn->timeout.cb = on_idle_timeout;
     h2o_linklist_insert(&set->idle, &conn->link);
+    h2o_linklist_insert(&pool->lru, &conn->lru_link);
     ++set->num_idle;
     ++pool->num_idle;
-    if (pool->has_timeout)
-        h2o_timeout_link(pool->loop, &pool->idle_timeout, &conn->timeout);
+    if (lifetime->enabled)
+        h2o_timeout_link(pool->loop, &lifetime->timeout, &conn->timeout);
     sock->data = conn;
     h2o_socket_read_start(sock, on_idle_event);
 }
 
 void gw_upstream_pool_drop(gw_upstream_pool_t *pool, const char *sandbox_id, const char *keep_lifecycle)
 {
-    h2o_linklist_t *anchor = &pool->buckets[bucket_of(sandbox_id)], *node = anchor->next;
+    gw_hashtab_node_t *node = gw_hashtab_find(&pool->sets, sandbox_id, strlen(sandbox_id));
 
-    while (node != anchor) {
-        keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, bucket_link, node);
+    while (node != NULL) {
+        keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, node, node);
         /* closing a set's last connection frees it: step first */
-        node = node->next;
-        if (strcmp(set->sandbox_id, sandbox_id) != 0)
-            continue;
+        node = gw_hashtab_find_next(&pool->sets, node);
         if (keep_lifecycle != NULL && h2o_memis(set->lifecycle.base, set->lifecycle.len, keep_lifecycle, strlen(keep_lifecycle)))
             continue;
         while (set->num_idle > 1)

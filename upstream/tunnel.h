@@ -3,8 +3,8 @@
  * (WebSocket). Back-pressure: a side is not read while what it sent last is
  * still being written to the other side. Counts bytes per direction.
  */
-#ifndef GW_GATEWAY_TUNNEL_H
-#define GW_GATEWAY_TUNNEL_H
+#ifndef GW_UPSTREAM_TUNNEL_H
+#define GW_UPSTREAM_TUNNEL_H
 
 #include <stdint.h>
 #include <h2o.h>

@@ -1,8 +1,8 @@
 /*
- * gateway/cookie_keys.c: the live cookie secrets. Signing uses the first
- * secret, verifying all of them; a reload swaps in a re-read file, keeps the
- * current set when the file is bad, and leaves an environment set alone;
- * readers on other threads never see a torn set.
+ * auth/cookie_keys.c: the live cookie secrets and their file's reader.
+ * Signing uses the first secret, verifying all of them; a reload swaps in a
+ * re-read file, keeps the current set when the file is bad, and leaves an
+ * environment set alone; readers on other threads never see a torn set.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,10 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <check.h>
-#include "gateway/config.h"
-#include "gateway/cookie_keys.h"
+#include "auth/cookie_keys.h"
 
-#define BASE "\"domains\":[\"lizard.app\"],\"tls\":{\"certificates\":[{\"cert\":\"/etc/c.pem\",\"key\":\"/etc/k.pem\"}]}"
 #define SECRET_A "0123456789abcdef0123456789abcdef-A"
 #define SECRET_B "fedcba9876543210fedcba9876543210-B"
 #define TOKEN_HASH "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -61,26 +59,20 @@ static void teardown(void)
     unlink(path);
 }
 
-static gw_config_t *load(const char *auth_json)
-{
-    char json[1024], *err = NULL;
-    gw_config_t *c = NULL;
+/* The secrets as the gateway's config holds them after load. */
+typedef struct st_loaded_t {
+    gw_cookie_secret_t *secrets;
+    size_t num;
+} loaded_t;
 
-    snprintf(json, sizeof(json), "{" BASE ",\"auth\":%s}", auth_json);
-    ck_assert_msg(gw_config_load_string(json, "test.json", &c, &err) == 0, "%s", err);
-    return c;
-}
-
-static gw_cookie_keys_t *from_file(const char *text, gw_config_t **config)
+/* A set from the file holding `text`, as the gateway builds it. */
+static gw_cookie_keys_t *from_file(const char *text, loaded_t *loaded)
 {
-    char auth[256];
-    gw_cookie_keys_t *keys;
+    char *err = NULL;
 
     write_file(text);
-    snprintf(auth, sizeof(auth), "{\"cookie_secrets_file\":\"%s\"}", path);
-    *config = load(auth);
-    ck_assert_ptr_nonnull(keys = gw_cookie_keys_new(*config));
-    return keys;
+    ck_assert_msg(gw_cookie_secrets_read_file(path, &loaded->secrets, &loaded->num, &err) == 0, "%s", err);
+    return gw_cookie_keys_new(&(gw_cookie_keys_config_t){path, loaded->secrets, loaded->num});
 }
 
 /* The cookie `secret` alone would sign, for comparison. */
@@ -109,7 +101,7 @@ static int same(h2o_iovec_t a, h2o_iovec_t b)
 
 START_TEST(test_rotation)
 {
-    gw_config_t *config;
+    loaded_t config;
     gw_cookie_keys_t *keys = from_file(SECRET_A "\n", &config);
     h2o_mem_pool_t pool;
     h2o_iovec_t cookie_a, cookie_b;
@@ -142,18 +134,18 @@ START_TEST(test_rotation)
     ck_assert_int_eq(verify(keys, cookie_b), GW_COOKIE_OK);
 
     /* the config's own copy is untouched by reloads */
-    ck_assert_uint_eq(config->auth.num_cookie_secrets, 1);
-    ck_assert(memcmp(config->auth.cookie_secrets[0].bytes, SECRET_A, strlen(SECRET_A)) == 0);
+    ck_assert_uint_eq(config.num, 1);
+    ck_assert(memcmp(config.secrets[0].bytes, SECRET_A, strlen(SECRET_A)) == 0);
 
     h2o_mem_clear_pool(&pool);
     gw_cookie_keys_free(keys);
-    gw_config_free(config);
+    gw_cookie_secrets_free(config.secrets, config.num);
 }
 END_TEST
 
 START_TEST(test_failed_reload_keeps_the_set)
 {
-    gw_config_t *config;
+    loaded_t config;
     gw_cookie_keys_t *keys = from_file(SECRET_A "\n" SECRET_B "\n", &config);
     h2o_mem_pool_t pool;
     h2o_iovec_t cookie_a;
@@ -193,22 +185,19 @@ START_TEST(test_failed_reload_keeps_the_set)
 
     h2o_mem_clear_pool(&pool);
     gw_cookie_keys_free(keys);
-    gw_config_free(config);
+    gw_cookie_secrets_free(config.secrets, config.num);
 }
 END_TEST
 
 START_TEST(test_environment_set_is_fixed)
 {
-    gw_config_t *config;
-    gw_cookie_keys_t *keys;
+    gw_cookie_secret_t secrets[] = {{(const unsigned char *)SECRET_A, strlen(SECRET_A)},
+                                    {(const unsigned char *)SECRET_B, strlen(SECRET_B)}};
+    gw_cookie_keys_t *keys = gw_cookie_keys_new(&(gw_cookie_keys_config_t){NULL, secrets, 2});
     h2o_mem_pool_t pool;
     h2o_iovec_t cookie;
     char *err = (char *)1;
 
-    setenv("GW_TEST_COOKIE_KEYS", SECRET_A "," SECRET_B, 1);
-    config = load("{\"cookie_secrets_env\":\"GW_TEST_COOKIE_KEYS\"}");
-    unsetenv("GW_TEST_COOKIE_KEYS");
-    ck_assert_ptr_nonnull(keys = gw_cookie_keys_new(config));
     h2o_mem_init_pool(&pool);
     ck_assert_ptr_null(gw_cookie_keys_file(keys));
     ck_assert_uint_eq(gw_cookie_keys_count(keys), 2);
@@ -223,14 +212,12 @@ START_TEST(test_environment_set_is_fixed)
 
     h2o_mem_clear_pool(&pool);
     gw_cookie_keys_free(keys);
-    gw_config_free(config);
 }
 END_TEST
 
 START_TEST(test_no_secrets)
 {
-    gw_config_t *config = load("{}");
-    gw_cookie_keys_t *keys = gw_cookie_keys_new(config);
+    gw_cookie_keys_t *keys = gw_cookie_keys_new(&(gw_cookie_keys_config_t){NULL, NULL, 0});
     h2o_mem_pool_t pool;
     h2o_iovec_t v = {NULL, 0};
     char *err = (char *)1;
@@ -247,7 +234,6 @@ START_TEST(test_no_secrets)
     h2o_mem_clear_pool(&pool);
     gw_cookie_keys_free(keys);
     gw_cookie_keys_free(NULL);
-    gw_config_free(config);
 }
 END_TEST
 
@@ -283,7 +269,7 @@ static void *reader_main(void *arg)
 
 START_TEST(test_concurrent_reload)
 {
-    gw_config_t *config;
+    loaded_t config;
     gw_cookie_keys_t *keys = from_file(SECRET_A "\n", &config);
     h2o_mem_pool_t pool;
     atomic_int stop = 0;
@@ -315,7 +301,33 @@ START_TEST(test_concurrent_reload)
     }
     h2o_mem_clear_pool(&pool);
     gw_cookie_keys_free(keys);
-    gw_config_free(config);
+    gw_cookie_secrets_free(config.secrets, config.num);
+}
+END_TEST
+
+START_TEST(test_read_file)
+{
+    gw_cookie_secret_t *secrets = (gw_cookie_secret_t *)1;
+    char *err = (char *)1;
+    size_t n = 99;
+
+    /* the reader load and SIGHUP use: messages name the file, never a secret */
+    write_file("# rotated 2026-11-29\n\n  " SECRET_B "  \r\n\t# the previous one\n" SECRET_A "\n\n");
+    ck_assert_int_eq(gw_cookie_secrets_read_file(path, &secrets, &n, &err), 0);
+    ck_assert_ptr_null(err);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(secrets[0].len, strlen(SECRET_B));
+    ck_assert(memcmp(secrets[1].bytes, SECRET_A, strlen(SECRET_A)) == 0);
+    gw_cookie_secrets_free(secrets, n);
+    gw_cookie_secrets_free(NULL, 0);
+
+    unlink(path);
+    ck_assert_int_eq(gw_cookie_secrets_read_file(path, &secrets, &n, &err), -1);
+    ck_assert_ptr_null(secrets);
+    ck_assert_uint_eq(n, 0);
+    ck_assert(strncmp(err, path, strlen(path)) == 0);
+    ck_assert_ptr_nonnull(strstr(err, ": No such file or directory"));
+    free(err);
 }
 END_TEST
 
@@ -331,6 +343,7 @@ static Suite *cookie_keys_suite(void)
     tcase_add_test(tc, test_environment_set_is_fixed);
     tcase_add_test(tc, test_no_secrets);
     tcase_add_test(tc, test_concurrent_reload);
+    tcase_add_test(tc, test_read_file);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,13 +4,12 @@
  * limits.response_buffer_bytes held per response), WebSocket tunnels.
  * One gw_proxy_t per worker thread; it owns that worker's pools.
  */
-#ifndef GW_GATEWAY_PROXY_H
-#define GW_GATEWAY_PROXY_H
+#ifndef GW_UPSTREAM_PROXY_H
+#define GW_UPSTREAM_PROXY_H
 
 #include <stdatomic.h>
 #include <stdint.h>
 #include <h2o.h>
-#include "gateway/config.h"
 #include "gateway/conn_limit.h"
 #include "gateway/revocation.h"
 #include "routing/netaddr.h"
@@ -44,7 +43,26 @@ typedef struct st_gw_proxy_bytes_t {
  * valid during the call. */
 typedef void (*gw_proxy_bytes_cb)(void *data, const char *sandbox_id, const gw_proxy_bytes_t *delta);
 
-gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_config_t *config);
+/* What the proxy is told of the configuration (gateway/config.h names the
+ * keys); a timeout of 0 means none. */
+typedef struct st_gw_proxy_conf_t {
+    int localhost_host; /* upstream.host_header "localhost": Host is localhost:<port> */
+    uint64_t connect_timeout_ms;
+    uint64_t first_byte_timeout_ms;
+    uint64_t idle_timeout_ms; /* mid-body silence, and the idle lifetime of a pooled connection */
+    uint64_t websocket_idle_timeout_ms;
+    size_t max_idle_per_pool;          /* idle connections a pool keeps for idle_timeout_ms (more are kept 2 s) */
+    size_t max_idle_per_worker;        /* idle connections of all pools; past it the one idle longest is closed */
+    const gw_cidr_t *allowed_networks; /* borrowed: must outlive the proxy */
+    size_t num_allowed_networks;
+    size_t response_buffer_bytes; /* 4 KiB to 12 MiB (gateway/config.h, GW_MAX_RESPONSE_BUFFER_BYTES) */
+    uint64_t client_stall_timeout_ms;
+    size_t max_connection_buffer_bytes;
+    size_t max_worker_buffer_bytes;
+} gw_proxy_conf_t;
+
+/* A proxy for the worker of ctx; conf is copied. */
+gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf);
 /* Closes idle pooled connections and open WebSocket tunnels, and frees.
  * HTTP exchanges must be over (their requests disposed). NULL is a no-op. */
 void gw_proxy_free(gw_proxy_t *p);

@@ -6,7 +6,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/tunnel.h"
+#include "upstream/tunnel.h"
 
 enum { SIDE_CLIENT = 0, SIDE_UPSTREAM = 1 };
 

@@ -1,0 +1,228 @@
+/*
+ * The live cookie secrets: a set swapped whole under a write lock, read by
+ * the workers under a read lock held only for one HMAC. The file is read
+ * and checked before the lock is taken, so a reload never stalls requests
+ * on I/O and a bad file never replaces a good set. The file's reader is
+ * here too: the config reads the same file with the same rules at load.
+ */
+#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/crypto.h>
+#include <h2o/string_.h>
+#include "auth/cookie_keys.h"
+#include "common/secret_file.h"
+
+#define MAX_SECRETS_FILE_SIZE (64 * 1024)
+
+struct st_gw_cookie_keys_t {
+    pthread_rwlock_t lock;
+    char *file; /* NULL: the set is fixed (environment, or no cookies) */
+    /* guarded by lock */
+    gw_cookie_secret_t *secrets;
+    size_t num_secrets;
+};
+
+/* A message without any prefix: the caller says where the file comes from
+ * (the config at load, a reload on SIGHUP). */
+static int say(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int say(char **err, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list args;
+
+    va_start(args, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, args);
+    va_end(args);
+    *err = h2o_strdup(NULL, msg, SIZE_MAX).base;
+    return -1;
+}
+
+static int is_blank(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+int gw_cookie_secrets_read_file(const char *path, gw_cookie_secret_t **secrets, size_t *num_secrets, char **err)
+{
+    gw_cookie_secret_t *list;
+    size_t count = 0, line = 0, len = 0;
+    const char *p, *end, *eol, *s, *e;
+    char *buf = NULL;
+
+    *secrets = NULL;
+    *num_secrets = 0;
+    if (gw_secret_file_read(path, MAX_SECRETS_FILE_SIZE, &buf, &len, err) != 0)
+        return -1;
+    list = h2o_mem_alloc(GW_COOKIE_SECRETS_MAX * sizeof(*list));
+    if (memchr(buf, '\0', len) != NULL) {
+        say(err, "%s: contains a NUL byte; expected one secret per line", path);
+        goto Error;
+    }
+
+    for (p = buf, end = buf + len; p < end; p = eol + 1) {
+        unsigned char *bytes;
+
+        ++line;
+        if ((eol = memchr(p, '\n', end - p)) == NULL)
+            eol = end;
+        for (s = p, e = eol; s < e && is_blank(*s); ++s)
+            ;
+        while (e > s && (is_blank(e[-1]) || e[-1] == '\r'))
+            --e;
+        if (s == e || *s == '#')
+            continue;
+        /* messages name the line, never its bytes */
+        if (count == GW_COOKIE_SECRETS_MAX) {
+            say(err, "%s: line %zu: more than %d secrets; at most %d are allowed", path, line, GW_COOKIE_SECRETS_MAX,
+                GW_COOKIE_SECRETS_MAX);
+            goto Error;
+        }
+        if ((size_t)(e - s) < GW_COOKIE_SECRET_MIN_LEN) {
+            say(err, "%s: line %zu: the secret is shorter than %d bytes", path, line, GW_COOKIE_SECRET_MIN_LEN);
+            goto Error;
+        }
+        bytes = h2o_mem_alloc(e - s);
+        memcpy(bytes, s, e - s);
+        list[count++] = (gw_cookie_secret_t){bytes, e - s};
+    }
+    if (count == 0) {
+        say(err, "%s: holds no secret (only blank lines and comments)", path);
+        goto Error;
+    }
+
+    OPENSSL_cleanse(buf, len);
+    free(buf);
+    *secrets = list;
+    *num_secrets = count;
+    return 0;
+
+Error:
+    gw_cookie_secrets_free(list, count);
+    OPENSSL_cleanse(buf, len);
+    free(buf);
+    return -1;
+}
+
+void gw_cookie_secrets_free(gw_cookie_secret_t *secrets, size_t num_secrets)
+{
+    size_t i;
+
+    if (secrets == NULL)
+        return;
+    for (i = 0; i != num_secrets; ++i) {
+        unsigned char *bytes = (unsigned char *)secrets[i].bytes;
+        OPENSSL_cleanse(bytes, secrets[i].len);
+        free(bytes);
+    }
+    free(secrets);
+}
+
+static gw_cookie_secret_t *copy_secrets(const gw_cookie_secret_t *src, size_t num)
+{
+    gw_cookie_secret_t *dst = h2o_mem_alloc((num != 0 ? num : 1) * sizeof(*dst));
+    size_t i;
+
+    for (i = 0; i != num; ++i) {
+        unsigned char *bytes = h2o_mem_alloc(src[i].len);
+        memcpy(bytes, src[i].bytes, src[i].len);
+        dst[i] = (gw_cookie_secret_t){bytes, src[i].len};
+    }
+    return dst;
+}
+
+gw_cookie_keys_t *gw_cookie_keys_new(const gw_cookie_keys_config_t *config)
+{
+    gw_cookie_keys_t *keys = h2o_mem_alloc(sizeof(*keys));
+    pthread_rwlockattr_t attr;
+
+    *keys = (gw_cookie_keys_t){.file = config->file != NULL ? h2o_strdup(NULL, config->file, SIZE_MAX).base : NULL,
+                               .secrets = copy_secrets(config->secrets, config->num_secrets),
+                               .num_secrets = config->num_secrets};
+    /* a steady stream of readers (every cookie request) must not starve a reload */
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&keys->lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    return keys;
+}
+
+void gw_cookie_keys_free(gw_cookie_keys_t *keys)
+{
+    if (keys == NULL)
+        return;
+    pthread_rwlock_destroy(&keys->lock);
+    gw_cookie_secrets_free(keys->secrets, keys->num_secrets);
+    free(keys->file);
+    free(keys);
+}
+
+size_t gw_cookie_keys_count(gw_cookie_keys_t *keys)
+{
+    size_t n;
+
+    pthread_rwlock_rdlock(&keys->lock);
+    n = keys->num_secrets;
+    pthread_rwlock_unlock(&keys->lock);
+    return n;
+}
+
+const char *gw_cookie_keys_file(gw_cookie_keys_t *keys)
+{
+    return keys->file;
+}
+
+int gw_cookie_keys_sign(gw_cookie_keys_t *keys, h2o_mem_pool_t *pool, const char *sandbox_id, uint16_t port, uint64_t expires_at,
+                        const char *token_sha256_hex, h2o_iovec_t *value)
+{
+    int ret = -1;
+
+    pthread_rwlock_rdlock(&keys->lock);
+    if (keys->num_secrets != 0) {
+        /* the value is copied into `pool`: nothing of the set escapes the lock */
+        *value = gw_cookie_sign(pool, &keys->secrets[0], sandbox_id, port, expires_at, token_sha256_hex);
+        ret = 0;
+    }
+    pthread_rwlock_unlock(&keys->lock);
+    return ret;
+}
+
+gw_cookie_result_t gw_cookie_keys_verify(gw_cookie_keys_t *keys, h2o_iovec_t value, const char *sandbox_id, uint16_t port,
+                                         uint64_t now, const char *token_sha256_hex)
+{
+    gw_cookie_result_t result = GW_COOKIE_BAD_SIGNATURE;
+
+    pthread_rwlock_rdlock(&keys->lock);
+    if (keys->num_secrets != 0)
+        result = gw_cookie_verify(value, keys->secrets, keys->num_secrets, sandbox_id, port, now, token_sha256_hex);
+    pthread_rwlock_unlock(&keys->lock);
+    return result;
+}
+
+int gw_cookie_keys_reload(gw_cookie_keys_t *keys, char **err)
+{
+    gw_cookie_secret_t *fresh, *old;
+    size_t num_fresh, num_old;
+
+    *err = NULL;
+    if (keys->file == NULL)
+        return 0; /* from the environment: nothing can have changed */
+    if (gw_cookie_secrets_read_file(keys->file, &fresh, &num_fresh, err) != 0)
+        return -1; /* the current set stays */
+
+    pthread_rwlock_wrlock(&keys->lock);
+    old = keys->secrets;
+    num_old = keys->num_secrets;
+    keys->secrets = fresh;
+    keys->num_secrets = num_fresh;
+    pthread_rwlock_unlock(&keys->lock);
+
+    /* no reader can hold the old set now: readers only use it under the lock */
+    gw_cookie_secrets_free(old, num_old);
+    return 0;
+}

@@ -1,0 +1,466 @@
+/*
+ * upstream/http1_head.c: what the app receives in the request head
+ * (hop-by-hop headers and the gateway's own headers never forwarded,
+ * X-Forwarded-* set by the gateway, Host as configured, one Cookie), and
+ * which response heads the gateway trusts, how it frames their bodies and
+ * which of their headers reach the client.
+ */
+#include <check.h>
+#include <string.h>
+#include <strings.h>
+#include "upstream/http1_head.h"
+
+static h2o_mem_pool_t pool;
+static h2o_headers_t headers;
+
+static void setup(void)
+{
+    h2o_mem_init_pool(&pool);
+    memset(&headers, 0, sizeof(headers));
+}
+
+static void teardown(void)
+{
+    h2o_mem_clear_pool(&pool);
+}
+
+static h2o_iovec_t iov(const char *s)
+{
+    return h2o_iovec_init(s, strlen(s));
+}
+
+/* a request header as h2o's parsers store it: lowercase name (a token when
+ * h2o knows it), the client's spelling in orig_name */
+static void add(const char *orig_name, const char *value)
+{
+    h2o_iovec_t lc = h2o_strdup(&pool, orig_name, SIZE_MAX);
+    h2o_strtolower(lc.base, lc.len);
+    h2o_add_header_by_str(&pool, &headers, lc.base, lc.len, 1, orig_name, value, strlen(value));
+}
+
+static gw_http1_request_t request(const char *method)
+{
+    gw_http1_request_t r = {.method = iov(method),
+                            .path = iov("/app?x=1"),
+                            .authority = iov("3000-sbx1.lizard.app"),
+                            .scheme = iov("https"),
+                            .headers = &headers,
+                            .client_addr = iov("203.0.113.9"),
+                            .client_port = 443};
+    return r;
+}
+
+static char *build(const gw_http1_request_t *r)
+{
+    h2o_iovec_t head = gw_http1_request_head(&pool, r);
+    return h2o_strdup(&pool, head.base, head.len).base;
+}
+
+/* occurrences of a whole header line (case-insensitive) in a head */
+static int count_lines(const char *head, const char *line)
+{
+    size_t len = strlen(line);
+    int n = 0;
+    const char *p = strstr(head, "\r\n");
+
+    while (p != NULL && p[2] != '\0') {
+        const char *eol = strstr(p + 2, "\r\n");
+        if (eol == NULL)
+            break;
+        if ((size_t)(eol - (p + 2)) == len && strncasecmp(p + 2, line, len) == 0)
+            ++n;
+        p = eol;
+    }
+    return n;
+}
+
+/* occurrences of a header name (case-insensitive) in a head */
+static int count_name(const char *head, const char *name)
+{
+    size_t len = strlen(name);
+    int n = 0;
+    const char *p = strstr(head, "\r\n");
+
+    while (p != NULL && p[2] != '\0') {
+        if (strncasecmp(p + 2, name, len) == 0 && p[2 + len] == ':')
+            ++n;
+        p = strstr(p + 2, "\r\n");
+    }
+    return n;
+}
+
+START_TEST(test_request_line_and_end_to_end_headers)
+{
+    add("Accept", "text/html");
+    add("X-Custom", "kept");
+    gw_http1_request_t r = request("GET");
+    char *head = build(&r);
+
+    static const char start[] = "GET /app?x=1 HTTP/1.1\r\nhost: 3000-sbx1.lizard.app\r\n";
+    ck_assert_msg(strncmp(head, start, sizeof(start) - 1) == 0, "%s", head);
+    /* the client's spelling of a name is kept */
+    ck_assert_int_eq(count_lines(head, "Accept: text/html"), 1);
+    ck_assert_ptr_nonnull(strstr(head, "\r\nX-Custom: kept\r\n"));
+    ck_assert_int_eq(count_lines(head, "connection: keep-alive"), 1);
+    /* no body: none announced */
+    ck_assert_int_eq(count_name(head, "content-length"), 0);
+    ck_assert_msg(strcmp(head + strlen(head) - 4, "\r\n\r\n") == 0, "the head ends with an empty line");
+}
+END_TEST
+
+START_TEST(test_hop_by_hop_headers_are_not_forwarded)
+{
+    add("Connection", "keep-alive, X-Private-Hop");
+    add("Keep-Alive", "timeout=5");
+    add("TE", "trailers");
+    add("Transfer-Encoding", "chunked");
+    add("Upgrade", "h2c");
+    add("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA");
+    add("Proxy-Connection", "keep-alive");
+    add("Trailer", "X-Checksum");
+    add("X-Private-Hop", "listed in Connection");
+    add("Expect", "100-continue");
+    add("Content-Length", "999");
+    add("X-Kept", "1");
+    gw_http1_request_t r = request("GET");
+    char *head = build(&r);
+
+    static const char *dropped[] = {"keep-alive",       "te",      "transfer-encoding", "upgrade", "http2-settings",
+                                    "proxy-connection", "trailer", "x-private-hop",     "expect",  "content-length"};
+    for (size_t i = 0; i != sizeof(dropped) / sizeof(dropped[0]); ++i)
+        ck_assert_msg(count_name(head, dropped[i]) == 0, "%s forwarded:\n%s", dropped[i], head);
+    /* the gateway's own Connection only */
+    ck_assert_int_eq(count_name(head, "connection"), 1);
+    ck_assert_int_eq(count_lines(head, "connection: keep-alive"), 1);
+    ck_assert_msg(count_lines(head, "X-Kept: 1") == 1, "%s", head);
+}
+END_TEST
+
+START_TEST(test_forwarded_headers_are_the_gateways)
+{
+    add("X-Forwarded-For", "10.6.6.6");
+    add("X-Forwarded-Host", "evil.example");
+    add("X-Forwarded-Proto", "http");
+    add("X-Forwarded-Port", "1");
+    add("X-Forwarded-Prefix", "/spoof");
+    add("Forwarded", "for=10.6.6.6");
+    gw_http1_request_t r = request("GET");
+    char *head = build(&r);
+
+    ck_assert_int_eq(count_name(head, "x-forwarded-for"), 1);
+    ck_assert_int_eq(count_lines(head, "x-forwarded-for: 203.0.113.9"), 1);
+    ck_assert_int_eq(count_lines(head, "x-forwarded-proto: https"), 1);
+    ck_assert_int_eq(count_lines(head, "x-forwarded-host: 3000-sbx1.lizard.app"), 1);
+    ck_assert_int_eq(count_lines(head, "x-forwarded-port: 443"), 1);
+    ck_assert_int_eq(count_name(head, "x-forwarded-prefix"), 0);
+    ck_assert_int_eq(count_name(head, "forwarded"), 0);
+    ck_assert_ptr_null(strstr(head, "10.6.6.6"));
+    ck_assert_ptr_null(strstr(head, "evil.example"));
+
+    /* unknown address and port: not sent rather than made up */
+    r.client_addr = h2o_iovec_init(NULL, 0);
+    r.client_port = -1;
+    head = build(&r);
+    ck_assert_int_eq(count_name(head, "x-forwarded-for"), 0);
+    ck_assert_int_eq(count_name(head, "x-forwarded-port"), 0);
+    ck_assert_int_eq(count_lines(head, "x-forwarded-proto: https"), 1);
+}
+END_TEST
+
+START_TEST(test_lizard_headers_are_not_forwarded)
+{
+    add("X-Lizard-Access-Token", "secret-token-value");
+    add("x-lizard-anything", "internal");
+    add("X-Lizardish", "not ours: kept");
+    gw_http1_request_t r = request("GET");
+    char *head = build(&r);
+
+    ck_assert_ptr_null(strstr(head, "secret-token-value"));
+    ck_assert_int_eq(count_name(head, "x-lizard-access-token"), 0);
+    ck_assert_int_eq(count_name(head, "x-lizard-anything"), 0);
+    ck_assert_int_eq(count_lines(head, "X-Lizardish: not ours: kept"), 1);
+}
+END_TEST
+
+START_TEST(test_host_preserved_or_localhost)
+{
+    add("Host", "ignored.example");
+    gw_http1_request_t r = request("GET");
+    char *head = build(&r);
+
+    ck_assert_int_eq(count_name(head, "host"), 1);
+    ck_assert_int_eq(count_lines(head, "host: 3000-sbx1.lizard.app"), 1);
+
+    /* upstream.host_header "localhost" (dev servers that check Host) */
+    r.localhost_port = 5173;
+    head = build(&r);
+    ck_assert_int_eq(count_name(head, "host"), 1);
+    ck_assert_int_eq(count_lines(head, "host: localhost:5173"), 1);
+    /* the app can still tell the public name */
+    ck_assert_int_eq(count_lines(head, "x-forwarded-host: 3000-sbx1.lizard.app"), 1);
+}
+END_TEST
+
+START_TEST(test_cookies_become_one_header)
+{
+    /* HTTP/2 clients send one field per cookie (RFC 9113 8.2.3) */
+    add("cookie", "a=1");
+    add("Accept", "*/*");
+    add("cookie", "b=2");
+    gw_http1_request_t r = request("GET");
+    char *head = build(&r);
+
+    ck_assert_int_eq(count_name(head, "cookie"), 1);
+    ck_assert_int_eq(count_lines(head, "cookie: a=1; b=2"), 1);
+}
+END_TEST
+
+START_TEST(test_content_length)
+{
+    gw_http1_request_t r = request("POST");
+    char *head;
+
+    r.body = iov("hello");
+    head = build(&r);
+    ck_assert_int_eq(count_lines(head, "content-length: 5"), 1);
+
+    /* POST and PUT without a body say 0 (some servers answer 411 otherwise) */
+    r.body = h2o_iovec_init(NULL, 0);
+    head = build(&r);
+    ck_assert_int_eq(count_lines(head, "content-length: 0"), 1);
+    r.method = iov("PUT");
+    head = build(&r);
+    ck_assert_int_eq(count_lines(head, "content-length: 0"), 1);
+    r.method = iov("DELETE");
+    head = build(&r);
+    ck_assert_int_eq(count_name(head, "content-length"), 0);
+}
+END_TEST
+
+START_TEST(test_websocket_upgrade)
+{
+    add("Connection", "Upgrade");
+    add("Upgrade", "websocket");
+    add("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==");
+    add("Sec-WebSocket-Version", "13");
+    gw_http1_request_t r = request("GET");
+    r.websocket = 1;
+    char *head = build(&r);
+
+    ck_assert_int_eq(count_name(head, "connection"), 1);
+    ck_assert_int_eq(count_lines(head, "connection: upgrade"), 1);
+    ck_assert_int_eq(count_name(head, "upgrade"), 1);
+    ck_assert_int_eq(count_lines(head, "upgrade: websocket"), 1);
+    ck_assert_int_eq(count_lines(head, "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="), 1);
+    ck_assert_int_eq(count_lines(head, "Sec-WebSocket-Version: 13"), 1);
+}
+END_TEST
+
+/* --- responses ------------------------------------------------------------ */
+
+static gw_http1_head_result_t parse(const char *text, gw_http1_response_t *res)
+{
+    return gw_http1_response_parse(text, strlen(text), res);
+}
+
+START_TEST(test_response_parse)
+{
+    gw_http1_response_t res;
+    const char *ok = "HTTP/1.1 404 Not Here\r\nContent-Length: 3\r\n\r\nabc";
+
+    ck_assert_int_eq(parse(ok, &res), GW_HTTP1_HEAD_COMPLETE);
+    ck_assert_int_eq(res.status, 404);
+    ck_assert_int_eq(res.minor_version, 1);
+    ck_assert(h2o_memis(res.reason.base, res.reason.len, H2O_STRLIT("Not Here")));
+    ck_assert_uint_eq(res.size, strlen(ok) - 3);
+    ck_assert_uint_eq(res.num_headers, 1);
+
+    ck_assert_int_eq(parse("HTTP/1.1 200 OK\r\nContent-Le", &res), GW_HTTP1_HEAD_PARTIAL);
+    /* interim heads are parsed; the caller skips them */
+    ck_assert_int_eq(parse("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n\r\n", &res), GW_HTTP1_HEAD_COMPLETE);
+    ck_assert_int_eq(res.status, 100);
+
+    ck_assert_int_eq(parse("SSH-2.0-OpenSSH_9.2\r\n\r\n", &res), GW_HTTP1_HEAD_INVALID);
+    ck_assert_int_eq(parse("HTTP/1.1 099 Low\r\n\r\n", &res), GW_HTTP1_HEAD_INVALID);
+    ck_assert_int_eq(parse("HTTP/1.1 600 High\r\n\r\n", &res), GW_HTTP1_HEAD_INVALID);
+}
+END_TEST
+
+START_TEST(test_response_head_size_bound)
+{
+    gw_http1_response_t res;
+    size_t big = GW_HTTP1_MAX_RESPONSE_HEAD_BYTES + 100;
+    char *buf = h2o_mem_alloc_pool(&pool, big + 64);
+    size_t n = 0;
+
+    n += (size_t)snprintf(buf, 64, "HTTP/1.1 200 OK\r\nX-Big: ");
+    memset(buf + n, 'a', big - n);
+    n = big;
+    /* unfinished and already over the bound */
+    ck_assert_int_eq(gw_http1_response_parse(buf, n, &res), GW_HTTP1_HEAD_TOO_LARGE);
+    /* finished in one read, still over it */
+    memcpy(buf + n, "\r\n\r\n", 4);
+    ck_assert_int_eq(gw_http1_response_parse(buf, n + 4, &res), GW_HTTP1_HEAD_TOO_LARGE);
+}
+END_TEST
+
+static int framing(const char *text, gw_http1_body_t *body)
+{
+    gw_http1_response_t res;
+    ck_assert_int_eq(parse(text, &res), GW_HTTP1_HEAD_COMPLETE);
+    return gw_http1_response_framing(&res, body);
+}
+
+START_TEST(test_response_framing)
+{
+    gw_http1_body_t b;
+
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", &b), 0);
+    ck_assert_int_eq(b.framing, GW_HTTP1_LENGTH);
+    ck_assert_uint_eq(b.content_length, 10);
+    ck_assert_int_eq(b.keepalive, 1);
+
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", &b), 0);
+    ck_assert_int_eq(b.framing, GW_HTTP1_CHUNKED);
+    ck_assert_uint_eq(b.content_length, SIZE_MAX);
+    ck_assert_int_eq(b.keepalive, 1);
+
+    /* chunked wins over a length, and the connection is not reused (RFC 9112 6.3) */
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", &b), 0);
+    ck_assert_int_eq(b.framing, GW_HTTP1_CHUNKED);
+    ck_assert_int_eq(b.keepalive, 0);
+
+    /* no length: the body ends with the connection */
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\n\r\n", &b), 0);
+    ck_assert_int_eq(b.framing, GW_HTTP1_UNTIL_CLOSE);
+    ck_assert_int_eq(b.keepalive, 0);
+
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n", &b), 0);
+    ck_assert_int_eq(b.keepalive, 0);
+    ck_assert_int_eq(framing("HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", &b), 0);
+    ck_assert_int_eq(b.keepalive, 0);
+
+    /* the same length twice is one length */
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Length: 4\r\n\r\n", &b), 0);
+    ck_assert_uint_eq(b.content_length, 4);
+}
+END_TEST
+
+START_TEST(test_untrusted_response_heads)
+{
+    gw_http1_body_t b;
+
+    /* obs-fold (RFC 9112 5.2): a gateway may answer 502 */
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\nContent-Length: 0\r\n\r\n", &b), -1);
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nContent-Length: 4\r\nContent-Length: 5\r\n\r\n", &b), -1);
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", &b), -1);
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", &b), -1);
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 2\r\n\r\n", &b), 0);
+}
+END_TEST
+
+START_TEST(test_body_decode)
+{
+    gw_http1_body_t b;
+    char buf[64];
+    size_t len;
+
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", &b), 0);
+    len = 3;
+    ck_assert_int_eq(gw_http1_body_decode(&b, memcpy(buf, "abc", 3), &len), 0);
+    ck_assert_uint_eq(len, 3);
+    /* more than announced: the excess is dropped, and the connection */
+    len = 4;
+    ck_assert_int_eq(gw_http1_body_decode(&b, memcpy(buf, "deXX", 4), &len), 1);
+    ck_assert_uint_eq(len, 2);
+    ck_assert_int_eq(b.keepalive, 0);
+
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", &b), 0);
+    len = strlen("5\r\nhello\r\n");
+    memcpy(buf, "5\r\nhello\r\n", len);
+    ck_assert_int_eq(gw_http1_body_decode(&b, buf, &len), 0);
+    ck_assert(h2o_memis(buf, len, H2O_STRLIT("hello")));
+    len = strlen("0\r\n\r\n");
+    memcpy(buf, "0\r\n\r\n", len);
+    ck_assert_int_eq(gw_http1_body_decode(&b, buf, &len), 1);
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(b.keepalive, 1);
+
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", &b), 0);
+    len = strlen("zz\r\nhello\r\n");
+    memcpy(buf, "zz\r\nhello\r\n", len);
+    ck_assert_int_eq(gw_http1_body_decode(&b, buf, &len), -1);
+    ck_assert_uint_eq(len, 0);
+}
+END_TEST
+
+START_TEST(test_response_headers_reaching_the_client)
+{
+    gw_http1_response_t res;
+    h2o_headers_t out = {NULL, 0, 0};
+    const char *text = "HTTP/1.1 200 OK\r\n"
+                       "Connection: keep-alive, X-Hop\r\n"
+                       "Keep-Alive: timeout=5\r\n"
+                       "Proxy-Connection: keep-alive\r\n"
+                       "Trailer: X-Sum\r\n"
+                       "Upgrade: h2c\r\n"
+                       "X-Hop: listed\r\n"
+                       "Content-Length: 2\r\n"
+                       "Date: Thu, 01 Jan 1970 00:00:00 GMT\r\n"
+                       "Server: app/1.0\r\n"
+                       "Set-Cookie: a=1\r\n"
+                       "X-App: Kept\r\n"
+                       "\r\n";
+    size_t i;
+
+    ck_assert_int_eq(parse(text, &res), GW_HTTP1_HEAD_COMPLETE);
+    gw_http1_response_headers(&pool, &out, &res, 0);
+    ck_assert_uint_eq(out.size, 3);
+    ck_assert_int_ne(h2o_find_header(&out, H2O_TOKEN_SERVER, -1), -1);
+    ck_assert_int_ne(h2o_find_header(&out, H2O_TOKEN_SET_COOKIE, -1), -1);
+    i = (size_t)h2o_find_header_by_str(&out, H2O_STRLIT("x-app"), -1);
+    ck_assert(h2o_memis(out.entries[i].value.base, out.entries[i].value.len, H2O_STRLIT("Kept")));
+    ck_assert_str_eq(out.entries[i].orig_name, "X-App");
+
+    /* with a server name configured, h2o writes Server */
+    memset(&out, 0, sizeof(out));
+    gw_http1_response_headers(&pool, &out, &res, 1);
+    ck_assert_uint_eq(out.size, 2);
+    ck_assert_int_eq(h2o_find_header(&out, H2O_TOKEN_SERVER, -1), -1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("http1_head");
+    TCase *tc = tcase_create("core");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_request_line_and_end_to_end_headers);
+    tcase_add_test(tc, test_hop_by_hop_headers_are_not_forwarded);
+    tcase_add_test(tc, test_forwarded_headers_are_the_gateways);
+    tcase_add_test(tc, test_lizard_headers_are_not_forwarded);
+    tcase_add_test(tc, test_host_preserved_or_localhost);
+    tcase_add_test(tc, test_cookies_become_one_header);
+    tcase_add_test(tc, test_content_length);
+    tcase_add_test(tc, test_websocket_upgrade);
+    tcase_add_test(tc, test_response_parse);
+    tcase_add_test(tc, test_response_head_size_bound);
+    tcase_add_test(tc, test_response_framing);
+    tcase_add_test(tc, test_untrusted_response_heads);
+    tcase_add_test(tc, test_body_decode);
+    tcase_add_test(tc, test_response_headers_reaching_the_client);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,154 @@
+/*
+ * Inside the proxy (not for other modules): the per-worker proxy and the
+ * per-request exchange, shared by proxy.c (connecting, the request, the
+ * response head), response.c (streaming the body to the client) and
+ * websocket.c (the hand-over to a tunnel).
+ */
+#ifndef GW_UPSTREAM_EXCHANGE_H
+#define GW_UPSTREAM_EXCHANGE_H
+
+#include <stdatomic.h>
+#include <h2o.h>
+#include "khash.h"
+#include "upstream/http1_head.h"
+#include "upstream/opt_timeout.h"
+#include "upstream/proxy.h"
+#include "upstream/upstream_pool.h"
+
+/* response bytes held per client connection (h2o_conn_t *), entries with 0 removed */
+KHASH_MAP_INIT_INT64(gw_conn_held, size_t)
+
+struct st_gw_proxy_t {
+    h2o_context_t *ctx;
+    gw_proxy_conf_t conf;
+    gw_upstream_pool_t *pool;
+    gw_opt_timeout_t connect_timeout;
+    gw_opt_timeout_t first_byte_timeout;
+    gw_opt_timeout_t io_timeout; /* upstream.idle_timeout_ms, while a body is read */
+    gw_opt_timeout_t websocket_timeout;
+    gw_opt_timeout_t client_stall_timeout; /* limits.client_stall_timeout_ms, while an h2o_send waits for proceed */
+    int rcvbuf;                            /* SO_RCVBUF of upstream sockets */
+    size_t read_pause_at;                  /* response bytes held at which the upstream is no longer read */
+    h2o_linklist_t websockets;             /* of websocket_t (websocket.c) */
+    /* memory budgets: what every response of this worker holds, and per
+     * client connection; the exchanges with a send in flight toward the
+     * client, the longest-waiting first (the first reset over a budget) */
+    size_t held;
+    khash_t(gw_conn_held) * conn_held;
+    h2o_linklist_t waiting; /* of exchange_t.waiting */
+    gw_proxy_bytes_t total;
+    gw_proxy_bytes_cb bytes_cb;
+    void *bytes_cb_data;
+    gw_proxy_counters_t *counters; /* NULL: not counted */
+    gw_revocation_t *revocation;   /* NULL: exchanges and tunnels are not revocable */
+};
+
+#define GW_PROXY_COUNT(p, field, n)                                                                                                \
+    do {                                                                                                                           \
+        if ((p)->counters != NULL)                                                                                                 \
+            atomic_fetch_add_explicit(&(p)->counters->field, (n), memory_order_relaxed);                                           \
+    } while (0)
+
+typedef enum en_gw_exchange_state_t {
+    GW_EX_CONNECTING = 0, /* a fresh connection is being established */
+    GW_EX_AWAIT_HEAD,     /* the request is being written and/or the response head read */
+    GW_EX_BODY,           /* the response has started; the body streams */
+    GW_EX_OVER            /* answered, failed, upgraded, or the client went away */
+} gw_exchange_state_t;
+
+/* Per-request state, in req->pool (h2o_mem_alloc_shared): under HTTP/2 the
+ * request may be disposed at any moment, and dispose detaches everything. */
+typedef struct st_gw_exchange_t {
+    h2o_generator_t super; /* first: h2o hands it back to proceed/stop */
+    gw_proxy_t *proxy;
+    h2o_req_t *req;
+    gw_exchange_state_t state;
+
+    /* the target, copied into req->pool */
+    char *sandbox_id;
+    h2o_iovec_t lifecycle;
+    uint16_t port;
+    gw_netaddr_t addr;
+    h2o_iovec_t path;
+    uint16_t client_port; /* 0: unknown, ask the socket */
+
+    unsigned is_head : 1;
+    unsigned is_idempotent : 1;
+    unsigned is_websocket : 1;
+    unsigned reused : 1;  /* sock came from the pool */
+    unsigned retried : 1; /* one retry on a fresh connection has been made */
+    unsigned cors_preflight : 1;
+    unsigned cut : 1;             /* gw_exchange_reset ran: what it still holds goes when h2o closes the connection */
+    gw_conn_limit_t *slot;        /* the sandbox's connection slot, given back at dispose; NULL: none */
+    gw_conn_limit_t *client_slot; /* the client address's slot (client_addr), given back with slot; NULL: none */
+    char *client_addr;
+    gw_revocable_t revocable; /* grant.record retained; NULL: not revocable */
+
+    h2o_socket_t *sock; /* NULL once released, closed or handed over */
+    h2o_timeout_entry_t timer;
+    h2o_timeout_entry_t stall_timer; /* linked while a send toward the client is in flight */
+    h2o_linklist_t waiting;          /* in proxy->waiting while a send toward the client is in flight */
+    size_t held;                     /* response bytes of this exchange counted in proxy->held */
+
+    struct {
+        h2o_iovec_t head;
+        size_t body_written;
+        size_t body_inflight;
+        unsigned head_written : 1;
+        unsigned done : 1;   /* everything written, or the write failed */
+        unsigned failed : 1; /* a write failed: the connection is not reusable */
+    } up_req;
+
+    struct {
+        unsigned got_byte : 1; /* any byte of a response arrived on this connection */
+        unsigned read_paused : 1;
+        unsigned body_error : 1;
+        unsigned sending : 1;        /* an h2o_send is in flight; waiting for proceed */
+        unsigned started : 1;        /* h2o_send has been called once (the head is out) */
+        unsigned encode_chunked : 1; /* HTTP/1.1 client, length unknown: chunked here, not by h2o's filter */
+        size_t unbilled;             /* bytes of the h2o_send in flight: billed when h2o reports them written (proceed) */
+        gw_http1_body_t body;        /* framing, and whether the connection may serve another request afterwards */
+    } res;
+
+    /* body bytes not yet handed to h2o once the upstream is released */
+    h2o_buffer_t *rest;
+    h2o_doublebuffer_t sending;
+    char chunk_head[sizeof("ffffffffffffffff\r\n")];
+} gw_exchange_t;
+
+/* proxy.c */
+void gw_exchange_clear_timer(gw_exchange_t *ex);
+void gw_exchange_set_timer(gw_exchange_t *ex, gw_opt_timeout_t *t, h2o_timeout_cb cb);
+/* Bills bytes to the exchange's sandbox (metering, /metrics). */
+void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, uint64_t egress, uint64_t ingress);
+/* Upper bound of the HTTP/1 head h2o writes for the response (metering). */
+size_t gw_exchange_response_head_size(h2o_req_t *req);
+/* Gives back the sandbox's and the client address's slots, once. */
+void gw_exchange_release_slots(gw_exchange_t *ex);
+/* Closes the upstream connection, if any, and stops the timer. */
+void gw_exchange_detach_upstream(gw_exchange_t *ex);
+
+/* response.c */
+/* The head is in req->res: starts the response and streams the body, whose
+ * first bytes may already be in the upstream input. */
+void gw_exchange_start_body(gw_exchange_t *ex, int no_body);
+/* Brings ex->held (and the worker's and the connection's sums) up to date
+ * with the response bytes the exchange holds now. */
+void gw_exchange_account(gw_exchange_t *ex);
+/* No send toward the client is in flight any more: unlinks the stall timer and the waiting list. */
+void gw_exchange_stop_waiting(gw_exchange_t *ex);
+/* A publish revoked a response being streamed: it is cut (as after an
+ * upstream failure) and what is held of the body is not sent either. */
+void gw_exchange_cut(gw_exchange_t *ex);
+void gw_exchange_on_client_stall(h2o_timeout_entry_t *entry);
+void gw_exchange_on_proceed(h2o_generator_t *generator, h2o_req_t *req);
+void gw_exchange_on_stop(h2o_generator_t *generator, h2o_req_t *req);
+
+/* websocket.c */
+/* The app switched protocols: answer 101 to the client and tunnel. Last use
+ * of ex. */
+void gw_exchange_upgrade(gw_exchange_t *ex);
+/* Closes every WebSocket tunnel of the proxy. */
+void gw_proxy_close_websockets(gw_proxy_t *p);
+
+#endif

@@ -1,0 +1,328 @@
+/*
+ * HTTP/1.1 toward the sandbox, without I/O: the request head (pass 1 sizes
+ * it, pass 2 writes it, both from the same rules), and the response head's
+ * checks, framing and end-to-end headers.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+#include "upstream/http1_head.h"
+
+int phr_parse_response(const char *buf, size_t len, int *minor_version, int *status, const char **msg, size_t *msg_len,
+                       struct phr_header *headers, size_t *num_headers, size_t last_len);
+ssize_t phr_decode_chunked(struct phr_chunked_decoder *decoder, char *buf, size_t *bufsz);
+
+static int name_is(const char *name, size_t len, const char *lc, size_t lclen)
+{
+    return h2o_lcstris(name, len, lc, lclen);
+}
+
+static int name_has_prefix(const char *name, size_t len, const char *lc, size_t lclen)
+{
+    return len >= lclen && h2o_lcstris(name, lclen, lc, lclen);
+}
+
+/* 1 when `name` is listed in any of the Connection header values. */
+static int listed_in_connection(const h2o_iovec_t *values, size_t n, const char *name, size_t len)
+{
+    char lc[128];
+    size_t i;
+
+    /* h2o_contains_token lowercases the haystack only */
+    if (len > sizeof(lc))
+        return 0;
+    memcpy(lc, name, len);
+    h2o_strtolower(lc, len);
+    for (i = 0; i != n; ++i)
+        if (h2o_contains_token(values[i].base, values[i].len, lc, len, ','))
+            return 1;
+    return 0;
+}
+
+/* Hop-by-hop in both directions (RFC 9110 7.6.1), besides those a
+ * Connection header lists. */
+static int is_hop_by_hop_token(const h2o_token_t *t)
+{
+    return t == H2O_TOKEN_CONNECTION || t == H2O_TOKEN_KEEP_ALIVE || t == H2O_TOKEN_TE || t == H2O_TOKEN_TRANSFER_ENCODING ||
+           t == H2O_TOKEN_UPGRADE || t == H2O_TOKEN_HTTP2_SETTINGS;
+}
+
+static int is_hop_by_hop_name(const char *name, size_t len)
+{
+    return name_is(name, len, H2O_STRLIT("proxy-connection")) || name_is(name, len, H2O_STRLIT("trailer"));
+}
+
+/* --- the request head ------------------------------------------------------ */
+
+typedef struct st_head_buf_t {
+    char *base;
+    size_t len;
+    size_t capacity;
+} head_buf_t;
+
+static void hb_append(head_buf_t *hb, const char *s, size_t len)
+{
+    /* capacity was computed from the same inputs */
+    assert(hb->len + len <= hb->capacity);
+    memcpy(hb->base + hb->len, s, len);
+    hb->len += len;
+}
+
+#define HB_LIT(hb, lit) hb_append((hb), (lit), sizeof(lit) - 1)
+
+static void hb_header(head_buf_t *hb, const char *name, size_t name_len, const char *value, size_t value_len)
+{
+    hb_append(hb, name, name_len);
+    HB_LIT(hb, ": ");
+    hb_append(hb, value, value_len);
+    HB_LIT(hb, "\r\n");
+}
+
+static int request_header_is_forwarded(const h2o_header_t *h, const h2o_iovec_t *conn_values, size_t num_conn_values)
+{
+    const h2o_iovec_t *name = h->name;
+
+    if (h2o_iovec_is_token(name)) {
+        const h2o_token_t *t = H2O_STRUCT_FROM_MEMBER(h2o_token_t, buf, name);
+        if (is_hop_by_hop_token(t) || t == H2O_TOKEN_HOST || t == H2O_TOKEN_CONTENT_LENGTH || t == H2O_TOKEN_EXPECT ||
+            t == H2O_TOKEN_COOKIE)
+            return 0;
+    }
+    if (is_hop_by_hop_name(name->base, name->len) || name_is(name->base, name->len, H2O_STRLIT("forwarded")) ||
+        name_has_prefix(name->base, name->len, H2O_STRLIT("x-forwarded-")) ||
+        name_has_prefix(name->base, name->len, H2O_STRLIT("x-lizard-")))
+        return 0;
+    return !listed_in_connection(conn_values, num_conn_values, name->base, name->len);
+}
+
+h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t *r)
+{
+    const h2o_headers_t *headers = r->headers;
+    h2o_iovec_t *conn_values = h2o_mem_alloc_pool(pool, sizeof(*conn_values) * (headers->size + 1));
+    size_t num_conn_values = 0, cookie_len = 0, num_cookies = 0, i;
+    char host_buf[sizeof("localhost:65535")], num_buf[32];
+    h2o_iovec_t host = r->authority;
+    head_buf_t hb = {NULL, 0, 0};
+
+    for (i = 0; i != headers->size; ++i)
+        if (headers->entries[i].name == &H2O_TOKEN_CONNECTION->buf)
+            conn_values[num_conn_values++] = headers->entries[i].value;
+
+    if (r->localhost_port != 0) {
+        int n = snprintf(host_buf, sizeof(host_buf), "localhost:%u", (unsigned)r->localhost_port);
+        host = h2o_iovec_init(host_buf, (size_t)n);
+    }
+
+    /* pass 1: the size */
+    hb.capacity = r->method.len + 1 + r->path.len + sizeof(" HTTP/1.1\r\n") - 1;
+    hb.capacity += sizeof("host: \r\n") - 1 + host.len;
+    for (i = 0; i != headers->size; ++i) {
+        const h2o_header_t *h = headers->entries + i;
+        if (h->name == &H2O_TOKEN_COOKIE->buf) {
+            cookie_len += h->value.len + 2;
+            ++num_cookies;
+        } else if (request_header_is_forwarded(h, conn_values, num_conn_values)) {
+            hb.capacity += h->name->len + h->value.len + 4;
+        }
+    }
+    hb.capacity += sizeof("cookie: \r\n") - 1 + cookie_len;
+    hb.capacity += sizeof("x-forwarded-for: \r\n") - 1 + r->client_addr.len;
+    hb.capacity += sizeof("x-forwarded-proto: \r\n") - 1 + r->scheme.len;
+    hb.capacity += sizeof("x-forwarded-host: \r\n") - 1 + r->authority.len;
+    hb.capacity += sizeof("x-forwarded-port: 65535\r\n") - 1;
+    hb.capacity += sizeof("content-length: 18446744073709551615\r\n") - 1;
+    hb.capacity += sizeof("connection: upgrade\r\nupgrade: websocket\r\n\r\n") - 1;
+    hb.base = h2o_mem_alloc_pool(pool, hb.capacity);
+
+    /* pass 2: the text */
+    hb_append(&hb, r->method.base, r->method.len);
+    HB_LIT(&hb, " ");
+    hb_append(&hb, r->path.base, r->path.len);
+    HB_LIT(&hb, " HTTP/1.1\r\n");
+    hb_header(&hb, H2O_STRLIT("host"), host.base, host.len);
+    for (i = 0; i != headers->size; ++i) {
+        const h2o_header_t *h = headers->entries + i;
+        if (h->name != &H2O_TOKEN_COOKIE->buf && request_header_is_forwarded(h, conn_values, num_conn_values))
+            hb_header(&hb, h->orig_name != NULL ? h->orig_name : h->name->base, h->name->len, h->value.base, h->value.len);
+    }
+    if (num_cookies != 0) {
+        /* HTTP/2 splits cookies into fields; HTTP/1 wants one (RFC 6265 5.4) */
+        size_t seen = 0;
+        HB_LIT(&hb, "cookie: ");
+        for (i = 0; i != headers->size; ++i) {
+            const h2o_header_t *h = headers->entries + i;
+            if (h->name != &H2O_TOKEN_COOKIE->buf)
+                continue;
+            if (seen++ != 0)
+                HB_LIT(&hb, "; ");
+            hb_append(&hb, h->value.base, h->value.len);
+        }
+        HB_LIT(&hb, "\r\n");
+    }
+    if (r->client_addr.len != 0)
+        hb_header(&hb, H2O_STRLIT("x-forwarded-for"), r->client_addr.base, r->client_addr.len);
+    hb_header(&hb, H2O_STRLIT("x-forwarded-proto"), r->scheme.base, r->scheme.len);
+    hb_header(&hb, H2O_STRLIT("x-forwarded-host"), r->authority.base, r->authority.len);
+    if (r->client_port > 0) {
+        int n = snprintf(num_buf, sizeof(num_buf), "%d", (int)r->client_port);
+        hb_header(&hb, H2O_STRLIT("x-forwarded-port"), num_buf, (size_t)n);
+    }
+    if (r->body.base != NULL || h2o_memis(r->method.base, r->method.len, H2O_STRLIT("POST")) ||
+        h2o_memis(r->method.base, r->method.len, H2O_STRLIT("PUT"))) {
+        /* POST and PUT without a body still say so: some servers answer 411 otherwise */
+        int n = snprintf(num_buf, sizeof(num_buf), "%zu", r->body.base != NULL ? r->body.len : (size_t)0);
+        hb_header(&hb, H2O_STRLIT("content-length"), num_buf, (size_t)n);
+    }
+    if (r->websocket) {
+        HB_LIT(&hb, "connection: upgrade\r\nupgrade: websocket\r\n");
+    } else {
+        HB_LIT(&hb, "connection: keep-alive\r\n");
+    }
+    HB_LIT(&hb, "\r\n");
+
+    return h2o_iovec_init(hb.base, hb.len);
+}
+
+/* --- the response head ----------------------------------------------------- */
+
+gw_http1_head_result_t gw_http1_response_parse(const char *buf, size_t len, gw_http1_response_t *res)
+{
+    const char *reason;
+    int rlen;
+
+    res->num_headers = GW_HTTP1_MAX_RESPONSE_HEADERS;
+    rlen = phr_parse_response(buf, len, &res->minor_version, &res->status, &reason, &res->reason.len, res->headers,
+                              &res->num_headers, 0);
+    if (rlen == -2)
+        return len > GW_HTTP1_MAX_RESPONSE_HEAD_BYTES ? GW_HTTP1_HEAD_TOO_LARGE : GW_HTTP1_HEAD_PARTIAL;
+    if (rlen < 0)
+        return GW_HTTP1_HEAD_INVALID;
+    /* a whole head can arrive in one read: the bound holds for it too */
+    if ((size_t)rlen > GW_HTTP1_MAX_RESPONSE_HEAD_BYTES)
+        return GW_HTTP1_HEAD_TOO_LARGE;
+    if (res->status < 100 || res->status > 599)
+        return GW_HTTP1_HEAD_INVALID;
+    res->reason.base = (char *)reason;
+    res->size = (size_t)rlen;
+    return GW_HTTP1_HEAD_COMPLETE;
+}
+
+static int header_is(const struct phr_header *h, const char *lc, size_t lclen)
+{
+    return h2o_lcstris(h->name, h->name_len, lc, lclen);
+}
+
+int gw_http1_response_framing(const gw_http1_response_t *res, gw_http1_body_t *body)
+{
+    int chunked = 0;
+    size_t i;
+
+    memset(body, 0, sizeof(*body));
+    body->content_length = SIZE_MAX;
+    body->keepalive = res->minor_version >= 1;
+    body->chunked.consume_trailer = 1;
+    for (i = 0; i != res->num_headers; ++i) {
+        const struct phr_header *h = res->headers + i;
+        /* picohttpparser gives an obs-fold continuation line no name */
+        if (h->name_len == 0)
+            return -1;
+        if (header_is(h, H2O_STRLIT("connection"))) {
+            if (h2o_contains_token(h->value, h->value_len, H2O_STRLIT("close"), ','))
+                body->keepalive = 0;
+        } else if (header_is(h, H2O_STRLIT("transfer-encoding"))) {
+            if (h2o_lcstris(h->value, h->value_len, H2O_STRLIT("chunked"))) {
+                chunked = 1;
+            } else if (!h2o_lcstris(h->value, h->value_len, H2O_STRLIT("identity"))) {
+                return -1;
+            }
+        } else if (header_is(h, H2O_STRLIT("content-length"))) {
+            size_t v = h2o_strtosize(h->value, h->value_len);
+            if (v == SIZE_MAX || (body->content_length != SIZE_MAX && body->content_length != v))
+                return -1;
+            body->content_length = v;
+        }
+    }
+    if (chunked) {
+        if (body->content_length != SIZE_MAX) {
+            /* RFC 7230 3.3.3: chunked wins, and the connection must close */
+            body->content_length = SIZE_MAX;
+            body->keepalive = 0;
+        }
+        body->framing = GW_HTTP1_CHUNKED;
+    } else if (body->content_length != SIZE_MAX) {
+        body->framing = GW_HTTP1_LENGTH;
+        body->bytes_left = body->content_length;
+    } else {
+        body->framing = GW_HTTP1_UNTIL_CLOSE;
+        body->keepalive = 0;
+    }
+    return 0;
+}
+
+int gw_http1_body_decode(gw_http1_body_t *body, char *buf, size_t *len)
+{
+    switch (body->framing) {
+    case GW_HTTP1_LENGTH:
+        if (*len < body->bytes_left) {
+            body->bytes_left -= *len;
+            return 0;
+        }
+        if (*len > body->bytes_left) {
+            /* more than announced: drop the excess, and the connection */
+            *len = body->bytes_left;
+            body->keepalive = 0;
+        }
+        body->bytes_left = 0;
+        return 1;
+    case GW_HTTP1_CHUNKED: {
+        ssize_t ret;
+        if (*len == 0)
+            return 0;
+        if ((ret = phr_decode_chunked(&body->chunked, buf, len)) == -1) {
+            *len = 0;
+            return -1;
+        }
+        if (ret == -2)
+            return 0;
+        if (ret > 0)
+            body->keepalive = 0; /* bytes after the last chunk */
+        return 1;
+    }
+    case GW_HTTP1_UNTIL_CLOSE:
+        return 0;
+    }
+    *len = 0;
+    return -1;
+}
+
+void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const gw_http1_response_t *res, int drop_server)
+{
+    h2o_iovec_t conn_values[GW_HTTP1_MAX_RESPONSE_HEADERS];
+    size_t num_conn_values = 0, i;
+
+    for (i = 0; i != res->num_headers; ++i)
+        if (header_is(res->headers + i, H2O_STRLIT("connection")))
+            conn_values[num_conn_values++] = h2o_iovec_init(res->headers[i].value, res->headers[i].value_len);
+
+    for (i = 0; i != res->num_headers; ++i) {
+        const struct phr_header *h = res->headers + i;
+        h2o_iovec_t lc = h2o_strdup(pool, h->name, h->name_len);
+        h2o_iovec_t value = h2o_strdup(pool, h->value, h->value_len);
+        const h2o_token_t *token;
+
+        h2o_strtolower(lc.base, lc.len);
+        if (listed_in_connection(conn_values, num_conn_values, lc.base, lc.len))
+            continue;
+        if ((token = h2o_lookup_token(lc.base, lc.len)) != NULL) {
+            /* h2o writes its own Date (and Server, when configured) */
+            if (is_hop_by_hop_token(token) || token == H2O_TOKEN_CONTENT_LENGTH || token == H2O_TOKEN_DATE ||
+                (token == H2O_TOKEN_SERVER && drop_server))
+                continue;
+            h2o_add_header(pool, out, token, h->name, value.base, value.len);
+        } else {
+            if (is_hop_by_hop_name(lc.base, lc.len))
+                continue;
+            h2o_add_header_by_str(pool, out, lc.base, lc.len, 0, h->name, value.base, value.len);
+        }
+    }
+}

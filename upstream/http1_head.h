@@ -1,0 +1,107 @@
+/*
+ * The HTTP/1.1 messages exchanged with a sandbox, as pure functions (no
+ * event loop, no socket): the request head sent upstream, and the checks and
+ * framing of the response head and body read back.
+ */
+#ifndef GW_UPSTREAM_HTTP1_HEAD_H
+#define GW_UPSTREAM_HTTP1_HEAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <h2o.h>
+
+/* picohttpparser is built into libh2o and exported by it, but Debian does
+ * not install its header; these match deps/picohttpparser/picohttpparser.h
+ * of h2o 2.2.5. */
+struct phr_header {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t value_len;
+};
+struct phr_chunked_decoder {
+    size_t bytes_left_in_chunk;
+    char consume_trailer;
+    char _hex_count;
+    char _state;
+};
+
+/* An upstream response head larger than this is refused (502). */
+#define GW_HTTP1_MAX_RESPONSE_HEAD_BYTES (64 * 1024)
+#define GW_HTTP1_MAX_RESPONSE_HEADERS 100
+
+/* What the request head is built from. */
+typedef struct st_gw_http1_request_t {
+    h2o_iovec_t method;
+    h2o_iovec_t path;             /* origin-form target, credentials already removed */
+    h2o_iovec_t authority;        /* the client's Host (or :authority): forwarded as Host, and as X-Forwarded-Host */
+    h2o_iovec_t scheme;           /* "https" or "http": X-Forwarded-Proto */
+    const h2o_headers_t *headers; /* the client's headers */
+    h2o_iovec_t body;             /* base NULL: the request has no body */
+    h2o_iovec_t client_addr;      /* X-Forwarded-For; len 0: unknown, not sent */
+    int32_t client_port;          /* the port the client connected to (X-Forwarded-Port); <= 0: not sent */
+    uint16_t localhost_port;      /* not 0: Host is "localhost:<port>" instead of authority (upstream.host_header) */
+    int websocket;                /* asks for the WebSocket upgrade instead of keep-alive */
+} gw_http1_request_t;
+
+/* The request head, from pool. Hop-by-hop headers (and those the client's
+ * Connection lists), Host, Content-Length, Expect, Forwarded, X-Forwarded-*
+ * and X-Lizard-* of the client are not forwarded; cookies go in one Cookie
+ * header; Host, X-Forwarded-*, Content-Length (with a body, and for POST and
+ * PUT) and Connection are the gateway's. The request line is written as
+ * given: the caller has checked it (gateway/request_line.h). */
+h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t *r);
+
+typedef enum {
+    GW_HTTP1_HEAD_COMPLETE = 0,
+    GW_HTTP1_HEAD_PARTIAL,   /* more bytes are needed */
+    GW_HTTP1_HEAD_INVALID,   /* not an HTTP/1.x response head */
+    GW_HTTP1_HEAD_TOO_LARGE, /* over GW_HTTP1_MAX_RESPONSE_HEAD_BYTES */
+} gw_http1_head_result_t;
+
+/* A response head; its strings point into the bytes it was parsed from. */
+typedef struct st_gw_http1_response_t {
+    int minor_version;
+    int status; /* 100 to 599 */
+    h2o_iovec_t reason;
+    struct phr_header headers[GW_HTTP1_MAX_RESPONSE_HEADERS];
+    size_t num_headers;
+    size_t size; /* bytes of the head */
+} gw_http1_response_t;
+
+/* Parses the head at the start of buf (an interim 1xx head too: the caller
+ * skips those). */
+gw_http1_head_result_t gw_http1_response_parse(const char *buf, size_t len, gw_http1_response_t *res);
+
+typedef enum { GW_HTTP1_LENGTH = 0, GW_HTTP1_CHUNKED, GW_HTTP1_UNTIL_CLOSE } gw_http1_framing_t;
+
+/* How a response body ends, and whether the connection may serve another
+ * request after it. */
+typedef struct st_gw_http1_body_t {
+    gw_http1_framing_t framing;
+    size_t content_length; /* as announced; SIZE_MAX: none (or chunked) */
+    size_t bytes_left;     /* GW_HTTP1_LENGTH */
+    int keepalive;
+    struct phr_chunked_decoder chunked;
+} gw_http1_body_t;
+
+/* Reads what a final response head says about its body and the connection
+ * into *body. Returns 0, or -1 when the head cannot be trusted: an obs-fold
+ * line (RFC 9112 5.2 lets a gateway answer 502), a transfer coding other
+ * than chunked, or two different Content-Length values. */
+int gw_http1_response_framing(const gw_http1_response_t *res, gw_http1_body_t *body);
+
+/* Decodes in place the *len bytes of body at buf that just arrived, and sets
+ * *len to the body bytes they hold (framing removed, bytes past the end
+ * dropped: then body->keepalive is 0). Returns 1 when the body is complete,
+ * 0 when more is to come, -1 when the framing is broken (*len is then 0). */
+int gw_http1_body_decode(gw_http1_body_t *body, char *buf, size_t *len);
+
+/* Copies the end-to-end headers of res into out (strings from pool, names
+ * lowercased, the original case kept as orig_name): hop-by-hop headers and
+ * those res's Connection lists are dropped, and so are Content-Length and
+ * Date (h2o writes its own) and, when drop_server, Server. */
+void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const gw_http1_response_t *res, int drop_server);
+
+#endif

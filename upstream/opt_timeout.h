@@ -1,0 +1,29 @@
+/*
+ * An h2o_timeout_t that a configured 0 turns off (h2o's own would fire at
+ * once), for the proxy's deadlines and the pool's idle lifetimes.
+ */
+#ifndef GW_UPSTREAM_OPT_TIMEOUT_H
+#define GW_UPSTREAM_OPT_TIMEOUT_H
+
+#include <stdint.h>
+#include <h2o.h>
+
+typedef struct st_gw_opt_timeout_t {
+    int enabled; /* 0: entries are never linked */
+    h2o_timeout_t timeout;
+} gw_opt_timeout_t;
+
+static inline void gw_opt_timeout_init(h2o_loop_t *loop, gw_opt_timeout_t *t, uint64_t ms)
+{
+    t->enabled = ms != 0;
+    if (t->enabled)
+        h2o_timeout_init(loop, &t->timeout, ms);
+}
+
+static inline void gw_opt_timeout_dispose(h2o_loop_t *loop, gw_opt_timeout_t *t)
+{
+    if (t->enabled)
+        h2o_timeout_dispose(loop, &t->timeout);
+}
+
+#endif

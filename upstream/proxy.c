@@ -1,0 +1,608 @@
+/*
+ * The upstream path, in place of libh2o 2.2.5's proxy (which reads a slow
+ * client's response into memory and temp files without bound): one HTTP/1.1
+ * exchange per request over a pooled keep-alive connection. This file
+ * connects (or reuses), writes the request, reads the response head and
+ * hands the body to response.c, an upgrade to websocket.c.
+ */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <h2o.h>
+#include "gateway/errors.h"
+#include "gateway/request_line.h"
+#include "upstream/exchange.h"
+
+/* The request body goes upstream in slices of this size, so that a slow
+ * upload is told apart from a stalled one (each slice restarts the timer). */
+#define REQUEST_BODY_SLICE (256 * 1024)
+/* How long a pool keeps the idle connections it holds past
+ * upstream.max_idle_per_pool (h2o's proxy keeps all of its own this long): long
+ * enough for steady load to take them again, so that a burst of responses
+ * completing together does not close what the next requests need, short
+ * enough that a burst's connections do not stay for upstream.idle_timeout_ms. */
+#define POOL_SURPLUS_IDLE_MS 2000
+/* Bounds of the upstream sockets' kernel receive buffer (see gw_proxy_new). */
+#define MIN_UPSTREAM_RCVBUF (4 * 1024)
+#define MAX_UPSTREAM_RCVBUF (2 * 1024 * 1024)
+
+#define DETAIL_CLOSED "It accepted the connection but closed it without answering."
+#define DETAIL_NOT_HTTP "The app answered something that is not HTTP/1.x."
+#define DETAIL_CLOSED_IN_HEAD "The app closed the connection in the middle of its response head."
+#define DETAIL_HEAD_TOO_LARGE "The app's response head is larger than 64 KiB."
+#define DETAIL_CONNECT_TIMEOUT "Connecting to it timed out."
+#define DETAIL_FIRST_BYTE_TIMEOUT "It accepted the request but did not start answering in time."
+
+static void on_head_read(h2o_socket_t *sock, const char *err);
+static void connect_fresh(gw_exchange_t *ex);
+
+/* --- small helpers ------------------------------------------------------- */
+
+void gw_exchange_clear_timer(gw_exchange_t *ex)
+{
+    if (h2o_timeout_is_linked(&ex->timer))
+        h2o_timeout_unlink(&ex->timer);
+}
+
+void gw_exchange_set_timer(gw_exchange_t *ex, gw_opt_timeout_t *t, h2o_timeout_cb cb)
+{
+    gw_exchange_clear_timer(ex);
+    if (!t->enabled)
+        return;
+    ex->timer.cb = cb;
+    h2o_timeout_link(ex->proxy->ctx->loop, &t->timeout, &ex->timer);
+}
+
+void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, uint64_t egress, uint64_t ingress)
+{
+    gw_proxy_bytes_t delta = {egress, ingress};
+
+    if (egress == 0 && ingress == 0)
+        return;
+    p->total.egress += egress;
+    p->total.ingress += ingress;
+    GW_PROXY_COUNT(p, egress_bytes, egress);
+    GW_PROXY_COUNT(p, ingress_bytes, ingress);
+    if (p->bytes_cb != NULL)
+        p->bytes_cb(p->bytes_cb_data, sandbox_id, &delta);
+}
+
+void gw_exchange_release_slots(gw_exchange_t *ex)
+{
+    if (ex->slot != NULL) {
+        gw_conn_limit_release(ex->slot, ex->sandbox_id);
+        ex->slot = NULL;
+    }
+    if (ex->client_slot != NULL) {
+        gw_conn_limit_release(ex->client_slot, ex->client_addr);
+        ex->client_slot = NULL;
+    }
+}
+
+size_t gw_exchange_response_head_size(h2o_req_t *req)
+{
+    size_t n = sizeof("HTTP/1.1 200 \r\n") - 1 + strlen(req->res.reason) + 2, i;
+    for (i = 0; i != req->res.headers.size; ++i)
+        n += req->res.headers.entries[i].name->len + req->res.headers.entries[i].value.len + 4;
+    return n;
+}
+
+/* Size of the request as the client sent it, approximated as HTTP/1.1 (metering). */
+static size_t request_size(h2o_req_t *req)
+{
+    size_t n = req->method.len + 1 + req->path.len + sizeof(" HTTP/1.1\r\nhost: \r\n") - 1 + req->authority.len + 2, i;
+    for (i = 0; i != req->headers.size; ++i)
+        n += req->headers.entries[i].name->len + req->headers.entries[i].value.len + 4;
+    return n + req->entity.len;
+}
+
+/* --- the request to the upstream ---------------------------------------- */
+
+/* The client's address as text; IPv4-mapped IPv6 addresses as IPv4.
+ * Returns the length, or 0 when unknown. */
+static size_t client_address(h2o_req_t *req, char *buf, size_t bufsize)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+
+    if (req->conn->callbacks->get_peername == NULL || (len = req->conn->callbacks->get_peername(req->conn, (void *)&ss)) == 0)
+        return 0;
+    if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *sin6 = (void *)&ss;
+        if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
+            if (inet_ntop(AF_INET, &sin6->sin6_addr.s6_addr[12], buf, bufsize) == NULL)
+                return 0;
+            return strlen(buf);
+        }
+    }
+    if (bufsize < NI_MAXHOST)
+        return 0;
+    size_t n = h2o_socket_getnumerichost((void *)&ss, len, buf);
+    return n == SIZE_MAX ? 0 : n;
+}
+
+/* The port the client connected to, or -1. */
+static int32_t local_port(h2o_req_t *req)
+{
+    struct sockaddr_storage ss;
+
+    if (req->conn->callbacks->get_sockname == NULL || req->conn->callbacks->get_sockname(req->conn, (void *)&ss) == 0)
+        return -1;
+    return h2o_socket_getport((void *)&ss);
+}
+
+static h2o_iovec_t build_request_head(gw_exchange_t *ex)
+{
+    h2o_req_t *req = ex->req;
+    char client_ip[NI_MAXHOST];
+    gw_http1_request_t r = {.method = req->method,
+                            .path = ex->path,
+                            .authority = req->authority,
+                            .scheme = req->scheme->name,
+                            .headers = &req->headers,
+                            .body = req->entity,
+                            .client_port = ex->client_port != 0 ? ex->client_port : local_port(req),
+                            .localhost_port = ex->proxy->conf.localhost_host ? ex->port : 0,
+                            .websocket = ex->is_websocket};
+
+    r.client_addr = h2o_iovec_init(client_ip, client_address(req, client_ip, sizeof(client_ip)));
+    return gw_http1_request_head(&req->pool, &r);
+}
+
+/* --- ending an exchange --------------------------------------------------- */
+
+void gw_exchange_detach_upstream(gw_exchange_t *ex)
+{
+    gw_exchange_clear_timer(ex);
+    if (ex->sock != NULL) {
+        h2o_socket_close(ex->sock);
+        ex->sock = NULL;
+    }
+}
+
+/* Answers with a gateway error. Must be the caller's last use of ex: the
+ * response may complete, and dispose the request, at any time after. */
+static void fail(gw_exchange_t *ex, gw_error_code_t code, const char *detail)
+{
+    gw_exchange_detach_upstream(ex);
+    ex->state = GW_EX_OVER;
+    gw_error_send(ex->req, code, ex->sandbox_id, ex->port, detail);
+}
+
+/* No response byte came on this connection: retry once on a fresh
+ * connection if the connection was a pooled one (it may have been closed by
+ * the app while idle) and the method allows it; otherwise answer 502. */
+static void on_no_response(gw_exchange_t *ex, const char *detail)
+{
+    if (ex->reused && !ex->retried && ex->is_idempotent) {
+        gw_exchange_detach_upstream(ex);
+        ex->retried = 1;
+        GW_PROXY_COUNT(ex->proxy, retries, 1);
+        ex->up_req.body_written = 0;
+        ex->up_req.body_inflight = 0;
+        ex->up_req.head_written = 0;
+        ex->up_req.done = 0;
+        ex->up_req.failed = 0;
+        ex->res.got_byte = 0;
+        connect_fresh(ex);
+        return;
+    }
+    fail(ex, GW_ERR_PORT_NOT_OPEN, detail);
+}
+
+/* --- the response head ---------------------------------------------------- */
+
+/* A preflight cannot carry the token, so the app's answer does not list the
+ * token header; when the app allows the origin, the gateway does. */
+static void allow_token_header(h2o_req_t *req)
+{
+    static const h2o_iovec_t token_header = {H2O_STRLIT("x-lizard-access-token")};
+    ssize_t origin = h2o_find_header_by_str(&req->headers, H2O_STRLIT("origin"), -1);
+    ssize_t allowed = h2o_find_header(&req->res.headers, H2O_TOKEN_ACCESS_CONTROL_ALLOW_ORIGIN, -1);
+    ssize_t headers;
+
+    if (origin == -1 || allowed == -1)
+        return;
+    h2o_iovec_t allow = req->res.headers.entries[allowed].value;
+    if (!h2o_memis(allow.base, allow.len, H2O_STRLIT("*")) &&
+        !h2o_memis(allow.base, allow.len, req->headers.entries[origin].value.base, req->headers.entries[origin].value.len))
+        return;
+    if ((headers = h2o_find_header_by_str(&req->res.headers, H2O_STRLIT("access-control-allow-headers"), -1)) == -1) {
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("access-control-allow-headers"), 0, NULL, token_header.base,
+                              token_header.len);
+        return;
+    }
+    h2o_iovec_t *value = &req->res.headers.entries[headers].value;
+    if (h2o_contains_token(value->base, value->len, token_header.base, token_header.len, ','))
+        return;
+    *value = value->len == 0 ? token_header : h2o_concat(&req->pool, *value, h2o_iovec_init(H2O_STRLIT(", ")), token_header);
+}
+
+static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
+{
+    h2o_req_t *req = ex->req;
+    int no_body;
+
+    if (gw_http1_response_framing(head, &ex->res.body) != 0) {
+        fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_NOT_HTTP);
+        return;
+    }
+    if (head->status == 101 && !(ex->is_websocket && ex->up_req.done && !ex->up_req.failed)) {
+        /* switching protocols unasked (or before the request was out) */
+        fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_NOT_HTTP);
+        return;
+    }
+
+    req->res.status = head->status;
+    req->res.reason = h2o_strdup(&req->pool, head->reason.base, head->reason.len).base;
+    gw_http1_response_headers(&req->pool, &req->res.headers, head, req->conn->ctx->globalconf->server_name.len != 0);
+    if (ex->cors_preflight)
+        allow_token_header(ex->req);
+    h2o_buffer_consume(&ex->sock->input, head->size);
+
+    if (head->status == 101) {
+        gw_exchange_upgrade(ex);
+        return;
+    }
+
+    no_body = ex->is_head || head->status == 204 || head->status == 304;
+    if (ex->res.body.content_length != SIZE_MAX && head->status != 204)
+        req->res.content_length = ex->res.body.content_length;
+
+    if (!no_body && req->res.content_length == SIZE_MAX) {
+        if (req->version == 0x101) {
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_TRANSFER_ENCODING, NULL, H2O_STRLIT("chunked"));
+            /* req->bytes_sent counts body bytes, not the framing */
+            req->bytes_counted_by_ostream = 1;
+            ex->res.encode_chunked = 1;
+        } else if (req->version < 0x101) {
+            /* HTTP/1.0 client: the end of the body is the end of the connection */
+            req->http1_is_persistent = 0;
+        }
+    }
+    gw_exchange_start_body(ex, no_body);
+}
+
+static void on_first_byte_timeout(h2o_timeout_entry_t *entry)
+{
+    gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, timer, entry);
+    fail(ex, GW_ERR_UPSTREAM_TIMEOUT, DETAIL_FIRST_BYTE_TIMEOUT);
+}
+
+static void on_head_read(h2o_socket_t *sock, const char *err)
+{
+    gw_exchange_t *ex = sock->data;
+    gw_http1_response_t head;
+
+    if (err != NULL) {
+        if (!ex->res.got_byte && sock->input->size == 0) {
+            on_no_response(ex, DETAIL_CLOSED);
+        } else {
+            fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_CLOSED_IN_HEAD);
+        }
+        return;
+    }
+    if (sock->input->size == 0)
+        return;
+    ex->res.got_byte = 1;
+
+    while (1) {
+        switch (gw_http1_response_parse(sock->input->bytes, sock->input->size, &head)) {
+        case GW_HTTP1_HEAD_COMPLETE:
+            break;
+        case GW_HTTP1_HEAD_PARTIAL:
+            return;
+        case GW_HTTP1_HEAD_INVALID:
+            fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_NOT_HTTP);
+            return;
+        case GW_HTTP1_HEAD_TOO_LARGE:
+            fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_HEAD_TOO_LARGE);
+            return;
+        }
+        if (head.status >= 200 || head.status == 101)
+            break;
+        /* 100 Continue, 102, 103: not forwarded */
+        h2o_buffer_consume(&sock->input, head.size);
+        if (sock->input->size == 0)
+            return;
+    }
+    on_head(ex, &head);
+}
+
+/* --- connecting and sending the request ----------------------------------- */
+
+static void write_request(gw_exchange_t *ex);
+
+static void on_request_written(h2o_socket_t *sock, const char *err)
+{
+    gw_exchange_t *ex = sock->data;
+
+    if (err != NULL) {
+        /* the app may still answer (e.g. 413 before reading the body): the
+         * read side decides; the connection is not reusable */
+        ex->up_req.done = 1;
+        ex->up_req.failed = 1;
+        if (ex->state == GW_EX_AWAIT_HEAD)
+            gw_exchange_set_timer(ex, &ex->proxy->first_byte_timeout, on_first_byte_timeout);
+        return;
+    }
+    ex->up_req.body_written += ex->up_req.body_inflight;
+    ex->up_req.body_inflight = 0;
+    if (ex->state == GW_EX_AWAIT_HEAD)
+        gw_exchange_set_timer(ex, &ex->proxy->first_byte_timeout, on_first_byte_timeout);
+    if (ex->up_req.body_written < ex->req->entity.len) {
+        write_request(ex);
+    } else {
+        ex->up_req.done = 1;
+    }
+}
+
+static void write_request(gw_exchange_t *ex)
+{
+    h2o_iovec_t bufs[2];
+    size_t n = 0;
+
+    if (!ex->up_req.head_written) {
+        bufs[n++] = ex->up_req.head;
+        ex->up_req.head_written = 1;
+    }
+    if (ex->req->entity.base != NULL && ex->up_req.body_written < ex->req->entity.len) {
+        size_t left = ex->req->entity.len - ex->up_req.body_written;
+        ex->up_req.body_inflight = left < REQUEST_BODY_SLICE ? left : REQUEST_BODY_SLICE;
+        bufs[n++] = h2o_iovec_init(ex->req->entity.base + ex->up_req.body_written, ex->up_req.body_inflight);
+    }
+    h2o_socket_write(ex->sock, bufs, n, on_request_written);
+}
+
+/* The connection is up: send the request and wait for the head. */
+static void start_request(gw_exchange_t *ex)
+{
+    ex->state = GW_EX_AWAIT_HEAD;
+    gw_exchange_set_timer(ex, &ex->proxy->first_byte_timeout, on_first_byte_timeout);
+    write_request(ex);
+    h2o_socket_read_start(ex->sock, on_head_read);
+}
+
+static void on_connect_timeout(h2o_timeout_entry_t *entry)
+{
+    gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, timer, entry);
+    fail(ex, GW_ERR_UPSTREAM_TIMEOUT, DETAIL_CONNECT_TIMEOUT);
+}
+
+static void on_connect(h2o_socket_t *sock, const char *err)
+{
+    gw_exchange_t *ex = sock->data;
+
+    if (err != NULL) {
+        /* h2o folds every connect error into one string; refused is the
+         * common one (nothing listens), unreachable the rare one */
+        fail(ex, GW_ERR_PORT_NOT_OPEN, NULL);
+        return;
+    }
+    start_request(ex);
+}
+
+static void connect_fresh(gw_exchange_t *ex)
+{
+    gw_proxy_t *p = ex->proxy;
+    h2o_socket_t *sock;
+
+    ex->reused = 0;
+    ex->state = GW_EX_CONNECTING;
+    GW_PROXY_COUNT(p, connects, 1);
+    if ((sock = h2o_socket_connect(p->ctx->loop, (struct sockaddr *)&ex->addr.ss, ex->addr.len, on_connect)) == NULL) {
+        fail(ex, GW_ERR_PORT_NOT_OPEN, NULL);
+        return;
+    }
+    /* a small receive buffer bounds what one read event can pull in, so
+     * that back-pressure holds (see gw_proxy_new) */
+    setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_RCVBUF, &p->rcvbuf, sizeof(p->rcvbuf));
+    sock->data = ex;
+    ex->sock = sock;
+    gw_exchange_set_timer(ex, &p->connect_timeout, on_connect_timeout);
+}
+
+static void on_exchange_dispose(void *_ex)
+{
+    gw_exchange_t *ex = _ex;
+
+    gw_exchange_stop_waiting(ex);
+    if (ex->revocable.grant.record != NULL) {
+        if (ex->proxy->revocation != NULL)
+            gw_revocation_remove(ex->proxy->revocation, &ex->revocable);
+        gw_sandbox_release(ex->revocable.grant.record);
+    }
+    gw_exchange_release_slots(ex);
+    gw_exchange_detach_upstream(ex);
+    h2o_buffer_dispose(&ex->rest);
+    h2o_doublebuffer_dispose(&ex->sending);
+    h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
+    h2o_doublebuffer_init(&ex->sending, &h2o_socket_buffer_prototype);
+    gw_exchange_account(ex);
+}
+
+/* A publish revoked what let the request in. */
+static void on_exchange_revoke(gw_revocable_t *item, gw_error_code_t code)
+{
+    gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, revocable, item);
+
+    switch (ex->state) {
+    case GW_EX_CONNECTING:
+    case GW_EX_AWAIT_HEAD:
+        /* nothing sent yet: the answer a new request would get */
+        fail(ex, code, NULL);
+        break;
+    case GW_EX_BODY:
+        gw_exchange_cut(ex);
+        break;
+    case GW_EX_OVER:
+        break;
+    }
+}
+
+static int method_is_idempotent(h2o_iovec_t m)
+{
+    static const h2o_iovec_t idempotent[] = {{H2O_STRLIT("GET")}, {H2O_STRLIT("HEAD")},   {H2O_STRLIT("OPTIONS")},
+                                             {H2O_STRLIT("PUT")}, {H2O_STRLIT("DELETE")}, {H2O_STRLIT("TRACE")}};
+    size_t i;
+    for (i = 0; i != sizeof(idempotent) / sizeof(idempotent[0]); ++i)
+        if (h2o_memis(m.base, m.len, idempotent[i].base, idempotent[i].len))
+            return 1;
+    return 0;
+}
+
+/* --- public --------------------------------------------------------------- */
+
+gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
+{
+    gw_proxy_t *p = h2o_mem_alloc(sizeof(*p));
+    size_t limit = conf->response_buffer_bytes, rcvbuf;
+
+    memset(p, 0, sizeof(*p));
+    p->ctx = ctx;
+    p->conf = *conf;
+    gw_upstream_pool_conf_t pool_conf = {.idle_timeout_ms = conf->idle_timeout_ms,
+                                         .surplus_timeout_ms = conf->idle_timeout_ms < POOL_SURPLUS_IDLE_MS ? conf->idle_timeout_ms
+                                                                                                            : POOL_SURPLUS_IDLE_MS,
+                                         .max_idle_per_key = conf->max_idle_per_pool,
+                                         .max_idle = conf->max_idle_per_worker};
+    p->pool = gw_upstream_pool_new(ctx->loop, &pool_conf);
+    gw_opt_timeout_init(ctx->loop, &p->connect_timeout, conf->connect_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->first_byte_timeout, conf->first_byte_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->io_timeout, conf->idle_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->websocket_timeout, conf->websocket_idle_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->client_stall_timeout, conf->client_stall_timeout_ms);
+    h2o_linklist_init_anchor(&p->websockets);
+    h2o_linklist_init_anchor(&p->waiting);
+    if ((p->conn_held = kh_init(gw_conn_held)) == NULL)
+        h2o_fatal("no memory");
+
+    /* One read event drains the socket's kernel receive queue (h2o reads
+     * until EAGAIN), which autotuning grows to tcp_rmem[2] (tens of MB).
+     * SO_RCVBUF caps that queue at about 2 * rcvbuf (the kernel doubles
+     * the value), so reading is paused with 2 * rcvbuf of room left:
+     * held < read_pause_at + 2 * rcvbuf <= limit. */
+    rcvbuf = limit / 8;
+    if (rcvbuf < MIN_UPSTREAM_RCVBUF)
+        rcvbuf = MIN_UPSTREAM_RCVBUF;
+    if (rcvbuf > MAX_UPSTREAM_RCVBUF)
+        rcvbuf = MAX_UPSTREAM_RCVBUF;
+    p->rcvbuf = (int)rcvbuf;
+    p->read_pause_at = limit > 4 * rcvbuf ? limit - 2 * rcvbuf : limit / 2;
+    if (p->read_pause_at == 0)
+        p->read_pause_at = 1;
+    return p;
+}
+
+void gw_proxy_free(gw_proxy_t *p)
+{
+    if (p == NULL)
+        return;
+    gw_proxy_close_websockets(p);
+    gw_upstream_pool_free(p->pool);
+    kh_destroy(gw_conn_held, p->conn_held);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->connect_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->first_byte_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->io_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->websocket_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->client_stall_timeout);
+    free(p);
+}
+
+void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *target)
+{
+    gw_exchange_t *ex = h2o_mem_alloc_shared(&req->pool, sizeof(*ex), on_exchange_dispose);
+    gw_upstream_key_t key;
+    h2o_socket_t *sock;
+
+    memset(ex, 0, sizeof(*ex));
+    ex->super.proceed = gw_exchange_on_proceed;
+    ex->stall_timer.cb = gw_exchange_on_client_stall;
+    ex->super.stop = gw_exchange_on_stop;
+    ex->proxy = p;
+    ex->req = req;
+    ex->sandbox_id = h2o_strdup(&req->pool, target->sandbox_id, SIZE_MAX).base;
+    ex->lifecycle = h2o_strdup(&req->pool, target->lifecycle.base, target->lifecycle.len);
+    ex->port = target->port;
+    ex->addr = target->addr;
+    ex->path = h2o_strdup(&req->pool, target->path.base, target->path.len);
+    ex->client_port = target->client_port;
+    ex->is_head = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
+    ex->is_idempotent = method_is_idempotent(req->method);
+    ex->cors_preflight = target->cors_preflight != 0;
+    ex->slot = target->conn_limit;
+    if (target->client_limit != NULL) {
+        ex->client_slot = target->client_limit;
+        ex->client_addr = h2o_strdup(&req->pool, target->client_addr, SIZE_MAX).base;
+    }
+    if (target->grant.record != NULL) {
+        ex->revocable.grant = target->grant;
+        gw_sandbox_retain(ex->revocable.grant.record);
+        ex->revocable.on_revoke = on_exchange_revoke;
+        if (p->revocation != NULL)
+            gw_revocation_add(p->revocation, &ex->revocable);
+    }
+    ex->is_websocket = req->version < 0x200 && req->upgrade.base != NULL &&
+                       h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
+    h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
+    h2o_doublebuffer_init(&ex->sending, &h2o_socket_buffer_prototype);
+
+    /* the last check before the line is written: whatever let it through, a
+     * method or target with a space or a control would make two request
+     * lines for the app */
+    if (gw_request_line_check(req->method, ex->path) != 0) {
+        gw_exchange_detach_upstream(ex);
+        ex->state = GW_EX_OVER;
+        gw_request_line_refuse(req, 400, "Bad Request", "The request line cannot be forwarded");
+        return;
+    }
+
+    gw_proxy_add_bytes(p, ex->sandbox_id, 0, request_size(req));
+
+    /* the route came from Redis: never connect outside the allowed networks */
+    if (!gw_cidr_list_contains(p->conf.allowed_networks, p->conf.num_allowed_networks, (const struct sockaddr *)&ex->addr.ss)) {
+        fail(ex, GW_ERR_UPSTREAM_FORBIDDEN, NULL);
+        return;
+    }
+
+    ex->up_req.head = build_request_head(ex);
+    key = (gw_upstream_key_t){ex->sandbox_id, ex->lifecycle, ex->port, &ex->addr};
+    if (!ex->is_websocket && (sock = gw_upstream_pool_take(p->pool, &key)) != NULL) {
+        GW_PROXY_COUNT(p, reuses, 1);
+        ex->reused = 1;
+        ex->sock = sock;
+        sock->data = ex;
+        start_request(ex);
+    } else {
+        connect_fresh(ex);
+    }
+}
+
+void gw_proxy_set_counters(gw_proxy_t *p, gw_proxy_counters_t *c)
+{
+    p->counters = c;
+}
+
+void gw_proxy_set_bytes_cb(gw_proxy_t *p, gw_proxy_bytes_cb cb, void *data)
+{
+    p->bytes_cb = cb;
+    p->bytes_cb_data = data;
+}
+
+gw_proxy_bytes_t gw_proxy_bytes_total(const gw_proxy_t *p)
+{
+    return p->total;
+}
+
+void gw_proxy_set_revocation(gw_proxy_t *p, gw_revocation_t *r)
+{
+    p->revocation = r;
+}
+
+void gw_proxy_drop_pools(gw_proxy_t *p, const char *sandbox_id, const char *current_lifecycle)
+{
+    gw_upstream_pool_drop(p->pool, sandbox_id, current_lifecycle);
+}

@@ -1,0 +1,393 @@
+/*
+ * Streaming a sandbox's response body to the client with back-pressure: the
+ * upstream is read only while less than limits.response_buffer_bytes is held,
+ * an HTTP/2 send is cut to the client's flow-control credit, and a response
+ * its client does not take is reset (client stall, connection and worker
+ * memory budgets).
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <h2o.h>
+#include <h2o/http2.h>
+#include <h2o/http2_internal.h>
+#include "upstream/exchange.h"
+
+/* At most this much of the response is handed to h2o per h2o_send: it bounds
+ * the copy a TLS socket makes while encrypting. */
+#define SEND_CHUNK_BYTES (128 * 1024)
+/* What is handed to h2o for an HTTP/2 stream without flow-control credit:
+ * it goes out when the client opens its window (h2o then calls proceed). */
+#define STALLED_SEND_BYTES (16 * 1024)
+
+static void on_body_read(h2o_socket_t *sock, const char *err);
+
+static size_t conn_held(gw_proxy_t *p, h2o_conn_t *conn)
+{
+    khiter_t it = kh_get(gw_conn_held, p->conn_held, (uint64_t)(uintptr_t)conn);
+    return it == kh_end(p->conn_held) ? 0 : kh_val(p->conn_held, it);
+}
+
+void gw_exchange_account(gw_exchange_t *ex)
+{
+    gw_proxy_t *p = ex->proxy;
+    size_t now = ex->cut ? 0 : ex->rest->size + ex->sending.buf->size + (ex->sock != NULL ? ex->sock->input->size : 0);
+    uint64_t key = (uint64_t)(uintptr_t)ex->req->conn;
+    khiter_t it;
+    int ret;
+
+    if (now == ex->held)
+        return;
+    p->held = p->held - ex->held + now;
+    it = kh_put(gw_conn_held, p->conn_held, key, &ret);
+    /* khash reports out of memory; h2o's policy is to abort */
+    if (ret < 0)
+        h2o_fatal("no memory");
+    if (ret != 0)
+        kh_val(p->conn_held, it) = 0;
+    kh_val(p->conn_held, it) = kh_val(p->conn_held, it) - ex->held + now;
+    if (kh_val(p->conn_held, it) == 0)
+        kh_del(gw_conn_held, p->conn_held, it);
+    ex->held = now;
+}
+
+void gw_exchange_stop_waiting(gw_exchange_t *ex)
+{
+    if (h2o_timeout_is_linked(&ex->stall_timer))
+        h2o_timeout_unlink(&ex->stall_timer);
+    if (h2o_linklist_is_linked(&ex->waiting))
+        h2o_linklist_unlink(&ex->waiting);
+}
+
+/* The response body is over (complete, or not): the connection goes back
+ * to the pool when it can serve another request, else it is closed. Body
+ * bytes not yet sent stay with the exchange. */
+static void release_upstream(gw_exchange_t *ex, int complete)
+{
+    h2o_socket_t *sock = ex->sock;
+    h2o_buffer_t *empty = ex->rest;
+
+    gw_exchange_clear_timer(ex);
+    ex->sock = NULL;
+    /* ex->rest is empty: the upstream is released once */
+    ex->rest = sock->input;
+    sock->input = empty;
+    if (complete && ex->res.body.keepalive && ex->up_req.done && !ex->up_req.failed && !ex->is_websocket) {
+        gw_upstream_key_t key = {ex->sandbox_id, ex->lifecycle, ex->port, &ex->addr};
+        h2o_socket_read_stop(sock);
+        gw_upstream_pool_put(ex->proxy->pool, &key, sock);
+    } else {
+        h2o_socket_close(sock);
+    }
+}
+
+/* h2o's chunked encoder (an ostream filter) turns an empty in-progress
+ * send into a deferred proceed without writing the head, so a server-sent
+ * event stream would show nothing until its first event. Encoding here
+ * sends the head at once. */
+static void send_chunked(gw_exchange_t *ex, h2o_iovec_t data, h2o_send_state_t state)
+{
+    h2o_iovec_t bufs[3];
+    size_t n = 0;
+
+    ex->req->bytes_sent += data.len;
+    if (data.len != 0) {
+        int len = snprintf(ex->chunk_head, sizeof(ex->chunk_head), "%zx\r\n", data.len);
+        bufs[n++] = h2o_iovec_init(ex->chunk_head, (size_t)len);
+        bufs[n++] = data;
+        if (state == H2O_SEND_STATE_FINAL) {
+            bufs[n++] = h2o_iovec_init(H2O_STRLIT("\r\n0\r\n\r\n"));
+        } else if (state == H2O_SEND_STATE_IN_PROGRESS) {
+            bufs[n++] = h2o_iovec_init(H2O_STRLIT("\r\n"));
+        }
+        /* on error the chunk stays open and the connection closes: the
+         * client sees a truncated body */
+    } else if (state == H2O_SEND_STATE_FINAL) {
+        bufs[n++] = h2o_iovec_init(H2O_STRLIT("0\r\n\r\n"));
+    }
+    h2o_send(ex->req, bufs, n, state);
+}
+
+/* How much of the response one h2o_send may carry. Under HTTP/2 a send is
+ * cut to the flow-control credit the client has given (stream and
+ * connection), so that what h2o is handed is written at once and confirmed
+ * by proceed: a stream the client stalls holds at most one small send that
+ * is never billed. *credit is 0 when that small send is beyond the credit. */
+static size_t send_limit(gw_exchange_t *ex, int *credit)
+{
+    h2o_req_t *req = ex->req;
+    h2o_http2_stream_t *stream;
+    h2o_http2_conn_t *conn;
+    ssize_t window, conn_window;
+
+    *credit = 1;
+    if (req->version < 0x200)
+        return SEND_CHUNK_BYTES;
+    /* every HTTP/2 request of h2o 2.2.5 lives in an h2o_http2_stream_t */
+    stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
+    conn = (h2o_http2_conn_t *)req->conn;
+    window = h2o_http2_window_get_window(&stream->output_window);
+    conn_window = h2o_http2_window_get_window(&conn->_write.window);
+    if (conn_window < window)
+        window = conn_window;
+    if (window <= 0) {
+        *credit = 0;
+        return STALLED_SEND_BYTES;
+    }
+    return (size_t)window < SEND_CHUNK_BYTES ? (size_t)window : SEND_CHUNK_BYTES;
+}
+
+/* Hands what is buffered to h2o. Bytes are billed when h2o reports them
+ * written (on_proceed). With the upstream released and everything left in
+ * this send, it is the final send: h2o calls no proceed after it, so it is
+ * billed as it is handed over, and under HTTP/2 it carries body bytes only
+ * within the client's credit (then h2o writes them at once; h2o 2.2.5 holds
+ * even an empty END_STREAM while the window is shut). The final send may
+ * dispose the request, so it is the caller's last use of ex. */
+static void do_send(gw_exchange_t *ex)
+{
+    h2o_buffer_t **receiving = ex->sock != NULL ? &ex->sock->input : &ex->rest;
+    h2o_send_state_t state;
+    h2o_iovec_t vec;
+    int credit;
+
+    assert(!ex->res.sending);
+    vec = h2o_doublebuffer_prepare(&ex->sending, receiving, send_limit(ex, &credit));
+    if (ex->sock == NULL && vec.len == ex->sending.buf->size && (*receiving)->size == 0 && (vec.len == 0 || credit)) {
+        state = ex->res.body_error ? H2O_SEND_STATE_ERROR : H2O_SEND_STATE_FINAL;
+        ex->state = GW_EX_OVER;
+        if (state == H2O_SEND_STATE_FINAL)
+            gw_proxy_add_bytes(ex->proxy, ex->sandbox_id, vec.len + (ex->res.started ? 0 : gw_exchange_response_head_size(ex->req)),
+                               0);
+    } else {
+        /* an empty send is only for getting the head out (server-sent
+         * events: the head comes long before the first event) */
+        if (vec.len == 0 && ex->res.started)
+            return;
+        state = H2O_SEND_STATE_IN_PROGRESS;
+        ex->res.sending = 1;
+        if (ex->proxy->client_stall_timeout.enabled)
+            h2o_timeout_link(ex->proxy->ctx->loop, &ex->proxy->client_stall_timeout.timeout, &ex->stall_timer);
+        h2o_linklist_insert(&ex->proxy->waiting, &ex->waiting);
+        ex->res.unbilled = vec.len + (ex->res.started ? 0 : gw_exchange_response_head_size(ex->req));
+    }
+    ex->res.started = 1;
+    if (ex->res.encode_chunked) {
+        send_chunked(ex, vec, state);
+    } else {
+        h2o_send(ex->req, &vec, vec.len != 0 ? 1 : 0, state);
+    }
+}
+
+static void on_io_timeout(h2o_timeout_entry_t *entry);
+
+/* Back-pressure: the upstream is read only while less than read_pause_at of
+ * this response is held (received and not yet confirmed sent by h2o). */
+static void update_reading(gw_exchange_t *ex)
+{
+    size_t held = ex->sock->input->size + ex->sending.buf->size;
+
+    if (held >= ex->proxy->read_pause_at) {
+        if (!ex->res.read_paused) {
+            h2o_socket_read_stop(ex->sock);
+            /* waiting for the client is not the app's idleness */
+            gw_exchange_clear_timer(ex);
+            ex->res.read_paused = 1;
+        }
+    } else if (ex->res.read_paused) {
+        ex->res.read_paused = 0;
+        h2o_socket_read_start(ex->sock, on_body_read);
+        gw_exchange_set_timer(ex, &ex->proxy->io_timeout, on_io_timeout);
+    }
+}
+
+void gw_exchange_on_proceed(h2o_generator_t *generator, h2o_req_t *req)
+{
+    gw_exchange_t *ex = (void *)generator;
+
+    (void)req;
+    ex->res.sending = 0;
+    gw_exchange_stop_waiting(ex);
+    /* h2o wrote the send to the client socket: these bytes are delivered */
+    gw_proxy_add_bytes(ex->proxy, ex->sandbox_id, ex->res.unbilled, 0);
+    ex->res.unbilled = 0;
+    if (ex->sending.bytes_inflight != 0)
+        h2o_doublebuffer_consume(&ex->sending);
+    if (ex->sock != NULL)
+        update_reading(ex);
+    gw_exchange_account(ex);
+    do_send(ex);
+}
+
+void gw_exchange_on_stop(h2o_generator_t *generator, h2o_req_t *req)
+{
+    gw_exchange_t *ex = (void *)generator;
+
+    /* the client went away mid-response: the upstream connection is in an
+     * unknown place of its response, so it cannot be reused */
+    (void)req;
+    gw_exchange_stop_waiting(ex);
+    gw_exchange_detach_upstream(ex);
+    ex->state = GW_EX_OVER;
+}
+
+/* A response its client does not take: the upstream connection and the
+ * sandbox's connection slot are given back now, what is held of the body is
+ * dropped, and the response is cut (HTTP/2: RST_STREAM CANCEL; HTTP/1: the
+ * connection is reset). The request is disposed by h2o, now or a little
+ * later; last use of ex. */
+static void reset_exchange(gw_exchange_t *ex)
+{
+    h2o_req_t *req = ex->req;
+
+    gw_exchange_stop_waiting(ex);
+    gw_exchange_detach_upstream(ex);
+    h2o_buffer_dispose(&ex->rest);
+    h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
+    ex->cut = 1;
+    gw_exchange_account(ex);
+    ex->state = GW_EX_OVER;
+    gw_exchange_release_slots(ex);
+    if (req->version >= 0x200) {
+        h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
+        h2o_http2_conn_t *conn = (h2o_http2_conn_t *)req->conn;
+        if (conn->state < H2O_HTTP2_CONN_STATE_IS_CLOSING) {
+            h2o_http2_encode_rst_stream_frame(&conn->_write.buf, stream->stream_id, -H2O_HTTP2_ERROR_CANCEL);
+            h2o_http2_conn_request_write(conn);
+        }
+        h2o_http2_stream_reset(conn, stream);
+    } else {
+        /* the write in flight fails (EPIPE) and h2o closes the connection;
+         * no linger: what the kernel holds for the client is dropped */
+        h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+        struct linger lg = {1, 0};
+        if (sock != NULL) {
+            setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+            shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
+        }
+    }
+}
+
+/* The client took no byte of the send in flight for
+ * limits.client_stall_timeout_ms. */
+void gw_exchange_on_client_stall(h2o_timeout_entry_t *entry)
+{
+    gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, stall_timer, entry);
+    GW_PROXY_COUNT(ex->proxy, client_stalls, 1);
+    reset_exchange(ex);
+}
+
+/* Over limits.max_connection_buffer_bytes (for ex's client connection) or
+ * limits.max_worker_buffer_bytes: the responses waiting longest for their
+ * client are reset until both hold. A response whose client takes it is
+ * the last to go; its own bound is response_buffer_bytes. Returns 1 when ex
+ * itself was reset (then it must not be used again). */
+static int enforce_budgets(gw_exchange_t *ex)
+{
+    gw_proxy_t *p = ex->proxy;
+    h2o_conn_t *conn = ex->req->conn;
+    size_t conn_max = p->conf.max_connection_buffer_bytes;
+    size_t worker_max = p->conf.max_worker_buffer_bytes;
+    h2o_linklist_t *node, *next;
+
+    for (node = p->waiting.next; node != &p->waiting && (p->held > worker_max || conn_held(p, conn) > conn_max); node = next) {
+        gw_exchange_t *victim = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, waiting, node);
+        next = node->next;
+        if (victim->held == 0)
+            continue;
+        if (p->held <= worker_max && victim->req->conn != conn)
+            continue; /* only the connection's budget is exceeded */
+        GW_PROXY_COUNT(p, budget_resets, 1);
+        if (victim == ex) {
+            reset_exchange(ex);
+            return 1;
+        }
+        /* the victim may be disposed now; `next` is not (a request owns no
+         * other), and it is still linked unless it was ex */
+        reset_exchange(victim);
+    }
+    return 0;
+}
+
+static void on_io_timeout(h2o_timeout_entry_t *entry)
+{
+    gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, timer, entry);
+
+    /* mid-body: the client gets a truncated response (HTTP/1: the
+     * connection closes; HTTP/2: RST_STREAM) */
+    ex->res.body_error = 1;
+    release_upstream(ex, 0);
+    if (!ex->res.sending)
+        do_send(ex);
+}
+
+/* `newbytes` more bytes of body are at the end of the upstream input, or
+ * the upstream said `err`. */
+static void on_body_bytes(gw_exchange_t *ex, size_t newbytes, const char *err)
+{
+    int ret;
+
+    if (err != NULL) {
+        /* a chunked body cut short is an error too, unlike h2o 2.2.5's
+         * proxy: the client sees the truncation the app caused */
+        ret = ex->res.body.framing == GW_HTTP1_UNTIL_CLOSE ? 1 : -1;
+        ex->res.body.keepalive = 0;
+    } else {
+        h2o_buffer_t *in = ex->sock->input;
+        size_t len = newbytes;
+        gw_exchange_set_timer(ex, &ex->proxy->io_timeout, on_io_timeout);
+        ret = gw_http1_body_decode(&ex->res.body, in->bytes + in->size - newbytes, &len);
+        in->size -= newbytes - len;
+    }
+    if (ret < 0)
+        ex->res.body_error = 1;
+    if (ret != 0) {
+        release_upstream(ex, ret > 0);
+    } else {
+        update_reading(ex);
+    }
+    gw_exchange_account(ex);
+    if (enforce_budgets(ex))
+        return;
+    if (!ex->res.sending)
+        do_send(ex);
+}
+
+static void on_body_read(h2o_socket_t *sock, const char *err)
+{
+    on_body_bytes(sock->data, sock->bytes_read, err);
+}
+
+void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
+{
+    h2o_socket_t *sock = ex->sock;
+
+    ex->state = GW_EX_BODY;
+    h2o_start_response(ex->req, &ex->super);
+    if (no_body) {
+        if (sock->input->size != 0) {
+            /* a body where there must be none: drop it, and the connection */
+            h2o_buffer_consume(&sock->input, sock->input->size);
+            ex->res.body.keepalive = 0;
+        }
+        release_upstream(ex, 1);
+        do_send(ex);
+        return;
+    }
+    h2o_socket_read_start(sock, on_body_read);
+    /* with the bytes that came with the head; this sends the head too */
+    on_body_bytes(ex, sock->input->size, NULL);
+}
+
+void gw_exchange_cut(gw_exchange_t *ex)
+{
+    ex->res.body_error = 1;
+    if (ex->sock != NULL)
+        release_upstream(ex, 0);
+    h2o_buffer_consume(&ex->rest, ex->rest->size);
+    gw_exchange_account(ex);
+    if (!ex->res.sending) {
+        h2o_buffer_consume(&ex->sending.buf, ex->sending.buf->size);
+        do_send(ex);
+    }
+}

@@ -1,0 +1,129 @@
+/*
+ * The hand-over of an upgraded exchange to a WebSocket tunnel: the 101 goes
+ * to the client, then both sockets belong to the tunnel, which keeps the
+ * sandbox's connection slot and stays revocable until it closes.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <h2o.h>
+#include <h2o/http1.h>
+#include "upstream/exchange.h"
+#include "upstream/tunnel.h"
+
+/* A WebSocket exchange after the upgrade; outlives its request. */
+typedef struct st_websocket_t {
+    h2o_linklist_t link; /* in proxy->websockets */
+    gw_proxy_t *proxy;
+    char *sandbox_id;
+    gw_tunnel_t *tunnel;
+    gw_conn_limit_t *slot;        /* the connection slot the tunnel holds, NULL: none */
+    gw_conn_limit_t *client_slot; /* the client address's slot the tunnel holds, NULL: none */
+    char *client_addr;
+    size_t head_bytes;        /* of the 101, billed once it is written */
+    gw_revocable_t revocable; /* taken over from the exchange */
+} websocket_t;
+
+static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstream)
+{
+    websocket_t *ws = data;
+    gw_proxy_add_bytes(ws->proxy, ws->sandbox_id, to_client, to_upstream);
+}
+
+static void on_websocket_close(void *data)
+{
+    websocket_t *ws = data;
+    if (ws->revocable.grant.record != NULL) {
+        if (ws->proxy->revocation != NULL)
+            gw_revocation_remove(ws->proxy->revocation, &ws->revocable);
+        gw_sandbox_release(ws->revocable.grant.record);
+    }
+    GW_PROXY_COUNT(ws->proxy, websockets_open, -1);
+    if (ws->slot != NULL)
+        gw_conn_limit_release(ws->slot, ws->sandbox_id);
+    if (ws->client_slot != NULL)
+        gw_conn_limit_release(ws->client_slot, ws->client_addr);
+    free(ws->client_addr);
+    h2o_linklist_unlink(&ws->link);
+    free(ws->sandbox_id);
+    free(ws);
+}
+
+static const gw_tunnel_callbacks_t websocket_callbacks = {on_websocket_bytes, on_websocket_close};
+
+/* A publish revoked what let the tunnel in: both sockets close (no close
+ * frame: the relay may be in the middle of one). */
+static void on_websocket_revoke(gw_revocable_t *item, gw_error_code_t code)
+{
+    websocket_t *ws = H2O_STRUCT_FROM_MEMBER(websocket_t, revocable, item);
+    (void)code;
+    gw_tunnel_close(ws->tunnel);
+}
+
+static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize)
+{
+    websocket_t *ws = data;
+
+    /* the request is gone by now; the tunnel owns both sockets */
+    if (client == NULL) {
+        gw_tunnel_close(ws->tunnel);
+        return;
+    }
+    h2o_buffer_consume(&client->input, reqsize);
+    /* h2o calls back once the 101 is written to the client */
+    gw_proxy_add_bytes(ws->proxy, ws->sandbox_id, ws->head_bytes, 0);
+    /* bounds what one read of the client pulls in, as for upstreams */
+    setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &ws->proxy->rcvbuf, sizeof(ws->proxy->rcvbuf));
+    if (ws->revocable.grant.record != NULL && ws->proxy->revocation != NULL)
+        gw_revocation_add(ws->proxy->revocation, &ws->revocable);
+    gw_tunnel_start(ws->tunnel, client);
+}
+
+void gw_exchange_upgrade(gw_exchange_t *ex)
+{
+    gw_proxy_t *p = ex->proxy;
+    websocket_t *ws = h2o_mem_alloc(sizeof(*ws));
+    h2o_socket_t *sock = ex->sock;
+
+    memset(ws, 0, sizeof(*ws));
+    h2o_add_header(&ex->req->pool, &ex->req->res.headers, H2O_TOKEN_UPGRADE, NULL, H2O_STRLIT("websocket"));
+    gw_exchange_clear_timer(ex);
+    ex->sock = NULL;
+    ex->state = GW_EX_OVER;
+
+    ws->proxy = p;
+    ws->sandbox_id = h2o_strdup(NULL, ex->sandbox_id, SIZE_MAX).base;
+    /* the tunnel outlives the request: it keeps the connection slot */
+    ws->slot = ex->slot;
+    ex->slot = NULL;
+    if (ex->client_slot != NULL) {
+        ws->client_slot = ex->client_slot;
+        ws->client_addr = h2o_strdup(NULL, ex->client_addr, SIZE_MAX).base;
+        ex->client_slot = NULL;
+    }
+    ws->tunnel = gw_tunnel_new(p->ctx->loop, sock, p->websocket_timeout.enabled ? &p->websocket_timeout.timeout : NULL,
+                               &websocket_callbacks, ws);
+    if (p->client_stall_timeout.enabled)
+        gw_tunnel_set_stall_timeout(ws->tunnel, &p->client_stall_timeout.timeout);
+    /* the exchange is no longer revocable; the tunnel is once it has both sockets */
+    if (ex->revocable.grant.record != NULL) {
+        if (p->revocation != NULL)
+            gw_revocation_remove(p->revocation, &ex->revocable);
+        ws->revocable.grant = ex->revocable.grant;
+        ex->revocable.grant.record = NULL;
+        ws->revocable.on_revoke = on_websocket_revoke;
+    }
+    h2o_linklist_insert(&p->websockets, &ws->link);
+    GW_PROXY_COUNT(p, websockets_opened, 1);
+    GW_PROXY_COUNT(p, websockets_open, 1);
+    ws->head_bytes = gw_exchange_response_head_size(ex->req) + sizeof("connection: upgrade\r\n") - 1;
+    h2o_http1_upgrade(ex->req, NULL, 0, on_upgrade_complete, ws);
+}
+
+void gw_proxy_close_websockets(gw_proxy_t *p)
+{
+    while (!h2o_linklist_is_empty(&p->websockets)) {
+        websocket_t *ws = H2O_STRUCT_FROM_MEMBER(websocket_t, link, p->websockets.next);
+        gw_tunnel_close(ws->tunnel);
+    }
+}
