@@ -42,7 +42,7 @@ typedef struct st_gw_wake_counters_t {
     atomic_uint_fast64_t resume_requests; /* XADDs to <prefix>resume sent: this gateway won the SET NX */
     atomic_uint_fast64_t resume_deduped;  /* SET NX lost: a resume was asked for less than GW_WAKE_LOCK_MS ago */
     atomic_uint_fast64_t resume_failures; /* SET or XADD failed (Redis down, timeout, error reply) */
-    /* seconds from the first held request to the read that showed the sandbox running, per sandbox wake seen */
+    /* ms from the first held request to the read that showed the sandbox running, per sandbox wake seen */
     atomic_uint_fast64_t wake_ms_buckets[GW_WAKE_HISTOGRAM_BUCKETS + 1]; /* not cumulative; last: +Inf */
     atomic_uint_fast64_t wake_ms_sum;
     atomic_uint_fast64_t wake_count;
