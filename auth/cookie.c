@@ -51,7 +51,7 @@ static int compute_sig(const gw_cookie_secret_t *secret, const char *payload, si
     char input[MAX_VALUE_LEN + 1 + MAX_TOKEN_HASH_LEN];
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int mac_len = 0;
-    size_t hash_len = token_sha256_hex != NULL ? strlen(token_sha256_hex) : 0, i;
+    size_t hash_len = token_sha256_hex != NULL ? strlen(token_sha256_hex) : 0;
 
     /* an empty key would make every cookie forgeable */
     if (secret == NULL || secret->bytes == NULL || secret->len == 0 || secret->len > INT32_MAX)
@@ -62,10 +62,8 @@ static int compute_sig(const gw_cookie_secret_t *secret, const char *payload, si
     memcpy(input, payload, payload_len);
     input[payload_len] = '\n';
     /* the contract stores lowercase hex; accept either case the same way */
-    for (i = 0; i != hash_len; ++i) {
-        char c = token_sha256_hex[i];
-        input[payload_len + 1 + i] = 'A' <= c && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-    }
+    h2o_memcpy(input + payload_len + 1, token_sha256_hex, hash_len); /* NULL when hash_len is 0 */
+    h2o_strtolower(input + payload_len + 1, hash_len);
 
     if (HMAC(EVP_sha256(), secret->bytes, (int)secret->len, (const unsigned char *)input, payload_len + 1 + hash_len, mac,
              &mac_len) == NULL ||

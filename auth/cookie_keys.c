@@ -16,6 +16,7 @@
 #include <h2o/string_.h>
 #include "auth/cookie_keys.h"
 #include "common/secret_file.h"
+#include "common/errfmt.h"
 
 #define MAX_SECRETS_FILE_SIZE (64 * 1024)
 
@@ -29,30 +30,11 @@ struct st_gw_cookie_keys_t {
 
 /* A message without any prefix: the caller says where the file comes from
  * (the config at load, a reload on SIGHUP). */
-static int say(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int say(char **err, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list args;
-
-    va_start(args, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, args);
-    va_end(args);
-    *err = h2o_strdup(NULL, msg, SIZE_MAX).base;
-    return -1;
-}
-
-static int is_blank(char ch)
-{
-    return ch == ' ' || ch == '\t';
-}
-
 int gw_cookie_secrets_read_file(const char *path, gw_cookie_secret_t **secrets, size_t *num_secrets, char **err)
 {
     gw_cookie_secret_t *list;
-    size_t count = 0, line = 0, len = 0;
-    const char *p, *end, *eol, *s, *e;
+    size_t count = 0, line = 0, len = 0, pos = 0, n;
+    const char *s;
     char *buf = NULL;
 
     *secrets = NULL;
@@ -61,38 +43,29 @@ int gw_cookie_secrets_read_file(const char *path, gw_cookie_secret_t **secrets, 
         return -1;
     list = h2o_mem_alloc(GW_COOKIE_SECRETS_MAX * sizeof(*list));
     if (memchr(buf, '\0', len) != NULL) {
-        say(err, "%s: contains a NUL byte; expected one secret per line", path);
+        gw_errorf(err, "%s: contains a NUL byte; expected one secret per line", path);
         goto Error;
     }
 
-    for (p = buf, end = buf + len; p < end; p = eol + 1) {
+    while (gw_secret_file_next_line(buf, len, &pos, &line, &s, &n)) {
         unsigned char *bytes;
 
-        ++line;
-        if ((eol = memchr(p, '\n', end - p)) == NULL)
-            eol = end;
-        for (s = p, e = eol; s < e && is_blank(*s); ++s)
-            ;
-        while (e > s && (is_blank(e[-1]) || e[-1] == '\r'))
-            --e;
-        if (s == e || *s == '#')
-            continue;
         /* messages name the line, never its bytes */
         if (count == GW_COOKIE_SECRETS_MAX) {
-            say(err, "%s: line %zu: more than %d secrets; at most %d are allowed", path, line, GW_COOKIE_SECRETS_MAX,
-                GW_COOKIE_SECRETS_MAX);
+            gw_errorf(err, "%s: line %zu: more than %d secrets; at most %d are allowed", path, line, GW_COOKIE_SECRETS_MAX,
+                      GW_COOKIE_SECRETS_MAX);
             goto Error;
         }
-        if ((size_t)(e - s) < GW_COOKIE_SECRET_MIN_LEN) {
-            say(err, "%s: line %zu: the secret is shorter than %d bytes", path, line, GW_COOKIE_SECRET_MIN_LEN);
+        if (n < GW_COOKIE_SECRET_MIN_LEN) {
+            gw_errorf(err, "%s: line %zu: the secret is shorter than %d bytes", path, line, GW_COOKIE_SECRET_MIN_LEN);
             goto Error;
         }
-        bytes = h2o_mem_alloc(e - s);
-        memcpy(bytes, s, e - s);
-        list[count++] = (gw_cookie_secret_t){bytes, e - s};
+        bytes = h2o_mem_alloc(n);
+        memcpy(bytes, s, n);
+        list[count++] = (gw_cookie_secret_t){bytes, n};
     }
     if (count == 0) {
-        say(err, "%s: holds no secret (only blank lines and comments)", path);
+        gw_errorf(err, "%s: holds no secret (only blank lines and comments)", path);
         goto Error;
     }
 

@@ -5,17 +5,13 @@
  * token.
  */
 #include <string.h>
+#include <h2o/string_.h>
 #include "auth/query.h"
 
-static int hex_value(int c)
+/* 1 with the byte in *c when raw[i] starts a "%XX" escape inside raw_len bytes */
+static int percent_escape(const char *raw, size_t raw_len, size_t i, char *c)
 {
-    if ('0' <= c && c <= '9')
-        return c - '0';
-    if ('a' <= c && c <= 'f')
-        return c - 'a' + 10;
-    if ('A' <= c && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
+    return raw[i] == '%' && i + 2 < raw_len && h2o_hex_decode(c, raw + i + 1, 2) == 0;
 }
 
 /* Percent-decodes src into dst (room for src_len bytes); returns the decoded
@@ -27,14 +23,11 @@ static size_t percent_decode(char *dst, const char *src, size_t src_len)
     size_t i, n = 0;
 
     for (i = 0; i < src_len; ++i) {
-        int hi, lo;
-        if (src[i] == '%' && i + 2 < src_len && (hi = hex_value((unsigned char)src[i + 1])) >= 0 &&
-            (lo = hex_value((unsigned char)src[i + 2])) >= 0) {
-            dst[n++] = (char)(hi << 4 | lo);
+        if (percent_escape(src, src_len, i, &dst[n]))
             i += 2;
-        } else {
-            dst[n++] = src[i];
-        }
+        else
+            dst[n] = src[i];
+        ++n;
     }
     return n;
 }
@@ -48,13 +41,11 @@ static int name_matches(const char *raw, size_t raw_len, h2o_iovec_t name)
     if (name.len > raw_len || raw_len > name.len * 3)
         return 0;
     for (i = 0; i < raw_len; ++i) {
-        int hi, lo;
-        char c = raw[i];
-        if (c == '%' && i + 2 < raw_len && (hi = hex_value((unsigned char)raw[i + 1])) >= 0 &&
-            (lo = hex_value((unsigned char)raw[i + 2])) >= 0) {
-            c = (char)(hi << 4 | lo);
+        char c;
+        if (percent_escape(raw, raw_len, i, &c))
             i += 2;
-        }
+        else
+            c = raw[i];
         if (n == name.len || name.base[n] != c)
             return 0;
         ++n;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <h2o/string_.h>
 #include "auth/token.h"
 
 void gw_token_sha256(const void *data, size_t len, unsigned char out[32])
@@ -20,16 +21,10 @@ void gw_token_sha256(const void *data, size_t len, unsigned char out[32])
 
 void gw_token_sha256_hex(const void *data, size_t len, char out[65])
 {
-    static const char hex[] = "0123456789abcdef";
     unsigned char digest[32];
-    size_t i;
 
     gw_token_sha256(data, len, digest);
-    for (i = 0; i != 32; ++i) {
-        out[i * 2] = hex[digest[i] >> 4];
-        out[i * 2 + 1] = hex[digest[i] & 0xf];
-    }
-    out[64] = '\0';
+    h2o_hex_encode(out, digest, sizeof(digest)); /* lowercase, NUL-terminated */
 }
 
 int gw_token_equal(const void *a, const void *b, size_t len)
@@ -37,31 +32,14 @@ int gw_token_equal(const void *a, const void *b, size_t len)
     return CRYPTO_memcmp(a, b, len) == 0;
 }
 
-static int hex_value(char c)
-{
-    if ('0' <= c && c <= '9')
-        return c - '0';
-    if ('a' <= c && c <= 'f')
-        return c - 'a' + 10;
-    if ('A' <= c && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Decodes exactly 64 hex digits followed by NUL; -1 on anything else. The
  * expected digest is not secret (it is a hash), so its parsing need not be
  * constant time. */
 static int decode_digest(const char *hex, unsigned char out[32])
 {
-    size_t i;
-
-    for (i = 0; i != 32; ++i) {
-        int hi, lo;
-        if ((hi = hex_value(hex[i * 2])) < 0 || (lo = hex_value(hex[i * 2 + 1])) < 0)
-            return -1;
-        out[i] = (unsigned char)(hi << 4 | lo);
-    }
-    return hex[64] == '\0' ? 0 : -1;
+    if (strnlen(hex, 65) != 64)
+        return -1;
+    return h2o_hex_decode(out, hex, 64);
 }
 
 int gw_token_matches(h2o_iovec_t token, const char *expected_hex)
@@ -70,7 +48,6 @@ int gw_token_matches(h2o_iovec_t token, const char *expected_hex)
 
     if (token.len == 0 || expected_hex == NULL)
         return 0;
-    /* hex_value() rejects '\0', so decode_digest never reads past a short string */
     if (decode_digest(expected_hex, expected) != 0)
         return 0;
     gw_token_sha256(token.base, token.len, actual);

@@ -28,6 +28,17 @@ int gw_verrorf(char **err, const char *fmt, va_list args)
     return -1;
 }
 
+char *gw_strf(const char *fmt, ...)
+{
+    va_list args;
+    char *s;
+
+    va_start(args, fmt);
+    gw_verrorf(&s, fmt, args);
+    va_end(args);
+    return s;
+}
+
 int gw_errorf(char **err, const char *fmt, ...)
 {
     va_list args;

@@ -15,4 +15,8 @@ int gw_errorf(char **err, const char *fmt, ...) __attribute__((format(printf, 2,
 /* gw_errorf with a va_list (for helpers that add a prefix of their own). */
 int gw_verrorf(char **err, const char *fmt, va_list args) __attribute__((format(printf, 2, 0)));
 
+/* The formatted string, malloc'd at its exact length (the caller frees it);
+ * for messages built before they are handed on. Never NULL. */
+char *gw_strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

@@ -15,20 +15,7 @@
 #include <unistd.h>
 #include <openssl/crypto.h>
 #include "common/secret_file.h"
-
-static int fail(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int fail(char **err, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list args;
-
-    va_start(args, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, args);
-    va_end(args);
-    *err = strdup(msg);
-    return -1;
-}
+#include "common/errfmt.h"
 
 int gw_secret_file_read(const char *path, size_t max_size, char **buf, size_t *len, char **err)
 {
@@ -42,22 +29,22 @@ int gw_secret_file_read(const char *path, size_t max_size, char **buf, size_t *l
     *len = 0;
     *err = NULL;
     if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1)
-        return fail(err, "%s: %s", path, strerror(errno));
+        return gw_errorf(err, "%s: %s", path, strerror(errno));
     if (fstat(fd, &st) != 0) {
-        fail(err, "%s: %s", path, strerror(errno));
+        gw_errorf(err, "%s: %s", path, strerror(errno));
         goto Error;
     }
     if (!S_ISREG(st.st_mode)) {
-        fail(err, "%s: not a regular file", path);
+        gw_errorf(err, "%s: not a regular file", path);
         goto Error;
     }
     if ((st.st_mode & (S_IROTH | S_IWOTH)) != 0) {
-        fail(err, "%s: readable or writable by others (mode %04o); make it 0600 or 0640 (chmod o-rw)", path,
-             (unsigned)(st.st_mode & 07777));
+        gw_errorf(err, "%s: readable or writable by others (mode %04o); make it 0600 or 0640 (chmod o-rw)", path,
+                  (unsigned)(st.st_mode & 07777));
         goto Error;
     }
     if ((data = malloc(max_size + 1)) == NULL) {
-        fail(err, "%s: out of memory", path);
+        gw_errorf(err, "%s: out of memory", path);
         goto Error;
     }
     /* one byte more than allowed tells "too large" from "exactly the limit" */
@@ -65,13 +52,13 @@ int gw_secret_file_read(const char *path, size_t max_size, char **buf, size_t *l
         if (n == -1) {
             if (errno == EINTR)
                 continue;
-            fail(err, "%s: %s", path, strerror(errno));
+            gw_errorf(err, "%s: %s", path, strerror(errno));
             goto Error;
         }
         size += (size_t)n;
     }
     if (size > max_size) {
-        fail(err, "%s: larger than %zu bytes", path, max_size);
+        gw_errorf(err, "%s: larger than %zu bytes", path, max_size);
         goto Error;
     }
     data[size] = '\0';
@@ -87,4 +74,32 @@ Error:
     }
     close(fd);
     return -1;
+}
+
+static int is_blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+int gw_secret_file_next_line(const char *buf, size_t len, size_t *pos, size_t *lineno, const char **line, size_t *line_len)
+{
+    const char *end = buf + len, *p, *eol, *s, *e;
+
+    for (p = buf + *pos; p < end; p = eol + 1) {
+        ++*lineno;
+        if ((eol = memchr(p, '\n', end - p)) == NULL)
+            eol = end;
+        for (s = p, e = eol; s < e && is_blank(*s); ++s)
+            ;
+        while (e > s && (is_blank(e[-1]) || e[-1] == '\r'))
+            --e;
+        if (s == e || *s == '#')
+            continue;
+        *pos = eol - buf + (eol < end);
+        *line = s;
+        *line_len = e - s;
+        return 1;
+    }
+    *pos = len;
+    return 0;
 }

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "auth/cookie.h"
-#include "routing/netaddr.h"
+#include "common/netaddr.h"
 
 typedef enum {
     GW_HOST_HEADER_PRESERVE = 0,

@@ -4,9 +4,9 @@
  * tls.certificates, redis.sentinels and upstream.allowed_networks. Each
  * checks its items, their keys and the duplicates among them.
  */
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <h2o/string_.h>
 #include "gateway/config_internal.h"
 
 #define MAX_SENTINELS 16
@@ -70,8 +70,10 @@ static int check_domain(const char *s, size_t len, char *lower)
 
     if (len == 0 || len > 253 || s[0] == '.' || s[len - 1] == '.')
         return -1;
+    memcpy(lower, s, len);
+    h2o_strtolower(lower, len);
     for (i = 0; i <= len; ++i) {
-        char ch = i < len ? (char)tolower((unsigned char)s[i]) : '.';
+        char ch = i < len ? lower[i] : '.';
         if (ch == '.') {
             if (label_len == 0 || label_len > 63 || lower[label_start] == '-' || lower[i - 1] == '-')
                 return -1;
@@ -87,7 +89,6 @@ static int check_domain(const char *s, size_t len, char *lower)
             return -1;
         if (!(ch >= '0' && ch <= '9'))
             last_label_numeric = 0;
-        lower[i] = ch;
         ++label_len;
     }
     lower[len] = '\0';

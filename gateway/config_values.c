@@ -14,20 +14,21 @@
 #include <h2o/memory.h>
 #include <h2o/string_.h>
 #include "gateway/config_internal.h"
+#include "common/errfmt.h"
 
 int gw_config_fail(char **err, const char *path, const char *fmt, ...)
 {
-    char msg[1024];
     va_list args;
-    int off;
+    char *what;
 
-    off = path != NULL ? snprintf(msg, sizeof(msg), "config: %s: ", path) : snprintf(msg, sizeof(msg), "config: ");
-    if (off < 0 || (size_t)off >= sizeof(msg))
-        off = 0;
     va_start(args, fmt);
-    vsnprintf(msg + off, sizeof(msg) - off, fmt, args);
+    gw_verrorf(&what, fmt, args);
     va_end(args);
-    *err = h2o_strdup(NULL, msg, SIZE_MAX).base;
+    if (path != NULL)
+        gw_errorf(err, "config: %s: %s", path, what);
+    else
+        gw_errorf(err, "config: %s", what);
+    free(what);
     return -1;
 }
 

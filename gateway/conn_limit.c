@@ -7,13 +7,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/hashtab.h"
 #include "gateway/conn_limit.h"
 #include "routing/host.h"
 
-#define INITIAL_BUCKETS 256
-
 typedef struct st_slot_t {
-    struct st_slot_t *next;
+    gw_hashtab_node_t node; /* in slots, keyed by `id` */
     uint64_t count;
     char id[GW_SANDBOX_ID_MAX + 1];
 } slot_t;
@@ -21,116 +20,72 @@ typedef struct st_slot_t {
 struct st_gw_conn_limit_t {
     pthread_mutex_t mutex;
     uint64_t max;
-    slot_t **buckets;
-    size_t num_buckets; /* a power of two */
-    size_t num_slots;
+    gw_hashtab_t slots; /* slot_t by sandbox id; under mutex */
 };
 
-static size_t hash_of(const char *s)
+static slot_t *find(gw_conn_limit_t *l, const char *id, size_t len)
 {
-    size_t h = 5381;
-    for (; *s != '\0'; ++s)
-        h = h * 33 + (unsigned char)*s;
-    return h;
-}
-
-static slot_t **find(gw_conn_limit_t *l, const char *id)
-{
-    slot_t **p = &l->buckets[hash_of(id) & (l->num_buckets - 1)];
-    for (; *p != NULL; p = &(*p)->next)
-        if (strcmp((*p)->id, id) == 0)
-            break;
-    return p;
-}
-
-static void grow(gw_conn_limit_t *l)
-{
-    size_t n = l->num_buckets * 2, i;
-    slot_t **buckets = calloc(n, sizeof(*buckets));
-
-    if (buckets == NULL)
-        return; /* longer chains, still correct */
-    for (i = 0; i != l->num_buckets; ++i) {
-        slot_t *s, *next;
-        for (s = l->buckets[i]; s != NULL; s = next) {
-            next = s->next;
-            s->next = buckets[hash_of(s->id) & (n - 1)];
-            buckets[hash_of(s->id) & (n - 1)] = s;
-        }
-    }
-    free(l->buckets);
-    l->buckets = buckets;
-    l->num_buckets = n;
+    gw_hashtab_node_t *n = gw_hashtab_find(&l->slots, id, len);
+    return n != NULL ? H2O_STRUCT_FROM_MEMBER(slot_t, node, n) : NULL;
 }
 
 gw_conn_limit_t *gw_conn_limit_new(uint64_t max)
 {
-    gw_conn_limit_t *l = calloc(1, sizeof(*l));
+    gw_conn_limit_t *l = h2o_mem_alloc(sizeof(*l));
 
-    if (l == NULL)
-        return NULL;
-    if ((l->buckets = calloc(INITIAL_BUCKETS, sizeof(*l->buckets))) == NULL) {
-        free(l);
-        return NULL;
-    }
+    memset(l, 0, sizeof(*l));
     pthread_mutex_init(&l->mutex, NULL);
     l->max = max;
-    l->num_buckets = INITIAL_BUCKETS;
+    gw_hashtab_init(&l->slots);
     return l;
 }
 
 void gw_conn_limit_free(gw_conn_limit_t *l)
 {
-    size_t i;
+    gw_hashtab_node_t *n;
 
     if (l == NULL)
         return;
-    for (i = 0; i != l->num_buckets; ++i) {
-        slot_t *s, *next;
-        for (s = l->buckets[i]; s != NULL; s = next) {
-            next = s->next;
-            free(s);
-        }
+    while ((n = gw_hashtab_first(&l->slots)) != NULL) {
+        gw_hashtab_remove(&l->slots, n);
+        free(H2O_STRUCT_FROM_MEMBER(slot_t, node, n));
     }
-    free(l->buckets);
+    gw_hashtab_dispose(&l->slots);
     pthread_mutex_destroy(&l->mutex);
     free(l);
 }
 
 int gw_conn_limit_acquire(gw_conn_limit_t *l, const char *sandbox_id)
 {
-    slot_t **p, *s;
+    size_t len = strlen(sandbox_id);
+    slot_t *s;
     int granted = 0;
 
-    if (strlen(sandbox_id) > GW_SANDBOX_ID_MAX)
+    if (len > GW_SANDBOX_ID_MAX)
         return 0; /* never a sandbox the router found */
     pthread_mutex_lock(&l->mutex);
-    if ((s = *(p = find(l, sandbox_id))) == NULL) {
-        if ((s = calloc(1, sizeof(*s))) == NULL)
-            goto Exit;
-        memcpy(s->id, sandbox_id, strlen(sandbox_id) + 1);
-        *p = s;
-        if (++l->num_slots > l->num_buckets)
-            grow(l);
+    if ((s = find(l, sandbox_id, len)) == NULL) {
+        s = h2o_mem_alloc(sizeof(*s));
+        memset(s, 0, sizeof(*s));
+        memcpy(s->id, sandbox_id, len + 1);
+        gw_hashtab_insert(&l->slots, &s->node, s->id, len);
     }
     if (l->max == 0 || s->count < l->max) {
         ++s->count;
         granted = 1;
     }
-Exit:
     pthread_mutex_unlock(&l->mutex);
     return granted;
 }
 
 void gw_conn_limit_release(gw_conn_limit_t *l, const char *sandbox_id)
 {
-    slot_t **p, *s;
+    slot_t *s;
 
     pthread_mutex_lock(&l->mutex);
-    if ((s = *(p = find(l, sandbox_id))) != NULL && s->count != 0 && --s->count == 0) {
-        *p = s->next;
+    if ((s = find(l, sandbox_id, strlen(sandbox_id))) != NULL && s->count != 0 && --s->count == 0) {
+        gw_hashtab_remove(&l->slots, &s->node);
         free(s);
-        --l->num_slots;
     }
     pthread_mutex_unlock(&l->mutex);
 }
@@ -141,7 +96,7 @@ uint64_t gw_conn_limit_count(gw_conn_limit_t *l, const char *sandbox_id)
     uint64_t n;
 
     pthread_mutex_lock(&l->mutex);
-    n = (s = *find(l, sandbox_id)) != NULL ? s->count : 0;
+    n = (s = find(l, sandbox_id, strlen(sandbox_id))) != NULL ? s->count : 0;
     pthread_mutex_unlock(&l->mutex);
     return n;
 }

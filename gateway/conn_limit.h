@@ -11,7 +11,7 @@
 
 typedef struct st_gw_conn_limit_t gw_conn_limit_t;
 
-/* max == 0 means no limit. Returns NULL on OOM. */
+/* max == 0 means no limit. Never NULL. */
 gw_conn_limit_t *gw_conn_limit_new(uint64_t max);
 /* Frees; NULL is a no-op. Only when no slot is held any more. */
 void gw_conn_limit_free(gw_conn_limit_t *l);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gateway/errors.h"
+#include "common/utf8.h"
 
 /* Reflected values longer than this are cut (sandbox ids are at most 56
  * characters and details are written by the gateway itself). */
@@ -223,42 +224,6 @@ static void sb_puts(sb_t *sb, const char *s)
     sb_append(sb, s, strlen(s));
 }
 
-/* Length of the well-formed UTF-8 sequence at s (1-4), or 0 when the bytes
- * there are not one, so that escaped output is always valid UTF-8. */
-static size_t utf8_seq_len(const unsigned char *s, size_t len)
-{
-    size_t n, i;
-    unsigned lo = 0x80, hi = 0xbf;
-
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        n = 2;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        n = 3;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        n = 4;
-    else
-        return 0;
-    if (len < n)
-        return 0;
-    /* reject overlong forms, surrogates and code points above U+10FFFF */
-    if (s[0] == 0xe0)
-        lo = 0xa0;
-    else if (s[0] == 0xed)
-        hi = 0x9f;
-    else if (s[0] == 0xf0)
-        lo = 0x90;
-    else if (s[0] == 0xf4)
-        hi = 0x8f;
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (i = 2; i < n; ++i)
-        if (s[i] < 0x80 || s[i] > 0xbf)
-            return 0;
-    return n;
-}
-
 /* Appends s escaped for HTML text and attribute values, or for the inside of
  * a JSON string. Invalid UTF-8 becomes U+FFFD. */
 static void sb_escape(sb_t *sb, const char *s, size_t len, int html)
@@ -266,7 +231,7 @@ static void sb_escape(sb_t *sb, const char *s, size_t len, int html)
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
 
     while (p < end) {
-        size_t n = utf8_seq_len(p, end - p);
+        size_t n = gw_utf8_char_len(p, end - p); /* 0: not well-formed, so escaped output always is */
         char tmp[8];
         if (n == 0) {
             sb_puts(sb, html ? "&#xFFFD;" : "\\ufffd");

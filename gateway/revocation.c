@@ -8,14 +8,12 @@
 #include <string.h>
 #include <time.h>
 #include "auth/token.h"
+#include "common/hashtab.h"
 #include "gateway/revocation.h"
 
-#define INITIAL_BUCKETS 64 /* power of two; doubles while buckets outnumber it */
-
 typedef struct st_gw_revocation_bucket_t {
-    struct st_gw_revocation_bucket_t *next; /* hash chain */
+    gw_hashtab_node_t node; /* in owner->buckets, keyed by `id` */
     gw_revocation_t *owner;
-    size_t hash;
     h2o_linklist_t items; /* gw_revocable_t.link */
     size_t count;
     gw_route_lookup_t *read; /* the record read in flight, or NULL */
@@ -27,9 +25,7 @@ typedef struct st_gw_revocation_bucket_t {
 struct st_gw_revocation_t {
     h2o_loop_t *loop;
     gw_route_store_t *routes;
-    bucket_t **buckets;
-    size_t num_buckets;
-    size_t num_used;
+    gw_hashtab_t buckets; /* bucket_t by sandbox id */
 };
 
 int gw_grant_recheck(const gw_grant_t *grant, const gw_sandbox_t *now_record, uint64_t now_unix)
@@ -73,52 +69,18 @@ int gw_grant_recheck(const gw_grant_t *grant, const gw_sandbox_t *now_record, ui
 
 /* the table */
 
-static size_t hash_of(const char *s)
+static bucket_t *find(gw_revocation_t *r, const char *id)
 {
-    size_t h = 5381;
-    for (; *s != '\0'; ++s)
-        h = h * 33 + (unsigned char)*s;
-    return h;
-}
-
-static bucket_t **find(gw_revocation_t *r, const char *id, size_t hash)
-{
-    bucket_t **p = &r->buckets[hash & (r->num_buckets - 1)];
-    for (; *p != NULL; p = &(*p)->next)
-        if ((*p)->hash == hash && strcmp((*p)->id, id) == 0)
-            break;
-    return p;
-}
-
-static void grow(gw_revocation_t *r)
-{
-    size_t n = r->num_buckets * 2, i;
-    bucket_t **b = h2o_mem_alloc(n * sizeof(*b));
-
-    memset(b, 0, n * sizeof(*b));
-    for (i = 0; i != r->num_buckets; ++i) {
-        bucket_t *e, *next;
-        for (e = r->buckets[i]; e != NULL; e = next) {
-            next = e->next;
-            e->next = b[e->hash & (n - 1)];
-            b[e->hash & (n - 1)] = e;
-        }
-    }
-    free(r->buckets);
-    r->buckets = b;
-    r->num_buckets = n;
+    gw_hashtab_node_t *n = gw_hashtab_find(&r->buckets, id, strlen(id));
+    return n != NULL ? H2O_STRUCT_FROM_MEMBER(bucket_t, node, n) : NULL;
 }
 
 static void bucket_free(gw_revocation_t *r, bucket_t *b)
 {
-    bucket_t **p = find(r, b->id, b->hash);
-
-    /* *p == b */
-    *p = b->next;
+    gw_hashtab_remove(&r->buckets, &b->node);
     if (b->read != NULL)
         gw_route_lookup_cancel(b->read);
     free(b);
-    --r->num_used;
 }
 
 gw_revocation_t *gw_revocation_new(h2o_loop_t *loop, gw_route_store_t *routes)
@@ -126,9 +88,7 @@ gw_revocation_t *gw_revocation_new(h2o_loop_t *loop, gw_route_store_t *routes)
     gw_revocation_t *r = h2o_mem_alloc(sizeof(*r));
 
     memset(r, 0, sizeof(*r));
-    r->buckets = h2o_mem_alloc(INITIAL_BUCKETS * sizeof(*r->buckets));
-    memset(r->buckets, 0, INITIAL_BUCKETS * sizeof(*r->buckets));
-    r->num_buckets = INITIAL_BUCKETS;
+    gw_hashtab_init(&r->buckets);
     r->loop = loop;
     r->routes = routes;
     return r;
@@ -141,46 +101,37 @@ void gw_revocation_set_routes(gw_revocation_t *r, gw_route_store_t *routes)
 
 void gw_revocation_free(gw_revocation_t *r)
 {
-    size_t i;
+    gw_hashtab_node_t *n;
 
     if (r == NULL)
         return;
-    for (i = 0; i != r->num_buckets; ++i) {
-        bucket_t *b, *next;
-        for (b = r->buckets[i]; b != NULL; b = next) {
-            next = b->next;
-            if (b->read != NULL)
-                gw_route_lookup_cancel(b->read);
-            /* items outlive the registry only at process exit: detach them */
-            while (!h2o_linklist_is_empty(&b->items)) {
-                gw_revocable_t *item = H2O_STRUCT_FROM_MEMBER(gw_revocable_t, link, b->items.next);
-                h2o_linklist_unlink(&item->link);
-                item->bucket = NULL;
-            }
-            free(b);
+    while ((n = gw_hashtab_first(&r->buckets)) != NULL) {
+        bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, node, n);
+        /* items outlive the registry only at process exit: detach them */
+        while (!h2o_linklist_is_empty(&b->items)) {
+            gw_revocable_t *item = H2O_STRUCT_FROM_MEMBER(gw_revocable_t, link, b->items.next);
+            h2o_linklist_unlink(&item->link);
+            item->bucket = NULL;
         }
+        bucket_free(r, b);
     }
-    free(r->buckets);
+    gw_hashtab_dispose(&r->buckets);
     free(r);
 }
 
 void gw_revocation_add(gw_revocation_t *r, gw_revocable_t *item)
 {
     const char *id = item->grant.record->id;
-    size_t hash = hash_of(id);
-    bucket_t **p = find(r, id, hash), *b = *p;
+    bucket_t *b = find(r, id);
 
     if (b == NULL) {
+        size_t len = strnlen(id, sizeof(b->id) - 1);
         b = h2o_mem_alloc(sizeof(*b));
         memset(b, 0, sizeof(*b));
         b->owner = r;
-        b->hash = hash;
-        memcpy(b->id, id, strnlen(id, sizeof(b->id) - 1)); /* zeroed: NUL-terminated */
+        memcpy(b->id, id, len); /* zeroed: NUL-terminated */
         h2o_linklist_init_anchor(&b->items);
-        b->next = r->buckets[hash & (r->num_buckets - 1)];
-        r->buckets[hash & (r->num_buckets - 1)] = b;
-        if (++r->num_used > r->num_buckets)
-            grow(r);
+        gw_hashtab_insert(&r->buckets, &b->node, b->id, len);
     }
     h2o_linklist_insert(&b->items, &item->link);
     ++b->count;
@@ -202,7 +153,7 @@ void gw_revocation_remove(gw_revocation_t *r, gw_revocable_t *item)
 
 size_t gw_revocation_count(gw_revocation_t *r, const char *sandbox_id)
 {
-    bucket_t *b = *find(r, sandbox_id, hash_of(sandbox_id));
+    bucket_t *b = find(r, sandbox_id);
     return b != NULL ? b->count : 0;
 }
 
@@ -238,7 +189,7 @@ static void check_bucket(gw_revocation_t *r, bucket_t *b, const gw_sandbox_t *re
 
 void gw_revocation_check(gw_revocation_t *r, const char *sandbox_id, const gw_sandbox_t *record, uint64_t now_unix)
 {
-    bucket_t *b = *find(r, sandbox_id, hash_of(sandbox_id));
+    bucket_t *b = find(r, sandbox_id);
 
     if (b != NULL)
         check_bucket(r, b, record, now_unix);
@@ -289,15 +240,15 @@ static void start_read(bucket_t *b)
 void gw_revocation_on_publish(void *_r, const char *sandbox_id)
 {
     gw_revocation_t *r = _r;
-    size_t i;
+    gw_hashtab_node_t *n;
 
     if (sandbox_id != NULL) {
-        bucket_t *b = *find(r, sandbox_id, hash_of(sandbox_id));
+        bucket_t *b = find(r, sandbox_id);
         if (b != NULL)
             start_read(b);
         return;
     }
-    for (i = 0; i != r->num_buckets; ++i)
-        for (bucket_t *b = r->buckets[i]; b != NULL; b = b->next)
-            start_read(b);
+    /* start_read only starts lookups (answered through the loop, never now): the table stays as it is */
+    for (n = gw_hashtab_first(&r->buckets); n != NULL; n = gw_hashtab_next(&r->buckets, n))
+        start_read(H2O_STRUCT_FROM_MEMBER(bucket_t, node, n));
 }

@@ -59,8 +59,8 @@ struct st_gw_revocable_t {
 };
 
 /* One per worker. `routes` (borrowed, may be set later with
- * gw_revocation_set_routes) reads records again after a publish. Aborts on
- * out of memory. */
+ * gw_revocation_set_routes) reads records again after a publish. Never NULL
+ * (out of memory aborts). */
 gw_revocation_t *gw_revocation_new(h2o_loop_t *loop, gw_route_store_t *routes);
 void gw_revocation_set_routes(gw_revocation_t *r, gw_route_store_t *routes);
 /* Cancels record reads in flight. Items still registered are left alone

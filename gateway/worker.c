@@ -169,10 +169,9 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
 
     if (open_access_log(s, err) != 0)
         return -1;
-    if ((s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox)) == NULL ||
-        (s->client_conns = gw_conn_limit_new(config->limits.max_connections_per_client)) == NULL ||
-        (s->client_reqs = gw_conn_limit_new(config->limits.max_connections_per_client)) == NULL)
-        return gw_errorf(err, "limits: out of memory");
+    s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox);
+    s->client_conns = gw_conn_limit_new(config->limits.max_connections_per_client);
+    s->client_reqs = gw_conn_limit_new(config->limits.max_connections_per_client);
     s->cookie_keys = gw_cookie_keys_new(&(gw_cookie_keys_config_t){.file = config->auth.cookie_secrets_file,
                                                                    .secrets = config->auth.cookie_secrets,
                                                                    .num_secrets = config->auth.num_cookie_secrets});
@@ -424,8 +423,9 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     h2o_context_init(&w->ctx, loop, &s->globalconf);
 
     gw_server_redis_conf(conf, &rconf);
-    if ((w->redis = gw_redis_new(loop, &rconf)) == NULL || (w->routes_sub = gw_redis_new(loop, &rconf)) == NULL)
-        return gw_errorf(err, "worker %zu: the Redis connections did not start", w->index);
+    /* constructors that cannot fail (out of memory aborts) are not checked */
+    w->redis = gw_redis_new(loop, &rconf);
+    w->routes_sub = gw_redis_new(loop, &rconf);
     gw_redis_set_state_cb(w->redis, on_redis_state, w);
     /* a publish re-reads the record of a sandbox with open exchanges or tunnels, and closes what it refuses,
      * and of a sandbox with requests held while it wakes (on_route_invalidate) */
@@ -440,8 +440,7 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
                                    .lifecycle_data = w,
                                    .on_invalidate = on_route_invalidate,
                                    .invalidate_data = w};
-    if ((w->routes = gw_route_store_new(loop, w->redis, &sconf)) == NULL)
-        return gw_errorf(err, "worker %zu: the route store did not start", w->index);
+    w->routes = gw_route_store_new(loop, w->redis, &sconf);
     gw_revocation_set_routes(w->revocation, w->routes);
     gw_wake_conf_t wconf = {.prefix = conf->redis.prefix,
                             .instance_id = conf->instance_id,

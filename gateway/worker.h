@@ -21,7 +21,7 @@
 #include "metering/metering.h"
 #include "upstream/proxy.h"
 #include "gateway/revocation.h"
-#include "routing/redis.h"
+#include "common/redis.h"
 #include "routing/route_store.h"
 #include "routing/wake.h"
 #include "tls/tls.h"

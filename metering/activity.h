@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "routing/redis.h"
+#include "common/redis.h"
 
 /* Sandboxes one worker remembers between two flushes; traffic of more is
  * not recorded until the next flush (counted in dropped). */

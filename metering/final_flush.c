@@ -11,7 +11,7 @@
 #include <time.h>
 #include "metering/commands.h"
 #include "metering/final_flush.h"
-#include "routing/netaddr.h"
+#include "common/netaddr.h"
 
 #define LOG_PREFIX "lizard-gateway: metering: "
 

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 #include "metering/queue.h"
-#include "routing/redis.h"
+#include "common/redis.h"
 
 /* Seals everything and writes it to Redis (to conf->addr, or to the
  * primary the sentinels name; with conf's passwords), all within

@@ -181,8 +181,7 @@ void gw_metering_start_flusher(gw_metering_t *m, h2o_loop_t *loop, const gw_redi
 
     memset(f, 0, sizeof(*f));
     f->m = m;
-    if ((f->redis = gw_redis_new(loop, conf)) == NULL)
-        h2o_fatal("metering: no memory for the flusher's Redis connection");
+    f->redis = gw_redis_new(loop, conf); /* never NULL */
     gw_redis_set_state_cb(f->redis, on_redis_state, f);
     m->flusher = f;
 }

@@ -9,7 +9,7 @@
 
 #include <h2o.h>
 #include "metering/queue.h"
-#include "routing/redis.h"
+#include "common/redis.h"
 
 /* Deadline of one MULTI/EXEC on the event loop. */
 #define GW_METERING_EXEC_TIMEOUT_MS 5000

@@ -8,6 +8,7 @@
 #include <h2o/memory.h>
 #include <h2o/string_.h>
 #include "metering/record.h"
+#include "common/utf8.h"
 
 void gw_metering_record_dispose(gw_metering_record_t *r)
 {
@@ -17,48 +18,14 @@ void gw_metering_record_dispose(gw_metering_record_t *r)
     r->gateway = NULL;
 }
 
-/* Length of the well-formed UTF-8 sequence at s (avail bytes there), 0 when
- * there is none: the rules jansson checks (RFC 3629: no overlong forms, no
- * surrogates, nothing above U+10FFFF). NUL counts as ill-formed: the strings
- * here end at it. */
-static size_t utf8_len(const unsigned char *s, size_t avail)
-{
-    uint32_t cp;
-    size_t n, i;
-
-    if (s[0] >= 0x01 && s[0] <= 0x7f)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-        n = 2;
-        cp = s[0] & 0x1f;
-    } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-        n = 3;
-        cp = s[0] & 0x0f;
-    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-        n = 4;
-        cp = s[0] & 0x07;
-    } else {
-        return 0;
-    }
-    if (n > avail)
-        return 0;
-    for (i = 1; i != n; ++i) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
 size_t gw_metering_project_clean(const char *s, size_t len, char *out)
 {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0, o = 0, n;
 
     while (i != len) {
-        if ((n = utf8_len(u + i, len - i)) == 0) {
+        /* NUL counts as ill-formed: the strings here end at it */
+        if (u[i] == '\0' || (n = gw_utf8_char_len(u + i, len - i)) == 0) {
             if (o + 1 > GW_METERING_PROJECT_MAX)
                 break;
             out[o++] = '?';

@@ -17,6 +17,7 @@
 #include <h2o/memory.h>
 #include <h2o/string_.h>
 #include "metering/spill.h"
+#include "common/errfmt.h"
 
 #define GATEWAY_NAME_MAX 128
 #define LOG_PREFIX "lizard-gateway: metering: "
@@ -24,30 +25,14 @@
 #define LOCK_OWNER_PREFIX "instance "
 
 /* A malloc'd string (h2o_mem_alloc: never NULL). */
-static char *strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *strf(const char *fmt, ...)
-{
-    va_list args;
-    char *p;
-    int n;
-
-    va_start(args, fmt);
-    n = vsnprintf(NULL, 0, fmt, args);
-    va_end(args);
-    p = h2o_mem_alloc((size_t)(n < 0 ? 0 : n) + 1);
-    va_start(args, fmt);
-    vsnprintf(p, (size_t)(n < 0 ? 0 : n) + 1, fmt, args);
-    va_end(args);
-    return p;
-}
 
 /* --- the lock --------------------------------------------------------------- */
 
 static char *in_use(const char *path)
 {
-    return strf("metering.spill_file %s is in use by another lizard-gateway; give each instance its own spill_file (and "
-                "instance_id)",
-                path);
+    return gw_strf("metering.spill_file %s is in use by another lizard-gateway; give each instance its own spill_file (and "
+                   "instance_id)",
+                   path);
 }
 
 int gw_metering_check_spill(const char *spill_file, const char *instance_id, char **err)
@@ -59,7 +44,7 @@ int gw_metering_check_spill(const char *spill_file, const char *instance_id, cha
     *err = NULL;
     if (spill_file == NULL)
         return 0;
-    path = strf("%s.lock", spill_file);
+    path = gw_strf("%s.lock", spill_file);
     /* read-only and never created: a check leaves nothing behind */
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
         if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
@@ -94,21 +79,21 @@ int gw_metering_spill_open(gw_metering_spill_t *s, const char *path, const char 
     if (path == NULL)
         return 0;
     s->path = h2o_strdup(NULL, path, SIZE_MAX).base;
-    lock_path = strf("%s.lock", path);
+    lock_path = gw_strf("%s.lock", path);
     if ((fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) == -1) {
-        *err = strf("metering.spill_file %s: cannot open its lock file %s: %s", path, lock_path, strerror(errno));
+        *err = gw_strf("metering.spill_file %s: cannot open its lock file %s: %s", path, lock_path, strerror(errno));
         goto Error;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         *err = errno == EWOULDBLOCK ? in_use(path)
-                                    : strf("metering.spill_file %s: cannot lock %s: %s", path, lock_path, strerror(errno));
+                                    : gw_strf("metering.spill_file %s: cannot lock %s: %s", path, lock_path, strerror(errno));
         close(fd);
         goto Error;
     }
     free(lock_path);
     s->lock_fd = fd;
     /* for --check (gw_metering_check_spill); the lock itself is what keeps a second process out */
-    owner = strf(LOCK_OWNER_PREFIX "%s\n", instance_id);
+    owner = gw_strf(LOCK_OWNER_PREFIX "%s\n", instance_id);
     if (ftruncate(fd, 0) == 0 && pwrite(fd, owner, strlen(owner), 0) < 0)
         fprintf(stderr, LOG_PREFIX "cannot write the owner of %s.lock: %s\n", path, strerror(errno));
     free(owner);
@@ -218,7 +203,7 @@ static void report_malformed(gw_metering_spill_t *s, size_t lineno, const char *
  * (or replacing) it, keep it under a name of its own for a person to look at. */
 static void set_aside(gw_metering_spill_t *s)
 {
-    char *aside = strf("%s.malformed-%lld", s->path, (long long)time(NULL));
+    char *aside = gw_strf("%s.malformed-%lld", s->path, (long long)time(NULL));
 
     s->malformed_lines = 0;
     if (rename(s->path, aside) == 0)
@@ -356,7 +341,7 @@ static int write_record(int fd, const gw_metering_record_t *r, const char *insta
 
 static char *errorf(const char *what, const char *path, int errnum)
 {
-    return strf("spill file %s: %s: %s", path, what, strerror(errnum));
+    return gw_strf("spill file %s: %s: %s", path, what, strerror(errnum));
 }
 
 int gw_metering_spill_write(gw_metering_spill_t *s, const gw_metering_batch_t *head, const char *instance_id, size_t *written,
@@ -367,7 +352,7 @@ int gw_metering_spill_write(gw_metering_spill_t *s, const gw_metering_batch_t *h
      * at start keeps every other gateway away from this path); one that
      * could not be read is only appended to. */
     int append = s->unreadable, fd, dfd, rc;
-    char *tmp = append ? NULL : strf("%s.tmp.%ld", s->path, (long)getpid()), *dir;
+    char *tmp = append ? NULL : gw_strf("%s.tmp.%ld", s->path, (long)getpid()), *dir;
     const char *target = append ? s->path : tmp;
     size_t i;
 

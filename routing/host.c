@@ -4,22 +4,18 @@
  * and a route key. Pure: no allocation, no locale (ASCII case folding only).
  */
 #include <string.h>
+#include <h2o/string_.h>
 #include "routing/host.h"
-#include "routing/netaddr.h"
+#include "common/netaddr.h"
 
 #define HOST_MAX 253 /* longest DNS name in text form, without the trailing dot */
-
-static char lower(char c)
-{
-    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-}
 
 static int equals_lower(const char *s, const char *lc, size_t len)
 {
     size_t i;
 
     for (i = 0; i != len; ++i)
-        if (lower(s[i]) != lc[i])
+        if (h2o_tolower(s[i]) != lc[i])
             return 0;
     return 1;
 }
@@ -106,7 +102,7 @@ gw_host_result_t gw_host_parse(h2o_iovec_t host, char *const *domains, size_t nu
     if (id_len == 0 || id_len > GW_SANDBOX_ID_MAX)
         return GW_HOST_BAD;
     for (i = 0; i != id_len; ++i) {
-        char c = lower(dash[1 + i]);
+        char c = (char)h2o_tolower(dash[1 + i]);
         if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
             return GW_HOST_BAD;
         parsed.sandbox_id[i] = c;

@@ -7,10 +7,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include "common/hashtab.h"
 #include "routing/route_store.h"
-
-#define INITIAL_BUCKETS 64 /* power of two; doubles while entries outnumber buckets */
 
 typedef enum {
     ENTRY_EMPTY = 0, /* created by a miss; its first fetch is in flight */
@@ -22,9 +20,8 @@ typedef enum {
 typedef struct st_flight_t flight_t;
 
 typedef struct st_entry_t {
-    struct st_entry_t *next; /* hash chain */
-    uint64_t hash;
-    h2o_linklist_t age; /* in store->by_age, confirmed longest ago first */
+    gw_hashtab_node_t node; /* in store->entries, keyed by `id` */
+    h2o_linklist_t age;     /* in store->by_age, confirmed longest ago first */
     entry_kind_t kind;
     gw_sandbox_t *sandbox; /* owned; FOUND and (optionally) REVOKED */
     uint64_t confirmed_at; /* when the fetch that produced this answer was sent */
@@ -54,11 +51,8 @@ struct st_gw_route_store_t {
     h2o_timeout_t deferred; /* 0 ms: answers known at lookup time still go through the loop */
     h2o_linklist_t lookups; /* every gw_route_lookup_t not yet answered or cancelled */
     h2o_linklist_t flights; /* every flight_t whose HGETALL is in flight */
-    entry_t **buckets;
-    size_t num_buckets; /* power of two */
-    size_t num_entries;
+    gw_hashtab_t entries;   /* entry_t by id */
     h2o_linklist_t by_age;
-    uint64_t seed;
 };
 
 struct st_gw_route_lookup_t {
@@ -80,47 +74,10 @@ struct st_gw_route_lookup_t {
 
 /* the table */
 
-/* FNV-1a with a per-store random basis and a final mix: ids come from
- * clients, so chains must not be predictable from outside. */
-static uint64_t hash_id(const gw_route_store_t *s, const char *id, size_t len)
+static entry_t *entry_find(gw_route_store_t *s, const char *id, size_t len)
 {
-    uint64_t h = s->seed;
-    for (size_t i = 0; i != len; ++i) {
-        h ^= (unsigned char)id[i];
-        h *= 0x100000001b3ULL;
-    }
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-}
-
-static entry_t *entry_find(gw_route_store_t *s, const char *id, size_t len, uint64_t hash)
-{
-    for (entry_t *e = s->buckets[hash & (s->num_buckets - 1)]; e != NULL; e = e->next)
-        if (e->hash == hash && strncmp(e->id, id, len) == 0 && e->id[len] == '\0')
-            return e;
-    return NULL;
-}
-
-static void table_grow(gw_route_store_t *s)
-{
-    size_t n = s->num_buckets * 2, i;
-    entry_t **b;
-
-    if ((b = calloc(n, sizeof(*b))) == NULL)
-        return; /* longer chains, still correct */
-    for (i = 0; i != s->num_buckets; ++i) {
-        entry_t *e = s->buckets[i], *next;
-        for (; e != NULL; e = next) {
-            next = e->next;
-            e->next = b[e->hash & (n - 1)];
-            b[e->hash & (n - 1)] = e;
-        }
-    }
-    free(s->buckets);
-    s->buckets = b;
-    s->num_buckets = n;
+    gw_hashtab_node_t *n = gw_hashtab_find(&s->entries, id, len);
+    return n != NULL ? H2O_STRUCT_FROM_MEMBER(entry_t, node, n) : NULL;
 }
 
 static void flight_detach(flight_t *f)
@@ -133,37 +90,28 @@ static void flight_detach(flight_t *f)
 
 static void entry_remove(gw_route_store_t *s, entry_t *e)
 {
-    entry_t **p = &s->buckets[e->hash & (s->num_buckets - 1)];
-
-    while (*p != e)
-        p = &(*p)->next;
-    *p = e->next;
+    gw_hashtab_remove(&s->entries, &e->node);
     h2o_linklist_unlink(&e->age);
     if (e->flight != NULL)
         flight_detach(e->flight);
     gw_sandbox_release(e->sandbox);
     free(e);
-    --s->num_entries;
 }
 
-static entry_t *entry_new(gw_route_store_t *s, const char *id, size_t len, uint64_t hash)
+static entry_t *entry_new(gw_route_store_t *s, const char *id, size_t len)
 {
     entry_t *e;
 
-    while (s->num_entries >= GW_ROUTE_CACHE_MAX_ENTRIES) {
+    while (gw_hashtab_size(&s->entries) >= GW_ROUTE_CACHE_MAX_ENTRIES) {
         entry_remove(s, H2O_STRUCT_FROM_MEMBER(entry_t, age, s->by_age.next));
         COUNT(s, evictions);
     }
-    if ((e = calloc(1, sizeof(*e))) == NULL)
-        return NULL;
+    e = h2o_mem_alloc(sizeof(*e));
+    memset(e, 0, sizeof(*e));
     memcpy(e->id, id, len);
     e->id[len] = '\0';
-    e->hash = hash;
-    e->next = s->buckets[hash & (s->num_buckets - 1)];
-    s->buckets[hash & (s->num_buckets - 1)] = e;
+    gw_hashtab_insert(&s->entries, &e->node, e->id, len);
     h2o_linklist_insert(&s->by_age, &e->age);
-    if (++s->num_entries > s->num_buckets)
-        table_grow(s);
     return e;
 }
 
@@ -311,12 +259,10 @@ static void on_message(void *data, const char *payload, size_t len)
 
     if (len == 0 || len > GW_SANDBOX_ID_MAX)
         return; /* not a sandbox id: nothing of ours */
-    for (size_t i = 0; i != len; ++i) {
-        char c = payload[i];
-        id[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-    }
+    memcpy(id, payload, len);
+    h2o_strtolower(id, len);
     id[len] = '\0';
-    if ((e = entry_find(s, id, len, hash_id(s, id, len))) != NULL) {
+    if ((e = entry_find(s, id, len)) != NULL) {
         COUNT(s, invalidations);
         /* a fetch already on its way may have been read before the change: its answer is not kept */
         if (e->flight != NULL)
@@ -376,33 +322,21 @@ static void on_subscriber_state(void *data, int connected)
 
 gw_route_store_t *gw_route_store_new(h2o_loop_t *loop, gw_redis_t *redis, const gw_route_store_conf_t *conf)
 {
-    gw_route_store_t *s;
-    uint64_t seed = 0xcbf29ce484222325ULL;
+    gw_route_store_t *s = h2o_mem_alloc(sizeof(*s));
+    const char *prefix = conf->prefix != NULL ? conf->prefix : "";
 
-    if ((s = calloc(1, sizeof(*s))) == NULL)
-        return NULL;
-    if ((s->prefix = strdup(conf->prefix != NULL ? conf->prefix : "")) == NULL)
-        goto Error;
-    s->num_buckets = INITIAL_BUCKETS;
-    if ((s->buckets = calloc(s->num_buckets, sizeof(*s->buckets))) == NULL)
-        goto Error;
+    memset(s, 0, sizeof(*s));
+    s->prefix = h2o_strdup(NULL, prefix, SIZE_MAX).base;
+    gw_hashtab_init(&s->entries);
     s->loop = loop;
     s->redis = redis;
     s->conf = *conf;
     s->conf.prefix = s->prefix;
-    /* unpredictable enough from outside; not a secret worth a syscall that may block */
-    seed ^= (uint64_t)(uintptr_t)s ^ ((uint64_t)getpid() << 32) ^ h2o_now(loop);
-    s->seed = seed;
     h2o_timeout_init(loop, &s->deferred, 0);
     h2o_linklist_init_anchor(&s->lookups);
     h2o_linklist_init_anchor(&s->flights);
     h2o_linklist_init_anchor(&s->by_age);
     return s;
-
-Error:
-    free(s->prefix);
-    free(s);
-    return NULL;
 }
 
 void gw_route_store_free(gw_route_store_t *s)
@@ -422,7 +356,7 @@ void gw_route_store_free(gw_route_store_t *s)
     while (!h2o_linklist_is_empty(&s->by_age))
         entry_remove(s, H2O_STRUCT_FROM_MEMBER(entry_t, age, s->by_age.next));
     h2o_timeout_dispose(s->loop, &s->deferred);
-    free(s->buckets);
+    gw_hashtab_dispose(&s->entries);
     free(s->prefix);
     free(s);
 }
@@ -430,11 +364,9 @@ void gw_route_store_free(gw_route_store_t *s)
 int gw_route_store_subscribe(gw_route_store_t *s, gw_redis_t *subscriber)
 {
     size_t prefix_len = strlen(s->prefix);
-    char *channel;
+    char *channel = h2o_mem_alloc(prefix_len + sizeof("routes"));
     int ret;
 
-    if ((channel = malloc(prefix_len + sizeof("routes"))) == NULL)
-        return -1;
     memcpy(channel, s->prefix, prefix_len);
     memcpy(channel + prefix_len, "routes", sizeof("routes"));
     gw_redis_set_state_cb(subscriber, on_subscriber_state, s);
@@ -450,15 +382,12 @@ static flight_t *flight_start(gw_route_store_t *s, entry_t *e)
 {
     size_t id_len = strlen(e->id), prefix_len = strlen(s->prefix), key_len = prefix_len + 5 + id_len + 1;
     char key[256 + GW_SANDBOX_ID_MAX + 8], *heap_key = NULL, *k = key;
-    flight_t *f;
+    flight_t *f = h2o_mem_alloc(sizeof(*f));
 
-    if ((f = calloc(1, sizeof(*f))) == NULL)
-        return NULL;
+    memset(f, 0, sizeof(*f));
     /* "<prefix>sbx:{<id>}" */
-    if (key_len + 1 > sizeof(key) && (k = heap_key = malloc(key_len + 1)) == NULL) {
-        free(f);
-        return NULL;
-    }
+    if (key_len + 1 > sizeof(key))
+        k = heap_key = h2o_mem_alloc(key_len + 1);
     memcpy(k, s->prefix, prefix_len);
     memcpy(k + prefix_len, "sbx:{", 5);
     memcpy(k + prefix_len + 5, e->id, id_len);
@@ -489,13 +418,12 @@ static flight_t *flight_start(gw_route_store_t *s, entry_t *e)
  * detached) does */
 static gw_route_lookup_t *lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data, int fresh)
 {
-    gw_route_lookup_t *l;
+    gw_route_lookup_t *l = h2o_mem_alloc(sizeof(*l));
     size_t id_len = strlen(sandbox_id);
-    uint64_t now = h2o_now(s->loop), hash;
+    uint64_t now = h2o_now(s->loop);
     entry_t *e;
 
-    if ((l = calloc(1, sizeof(*l))) == NULL)
-        return NULL;
+    memset(l, 0, sizeof(*l));
     l->store = s;
     l->cb = cb;
     l->data = data;
@@ -507,9 +435,7 @@ static gw_route_lookup_t *lookup(gw_route_store_t *s, const char *sandbox_id, gw
         defer(l, GW_ROUTE_NOT_FOUND, NULL);
         return l;
     }
-    hash = hash_id(s, sandbox_id, id_len);
-
-    if ((e = entry_find(s, sandbox_id, id_len, hash)) != NULL) {
+    if ((e = entry_find(s, sandbox_id, id_len)) != NULL) {
         if (e->flight != NULL) {
             COUNT(s, coalesced);
             goto Join;
@@ -527,9 +453,8 @@ static gw_route_lookup_t *lookup(gw_route_store_t *s, const char *sandbox_id, gw
                 return l;
             }
         }
-    } else if ((e = entry_new(s, sandbox_id, id_len, hash)) == NULL) {
-        defer(l, GW_ROUTE_UNAVAILABLE, NULL);
-        return l;
+    } else {
+        e = entry_new(s, sandbox_id, id_len);
     }
 
     /* a miss: no fetch in flight for this id */
@@ -569,5 +494,5 @@ void gw_route_lookup_cancel(gw_route_lookup_t *l)
 
 size_t gw_route_store_num_entries(const gw_route_store_t *s)
 {
-    return s->num_entries;
+    return gw_hashtab_size(&s->entries);
 }

@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <h2o.h>
-#include "routing/redis.h"
+#include "common/redis.h"
 #include "routing/sandbox.h"
 
 /* Entries one store holds at most (positive, negative and revoked); beyond
@@ -73,7 +73,7 @@ typedef void (*gw_route_cb)(void *data, gw_route_status_t status, gw_sandbox_t *
 /* The store borrows `redis` (the worker owns it) and copies conf. Until
  * gw_route_store_subscribe is called nothing is cached (concurrent lookups
  * of one sandbox still share one HGETALL): without invalidation a cache
- * could not stop traffic to an unexposed port at once. */
+ * could not stop traffic to an unexposed port at once. Never NULL. */
 gw_route_store_t *gw_route_store_new(h2o_loop_t *loop, gw_redis_t *redis, const gw_route_store_conf_t *conf);
 
 /* Drops open lookups without calling them back. Not from inside a lookup
@@ -85,14 +85,15 @@ void gw_route_store_free(gw_route_store_t *s);
  * the one given to gw_route_store_new; borrowed) to "<prefix>routes" and
  * takes its state callback. A message "<sandboxId>" evicts that sandbox;
  * every (re)confirmed subscription drops the whole cache, since messages
- * may have been lost meanwhile. Returns 0, or -1 on OOM. */
+ * may have been lost meanwhile. Returns 0, or -1 when gw_redis_subscribe
+ * refuses. */
 int gw_route_store_subscribe(gw_route_store_t *s, gw_redis_t *subscriber);
 
 /* Starts a lookup. cb is always called later from the loop (never from
  * inside this call; a cache hit answers on the next loop turn), exactly
  * once, no later than lookup_timeout_ms, unless gw_route_lookup_cancel is
- * called first. Returns the handle for cancelling; NULL only on OOM (then
- * cb is never called). */
+ * called first. Returns the handle for cancelling, never NULL (out of
+ * memory aborts, as everywhere). */
 gw_route_lookup_t *gw_route_store_lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data);
 
 /* gw_route_store_lookup that reads Redis even when the cache holds a fresh

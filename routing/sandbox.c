@@ -5,6 +5,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <h2o/string_.h>
 #include "routing/sandbox.h"
 
 #define PORT_FIELD_PREFIX "port:"
@@ -51,18 +52,13 @@ static gw_sandbox_state_t parse_state(const redisReply *v)
 
 static int parse_token(const redisReply *v, char *out)
 {
-    size_t i;
+    unsigned char digest[32];
 
-    if (v->len != 64)
+    /* 64 hex digits, either case; kept in lowercase, as the contract writes them */
+    if (v->len != 64 || h2o_hex_decode(digest, v->str, 64) != 0)
         return 0;
-    for (i = 0; i != 64; ++i) {
-        char c = v->str[i];
-        if (c >= 'A' && c <= 'F')
-            c = (char)(c - 'A' + 'a');
-        else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-            return 0;
-        out[i] = c;
-    }
+    memcpy(out, v->str, 64);
+    h2o_strtolower(out, 64);
     out[64] = '\0';
     return 1;
 }

@@ -11,7 +11,7 @@
 #include <hiredis/hiredis.h>
 #include <h2o/memory.h>
 #include "routing/host.h"
-#include "routing/netaddr.h"
+#include "common/netaddr.h"
 
 typedef enum {
     GW_SANDBOX_RUNNING = 0,

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <h2o.h>
-#include "routing/redis.h"
+#include "common/redis.h"
 #include "routing/route_store.h"
 #include "routing/sandbox.h"
 

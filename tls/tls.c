@@ -27,13 +27,13 @@
 #include <h2o/socket.h>
 #include "common/secret_file.h"
 #include "tls/tls.h"
+#include "common/errfmt.h"
 
 /* Mozilla "intermediate" for TLS 1.2; TLS 1.3 suites are OpenSSL's defaults. */
 #define TLS12_CIPHERS                                                                                                              \
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"         \
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384"
 #define FRONT_SESSION_ID_CONTEXT "lizard-gateway" /* replaced by the certificate's at the switch */
-#define MAX_NAMES_PER_CERT 1024
 #define TICKET_KEY_NAME_LEN 16
 #define MAX_TICKET_KEYS 16
 #define MAX_TICKET_KEYS_FILE_SIZE (64 * 1024)
@@ -53,9 +53,7 @@ typedef struct st_gw_tls_ticket_key_t {
 } gw_tls_ticket_key_t;
 
 typedef struct st_gw_tls_cert_t {
-    SSL_CTX *ctx;
-    char **names; /* lowercase DNS SANs, or the CN when there is no DNS SAN */
-    size_t num_names;
+    SSL_CTX *ctx; /* its certificate's names are matched with X509_check_host */
 } gw_tls_cert_t;
 
 /* One generation of certificates; certs[0] is the default. */
@@ -97,20 +95,6 @@ static void init_ex_index(void)
     ex_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 }
 
-static int fail(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int fail(char **err, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list args;
-
-    va_start(args, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, args);
-    va_end(args);
-    *err = strdup(msg);
-    return -1;
-}
-
 /* The reason of OpenSSL's last error, and an empty queue afterwards. */
 static const char *openssl_reason(char *buf, size_t size)
 {
@@ -120,43 +104,6 @@ static const char *openssl_reason(char *buf, size_t size)
     snprintf(buf, size, "%s", reason != NULL ? reason : "unknown error");
     ERR_clear_error();
     return buf;
-}
-
-static int lower_equals(const char *a, const char *b, size_t len)
-{
-    size_t i;
-
-    for (i = 0; i != len; ++i) {
-        unsigned char x = (unsigned char)a[i], y = (unsigned char)b[i];
-        if (x >= 'A' && x <= 'Z')
-            x += 'a' - 'A';
-        if (y >= 'A' && y <= 'Z')
-            y += 'a' - 'A';
-        if (x != y)
-            return 0;
-    }
-    return 1;
-}
-
-static int is_wildcard(h2o_iovec_t pattern)
-{
-    return pattern.len > 2 && pattern.base[0] == '*' && pattern.base[1] == '.';
-}
-
-int gw_tls_name_matches(h2o_iovec_t pattern, h2o_iovec_t name)
-{
-    size_t label_len;
-
-    if (!is_wildcard(pattern))
-        return pattern.len == name.len && pattern.len != 0 && lower_equals(pattern.base, name.base, name.len);
-
-    /* "*.example.com": one non-empty label, then ".example.com" */
-    if (name.len <= pattern.len - 1)
-        return 0;
-    label_len = name.len - (pattern.len - 1);
-    if (memchr(name.base, '.', label_len) != NULL)
-        return 0;
-    return lower_equals(pattern.base + 1, name.base + label_len, pattern.len - 1);
 }
 
 static int on_ticket_key(SSL *ssl, unsigned char key_name[TICKET_KEY_NAME_LEN], unsigned char *iv, EVP_CIPHER_CTX *cctx,
@@ -217,7 +164,7 @@ static int check_readable(const char *path, char **err)
     FILE *fp;
 
     if ((fp = fopen(path, "r")) == NULL)
-        return fail(err, "tls: %s: %s", path, strerror(errno));
+        return gw_errorf(err, "tls: %s: %s", path, strerror(errno));
     fclose(fp);
     return 0;
 }
@@ -232,83 +179,31 @@ static int load_pair(SSL_CTX *ctx, const char *cert, const char *key, char **err
         return -1;
     ERR_clear_error();
     if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1)
-        return fail(err, "tls: %s: cannot load the certificate chain (%s)", cert, openssl_reason(reason, sizeof(reason)));
+        return gw_errorf(err, "tls: %s: cannot load the certificate chain (%s)", cert, openssl_reason(reason, sizeof(reason)));
     if (SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1) {
         e = ERR_peek_last_error();
         if (ERR_GET_LIB(e) == ERR_LIB_X509 &&
             (ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH || ERR_GET_REASON(e) == X509_R_KEY_TYPE_MISMATCH)) {
             ERR_clear_error();
-            return fail(err, "tls: %s: the private key does not match the certificate in %s", key, cert);
+            return gw_errorf(err, "tls: %s: the private key does not match the certificate in %s", key, cert);
         }
-        return fail(err, "tls: %s: cannot load the private key (%s)", key, openssl_reason(reason, sizeof(reason)));
+        return gw_errorf(err, "tls: %s: cannot load the private key (%s)", key, openssl_reason(reason, sizeof(reason)));
     }
     if (SSL_CTX_check_private_key(ctx) != 1) {
         ERR_clear_error();
-        return fail(err, "tls: %s: the private key does not match the certificate in %s", key, cert);
+        return gw_errorf(err, "tls: %s: the private key does not match the certificate in %s", key, cert);
     }
     return 0;
-}
-
-static int add_name(gw_tls_cert_t *c, const unsigned char *s, size_t len)
-{
-    char *name, **names;
-    size_t i;
-
-    /* a NUL inside a name is an attack on C strings, not a name */
-    if (len == 0 || memchr(s, '\0', len) != NULL || c->num_names == MAX_NAMES_PER_CERT)
-        return 0;
-    if ((names = realloc(c->names, (c->num_names + 1) * sizeof(c->names[0]))) == NULL)
-        return -1;
-    c->names = names;
-    if ((name = malloc(len + 1)) == NULL)
-        return -1;
-    for (i = 0; i != len; ++i)
-        name[i] = (s[i] >= 'A' && s[i] <= 'Z') ? (char)(s[i] + ('a' - 'A')) : (char)s[i];
-    name[len] = '\0';
-    c->names[c->num_names++] = name;
-    return 0;
-}
-
-/* The names a certificate serves: its DNS SANs, or its CN when it has none. */
-static int collect_names(gw_tls_cert_t *c, X509 *x)
-{
-    GENERAL_NAMES *sans;
-    X509_NAME *subject;
-    int i, n, idx, rc = 0;
-
-    if ((sans = X509_get_ext_d2i(x, NID_subject_alt_name, NULL, NULL)) != NULL) {
-        n = sk_GENERAL_NAME_num(sans);
-        for (i = 0; i != n && rc == 0; ++i) {
-            const GENERAL_NAME *gn = sk_GENERAL_NAME_value(sans, i);
-            if (gn->type == GEN_DNS)
-                rc = add_name(c, ASN1_STRING_get0_data(gn->d.dNSName), (size_t)ASN1_STRING_length(gn->d.dNSName));
-        }
-        GENERAL_NAMES_free(sans);
-        if (rc != 0 || c->num_names != 0)
-            return rc;
-    }
-    if ((subject = X509_get_subject_name(x)) != NULL && (idx = X509_NAME_get_index_by_NID(subject, NID_commonName, -1)) >= 0) {
-        unsigned char *utf8 = NULL;
-        int len = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, idx)));
-        if (len > 0)
-            rc = add_name(c, utf8, (size_t)len);
-        OPENSSL_free(utf8);
-    }
-    return rc;
 }
 
 static void free_set(gw_tls_set_t *set)
 {
-    size_t i, j;
+    size_t i;
 
     if (set == NULL)
         return;
-    for (i = 0; i != set->num_certs; ++i) {
+    for (i = 0; i != set->num_certs; ++i)
         SSL_CTX_free(set->certs[i].ctx);
-        for (j = 0; j != set->certs[i].num_names; ++j)
-            free(set->certs[i].names[j]);
-        free(set->certs[i].names);
-    }
     free(set->certs);
     free(set);
 }
@@ -321,25 +216,21 @@ static gw_tls_set_t *load_set(gw_tls_t *t, char **err)
     size_t i;
 
     if ((set = calloc(1, sizeof(*set))) == NULL || (set->certs = calloc(num, sizeof(set->certs[0]))) == NULL) {
-        fail(err, "tls: out of memory");
+        gw_errorf(err, "tls: out of memory");
         goto Error;
     }
     for (i = 0; i != num; ++i) {
         gw_tls_cert_t *c = &set->certs[i];
         set->num_certs = i + 1;
         if ((c->ctx = new_ctx(t)) == NULL) {
-            fail(err, "tls: cannot create an SSL_CTX");
+            gw_errorf(err, "tls: cannot create an SSL_CTX");
             goto Error;
         }
         if (load_pair(c->ctx, conf[i].cert, conf[i].key, err) != 0)
             goto Error;
         if (set_cert_session_id_context(c->ctx) != 0) {
             ERR_clear_error();
-            fail(err, "tls: %s: cannot derive a session-id context from the certificate", conf[i].cert);
-            goto Error;
-        }
-        if (collect_names(c, SSL_CTX_get0_certificate(c->ctx)) != 0) {
-            fail(err, "tls: out of memory");
+            gw_errorf(err, "tls: %s: cannot derive a session-id context from the certificate", conf[i].cert);
             goto Error;
         }
     }
@@ -350,25 +241,30 @@ Error:
     return NULL;
 }
 
-/* The certificate for `name` (base NULL without SNI). */
+int gw_tls_cert_serves(X509 *x, h2o_iovec_t name, int wildcards)
+{
+    unsigned flags = X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | (wildcards ? 0 : X509_CHECK_FLAG_NO_WILDCARDS);
+
+    /* X509_check_host reads a leading dot as "any subdomain of": not a host name, and neither is a
+     * name with a trailing dot (RFC 6066 3) */
+    if (x == NULL || name.len == 0 || name.base[0] == '.' || name.base[name.len - 1] == '.')
+        return 0;
+    return X509_check_host(x, name.base, name.len, flags, NULL) == 1;
+}
+
+/* The certificate for `name` (base NULL without SNI): an exact name in any
+ * certificate beats a wildcard in an earlier one; the first is the default. */
 static const gw_tls_cert_t *pick(const gw_tls_set_t *set, h2o_iovec_t name)
 {
-    size_t i, j;
+    size_t i;
+    int wildcards;
 
     if (name.base == NULL)
         return &set->certs[0];
-    for (i = 0; i != set->num_certs; ++i)
-        for (j = 0; j != set->certs[i].num_names; ++j) {
-            h2o_iovec_t pattern = h2o_iovec_init(set->certs[i].names[j], strlen(set->certs[i].names[j]));
-            if (!is_wildcard(pattern) && gw_tls_name_matches(pattern, name))
+    for (wildcards = 0; wildcards <= 1; ++wildcards)
+        for (i = 0; i != set->num_certs; ++i)
+            if (gw_tls_cert_serves(SSL_CTX_get0_certificate(set->certs[i].ctx), name, wildcards))
                 return &set->certs[i];
-        }
-    for (i = 0; i != set->num_certs; ++i)
-        for (j = 0; j != set->certs[i].num_names; ++j) {
-            h2o_iovec_t pattern = h2o_iovec_init(set->certs[i].names[j], strlen(set->certs[i].names[j]));
-            if (is_wildcard(pattern) && gw_tls_name_matches(pattern, name))
-                return &set->certs[i];
-        }
     return &set->certs[0];
 }
 
@@ -511,48 +407,35 @@ static int is_text(const unsigned char *b, size_t len)
     return 1;
 }
 
-static int is_blank(char c)
-{
-    return c == ' ' || c == '\t';
-}
-
 /* Parses the text format: one base64 key per line. Messages name the line,
  * never its bytes. */
 static int parse_key_lines(const char *path, const char *buf, size_t len, gw_tls_ticket_key_t *keys, size_t *num, char **err)
 {
-    size_t line = 0, line_of[MAX_TICKET_KEYS], i;
-    const char *p, *end = buf + len, *eol, *s, *e;
+    size_t line = 0, line_of[MAX_TICKET_KEYS], i, pos = 0, slen;
+    const char *s;
     unsigned char bytes[TICKET_KEY_LARGE + 3];
     ssize_t n;
     int rc = -1;
 
     *num = 0;
-    for (p = buf; p < end; p = eol + 1) {
-        ++line;
-        if ((eol = memchr(p, '\n', end - p)) == NULL)
-            eol = end;
-        for (s = p, e = eol; s < e && is_blank(*s); ++s)
-            ;
-        while (e > s && (is_blank(e[-1]) || e[-1] == '\r'))
-            --e;
-        if (s == e || *s == '#')
-            continue;
+    while (gw_secret_file_next_line(buf, len, &pos, &line, &s, &slen)) {
         if (*num == MAX_TICKET_KEYS) {
-            fail(err, "%s: line %zu: more than %d keys", path, line, MAX_TICKET_KEYS);
+            gw_errorf(err, "%s: line %zu: more than %d keys", path, line, MAX_TICKET_KEYS);
             goto Exit;
         }
-        if ((n = base64_decode(s, e - s, bytes, sizeof(bytes))) < 0) {
-            fail(err, "%s: line %zu: not a base64 key of 48 or 80 bytes (make one with: openssl rand 80 | base64 -w0)", path, line);
+        if ((n = base64_decode(s, slen, bytes, sizeof(bytes))) < 0) {
+            gw_errorf(err, "%s: line %zu: not a base64 key of 48 or 80 bytes (make one with: openssl rand 80 | base64 -w0)", path,
+                      line);
             goto Exit;
         }
         if (n != TICKET_KEY_SMALL && n != TICKET_KEY_LARGE) {
-            fail(err, "%s: line %zu: the key is %zd bytes long, expected 48 or 80", path, line, n);
+            gw_errorf(err, "%s: line %zu: the key is %zd bytes long, expected 48 or 80", path, line, n);
             goto Exit;
         }
         key_from_bytes(&keys[*num], bytes, (size_t)n, 0);
         for (i = 0; i != *num; ++i) {
             if (memcmp(keys[i].name, keys[*num].name, TICKET_KEY_NAME_LEN) == 0) {
-                fail(err, "%s: line %zu: the same key name (first 16 bytes) as the key on line %zu", path, line, line_of[i]);
+                gw_errorf(err, "%s: line %zu: the same key name (first 16 bytes) as the key on line %zu", path, line, line_of[i]);
                 goto Exit;
             }
         }
@@ -560,7 +443,7 @@ static int parse_key_lines(const char *path, const char *buf, size_t len, gw_tls
         ++*num;
     }
     if (*num == 0) {
-        fail(err, "%s: holds no key (only blank lines and comments)", path);
+        gw_errorf(err, "%s: holds no key (only blank lines and comments)", path);
         goto Exit;
     }
     rc = 0;
@@ -589,9 +472,9 @@ static int read_ticket_keys(const char *path, gw_tls_ticket_key_t *keys, size_t 
         goto Exit;
     }
     if (memchr(buf, '\0', len) != NULL || !is_text(buf, len)) {
-        fail(err,
-             "%s: not text, and not a raw key of exactly 48 or 80 bytes either (%zu bytes); expected base64 keys, one per line",
-             path, len);
+        gw_errorf(
+            err, "%s: not text, and not a raw key of exactly 48 or 80 bytes either (%zu bytes); expected base64 keys, one per line",
+            path, len);
         goto Exit;
     }
     rc = parse_key_lines(path, (const char *)buf, len, keys, num, err);
@@ -728,7 +611,7 @@ int gw_tls_use_ticket_keys_file(gw_tls_t *t, const char *path, char **err)
 
     *err = NULL;
     if ((copy = strdup(path)) == NULL)
-        return fail(err, "tls: out of memory");
+        return gw_errorf(err, "tls: out of memory");
     free(t->ticket_keys_file);
     t->ticket_keys_file = copy;
     if (gw_tls_reload_ticket_keys(t, err) != 0) {
@@ -752,7 +635,7 @@ int gw_tls_reload_ticket_keys(gw_tls_t *t, char **err)
     pthread_mutex_lock(&t->ticket_reload_mutex);
     /* read and checked before the lock: a bad file never replaces good keys */
     if (read_ticket_keys(t->ticket_keys_file, fresh, &num, &why) != 0) {
-        rc = fail(err, "tls: ticket keys: %s", why != NULL ? why : "out of memory");
+        rc = gw_errorf(err, "tls: ticket keys: %s", why != NULL ? why : "out of memory");
         free(why);
     } else {
         pthread_rwlock_wrlock(&t->ticket_lock);
@@ -798,11 +681,11 @@ gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
 
     *err = NULL;
     if (num == 0) {
-        fail(err, "tls: no certificate configured");
+        gw_errorf(err, "tls: no certificate configured");
         return NULL;
     }
     if ((t = calloc(1, sizeof(*t))) == NULL) {
-        fail(err, "tls: out of memory");
+        gw_errorf(err, "tls: out of memory");
         return NULL;
     }
     pthread_rwlock_init(&t->lock, NULL);
@@ -815,25 +698,25 @@ gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
     pthread_mutex_init(&t->ticket_reload_mutex, NULL);
     pthread_once(&ex_index_once, init_ex_index);
     if (ex_index < 0) {
-        fail(err, "tls: cannot get an SSL_CTX ex_data index");
+        gw_errorf(err, "tls: cannot get an SSL_CTX ex_data index");
         goto Error;
     }
     t->rotation_ms = GW_TLS_TICKET_ROTATION_MS;
     if (random_key(&t->ticket_keys[0]) != 0) {
         ERR_clear_error();
-        fail(err, "tls: cannot make a session ticket key (RAND_bytes failed)");
+        gw_errorf(err, "tls: cannot make a session ticket key (RAND_bytes failed)");
         goto Error;
     }
     t->num_ticket_keys = 1;
     t->rotate_at_ms = now_ms() + t->rotation_ms;
     if ((t->conf = calloc(num, sizeof(t->conf[0]))) == NULL) {
-        fail(err, "tls: out of memory");
+        gw_errorf(err, "tls: out of memory");
         goto Error;
     }
     for (i = 0; i != num; ++i) {
         t->num_conf = i + 1;
         if ((t->conf[i].cert = strdup(certs[i].cert)) == NULL || (t->conf[i].key = strdup(certs[i].key)) == NULL) {
-            fail(err, "tls: out of memory");
+            gw_errorf(err, "tls: out of memory");
             goto Error;
         }
     }
@@ -846,7 +729,7 @@ gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
      * session-id context of the certificate, not the cache, keeps sessions
      * apart. */
     if ((t->front = new_ctx(t)) == NULL) {
-        fail(err, "tls: cannot create an SSL_CTX");
+        gw_errorf(err, "tls: cannot create an SSL_CTX");
         goto Error;
     }
     if (load_pair(t->front, t->conf[0].cert, t->conf[0].key, err) != 0)

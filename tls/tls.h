@@ -78,8 +78,12 @@ int gw_tls_ticket_keys_check(const char *path, char **err);
 /* Frees; NULL is a no-op. Only after every listener is closed. */
 void gw_tls_free(gw_tls_t *t);
 
-/* 1 when `pattern` (a certificate name: "a.example" or "*.example")
- * matches `name`, case-insensitively; a wildcard covers exactly one label. */
-int gw_tls_name_matches(h2o_iovec_t pattern, h2o_iovec_t name);
+/* 1 when certificate `x` serves `name`, as a browser decides (RFC 6125, by
+ * X509_check_host): its DNS SANs, or its CN when it has none, compared
+ * case-insensitively; a wildcard ("*.example.com": a whole label, not right
+ * below a top-level one) covers exactly one label, and counts only when
+ * `wildcards` (the listener tries every certificate without, then with, so
+ * that an exact name beats a wildcard in an earlier certificate). */
+int gw_tls_cert_serves(X509 *x, h2o_iovec_t name, int wildcards);
 
 #endif

@@ -12,7 +12,7 @@
 #include <h2o.h>
 #include "gateway/conn_limit.h"
 #include "gateway/revocation.h"
-#include "routing/netaddr.h"
+#include "common/netaddr.h"
 
 typedef struct st_gw_proxy_t gw_proxy_t;
 

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <h2o.h>
-#include "routing/netaddr.h"
+#include "common/netaddr.h"
 
 typedef struct st_gw_upstream_pool_t gw_upstream_pool_t;
 

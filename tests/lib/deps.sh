@@ -15,7 +15,7 @@ GW_DEB_PACKAGES=(
     "${GW_DEB_BUILD_PACKAGES[@]}" check
     redis-server redis-sentinel redis-tools curl nghttp2-client openssl
     python3-pytest python3-h2 python3-websockets python3-yaml
-    clang libclang-rt-14-dev
+    clang libclang-rt-14-dev clang-format
 )
 
 # The browser end-to-end tests (tests/integration/test_browser_e2e.py) drive

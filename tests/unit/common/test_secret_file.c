@@ -89,6 +89,29 @@ START_TEST(test_refused_files_name_the_problem_not_the_bytes)
 }
 END_TEST
 
+START_TEST(test_lines_skip_blanks_and_comments_and_count_every_line)
+{
+    static const char text[] = "# keys\n\n  first secret \t\r\n\t# indented comment\nsecond\n   \nlast-without-newline";
+    size_t pos = 0, lineno = 0, len;
+    const char *line;
+
+    ck_assert_int_eq(gw_secret_file_next_line(text, sizeof(text) - 1, &pos, &lineno, &line, &len), 1);
+    ck_assert_uint_eq(lineno, 3);
+    ck_assert_int_eq((int)len, 12);
+    ck_assert(memcmp(line, "first secret", 12) == 0);
+    ck_assert_int_eq(gw_secret_file_next_line(text, sizeof(text) - 1, &pos, &lineno, &line, &len), 1);
+    ck_assert_uint_eq(lineno, 5);
+    ck_assert(len == 6 && memcmp(line, "second", 6) == 0);
+    ck_assert_int_eq(gw_secret_file_next_line(text, sizeof(text) - 1, &pos, &lineno, &line, &len), 1);
+    ck_assert_uint_eq(lineno, 7);
+    ck_assert(len == 20 && memcmp(line, "last-without-newline", 20) == 0);
+    ck_assert_int_eq(gw_secret_file_next_line(text, sizeof(text) - 1, &pos, &lineno, &line, &len), 0);
+    ck_assert_int_eq(gw_secret_file_next_line(text, sizeof(text) - 1, &pos, &lineno, &line, &len), 0);
+    pos = lineno = 0;
+    ck_assert_int_eq(gw_secret_file_next_line("", 0, &pos, &lineno, &line, &len), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("secret_file");
@@ -100,6 +123,7 @@ int main(void)
     tcase_add_test(tc, test_reads_whole_file);
     tcase_add_test(tc, test_exactly_the_limit_and_one_more);
     tcase_add_test(tc, test_refused_files_name_the_problem_not_the_bytes);
+    tcase_add_test(tc, test_lines_skip_blanks_and_comments_and_count_every_line);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -11,7 +11,7 @@
 #include <hiredis/hiredis.h>
 #include <h2o.h>
 #include "metering/activity.h"
-#include "unit/routing/redis_server.h"
+#include "tests/unit/common/redis_server.h"
 
 static long long score(const server_t *srv, const char *id)
 {
@@ -29,10 +29,7 @@ static gw_redis_t *connect_redis(const server_t *srv)
 {
     gw_redis_conf_t conf = conf_for(srv);
     gw_redis_t *r = gw_redis_new((h2o_loop_t *)loop, &conf);
-    uint64_t deadline = now_ms() + 3000;
-    while (!gw_redis_is_ready(r) && now_ms() < deadline)
-        h2o_evloop_run(loop, 10);
-    ck_assert(gw_redis_is_ready(r));
+    ck_assert(wait_ready(r, 3000));
     return r;
 }
 

@@ -7,7 +7,7 @@
 #include "metering_test.h"
 /* the routing tests' redis-server helpers; this file uses the server ones only */
 #pragma GCC diagnostic ignored "-Wunused-function"
-#include "tests/unit/routing/redis_server.h"
+#include "tests/unit/common/redis_server.h"
 
 /* Three sandboxes counted and flushed at exit to srv: every record lands
  * (XADD and INCRBY), and no spill file is written. */

@@ -11,10 +11,10 @@
 #include <string.h>
 #include <hiredis/hiredis.h>
 #include <h2o.h>
-#include "routing/redis.h"
+#include "common/redis.h"
 #include "routing/route_store.h"
 #include "routing/wake.h"
-#include "redis_server.h"
+#include "tests/unit/common/redis_server.h"
 
 #define TOKEN "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
@@ -67,10 +67,8 @@ static void worker_init(worker_t *w, const server_t *srv, gw_wake_conf_t conf)
     /* the registry hears publishes through the store, as in the gateway */
     w->sub = gw_redis_new((h2o_loop_t *)loop, &rconf);
     ck_assert_int_eq(gw_route_store_subscribe(w->store, w->sub), 0);
-    uint64_t deadline = now_ms() + 3000;
-    while ((atomic_load(&w->store_counters.flushes) == 0 || !gw_redis_is_ready(w->redis)) && now_ms() < deadline)
-        h2o_evloop_run(loop, 10);
-    ck_assert(gw_redis_is_ready(w->redis));
+    ck_assert(run_until_counter(&w->store_counters.flushes, 1, 3000)); /* subscribed: the cache is on */
+    ck_assert(wait_ready(w->redis, 3000));
 }
 
 static void worker_dispose(worker_t *w)

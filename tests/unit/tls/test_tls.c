@@ -913,9 +913,33 @@ START_TEST(test_reload_during_handshakes)
 }
 END_TEST
 
+/* 1 when a certificate with the subjectAltName `san` (NULL: none) and the
+ * CN `cn` serves `name` in pick()'s exact pass (0) or wildcard pass (1). */
+static int serves_name(const char *san, const char *cn, const char *name, int wildcards)
+{
+    X509 *x = X509_new();
+    int ret;
+
+    ck_assert_ptr_nonnull(x);
+    ck_assert_int_eq(
+        X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1, 0), 1);
+    if (san != NULL) {
+        X509_EXTENSION *ext = X509V3_EXT_conf_nid(NULL, NULL, NID_subject_alt_name, san);
+        ck_assert_ptr_nonnull(ext);
+        ck_assert_int_eq(X509_add_ext(x, ext, -1), 1);
+        X509_EXTENSION_free(ext);
+    }
+    ret = gw_tls_cert_serves(x, h2o_iovec_init(name, strlen(name)), wildcards);
+    X509_free(x);
+    return ret;
+}
+
 static int matches(const char *pattern, const char *name)
 {
-    return gw_tls_name_matches(h2o_iovec_init(pattern, strlen(pattern)), h2o_iovec_init(name, strlen(name)));
+    char san[256];
+
+    snprintf(san, sizeof(san), "DNS:%s", pattern);
+    return serves_name(san, "ignored when there is a DNS SAN", name, 1);
 }
 
 START_TEST(test_name_matches)
@@ -928,12 +952,23 @@ START_TEST(test_name_matches)
     ck_assert_int_eq(matches("*.example.com", ".example.com"), 0);
     ck_assert_int_eq(matches("*.example.com", "aexample.com"), 0);
     ck_assert_int_eq(matches("*.example.com", "a.example.org"), 0);
+    ck_assert_int_eq(matches("a.example.com", ".example.com"), 0);
+    ck_assert_int_eq(matches("a.example.com", "a.example.com."), 0);
     ck_assert_int_eq(matches("exact.example.com", "EXACT.example.com"), 1);
     ck_assert_int_eq(matches("exact.example.com", "exact.example.co"), 0);
     ck_assert_int_eq(matches("exact.example.com", "x.exact.example.com"), 0);
-    ck_assert_int_eq(matches("*.tld", "a.tld"), 1);
+    /* as browsers: no wildcard right below a top-level label, no partial-label wildcard */
+    ck_assert_int_eq(matches("*.tld", "a.tld"), 0);
+    ck_assert_int_eq(matches("a*.example.com", "ab.example.com"), 0);
     ck_assert_int_eq(matches("*", "a"), 0);
-    ck_assert_int_eq(matches("", ""), 0);
+    ck_assert_int_eq(serves_name("DNS:a.example.com", "a.example.com", "", 1), 0);
+    /* the exact pass ignores wildcards */
+    ck_assert_int_eq(serves_name("DNS:*.example.com", "x", "a.example.com", 0), 0);
+    ck_assert_int_eq(serves_name("DNS:*.example.com,DNS:a.example.com", "x", "a.example.com", 0), 1);
+    /* the CN counts only without a DNS SAN */
+    ck_assert_int_eq(serves_name(NULL, "cn.example.com", "cn.example.com", 0), 1);
+    ck_assert_int_eq(serves_name(NULL, "*.example.com", "cn.example.com", 1), 1);
+    ck_assert_int_eq(serves_name("DNS:other.example.com", "cn.example.com", "cn.example.com", 1), 0);
 }
 END_TEST
 

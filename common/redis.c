@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <hiredis/async.h>
-#include "routing/redis.h"
+#include "common/redis.h"
 
 #define ADDR_TEXT_MAX 192
 
@@ -764,28 +764,21 @@ gw_redis_t *gw_redis_new(h2o_loop_t *loop, const gw_redis_conf_t *conf)
 {
     gw_redis_t *r;
 
-    if ((r = calloc(1, sizeof(*r))) == NULL)
-        return NULL;
+    r = h2o_mem_alloc(sizeof(*r)); /* out of memory aborts, as everywhere */
+    memset(r, 0, sizeof(*r));
     r->loop = loop;
     r->conf = *conf;
-    if (conf->password != NULL && (r->password = strdup(conf->password)) == NULL) {
-        free(r);
-        return NULL;
-    }
+    if (conf->password != NULL)
+        r->password = h2o_strdup(NULL, conf->password, SIZE_MAX).base;
     r->conf.password = r->password;
     r->conf.sentinels = NULL;
     r->conf.master_name = NULL;
     r->conf.sentinel_password = NULL;
     if (conf->num_sentinels != 0) {
-        if ((r->sentinel.addrs = calloc(conf->num_sentinels, sizeof(gw_netaddr_t))) == NULL ||
-            (r->sentinel.master_name = strdup(conf->master_name)) == NULL ||
-            (conf->sentinel_password != NULL && (r->sentinel.password = strdup(conf->sentinel_password)) == NULL)) {
-            free(r->sentinel.addrs);
-            free(r->sentinel.master_name);
-            free(r->password);
-            free(r);
-            return NULL;
-        }
+        r->sentinel.addrs = h2o_mem_alloc(conf->num_sentinels * sizeof(gw_netaddr_t));
+        r->sentinel.master_name = h2o_strdup(NULL, conf->master_name, SIZE_MAX).base;
+        if (conf->sentinel_password != NULL)
+            r->sentinel.password = h2o_strdup(NULL, conf->sentinel_password, SIZE_MAX).base;
         memcpy(r->sentinel.addrs, conf->sentinels, conf->num_sentinels * sizeof(gw_netaddr_t));
         r->sentinel.num = conf->num_sentinels;
     }

@@ -1,5 +1,5 @@
 /*
- * routing/netaddr.c: addresses and networks as the configuration spells
+ * common/netaddr.c: addresses and networks as the configuration spells
  * them; the allowed_networks check that keeps the gateway off its own host.
  */
 #include <arpa/inet.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
-#include "routing/netaddr.h"
+#include "common/netaddr.h"
 
 static gw_netaddr_t must_parse(const char *s, int allow_unix)
 {

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <hiredis/hiredis.h>
 #include <h2o.h>
-#include "routing/netaddr.h"
+#include "common/netaddr.h"
 
 typedef struct st_gw_redis_t gw_redis_t;
 typedef struct st_gw_redis_req_t gw_redis_req_t;
@@ -46,7 +46,8 @@ typedef void (*gw_redis_reply_cb)(void *data, const char *err, redisReply *reply
 typedef void (*gw_redis_state_cb)(void *data, int connected);
 
 /* Creates the connection object and starts connecting in the background.
- * The conf is copied (the password string too). Never NULL except on OOM. */
+ * The conf is copied (the password string too). Never NULL (out of memory
+ * aborts). */
 gw_redis_t *gw_redis_new(h2o_loop_t *loop, const gw_redis_conf_t *conf);
 
 /* Disconnects and frees; pending requests are completed with "disconnected"

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/un.h>
-#include "routing/netaddr.h"
+#include "common/netaddr.h"
 
 #define IP_LITERAL_MAX 64 /* longer than any INET6_ADDRSTRLEN spelling */
 
