@@ -398,6 +398,9 @@ void gw_wake_expire_all(gw_wake_t *w)
         COUNT(w, timeouts, b->count);
         answer_all(b, GW_WAKE_TIMEOUT, NULL);
     }
+    /* no deadline is linked now: requests held from here on time out at the next loop turn */
+    h2o_timeout_dispose(w->loop, &w->deadline_timeout);
+    h2o_timeout_init(w->loop, &w->deadline_timeout, 0);
 }
 
 size_t gw_wake_num_held(gw_wake_t *w, const char *sandbox_id)

@@ -102,8 +102,9 @@ void gw_wake_cancel(gw_wake_waiter_t *waiter, int abandoned);
  * now. Signature of gw_route_invalidate_cb. */
 void gw_wake_on_publish(void *w, const char *sandbox_id);
 
-/* Answers every held request with GW_WAKE_TIMEOUT now (the worker is
- * stopping: they must not hold up the drain). */
+/* Answers every held request with GW_WAKE_TIMEOUT now, and any held from
+ * now on at the next loop turn (the worker is stopping: they must not hold
+ * up the drain). */
 void gw_wake_expire_all(gw_wake_t *w);
 
 /* Requests held for sandbox_id (NULL: all) on this worker. */

@@ -338,6 +338,12 @@ START_TEST(expire_all_answers_at_once)
     ck_assert_int_eq(res[1].called, 1);
     ck_assert_int_eq(res[0].result, GW_WAKE_TIMEOUT);
     ck_assert_uint_eq(gw_wake_num_held(w.wake, NULL), 0);
+    /* held after that: answered at the next loop turn, not at the 10 s deadline */
+    result_t late = {0};
+    ck_assert_ptr_nonnull(gw_wake_hold(w.wake, r9, on_woken, &late));
+    ck_assert_int_eq(late.called, 0);
+    ck_assert(run_until(&late.called, 1000));
+    ck_assert_int_eq(late.result, GW_WAKE_TIMEOUT);
     gw_sandbox_release(r9);
     gw_sandbox_release(r10);
     worker_dispose(&w);
