@@ -76,6 +76,7 @@ static const char *const host_header_names[] = {"preserve", "localhost", NULL}; 
     {.path = p, .type = GW_CONFIG_STRING, FIELD(f), .min = lo, .max = hi, .dflt = d, .valid = fn, .expected_valid = what}
 #define ENV_NAME(p, f) {.path = p, .type = GW_CONFIG_ENV_NAME, FIELD(f)}
 #define ENUM(p, f, n, d) {.path = p, .type = GW_CONFIG_ENUM, FIELD(f), .names = n, .dflt = d}
+#define BOOL(p, f, d) {.path = p, .type = GW_CONFIG_BOOL, FIELD(f), .dflt = d}
 #define ADDRESS(p, f, a, unix_ok, d) \
     {.path = p, .type = GW_CONFIG_ADDRESS, FIELD(f), .aux_offset = offsetof(gw_config_t, a), .allow_unix = unix_ok, .dflt = d}
 #define LIST(p, fn, d) {.path = p, .type = GW_CONFIG_LIST, .parse = fn, .dflt = d}
@@ -104,6 +105,13 @@ const gw_config_key_t gw_config_keys[] = {
     CHECKED_STRING("auth.cookie_name", auth.cookie_name, 1, 128, STR("__Host-lizard_access"), is_cookie_name, "a cookie name (letters, digits and !#$%&'*+-.^_`|~)"),
     UINT("auth.cookie_ttl_s", auth.cookie_ttl_s, 60, 31536000, "86400"),
     ENUM("auth.cookie_same_site", auth.cookie_same_site, same_site_names, STR("lax")),
+    /* share links (auth/share_link.h): the keys are read at load (config_secrets.c) and by the server */
+    ENV_NAME("auth.link_keys_env", auth.link_keys_env),
+    STRING("auth.link_keys_file", auth.link_keys_file, 1, 4096, NULL),
+    UINT("auth.link_max_ttl_s", auth.link_max_ttl_s, 60, 31536000, "604800"),
+    /* the warning page of public ports (auth/warning.h) */
+    BOOL("auth.public_warning", auth.public_warning, "false"),
+    UINT("auth.public_warning_ttl_s", auth.public_warning_ttl_s, 60, 31536000, "86400"),
 
     /* 0 is allowed: no caching (or no serving stale routes) */
     UINT("routing.cache_ttl_ms", routing.cache_ttl_ms, 0, MAX_TIMEOUT_MS, "10000"),
@@ -203,6 +211,8 @@ static int read_key(const gw_config_key_t *k, const json_t *v, gw_config_t *c, c
             return -1;
         store_uint(c, k, (uint64_t)index);
         return 0;
+    case GW_CONFIG_BOOL:
+        return gw_config_get_bool(err, k->path, v, field(c, k->offset));
     case GW_CONFIG_ADDRESS:
         return gw_config_get_address(err, k->path, v, k->allow_unix, s, field(c, k->aux_offset));
     case GW_CONFIG_LIST:
@@ -448,6 +458,8 @@ void gw_config_free(gw_config_t *c)
     free(c->auth.cookie_secrets_file);
     gw_cookie_secrets_free(c->auth.cookie_secrets, c->auth.num_cookie_secrets);
     free(c->auth.cookie_name);
+    free(c->auth.link_keys_env);
+    free(c->auth.link_keys_file);
 
     free(c->upstream.allowed_networks);
     free(c->metering.spill_file);

@@ -77,6 +77,11 @@ typedef struct st_gw_config_t {
         char *cookie_name; /* default "__Host-lizard_access" */
         uint64_t cookie_ttl_s;
         gw_cookie_same_site_t cookie_same_site;
+        char *link_keys_env;           /* share-link keys (auth/link_keys.h): at most one of _env and _file; neither: links off */
+        char *link_keys_file;          /* lines <kid>:<secret>; re-read on SIGHUP */
+        uint64_t link_max_ttl_s;       /* a link expiring further away than this is refused */
+        int public_warning;            /* the warning page on public ports (needs cookie secrets) */
+        uint64_t public_warning_ttl_s; /* lifetime of the warning page's consent cookie */
     } auth;
 
     struct {

@@ -22,6 +22,7 @@ typedef enum {
     GW_CONFIG_STRING,   /* min..max bytes, no NUL, optionally checked by `valid` */
     GW_CONFIG_ENV_NAME, /* the name of an environment variable */
     GW_CONFIG_ENUM,     /* one of `names`; the field (an enum) gets the index */
+    GW_CONFIG_BOOL,     /* true or false into an int field */
     GW_CONFIG_ADDRESS,  /* "ip:port" (or "unix:/path" with allow_unix) into a string and the gw_netaddr_t at aux_offset */
     GW_CONFIG_LIST,     /* anything else (arrays, objects): read by `parse` */
 } gw_config_type_t;

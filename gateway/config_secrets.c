@@ -15,6 +15,7 @@
 #include <h2o/string_.h>
 #include <openssl/crypto.h>
 #include "auth/cookie_keys.h"
+#include "auth/share_link.h"
 #include "gateway/config_internal.h"
 #include "tls/tls.h"
 
@@ -93,6 +94,24 @@ int gw_config_read_secrets(gw_config_t *c, char **err)
     if (c->auth.cookie_secrets_file != NULL &&
         gw_cookie_secrets_read_file(c->auth.cookie_secrets_file, &c->auth.cookie_secrets, &c->auth.num_cookie_secrets, &why) != 0)
         return fail_with(err, "auth.cookie_secrets_file", why);
+
+    if (c->auth.link_keys_env != NULL && c->auth.link_keys_file != NULL)
+        return gw_config_fail(err, "auth",
+                              "link_keys_env and link_keys_file are both set; set only one (link_keys_file is re-read on SIGHUP, "
+                              "the environment only at start)");
+    if (c->auth.link_keys_env != NULL || c->auth.link_keys_file != NULL) {
+        /* read here so that --check and a start with bad keys fail; the server reads its own live copy */
+        gw_link_key_t *keys;
+        size_t num_keys;
+        if (gw_share_link_keys_load(c->auth.link_keys_env, c->auth.link_keys_file, &keys, &num_keys, &why) != 0)
+            return fail_with(err, c->auth.link_keys_env != NULL ? "auth.link_keys_env" : "auth.link_keys_file", why);
+        gw_share_link_keys_free(keys, num_keys);
+    }
+    /* the page's CSRF token and consent cookie are signed with the cookie secrets */
+    if (c->auth.public_warning && c->auth.num_cookie_secrets == 0)
+        return gw_config_fail(err, "auth.public_warning",
+                              "needs auth.cookie_secrets_env or auth.cookie_secrets_file: the page's CSRF token and the consent "
+                              "cookie are signed with the cookie secrets");
 
     if (c->tls.ticket_keys_file != NULL && gw_tls_ticket_keys_check(c->tls.ticket_keys_file, &why) != 0)
         return fail_with(err, "tls.ticket_keys_file", why);

@@ -148,6 +148,48 @@ static const struct {
                                     "Technical detail: a cross-site frame (Sec-Fetch-Dest: iframe, Sec-Fetch-Site: cross-site) "
                                     "came without the gateway's cookie, which auth.cookie_same_site \"lax\" or \"strict\" "
                                     "keeps out of other sites' frames."}},
+    [GW_WHY_LINK_SIGNATURE] = {GW_ERR_INVALID_TOKEN,
+                               {403, "Forbidden", "This share link is not valid",
+                                "The share link opened for $S is not genuine: its signature does not verify (it was altered or "
+                                "cut short).",
+                                "Open the link exactly as it was shared, or ask whoever shared it for a new one.", 0,
+                                "Technical detail: the lzs1 token's HMAC-SHA256 does not match its payload under the key it "
+                                "names."}},
+    [GW_WHY_LINK_UNKNOWN_KEY] = {GW_ERR_INVALID_TOKEN,
+                                 {403, "Forbidden", "This share link is no longer valid",
+                                  "The share link opened for $S was signed with a key this gateway does not have: the key was "
+                                  "retired, or never shared with this gateway.",
+                                  "Ask whoever shared the link for a new one.", 0,
+                                  "Technical detail: the key id of the lzs1 token is not in auth.link_keys_env / "
+                                  "auth.link_keys_file."}},
+    [GW_WHY_LINK_EXPIRED] = {GW_ERR_INVALID_TOKEN,
+                             {403, "Forbidden", "This share link has expired", "The share link for $P of $S has expired.",
+                              "Ask whoever shared it for a new link.", 0, NULL}},
+    [GW_WHY_LINK_TOO_LONG] = {GW_ERR_INVALID_TOKEN,
+                              {403, "Forbidden", "This share link is not accepted",
+                               "The share link for $P of $S would stay valid longer than this gateway allows.",
+                               "Ask whoever shared it for a link with a shorter lifetime.", 0,
+                               "Technical detail: its expiry is further away than auth.link_max_ttl_s."}},
+    [GW_WHY_LINK_REVOKED] = {GW_ERR_INVALID_TOKEN,
+                             {403, "Forbidden", "This share link was revoked",
+                              "The share links of $S were revoked: this one no longer opens $P.",
+                              "Ask whoever shared it for a new link.", 0,
+                              "Technical detail: the link was signed for another link_epoch than the sandbox's current one."}},
+    [GW_WHY_LINK_OTHER_PORT] = {GW_ERR_INVALID_TOKEN,
+                                {403, "Forbidden", "This share link is for another port",
+                                 "The share link you used opens another port of $S, not $P: a share link opens one port only.",
+                                 "Use the link shared for this port, or open the address the link itself points to.", 0, NULL}},
+    [GW_WHY_LINK_OTHER_SANDBOX] = {GW_ERR_INVALID_TOKEN,
+                                   {403, "Forbidden", "This share link is for another sandbox",
+                                    "The share link you used belongs to another sandbox, not to $S.",
+                                    "Open the address the link itself points to.", 0, NULL}},
+    [GW_WHY_CONSENT_NOT_VALID] = {GW_ERR_INVALID_TOKEN,
+                                  {403, "Forbidden", "Please confirm again",
+                                   "The confirmation sent for $P of $S did not come from its warning page, or that page is "
+                                   "too old.",
+                                   "Go back, reload the preview and press Continue again.", 0,
+                                   "Technical detail: the consent form's CSRF token is missing, expired, for another host, or "
+                                   "the form was sent from another site."}},
 };
 
 /* An out-of-range code is a bug; it is answered as the most generic gateway failure. */

@@ -39,6 +39,15 @@ typedef enum {
     GW_WHY_COOKIE_REVOKED,     /* invalid_token: the cookie is for the sandbox's previous token */
     GW_WHY_COOKIE_NOT_VALID,   /* invalid_token: the cookie was altered, or is another preview's */
     GW_WHY_EMBEDDED_SAME_SITE, /* missing_token: a frame in another site, with a SameSite=Lax/Strict cookie */
+    /* invalid_token: a share link (or the cookie it became), by auth/share_link.h's result */
+    GW_WHY_LINK_SIGNATURE,   /* altered, malformed, or signed with another secret */
+    GW_WHY_LINK_UNKNOWN_KEY, /* signed with a key id this gateway does not have */
+    GW_WHY_LINK_EXPIRED,
+    GW_WHY_LINK_TOO_LONG, /* expires further away than auth.link_max_ttl_s */
+    GW_WHY_LINK_REVOKED,  /* link_epoch changed */
+    GW_WHY_LINK_OTHER_PORT,
+    GW_WHY_LINK_OTHER_SANDBOX,
+    GW_WHY_CONSENT_NOT_VALID, /* invalid_token: a warning page's consent form without a valid CSRF token */
     GW_WHY_NUM
 } gw_error_why_t;
 

@@ -13,6 +13,7 @@
 #include <string.h>
 #include "gateway/access_log.h"
 #include "gateway/config.h"
+#include "gateway/sign_link.h"
 #include "gateway/worker.h"
 #include "gw_h2o_version.h" /* GW_H2O_VERSION: Debian's h2o version + our patch level */
 #include "tls/tls.h"
@@ -24,6 +25,7 @@
 static void usage(FILE *out)
 {
     fprintf(out, "Usage: lizard-gateway -c FILE [--check]\n"
+                 "       lizard-gateway sign-link -c FILE --sandbox ID --port N --ttl SECONDS [--epoch N] [--kid KID]\n"
                  "\n"
                  "The lizard preview gateway: terminates TLS for <port>-<sandbox>.<domain>,\n"
                  "authenticates, routes by Redis and proxies to the sandbox.\n"
@@ -32,14 +34,34 @@ static void usage(FILE *out)
                  "  -t, --check        validate the configuration and certificates, then exit\n"
                  "  -v, --version      print the version and exit\n"
                  "  -h, --help         print this help and exit\n"
+                 "  sign-link          print a share link (URL, then token) signed with the configured keys\n"
                  "\n"
-                 "Signals: SIGHUP reloads certificates, tls.ticket_keys_file and auth.cookie_secrets_file;\n"
+                 "Signals: SIGHUP reloads certificates, tls.ticket_keys_file, auth.cookie_secrets_file and\n"
+                 "auth.link_keys_file;\n"
                  "SIGUSR1 reopens the access log (rotation); SIGTERM drains in-flight requests, flushes\n"
                  "metering and exits.\n");
 }
 
 /* SIGHUP: one line each for certificates, ticket keys and cookie secrets, never a secret.
  * Listeners and connections are untouched; a failed part keeps what it had. */
+/* SIGHUP, share-link keys: like the cookie secrets, a file is read again, the environment is not. */
+static void reload_link_keys(gw_link_keys_t *keys)
+{
+    char *err = NULL;
+
+    if (gw_link_keys_file(keys) == NULL) {
+        if (gw_link_keys_count(keys) != 0)
+            fprintf(stderr, "lizard-gateway: share link keys come from the environment: restart to change them\n");
+    } else if (gw_link_keys_reload(keys, &err) != 0) {
+        fprintf(stderr, "lizard-gateway: share link keys reload failed, keeping the current %zu: %s\n", gw_link_keys_count(keys),
+                err);
+        free(err);
+    } else {
+        fprintf(stderr, "lizard-gateway: share link keys reloaded from %s: %zu key%s\n", gw_link_keys_file(keys),
+                gw_link_keys_count(keys), gw_link_keys_count(keys) == 1 ? "" : "s");
+    }
+}
+
 static void reload(gw_tls_t *tls, gw_cookie_keys_t *keys)
 {
     char *err = NULL;
@@ -133,6 +155,8 @@ int main(int argc, char **argv)
     char *err = NULL;
     sigset_t sigs;
 
+    if (argc > 1 && strcmp(argv[1], "sign-link") == 0)
+        return gw_sign_link_main(argc - 1, argv + 1);
     while ((opt = getopt_long(argc, argv, "c:tvh", longopts, NULL)) != -1) {
         switch (opt) {
         case 'c':
@@ -209,6 +233,7 @@ int main(int argc, char **argv)
             continue;
         if (sig == SIGHUP) {
             reload(tls, server.cookie_keys);
+            reload_link_keys(server.link_keys);
             continue;
         }
         if (sig == SIGUSR1) {

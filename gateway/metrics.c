@@ -287,6 +287,9 @@ int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iov
     metric(&out, "lizard_cookie_secrets", "gauge",
            "Cookie secrets in the live set (the first signs); changes on a SIGHUP reload of auth.cookie_secrets_file.",
            m->cookie_keys != NULL ? gw_cookie_keys_count(m->cookie_keys) : 0);
+    metric(&out, "lizard_share_link_keys", "gauge",
+           "Share-link keys in the live set; changes on a SIGHUP reload of auth.link_keys_file.",
+           m->link_keys != NULL ? gw_link_keys_count(m->link_keys) : 0);
     metric(&out, "lizard_workers", "gauge", "Worker threads.", m->num_workers);
 
     family(&out, "lizard_worker_client_connections", "gauge", "Client connections open, by worker.");

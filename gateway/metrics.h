@@ -13,6 +13,7 @@
 #include <h2o.h>
 #include "gateway/access_log.h"
 #include "auth/cookie_keys.h"
+#include "auth/link_keys.h"
 #include "gateway/errors.h"
 #include "metering/metering.h"
 #include "upstream/proxy.h"
@@ -50,6 +51,7 @@ typedef struct st_gw_metrics_t {
     gw_metering_t *metering;
     gw_access_log_t *access_log;
     gw_cookie_keys_t *cookie_keys;
+    gw_link_keys_t *link_keys;
 } gw_metrics_t;
 
 /* Zeroes m and allocates its per-worker part (aborts on out of memory). */

@@ -11,12 +11,14 @@
 #include <time.h>
 #include "auth/cookie.h"
 #include "auth/query.h"
-#include "auth/token.h"
+#include "auth/warning.h"
+#include "gateway/credentials.h"
 #include "gateway/errors.h"
 #include "gateway/pipeline.h"
 #include "metering/metering.h"
 #include "upstream/proxy.h"
 #include "gateway/request_line.h"
+#include "gateway/warning_page.h"
 #include "routing/host.h"
 
 #define TOKEN_HEADER "x-lizard-access-token"
@@ -46,6 +48,7 @@ typedef struct st_pending_t {
     h2o_iovec_t query_token;  /* first lizard_token value, decoded */
     size_t query_token_count; /* 0: no lizard_token parameter */
     h2o_iovec_t cookie;       /* the gateway's cookie, {NULL, 0} if absent */
+    h2o_iovec_t consent;      /* the warning page's consent cookie (auth.public_warning), {NULL, 0} if absent */
     gw_wake_waiter_t *waiter; /* held while the sandbox wakes, or NULL */
     gw_hangup_watch_t hangup; /* HTTP/1: the client is watched while held */
 } pending_t;
@@ -137,6 +140,10 @@ static void strip_credentials(pending_t *p)
     }
     req->headers.size = kept;
     gw_cookie_extract(&req->pool, fields, num_fields, cookie_name(conf), &p->cookie, &rest);
+    if (conf->auth.public_warning && rest.len != 0) {
+        h2o_iovec_t others = rest;
+        gw_cookie_extract(&req->pool, &others, 1, h2o_iovec_init(H2O_STRLIT(GW_WARNING_CONSENT_COOKIE)), &p->consent, &rest);
+    }
     if (rest.len != 0)
         h2o_add_header(&req->pool, &req->headers, H2O_TOKEN_COOKIE, NULL, rest.base, rest.len);
 }
@@ -210,79 +217,135 @@ static int is_cross_site_frame(h2o_req_t *req)
            header_is(req, H2O_STRLIT("sec-fetch-site"), H2O_STRLIT("cross-site"));
 }
 
-/* Why the gateway's cookie was refused, for the person who sent it. */
-static gw_error_why_t cookie_refusal(pending_t *p, gw_cookie_result_t result)
+/* A share link in the query of a navigation becomes the gateway's cookie
+ * holding the link itself: it expires no later than the link (nor after
+ * auth.cookie_ttl_s) and is checked as the link on every request, so a new
+ * link_epoch or a retired key ends it too. */
+static void redirect_with_link_cookie(pending_t *p, uint64_t expires_at)
 {
-    h2o_iovec_t sandbox_id;
-    uint16_t port;
-    uint64_t expires_at;
+    h2o_req_t *req = p->req;
+    const gw_config_t *conf = p->conf->config;
+    uint64_t now = (uint64_t)time(NULL), max_age = expires_at > now ? expires_at - now : 0;
 
-    if (result == GW_COOKIE_EXPIRED) /* reported only once the signature holds */
-        return GW_WHY_COOKIE_EXPIRED;
-    /* A cookie of this very preview, unexpired, whose signature no longer holds: signed for the sandbox's
-     * previous token (or altered; the two cannot be told apart). */
-    if (result == GW_COOKIE_BAD_SIGNATURE && gw_cookie_read_fields(p->cookie, &sandbox_id, &port, &expires_at) == 0 &&
-        h2o_memis(sandbox_id.base, sandbox_id.len, p->host.sandbox_id, strlen(p->host.sandbox_id)) && port == p->host.port &&
-        expires_at > (uint64_t)time(NULL))
-        return GW_WHY_COOKIE_REVOKED;
-    return GW_WHY_COOKIE_NOT_VALID;
+    if (max_age > conf->auth.cookie_ttl_s)
+        max_age = conf->auth.cookie_ttl_s;
+    h2o_iovec_t set = gw_cookie_set_header(&req->pool, cookie_name(conf), p->query_token, max_age, same_site(conf));
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, set.base, set.len);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("referrer-policy"), 0, NULL, H2O_STRLIT("no-referrer"));
+    send_redirect(req, 302, "Found", p->path);
 }
 
-/* 1 when the request may go on to a private port, with grant->kind (and
- * expires_at) set; otherwise answers it. Credentials are tried in the
- * contract's order: header, query, cookie. */
+typedef enum {
+    CREDENTIAL_NONE = 0,
+    CREDENTIAL_OK,       /* the grant is filled */
+    CREDENTIAL_ANSWERED, /* a valid query credential on a navigation: answered with 302 and the cookie */
+    CREDENTIAL_REFUSED,  /* *why says why; *clear when the refused one was the gateway's cookie */
+} credential_t;
+
+/* The request's credential (gateway/credentials.h). A valid lizard_token on
+ * a GET/HEAD navigation becomes the cookie; only a navigation does: a
+ * cross-origin fetch cannot use a 302 that carries no CORS headers, and
+ * EventSource or media send nothing but the URL. */
+static credential_t check_credential(pending_t *p, const gw_sandbox_t *sbx, gw_grant_t *grant, gw_error_why_t *why, int *clear)
+{
+    h2o_req_t *req = p->req;
+    ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT(TOKEN_HEADER), -1);
+    gw_credentials_t c = {.header = i != -1 ? req->headers.entries[i].value : h2o_iovec_init(NULL, 0),
+                          .query = p->query_token,
+                          .has_query = p->query_token_count != 0,
+                          .cookie = p->cookie};
+    gw_credential_keys_t keys = {p->conf->cookie_keys, p->conf->link_keys, p->conf->config->auth.link_max_ttl_s};
+    int from = GW_CREDENTIAL_FROM_HEADER;
+
+    *clear = 0;
+    switch (gw_credentials_check(&c, &keys, sbx, p->host.port, (uint64_t)time(NULL), grant, why, &from)) {
+    case GW_CREDENTIAL_OK:
+        break;
+    case GW_CREDENTIAL_REFUSED:
+        *clear = from == GW_CREDENTIAL_FROM_COOKIE;
+        return CREDENTIAL_REFUSED;
+    default:
+        return CREDENTIAL_NONE;
+    }
+    if (from == GW_CREDENTIAL_FROM_QUERY && (is_method(req, H2O_STRLIT("GET")) || is_method(req, H2O_STRLIT("HEAD"))) &&
+        req->upgrade.base == NULL && gw_error_is_navigation(req)) {
+        if (grant->kind == GW_GRANT_LINK) {
+            redirect_with_link_cookie(p, grant->expires_at);
+            return CREDENTIAL_ANSWERED;
+        }
+        if (gw_cookie_keys_count(p->conf->cookie_keys) != 0) {
+            redirect_with_cookie(p, sbx);
+            return CREDENTIAL_ANSWERED;
+        }
+    }
+    return CREDENTIAL_OK; /* a query credential is accepted in place, removed before forwarding */
+}
+
+/* 1 when the request may go on to a private port, with the grant filled;
+ * otherwise answers it. */
 static int authenticate(pending_t *p, const gw_sandbox_t *sbx, gw_grant_t *grant)
 {
     h2o_req_t *req = p->req;
     const gw_config_t *conf = p->conf->config;
-    gw_cookie_result_t result;
-    ssize_t i;
+    gw_error_why_t why = GW_WHY_DEFAULT;
+    int clear;
 
-    if ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT(TOKEN_HEADER), -1)) != -1) {
-        if (sbx->has_token && gw_token_matches(req->headers.entries[i].value, sbx->token_sha256)) {
-            grant->kind = GW_GRANT_TOKEN;
-            return 1;
-        }
-        send_error_why(p, GW_ERR_INVALID_TOKEN, GW_WHY_WRONG_TOKEN_HEADER);
+    switch (check_credential(p, sbx, grant, &why, &clear)) {
+    case CREDENTIAL_OK:
+        return 1;
+    case CREDENTIAL_ANSWERED:
         return 0;
-    }
-
-    if (p->query_token_count != 0) {
-        if (!sbx->has_token || !gw_token_matches(p->query_token, sbx->token_sha256)) {
-            send_error_why(p, GW_ERR_INVALID_TOKEN, GW_WHY_WRONG_LINK);
-            return 0;
+    case CREDENTIAL_REFUSED:
+        if (clear) {
+            h2o_iovec_t c = gw_cookie_clear_header(&req->pool, cookie_name(conf), same_site(conf));
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, c.base, c.len);
         }
-        /* Only a navigation becomes a cookie: a cross-origin fetch cannot use a 302 that carries no CORS
-         * headers, and EventSource or media send nothing but the URL */
-        if ((is_method(req, H2O_STRLIT("GET")) || is_method(req, H2O_STRLIT("HEAD"))) && req->upgrade.base == NULL &&
-            gw_error_is_navigation(req) && gw_cookie_keys_count(p->conf->cookie_keys) != 0) {
-            redirect_with_cookie(p, sbx);
-            return 0;
-        }
-        grant->kind = GW_GRANT_TOKEN;
-        return 1; /* accepted in place, removed before forwarding */
-    }
-
-    if (p->cookie.base != NULL) {
-        uint64_t now = (uint64_t)time(NULL);
-        h2o_iovec_t sandbox_id;
-        uint16_t port;
-        result = sbx->has_token
-                     ? gw_cookie_keys_verify(p->conf->cookie_keys, p->cookie, sbx->id, p->host.port, now, sbx->token_sha256)
-                     : GW_COOKIE_TOKEN_CHANGED;
-        if (result == GW_COOKIE_OK && gw_cookie_read_fields(p->cookie, &sandbox_id, &port, &grant->expires_at) == 0) {
-            grant->kind = GW_GRANT_COOKIE;
-            return 1;
-        }
-        h2o_iovec_t clear = gw_cookie_clear_header(&req->pool, cookie_name(conf), same_site(conf));
-        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, clear.base, clear.len);
-        send_error_why(p, GW_ERR_INVALID_TOKEN, cookie_refusal(p, result));
+        send_error_why(p, GW_ERR_INVALID_TOKEN, why);
         return 0;
+    default:
+        break;
     }
-
     send_error_why(p, GW_ERR_MISSING_TOKEN,
                    same_site(conf) != GW_COOKIE_SAME_SITE_NONE && is_cross_site_frame(req) ? GW_WHY_EMBEDDED_SAME_SITE
                                                                                            : GW_WHY_DEFAULT);
+    return 0;
+}
+
+/* A public port with auth.public_warning (CONTRACT.md, "Public ports and the
+ * warning page"): 1 when the request goes on to the sandbox, 0 when answered
+ * with the page (or with the redirect that turns a valid query credential
+ * into the cookie). Only a navigation without a valid credential or consent
+ * gets the page; a wrong credential does not skip it. */
+static int public_warning(pending_t *p, const gw_sandbox_t *sbx)
+{
+    h2o_req_t *req = p->req;
+    const gw_config_t *conf = p->conf->config;
+    gw_grant_t ignored = {.kind = GW_GRANT_PUBLIC};
+    gw_error_why_t why;
+    h2o_iovec_t dest = {NULL, 0}, accept = {NULL, 0};
+    ssize_t i;
+    int clear;
+
+    if (!conf->auth.public_warning)
+        return 1;
+    if ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("sec-fetch-dest"), -1)) != -1)
+        dest = req->headers.entries[i].value;
+    if ((i = h2o_find_header(&req->headers, H2O_TOKEN_ACCEPT, -1)) != -1)
+        accept = req->headers.entries[i].value;
+    if (!gw_warning_applies(req->method, dest, req->upgrade.base != NULL, gw_error_prefers_html(h2o_iovec_init(NULL, 0), accept),
+                            same_site(conf) == GW_COOKIE_SAME_SITE_NONE))
+        return 1;
+    switch (check_credential(p, sbx, &ignored, &why, &clear)) {
+    case CREDENTIAL_OK:
+        return 1;
+    case CREDENTIAL_ANSWERED:
+        return 0;
+    default:
+        break;
+    }
+    if (gw_warning_page_consented(req, p->conf->cookie_keys, &p->host, p->consent))
+        return 1;
+    gw_warning_page_send(req, conf, p->conf->cookie_keys, &p->host, p->path);
     return 0;
 }
 
@@ -393,6 +456,8 @@ static void decide(pending_t *p, gw_route_status_t status, gw_sandbox_t *sbx)
     gw_grant_t grant = {.record = sbx, .port = p->host.port, .kind = GW_GRANT_PUBLIC};
     switch (gw_sandbox_port_access(sbx, p->host.port)) {
     case GW_PORT_PUBLIC:
+        if (!public_warning(p, sbx))
+            return;
         break;
     case GW_PORT_PRIVATE:
         if (is_cors_preflight(p->req)) {
@@ -611,6 +676,11 @@ static int on_req(h2o_handler_t *_self, h2o_req_t *req)
 
     if (!preview_host(req, &self->conf, &host))
         return 0;
+    /* the warning page's Continue button: answered without a route lookup (the token binds the host) */
+    if (self->conf.config->auth.public_warning && gw_warning_page_is_consent(req->path)) {
+        gw_warning_page_consent(req, self->conf.config, self->conf.cookie_keys, &host);
+        return 0;
+    }
 
     pending_t *p = h2o_mem_alloc_shared(&req->pool, sizeof(*p), on_pending_dispose);
     *p = (pending_t){.req = req, .conf = &self->conf, .thread = thread, .host = host};

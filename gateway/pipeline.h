@@ -12,6 +12,7 @@
 #include "gateway/conn_limit.h"
 #include "gateway/hangup.h"
 #include "auth/cookie_keys.h"
+#include "auth/link_keys.h"
 #include "metering/metering.h"
 #include "gateway/metrics.h"
 #include "upstream/proxy.h"
@@ -24,6 +25,7 @@ typedef struct st_gw_pipeline_conf_t {
     const gw_config_t *config;
     gw_metrics_t *metrics;
     gw_cookie_keys_t *cookie_keys;        /* the live cookie secrets */
+    gw_link_keys_t *link_keys;            /* the live share-link keys */
     gw_conn_limit_t *conn_limit;          /* limits.max_connections_per_sandbox */
     gw_conn_limit_t *client_reqs;         /* limits.max_connections_per_client: requests in flight per address */
     h2o_hostconf_t *(*listener_hosts)[2]; /* per listener (config->listen[i]): the `hosts` its connections carry */

@@ -54,6 +54,11 @@ int gw_grant_recheck(const gw_grant_t *grant, const gw_sandbox_t *now_record, ui
             if (grant->kind == GW_GRANT_COOKIE && now_unix >= grant->expires_at)
                 return GW_ERR_INVALID_TOKEN;
             break;
+        case GW_GRANT_LINK:
+            /* a link does not depend on the access token: the control plane revokes links with link_epoch */
+            if (!now_record->link_epoch_ok || now_record->link_epoch != grant->link_epoch || now_unix >= grant->expires_at)
+                return GW_ERR_INVALID_TOKEN;
+            break;
         }
         break;
     default:

@@ -19,9 +19,7 @@ typedef enum {
     GW_GRANT_PREFLIGHT,  /* a CORS preflight: passes without a credential */
     GW_GRANT_TOKEN,      /* the access token, in the header or the lizard_token parameter */
     GW_GRANT_COOKIE,     /* the gateway's cookie, valid until expires_at */
-    /* Share links (CONTRACT.md) are not implemented yet: when they are, a link
-     * (or a cookie made from one) is a kind of its own that records its epoch,
-     * refused once the record's link_epoch differs. */
+    GW_GRANT_LINK,       /* a share link (or the cookie made from one): until expires_at, while link_epoch holds */
 } gw_grant_kind_t;
 
 /* What let a request in: the record it was checked against (retained by
@@ -30,14 +28,16 @@ typedef struct st_gw_grant_t {
     gw_sandbox_t *record;
     uint16_t port;
     gw_grant_kind_t kind;
-    uint64_t expires_at; /* GW_GRANT_COOKIE: unix seconds; 0 otherwise */
+    uint64_t expires_at; /* GW_GRANT_COOKIE, GW_GRANT_LINK: unix seconds; 0 otherwise */
+    uint64_t link_epoch; /* GW_GRANT_LINK: the epoch the link was signed with */
 } gw_grant_t;
 
 /* Whether `now_record` (the sandbox's record as read after a publish; NULL:
  * the sandbox is gone) still lets in what `grant` let in. Returns -1 when it
  * does, else the error a new request would get: sandbox_not_found,
  * port_not_exposed, missing_token (the port became private), invalid_token
- * (the token changed, or the cookie expired), sandbox_not_running (not
+ * (the token changed, or the cookie expired; for a share link: link_epoch
+ * changed or the link expired), sandbox_not_running (not
  * running, or a new lifecycle: the microVM it was talking to is gone). Pure. */
 int gw_grant_recheck(const gw_grant_t *grant, const gw_sandbox_t *now_record, uint64_t now_unix);
 

@@ -118,6 +118,7 @@ static void register_front(gw_server_t *s)
     gw_pipeline_conf_t pconf = {.config = config,
                                 .metrics = &s->metrics,
                                 .cookie_keys = s->cookie_keys,
+                                .link_keys = s->link_keys,
                                 .conn_limit = s->conn_limit,
                                 .client_reqs = s->client_reqs,
                                 .listener_hosts = s->listener_hosts,
@@ -175,6 +176,12 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     s->cookie_keys = gw_cookie_keys_new(&(gw_cookie_keys_config_t){.file = config->auth.cookie_secrets_file,
                                                                    .secrets = config->auth.cookie_secrets,
                                                                    .num_secrets = config->auth.num_cookie_secrets});
+    char *why = NULL;
+    if ((s->link_keys = gw_link_keys_new(config->auth.link_keys_env, config->auth.link_keys_file, &why)) == NULL) {
+        gw_errorf(err, "auth: share link keys: %s", why);
+        free(why);
+        return -1;
+    }
 
     s->listener_hosts = alloc_zeroed(num_listen * sizeof(*s->listener_hosts));
     register_front(s);
@@ -207,6 +214,7 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     s->metrics.metering = s->metering;
     s->metrics.access_log = s->access_log;
     s->metrics.cookie_keys = s->cookie_keys;
+    s->metrics.link_keys = s->link_keys;
 
     s->workers = alloc_zeroed(s->num_workers * sizeof(*s->workers));
     for (w = 0; w != s->num_workers; ++w) {
@@ -617,5 +625,7 @@ void gw_server_dispose(gw_server_t *s)
     /* the worker threads are joined: nothing signs or verifies any more */
     gw_cookie_keys_free(s->cookie_keys);
     s->cookie_keys = NULL;
+    gw_link_keys_free(s->link_keys);
+    s->link_keys = NULL;
     gw_metrics_dispose(&s->metrics);
 }

@@ -15,6 +15,7 @@
 #include "gateway/config.h"
 #include "gateway/conn_limit.h"
 #include "auth/cookie_keys.h"
+#include "auth/link_keys.h"
 #include "gateway/metrics.h"
 #include "gateway/pipeline.h"
 #include "metering/activity.h"
@@ -35,6 +36,7 @@ typedef struct st_gw_server_t {
     gw_conn_limit_t *client_conns; /* limits.max_connections_per_client: connections per client address */
     gw_conn_limit_t *client_reqs;  /* limits.max_connections_per_client: requests in flight per client address */
     gw_cookie_keys_t *cookie_keys; /* the live cookie secrets; replaced on SIGHUP by main */
+    gw_link_keys_t *link_keys;     /* the live share-link keys (empty: links off); reloaded on SIGHUP by main */
     h2o_globalconf_t globalconf;
     h2o_hostconf_t *preview_hosts[2];     /* {preview hostconf, NULL}: TLS and trusted plain listeners */
     h2o_hostconf_t *(*listener_hosts)[2]; /* per listener, a copy of preview_hosts or redirect_hosts: a

@@ -63,6 +63,18 @@ static int parse_token(const redisReply *v, char *out)
     return 1;
 }
 
+/* link_epoch: a decimal integer with no sign, at most 19 digits (leading
+ * zeros are harmless here: the value is compared, never re-signed). */
+static int parse_epoch(const redisReply *v, uint64_t *out)
+{
+    size_t n = h2o_strtosize(v->str, (size_t)v->len);
+
+    if (n == SIZE_MAX)
+        return 0;
+    *out = n;
+    return 1;
+}
+
 static int cmp_port(const void *a, const void *b)
 {
     const gw_sandbox_port_t *x = a, *y = b;
@@ -121,6 +133,7 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
     memcpy(s->id, id, id_len + 1);
     s->refcnt = 1;
     s->state = GW_SANDBOX_STATE_UNKNOWN;
+    s->link_epoch_ok = 1; /* absent = 0 */
     s->ports = max_ports != 0 ? (gw_sandbox_port_t *)(s + 1) : NULL;
     strings = (char *)(s + 1) + max_ports * sizeof(gw_sandbox_port_t);
     s->lifecycle = copy_value(&strings, lifecycle);
@@ -139,6 +152,9 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
             s->has_token = parse_token(v, s->token_sha256);
         } else if (field_is(f, "resume")) {
             s->resume_auto = field_is(v, "auto");
+        } else if (field_is(f, "link_epoch")) {
+            s->link_epoch = 0;
+            s->link_epoch_ok = parse_epoch(v, &s->link_epoch);
         } else if (s->num_ports < max_ports && parse_port_field(f, v, s->ports + s->num_ports)) {
             ++s->num_ports;
         }

@@ -25,6 +25,11 @@
 //           print {"checked": n}; on "go" wait up to waitMs for the first one
 //           to be closed by the gateway, echo on the other, print {"round": n,
 //           ...}; then wait for "next". The test drives Redis in between.
+// "warning": from parentUrl (another origin) fetch() fetchUrl on a public
+//           port with auth.public_warning (not a navigation: it must reach the
+//           app), then open url there: read the warning page, press its
+//           Continue button with the keyboard, then on the app do what "top"
+//           does.
 // "load":   open each of urls (no certificate errors ignored: the CA must be
 //           trusted) and report each landing's URL, title and error.
 'use strict';
@@ -151,6 +156,30 @@ async function queryFromOtherOrigin(page, cfg, out, timeoutMs) {
             }),
         [cfg.eventsUrl, timeoutMs],
     );
+}
+
+async function warningThenApp(page, cfg, out, timeoutMs) {
+    await page.goto(cfg.parentUrl, { waitUntil: 'load' });
+    out.prefetch = await page.evaluate(async (u) => {
+        try {
+            const r = await fetch(u);
+            return { status: r.status, body: await r.text() };
+        } catch (e) {
+            return { status: 0, error: String(e) };
+        }
+    }, cfg.fetchUrl);
+    await page.goto(cfg.url, { waitUntil: 'load' });
+    out.warning_url = page.url();
+    out.warning_title = await page.title();
+    out.warning_text = await bodyText(page);
+    out.warning_lang = await page.evaluate(() => document.documentElement.lang);
+    out.warning_scripts = await page.evaluate(() => document.scripts.length);
+    const button = await page.$('form button[type=submit]');
+    out.button_text = button ? await button.textContent() : null;
+    if (!button) return;
+    await page.focus('form button[type=submit]');
+    await Promise.all([page.waitForNavigation({ waitUntil: 'load', timeout: timeoutMs }), page.keyboard.press('Enter')]);
+    await exercise(page, out, timeoutMs);
 }
 
 async function loadEach(page, cfg, out, timeoutMs) {
@@ -312,6 +341,8 @@ async function main() {
             // the 302 inside the frame: wait until the frame is on the app (or an error page)
             await frame.waitForFunction(() => document.readyState === 'complete' && !!document.body, null, { timeout: timeoutMs });
             await exercise(frame, out, timeoutMs);
+        } else if (cfg.scenario === 'warning') {
+            await warningThenApp(page, cfg, out, timeoutMs);
         } else if (cfg.scenario === 'query') {
             await queryFromOtherOrigin(page, cfg, out, timeoutMs);
         } else if (cfg.scenario === 'revoke') {

@@ -74,6 +74,8 @@ static const struct {
     {"redis.master_name", "only with redis.sentinels"},
     {"redis.sentinel_password_env", "only with redis.sentinels"},
     {"auth.cookie_secrets_file", "set instead of auth.cookie_secrets_env, never with it"},
+    {"auth.link_keys_env", "share links are off until the control plane shares keys (README, Share links)"},
+    {"auth.link_keys_file", "set instead of auth.link_keys_env, never with it"},
 };
 
 static const gw_config_key_t *table_key(const char *path)

@@ -1,8 +1,9 @@
 /*
  * gateway/config_secrets.c: what a config names outside itself, checked at
  * load: the Redis password and cookie secrets from the environment, the
- * cookie secrets file and the TLS ticket keys file (never a secret in a
- * message), and the spill file's directory.
+ * cookie secrets file, the share-link keys, the TLS ticket keys file (never
+ * a secret in a message), the spill file's directory, and what the warning
+ * page needs (cookie secrets).
  */
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -314,6 +315,45 @@ START_TEST(test_spill_file_directory)
 }
 END_TEST
 
+START_TEST(test_share_links_and_warning)
+{
+    gw_config_t *c = load_ok("{" BASE "}");
+
+    ck_assert_ptr_null(c->auth.link_keys_env);
+    ck_assert_ptr_null(c->auth.link_keys_file);
+    ck_assert_uint_eq(c->auth.link_max_ttl_s, 604800);
+    ck_assert_int_eq(c->auth.public_warning, 0);
+    ck_assert_uint_eq(c->auth.public_warning_ttl_s, 86400);
+    gw_config_free(c);
+
+    setenv("TEST_LINK_KEYS", "k1:" SECRET_A, 1);
+    setenv("TEST_COOKIES", SECRET_B, 1);
+    c = load_ok("{" BASE ",'auth':{'link_keys_env':'TEST_LINK_KEYS','link_max_ttl_s':3600,'public_warning':true,"
+                "'public_warning_ttl_s':600,'cookie_secrets_env':'TEST_COOKIES'}}");
+    ck_assert_str_eq(c->auth.link_keys_env, "TEST_LINK_KEYS");
+    ck_assert_uint_eq(c->auth.link_max_ttl_s, 3600);
+    ck_assert_int_eq(c->auth.public_warning, 1);
+    ck_assert_uint_eq(c->auth.public_warning_ttl_s, 600);
+    gw_config_free(c);
+
+    /* the keys are read at load: --check fails on a bad list, naming the line, never a secret */
+    setenv("TEST_LINK_KEYS", "k1 " SECRET_A, 1);
+    ck_assert_err_eq("{" BASE ",'auth':{'link_keys_env':'TEST_LINK_KEYS'}}",
+                     "config: auth.link_keys_env: environment variable TEST_LINK_KEYS: line 1: expected <kid>:<secret>");
+    ck_assert_err_eq("{" BASE ",'auth':{'link_keys_env':'TEST_LINK_KEYS_UNSET'}}",
+                     "config: auth.link_keys_env: environment variable TEST_LINK_KEYS_UNSET is not set or is empty");
+    ck_assert_err_prefix("{" BASE ",'auth':{'link_keys_env':'TEST_LINK_KEYS','link_keys_file':'/x'}}",
+                         "config: auth: link_keys_env and link_keys_file are both set");
+    ck_assert_err_prefix("{" BASE ",'auth':{'link_max_ttl_s':10}}", "config: auth.link_max_ttl_s: expected an integer from 60");
+    ck_assert_err_prefix("{" BASE ",'auth':{'public_warning':'yes'}}", "config: auth.public_warning: expected true or false");
+    /* the page's CSRF token and consent cookie are signed with the cookie secrets */
+    ck_assert_err_prefix("{" BASE ",'auth':{'public_warning':true}}",
+                         "config: auth.public_warning: needs auth.cookie_secrets_env or auth.cookie_secrets_file");
+    unsetenv("TEST_LINK_KEYS");
+    unsetenv("TEST_COOKIES");
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config_secrets");
@@ -322,6 +362,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, test_redis_password);
     tcase_add_test(tc, test_cookie_secrets);
     tcase_add_test(tc, test_cookie_secrets_file);
+    tcase_add_test(tc, test_share_links_and_warning);
     tcase_add_test(tc, test_cookie_secrets_file_nul);
     tcase_add_test(tc, test_ticket_keys_file);
     tcase_add_test(tc, test_spill_file_directory);

@@ -48,8 +48,9 @@ static gw_sandbox_t *running(const char *id, const char *token, const char *life
 START_TEST(test_recheck)
 {
     gw_sandbox_t *then = running("sbx1", TOKEN_A, "l1", "private");
-    gw_grant_t token = {then, 3000, GW_GRANT_TOKEN, 0}, cookie = {then, 3000, GW_GRANT_COOKIE, NOW + 60},
-               pre = {then, 3000, GW_GRANT_PREFLIGHT, 0}, pub = {then, 3000, GW_GRANT_PUBLIC, 0};
+    gw_grant_t token = {then, 3000, GW_GRANT_TOKEN, 0, 0}, cookie = {then, 3000, GW_GRANT_COOKIE, NOW + 60, 0},
+               pre = {then, 3000, GW_GRANT_PREFLIGHT, 0, 0}, pub = {then, 3000, GW_GRANT_PUBLIC, 0, 0},
+               link = {then, 3000, GW_GRANT_LINK, NOW + 60, 0};
     gw_sandbox_t *same = running("sbx1", TOKEN_A, "l1", "private"), *rotated = running("sbx1", TOKEN_B, "l1", "private"),
                  *relife = running("sbx1", TOKEN_A, "l2", "private"), *now_public = running("sbx1", TOKEN_B, "l1", "public");
     const char *stopped_kv[] = {"state",        "stopped", "addr",      "10.0.0.7", "lifecycle", "l1",
@@ -73,6 +74,18 @@ START_TEST(test_recheck)
     ck_assert_int_eq(gw_grant_recheck(&pub, same, NOW), GW_ERR_MISSING_TOKEN);
     ck_assert_int_eq(gw_grant_recheck(&token, stopped, NOW), GW_ERR_SANDBOX_NOT_RUNNING);
     ck_assert_int_eq(gw_grant_recheck(&token, relife, NOW), GW_ERR_SANDBOX_NOT_RUNNING);
+    /* a share link: the access token's rotation leaves it be; a new link_epoch or its expiry ends it */
+    const char *epoch1_kv[] = {"state", "running",   "addr",    "10.0.0.7",   "lifecycle", "l1", "token_sha256",
+                               TOKEN_A, "port:3000", "private", "link_epoch", "1",         NULL};
+    gw_sandbox_t *epoch1 = record("sbx1", epoch1_kv);
+    ck_assert_int_eq(gw_grant_recheck(&link, same, NOW), -1);
+    ck_assert_int_eq(gw_grant_recheck(&link, rotated, NOW), -1);
+    ck_assert_int_eq(gw_grant_recheck(&link, epoch1, NOW), GW_ERR_INVALID_TOKEN);
+    ck_assert_int_eq(gw_grant_recheck(&link, same, NOW + 60), GW_ERR_INVALID_TOKEN);
+    ck_assert_int_eq(gw_grant_recheck(&link, unexposed, NOW), GW_ERR_PORT_NOT_EXPOSED);
+    link.link_epoch = 1;
+    ck_assert_int_eq(gw_grant_recheck(&link, epoch1, NOW), -1);
+    gw_sandbox_release(epoch1);
 
     gw_sandbox_release(then);
     gw_sandbox_release(same);
@@ -110,7 +123,7 @@ START_TEST(test_registry_closes_only_what_is_refused)
     memset(items, 0, sizeof(items));
     for (i = 0; i != 4; ++i) {
         items[i].registry = reg;
-        items[i].revocable.grant = (gw_grant_t){i < 3 ? a : b, 3000, i == 2 ? GW_GRANT_PREFLIGHT : GW_GRANT_TOKEN, 0};
+        items[i].revocable.grant = (gw_grant_t){i < 3 ? a : b, 3000, i == 2 ? GW_GRANT_PREFLIGHT : GW_GRANT_TOKEN, 0, 0};
         items[i].revocable.on_revoke = on_revoke;
         gw_revocation_add(reg, &items[i].revocable);
     }

@@ -215,6 +215,39 @@ START_TEST(resume)
 }
 END_TEST
 
+START_TEST(link_epochs)
+{
+    static const struct {
+        const char *value;
+        int ok;
+        uint64_t epoch;
+    } cases[] = {{"0", 1, 0},
+                 {"7", 1, 7},
+                 {"9999999999999999999", 1, UINT64_C(9999999999999999999)},
+                 {"10000000000000000000", 0, 0},
+                 {"", 0, 0},
+                 {"-1", 0, 0},
+                 {"+1", 0, 0},
+                 {"1 ", 0, 0},
+                 {"x", 0, 0}};
+    const char *absent[] = {"state", "running", NULL};
+    gw_sandbox_t *s = parse_kv(absent);
+
+    /* absent = 0 */
+    ck_assert_int_eq(s->link_epoch_ok, 1);
+    ck_assert_uint_eq(s->link_epoch, 0);
+    gw_sandbox_release(s);
+    for (size_t i = 0; i != sizeof(cases) / sizeof(cases[0]); ++i) {
+        const char *kv[] = {"state", "running", "link_epoch", cases[i].value, NULL};
+        s = parse_kv(kv);
+        ck_assert_msg(s->link_epoch_ok == cases[i].ok, "link_epoch \"%s\"", cases[i].value);
+        if (cases[i].ok)
+            ck_assert_uint_eq(s->link_epoch, cases[i].epoch);
+        gw_sandbox_release(s);
+    }
+}
+END_TEST
+
 START_TEST(ports)
 {
     const char *kv[] = {"port:3000", "private",    "port:0",  "public",     "port:03000", "public", "port:+1",
@@ -324,6 +357,7 @@ int main(void)
     tcase_add_test(tc, addresses);
     tcase_add_test(tc, tokens);
     tcase_add_test(tc, resume);
+    tcase_add_test(tc, link_epochs);
     tcase_add_test(tc, ports);
     tcase_add_test(tc, missing_strings_are_empty);
     tcase_add_test(tc, binary_safe_strings);

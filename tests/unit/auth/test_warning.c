@@ -1,0 +1,164 @@
+/*
+ * Unit tests for auth/warning.c: which requests get the page, its HTML, the
+ * language choice, the bindings of the CSRF token and consent cookie (signed
+ * with auth/cookie.c), and the return path after consent.
+ */
+#define _GNU_SOURCE /* memmem */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include "auth/cookie.h"
+#include "auth/warning.h"
+
+#define NOW 1700000000u
+#define HOST "3000-sbx7f3a9.lizard.app"
+
+static h2o_mem_pool_t pool;
+static const gw_cookie_secret_t secret = {(const unsigned char *)"warning-secret-0123456789abcdefghij", 35};
+
+static void setup(void)
+{
+    h2o_mem_init_pool(&pool);
+}
+
+static void teardown(void)
+{
+    h2o_mem_clear_pool(&pool);
+}
+
+static h2o_iovec_t iov(const char *s)
+{
+    return s != NULL ? h2o_iovec_init(s, strlen(s)) : h2o_iovec_init(NULL, 0);
+}
+
+START_TEST(test_applies)
+{
+    /* document navigations */
+    ck_assert(gw_warning_applies(iov("GET"), iov("document"), 0, 0, 0));
+    ck_assert(gw_warning_applies(iov("HEAD"), iov("Document"), 0, 0, 0));
+    /* never what is not a navigation */
+    ck_assert(!gw_warning_applies(iov("POST"), iov("document"), 0, 1, 0));
+    ck_assert(!gw_warning_applies(iov("GET"), iov("empty"), 0, 1, 0));
+    ck_assert(!gw_warning_applies(iov("GET"), iov("script"), 0, 1, 1));
+    ck_assert(!gw_warning_applies(iov("GET"), iov("websocket"), 1, 0, 0));
+    ck_assert(!gw_warning_applies(iov("GET"), iov(NULL), 1, 1, 0));
+    /* frames: only in iframe mode */
+    ck_assert(!gw_warning_applies(iov("GET"), iov("iframe"), 0, 1, 0));
+    ck_assert(gw_warning_applies(iov("GET"), iov("iframe"), 0, 0, 1));
+    ck_assert(gw_warning_applies(iov("GET"), iov("frame"), 0, 0, 1));
+    /* without Fetch Metadata: Accept decides */
+    ck_assert(gw_warning_applies(iov("GET"), iov(NULL), 0, 1, 0));
+    ck_assert(!gw_warning_applies(iov("GET"), iov(NULL), 0, 0, 0));
+}
+END_TEST
+
+START_TEST(test_render)
+{
+    h2o_iovec_t body = gw_warning_render(&pool, gw_warning_strings(iov(NULL)), iov(HOST), iov("123.abc"), iov("/a?b=1&c=<x>\""));
+    char *html = h2o_mem_alloc_pool(&pool, body.len + 1);
+
+    memcpy(html, body.base, body.len);
+    html[body.len] = '\0';
+    ck_assert_ptr_nonnull(strstr(html, "<html lang=\"en\">"));
+    ck_assert_ptr_nonnull(strstr(html, "<strong class=\"host\">" HOST "</strong> is served by code running in a sandbox, not by "
+                                       "the platform."));
+    ck_assert_ptr_nonnull(strstr(html, "Do not enter passwords"));
+    ck_assert_ptr_nonnull(strstr(html, "<form method=\"post\" action=\"/.lizard/consent\">"));
+    ck_assert_ptr_nonnull(strstr(html, "name=\"csrf\" value=\"123.abc\""));
+    /* the reflected return path is escaped */
+    ck_assert_ptr_nonnull(strstr(html, "name=\"return\" value=\"/a?b=1&amp;c=&lt;x&gt;&quot;\""));
+    ck_assert_ptr_nonnull(strstr(html, "<button type=\"submit\">Continue to the preview</button>"));
+    ck_assert_ptr_null(strstr(html, "<script"));
+    ck_assert_ptr_nonnull(strstr(html, "noindex"));
+}
+END_TEST
+
+START_TEST(test_render_escapes_host)
+{
+    h2o_iovec_t body = gw_warning_render(&pool, gw_warning_strings(iov(NULL)), iov("<b>"), iov("t"), iov("/"));
+
+    ck_assert_ptr_null(memmem(body.base, body.len, "<b>", 3));
+    ck_assert_ptr_nonnull(memmem(body.base, body.len, "&lt;b&gt;", 9));
+}
+END_TEST
+
+START_TEST(test_languages)
+{
+    ck_assert_str_eq(gw_warning_strings(iov(NULL))->lang, "en");
+    ck_assert_str_eq(gw_warning_strings(iov("de-DE,de;q=0.9,en;q=0.8"))->lang, "de");
+    ck_assert_str_eq(gw_warning_strings(iov("fr-FR, de;q=0.5"))->lang, "de");
+    ck_assert_str_eq(gw_warning_strings(iov("fr-FR"))->lang, "en");
+    ck_assert_str_eq(gw_warning_strings(iov("de;q=0, en"))->lang, "en");
+    ck_assert_str_eq(gw_warning_strings(iov("DE;q=0.001"))->lang, "de");
+    ck_assert_str_eq(gw_warning_strings(iov(","))->lang, "en");
+    /* every language has every sentence, and names the host */
+    const gw_warning_strings_t *de = gw_warning_strings(iov("de"));
+    ck_assert_ptr_nonnull(strstr(de->served_by, "$H"));
+    ck_assert_ptr_nonnull(de->continue_label);
+    h2o_iovec_t body = gw_warning_render(&pool, de, iov(HOST), iov("t"), iov("/"));
+    ck_assert_ptr_nonnull(memmem(body.base, body.len, "<html lang=\"de\">", 16));
+    ck_assert_ptr_nonnull(memmem(body.base, body.len, "Weiter zur Vorschau", 19));
+}
+END_TEST
+
+START_TEST(test_binding)
+{
+    char csrf[GW_WARNING_BINDING_SIZE], csrf_upper[GW_WARNING_BINDING_SIZE], consent[GW_WARNING_BINDING_SIZE],
+        other[GW_WARNING_BINDING_SIZE];
+
+    gw_warning_binding(GW_WARNING_CSRF, iov(HOST), csrf);
+    gw_warning_binding(GW_WARNING_CSRF, iov("3000-SBX7F3A9.lizard.app"), csrf_upper);
+    gw_warning_binding(GW_WARNING_CONSENT, iov(HOST), consent);
+    gw_warning_binding(GW_WARNING_CSRF, iov("3000-sbx7f3a9.other.app"), other);
+    ck_assert_uint_eq(strlen(csrf), 5 + 64);
+    ck_assert_str_eq(csrf, csrf_upper);
+    ck_assert_str_ne(csrf, consent);
+    ck_assert_str_ne(csrf, other);
+
+    /* a CSRF token: time- and host-bound, and not a consent cookie */
+    h2o_iovec_t token = gw_cookie_sign(&pool, &secret, "sbx7f3a9", 3000, NOW + GW_WARNING_CSRF_TTL_S, csrf);
+    ck_assert_ptr_nonnull(token.base);
+    ck_assert_int_eq(gw_cookie_verify(token, &secret, 1, "sbx7f3a9", 3000, NOW + 10, csrf), GW_COOKIE_OK);
+    ck_assert_int_eq(gw_cookie_verify(token, &secret, 1, "sbx7f3a9", 3000, NOW + GW_WARNING_CSRF_TTL_S, csrf), GW_COOKIE_EXPIRED);
+    ck_assert_int_eq(gw_cookie_verify(token, &secret, 1, "sbx7f3a9", 3000, NOW, other), GW_COOKIE_BAD_SIGNATURE);
+    ck_assert_int_eq(gw_cookie_verify(token, &secret, 1, "sbx7f3a9", 3000, NOW, consent), GW_COOKIE_BAD_SIGNATURE);
+    ck_assert_int_eq(gw_cookie_verify(token, &secret, 1, "sbx7f3a9", 3001, NOW, csrf), GW_COOKIE_WRONG_PORT);
+}
+END_TEST
+
+START_TEST(test_return_path)
+{
+    ck_assert(gw_warning_return_path_ok(iov("/")));
+    ck_assert(gw_warning_return_path_ok(iov("/a/b?c=d&e=%20")));
+    ck_assert(!gw_warning_return_path_ok(iov("")));
+    ck_assert(!gw_warning_return_path_ok(iov("a")));
+    ck_assert(!gw_warning_return_path_ok(iov("//evil.example/")));
+    ck_assert(!gw_warning_return_path_ok(iov("/\\evil.example/")));
+    ck_assert(!gw_warning_return_path_ok(iov("https://evil.example/")));
+    ck_assert(!gw_warning_return_path_ok(iov("/a b")));
+    ck_assert(!gw_warning_return_path_ok(iov("/a\r\nSet-Cookie: x=1")));
+    ck_assert(!gw_warning_return_path_ok(iov("/\xc3\xa4")));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("warning");
+    TCase *tc = tcase_create("core");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_applies);
+    tcase_add_test(tc, test_render);
+    tcase_add_test(tc, test_render_escapes_host);
+    tcase_add_test(tc, test_languages);
+    tcase_add_test(tc, test_binding);
+    tcase_add_test(tc, test_return_path);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
