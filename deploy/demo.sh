@@ -6,6 +6,8 @@
 #                           redis-server, the demo app and the gateway, print
 #                           the preview URL and a curl command
 #   deploy/demo.sh stop     stop everything the demo started
+#   deploy/demo.sh pause    pause the demo sandbox: the next request wakes it
+#                           (through deploy/resume-consumer.py, 2 s)
 #   deploy/demo.sh status   show what is running
 #
 # Ports: gateway TLS 127.0.0.1:8443, plain 127.0.0.1:8080 (redirects to
@@ -71,6 +73,7 @@ stop_one() {
 }
 
 stop_all() {
+    stop_one consumer resume-consumer.py
     stop_one gateway lizard-gateway
     stop_one app demo-app.py
     stop_one redis redis-server
@@ -105,7 +108,7 @@ wait_until() { # wait_until SECONDS COMMAND...
 
 status() {
     local n
-    for n in redis:redis-server app:demo-app.py gateway:lizard-gateway; do
+    for n in redis:redis-server app:demo-app.py gateway:lizard-gateway consumer:resume-consumer.py; do
         if pid_alive "${n%%:*}" "${n#*:}"; then
             echo "${n%%:*}: running (pid $(cat "$RUN/${n%%:*}.pid"))"
         else
@@ -119,12 +122,21 @@ stop)
     stop_all
     exit 0
     ;;
+pause)
+    # what the control plane does to an idle sandbox: the next request wakes it (resume: auto)
+    [ -s "$RUN/redis.port" ] || die "the demo is not running (deploy/demo.sh start)"
+    REDIS_PORT=$(cat "$RUN/redis.port")
+    redis-cli -p "$REDIS_PORT" HSET "lizard:sbx:{$SANDBOX}" state paused >/dev/null
+    redis-cli -p "$REDIS_PORT" PUBLISH lizard:routes "$SANDBOX" >/dev/null
+    log "sandbox $SANDBOX is paused; open the preview URL (or curl it) to wake it"
+    exit 0
+    ;;
 status)
     status
     exit 0
     ;;
 start | restart) ;;
-*) die "usage: deploy/demo.sh [start|stop|status]" ;;
+*) die "usage: deploy/demo.sh [start|stop|status|pause]" ;;
 esac
 
 # --- packages and build --------------------------------------------------------
@@ -190,6 +202,7 @@ redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --d
     --daemonize yes --pidfile "$RUN/redis.pid" --logfile "$RUN/redis.log"
 wait_until 10 redis-cli -p "$REDIS_PORT" ping || die "redis-server did not start (see .run/redis.log)"
 wait_until 5 test -s "$RUN/redis.pid" || true
+echo "$REDIS_PORT" >"$RUN/redis.port"
 
 # --- the demo sandbox app ---------------------------------------------------------------
 log "starting the demo app on 127.0.0.1:$APP_PORT"
@@ -227,7 +240,7 @@ KEY="lizard:sbx:{$SANDBOX}"
 rcli() { redis-cli -p "$REDIS_PORT" "$@" >/dev/null; }
 rcli DEL "$KEY"
 rcli HSET "$KEY" state running addr 127.0.0.1 lifecycle "demo-$(openssl rand -hex 4)" project demo \
-    token_sha256 "$TOKEN_SHA" "port:$APP_PORT" private
+    token_sha256 "$TOKEN_SHA" "port:$APP_PORT" private resume auto
 rcli PUBLISH lizard:routes "$SANDBOX"
 printf '%s\n' "$TOKEN" >"$RUN/token"
 chmod 600 "$RUN/token"
@@ -240,6 +253,13 @@ if ! wait_until 15 curl -sf --noproxy '*' "http://127.0.0.1:$ADMIN_PORT/healthz"
     tail -n 20 "$RUN/gateway.log" >&2 || true
     die "the gateway did not become healthy (see .run/gateway.log)"
 fi
+
+# --- the control plane's side of waking paused sandboxes (README, "Waking paused sandboxes") ----
+log "starting the example resume consumer (log: .run/consumer.log)"
+nohup "$PYTHON" "$ROOT/deploy/resume-consumer.py" --redis "127.0.0.1:$REDIS_PORT" --delay 2 \
+    >"$RUN/consumer.out" 2>"$RUN/consumer.log" </dev/null &
+echo $! >"$RUN/consumer.pid"
+wait_until 10 grep -q ready "$RUN/consumer.out" || die "the resume consumer did not start (see .run/consumer.log)"
 
 HOST="$APP_PORT-$SANDBOX.$DOMAIN"
 CHECK=$(curl -s --noproxy '*' --cacert "$RUN/ca.pem" -H "X-Lizard-Access-Token: $TOKEN" -o /dev/null \
@@ -260,6 +280,11 @@ lizard-gateway demo is running (state and logs in $RUN/).
 
   Without the token (401 missing_token):
     curl --cacert $RUN/ca.pem https://$HOST:$TLS_PORT/
+
+  Wake on request: pause the sandbox, then open the preview URL again; the
+  page loads after the example control plane's 2 s "restore"
+  (deploy/resume-consumer.py, log in $RUN/consumer.log):
+    deploy/demo.sh pause
 
   Health:  curl http://127.0.0.1:$ADMIN_PORT/healthz
   Redis:   redis-cli -p $REDIS_PORT HGETALL 'lizard:sbx:{$SANDBOX}'

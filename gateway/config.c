@@ -117,6 +117,8 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("routing.cache_ttl_ms", routing.cache_ttl_ms, 0, MAX_TIMEOUT_MS, "10000"),
     UINT("routing.negative_ttl_ms", routing.negative_ttl_ms, 0, MAX_TIMEOUT_MS, "1000"),
     UINT("routing.stale_ttl_ms", routing.stale_ttl_ms, 0, MAX_TIMEOUT_MS, "60000"),
+    /* 0: a request for a waking sandbox asks for the resume and is answered 503 at once */
+    UINT("routing.resume_timeout_ms", routing.resume_timeout_ms, 0, MAX_TIMEOUT_MS, "30000"),
 
     ENUM("upstream.host_header", upstream.host_header, host_header_names, STR("preserve")),
     UINT("upstream.connect_timeout_ms", upstream.connect_timeout_ms, 1, MAX_TIMEOUT_MS, "5000"),
@@ -139,6 +141,8 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("limits.max_worker_buffer_bytes", limits.max_worker_buffer_bytes, 65536, UINT64_C(68719476736), "33554432"),
     UINT("limits.max_connections_per_client", limits.max_connections_per_client, 1, 1000000, "256"),
     UINT("limits.max_client_connections_per_worker", limits.max_client_connections_per_worker, 1, 1000000, "10000"),
+    UINT("limits.max_held_requests_per_sandbox", limits.max_held_requests_per_sandbox, 1, 1000000, "256"),
+    UINT("limits.max_held_requests_per_worker", limits.max_held_requests_per_worker, 1, 1000000, "4096"),
 
     UINT("metering.flush_interval_ms", metering.flush_interval_ms, 100, MAX_TIMEOUT_MS, "5000"),
     STRING("metering.spill_file", metering.spill_file, 1, 4096, STR("/var/lib/lizard-gateway/egress.spill")),

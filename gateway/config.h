@@ -87,7 +87,8 @@ typedef struct st_gw_config_t {
     struct {
         uint64_t cache_ttl_ms;
         uint64_t negative_ttl_ms;
-        uint64_t stale_ttl_ms; /* how long cached routes serve while Redis is down */
+        uint64_t stale_ttl_ms;      /* how long cached routes serve while Redis is down */
+        uint64_t resume_timeout_ms; /* how long a request waits for its sandbox to wake; 0: not at all */
     } routing;
 
     struct {
@@ -111,6 +112,8 @@ typedef struct st_gw_config_t {
         uint64_t max_worker_buffer_bytes;           /* response bytes held by one worker, all its responses */
         uint64_t max_connections_per_client;        /* client connections, and requests in flight, per client address */
         uint64_t max_client_connections_per_worker; /* beyond it new connections are closed at accept */
+        uint64_t max_held_requests_per_sandbox;     /* requests one worker holds while one sandbox wakes */
+        uint64_t max_held_requests_per_worker;      /* requests one worker holds for all waking sandboxes */
     } limits;
 
     struct {

@@ -144,6 +144,47 @@ static unsigned long long http2_event_sum(gw_metrics_t *m, size_t offset)
     return sum;
 }
 
+/* Waking paused sandboxes (routing/wake.h), all workers. */
+static void wake_metrics(text_t *out, gw_wake_counters_t *c)
+{
+    static const uint64_t bounds[GW_WAKE_HISTOGRAM_BUCKETS] = GW_WAKE_HISTOGRAM_BOUNDS;
+    int64_t held = atomic_load_explicit(&c->held, memory_order_relaxed);
+    unsigned long long cumulative = 0;
+    char label[32];
+    size_t i;
+
+    metric(out, "lizard_wake_held_requests", "gauge", "Requests held now while their sandbox wakes.",
+           held > 0 ? (unsigned long long)held : 0);
+    metric(out, "lizard_wake_held_requests_total", "counter", "Requests that were held while their sandbox woke.",
+           load(&c->held_total));
+    family(out, "lizard_wake_resume_requests_total", "counter",
+           "Resume requests: sent (this gateway won SET <prefix>resume:{id} NX and wrote XADD <prefix>resume), "
+           "deduplicated (the lock was taken: asked for less than 30 s ago), failed (Redis did not take it).");
+    sample(out, "lizard_wake_resume_requests_total", "result=\"sent\"", load(&c->resume_requests));
+    sample(out, "lizard_wake_resume_requests_total", "result=\"deduplicated\"", load(&c->resume_deduped));
+    sample(out, "lizard_wake_resume_requests_total", "result=\"failed\"", load(&c->resume_failures));
+    metric(out, "lizard_wake_timeouts_total", "counter",
+           "Held requests answered 503 sandbox_not_running after routing.resume_timeout_ms.", load(&c->timeouts));
+    metric(out, "lizard_wake_abandoned_total", "counter", "Held requests whose client went away.", load(&c->abandoned));
+    metric(out, "lizard_wake_refused_total", "counter",
+           "Requests refused 429 because too many were held (limits.max_held_requests_per_sandbox, "
+           "limits.max_held_requests_per_worker).",
+           load(&c->refused));
+    /* milliseconds, not seconds: every sample of the exposition stays an integer */
+    family(out, "lizard_wake_milliseconds", "histogram",
+           "From the first request held for a sandbox to the read that showed it running, per wake seen by a worker.");
+    for (i = 0; i != GW_WAKE_HISTOGRAM_BUCKETS; ++i) {
+        cumulative += load(&c->wake_ms_buckets[i]);
+        snprintf(label, sizeof(label), "le=\"%llu\"", (unsigned long long)bounds[i]);
+        sample(out, "lizard_wake_milliseconds_bucket", label, cumulative);
+    }
+    cumulative += load(&c->wake_ms_buckets[GW_WAKE_HISTOGRAM_BUCKETS]);
+    sample(out, "lizard_wake_milliseconds_bucket", "le=\"+Inf\"", cumulative);
+    sample(out, "lizard_wake_milliseconds_sum", NULL, load(&c->wake_ms_sum));
+    /* the +Inf bucket, not wake_count: a scrape between two increments must not see them disagree */
+    sample(out, "lizard_wake_milliseconds_count", NULL, cumulative);
+}
+
 int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iovec_t *result)
 {
     text_t out = {.pool = pool, .max = max};
@@ -224,6 +265,7 @@ int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iov
     metric(&out, "lizard_abandoned_requests_total", "counter",
            "Requests that ended before any response began (client reset or closed); summed per connection in the log.",
            load(&m->abandoned_requests));
+    wake_metrics(&out, &m->wake);
     metric(&out, "lizard_redis_connected_workers", "gauge", "Workers whose Redis connection is up.",
            (unsigned long long)atomic_load(&m->redis_ready_workers));
 

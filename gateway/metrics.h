@@ -18,6 +18,7 @@
 #include "metering/metering.h"
 #include "upstream/proxy.h"
 #include "routing/route_store.h"
+#include "routing/wake.h"
 
 /* The largest exposition /metrics renders: far above any real one (about
  * 7 KiB plus 100 bytes per worker); over it /metrics answers 500, never a
@@ -43,6 +44,7 @@ typedef struct st_gw_metrics_t {
     atomic_int redis_ready_workers;
     gw_route_store_counters_t routes; /* the route caches of all workers */
     gw_proxy_counters_t proxy;        /* the proxies of all workers */
+    gw_wake_counters_t wake;          /* the held-request registries of all workers */
     gw_metrics_worker_t *workers;
     size_t num_workers;
     /* read at render time; borrowed; NULL shows as zero */

@@ -49,6 +49,8 @@ typedef struct st_pending_t {
     size_t query_token_count; /* 0: no lizard_token parameter */
     h2o_iovec_t cookie;       /* the gateway's cookie, {NULL, 0} if absent */
     h2o_iovec_t consent;      /* the warning page's consent cookie (auth.public_warning), {NULL, 0} if absent */
+    gw_wake_waiter_t *waiter; /* held while the sandbox wakes, or NULL */
+    gw_hangup_watch_t hangup; /* HTTP/1: the client is watched while held */
 } pending_t;
 
 static void on_pending_dispose(void *_p)
@@ -57,6 +59,11 @@ static void on_pending_dispose(void *_p)
 
     if (p->lookup != NULL)
         gw_route_lookup_cancel(p->lookup);
+    if (p->waiter != NULL) {
+        /* an HTTP/2 reset, or the connection closed, while held */
+        gw_hangup_unwatch(p->thread->hangup, &p->hangup);
+        gw_wake_cancel(p->waiter, 1);
+    }
     atomic_fetch_sub_explicit(&p->conf->metrics->in_flight, 1, memory_order_relaxed);
 }
 
@@ -425,15 +432,14 @@ static int client_address(pending_t *p, char *buf, size_t bufsize)
     return gw_peer_address((void *)&ss, len, buf, bufsize);
 }
 
-static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
+static void hold(pending_t *p, gw_sandbox_t *sbx);
+
+/* What the route says about the request: answered, held, or proxied. Runs
+ * again with the fresh record when a held request's sandbox has woken. */
+static void decide(pending_t *p, gw_route_status_t status, gw_sandbox_t *sbx)
 {
-    pending_t *p = data;
     const gw_config_t *conf = p->conf->config;
     char detail[128];
-
-    p->lookup = NULL;
-    strip_credentials(p);
-    p->path = safe_target(&p->req->pool, p->path);
 
     switch (status) {
     case GW_ROUTE_FOUND:
@@ -466,6 +472,11 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
     }
 
     if (sbx->state != GW_SANDBOX_RUNNING) {
+        /* after the credential: scanners never wake sandboxes */
+        if (gw_wake_applies(sbx)) {
+            hold(p, sbx);
+            return;
+        }
         snprintf(detail, sizeof(detail), "The sandbox is %s.", gw_sandbox_state_name(sbx->state));
         send_error(p, GW_ERR_SANDBOX_NOT_RUNNING, detail);
         return;
@@ -484,6 +495,7 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
                                 .port = p->host.port,
                                 .path = p->path,
                                 .cors_preflight = is_cors_preflight(p->req),
+                                .no_activity = header_is(p->req, H2O_STRLIT("x-lizard-no-activity"), H2O_STRLIT("1")),
                                 .grant = grant};
     if (target.addr.ss.ss_family == AF_INET)
         ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(p->host.port);
@@ -512,6 +524,63 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
     /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */
     gw_meter_set_project(p->thread->meter, sbx->id, sbx->project, h2o_now(p->req->conn->ctx->loop));
     gw_proxy_forward(p->thread->proxy, p->req, &target);
+}
+
+static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sbx)
+{
+    pending_t *p = data;
+
+    p->lookup = NULL;
+    strip_credentials(p);
+    p->path = safe_target(&p->req->pool, p->path);
+    decide(p, status, sbx);
+}
+
+/* The sandbox woke (or will not, or took too long). */
+static void on_woken(void *data, gw_wake_result_t result, gw_sandbox_t *sbx)
+{
+    pending_t *p = data;
+    char detail[128];
+
+    p->waiter = NULL;
+    gw_hangup_unwatch(p->thread->hangup, &p->hangup);
+    switch (result) {
+    case GW_WAKE_SETTLED:
+        /* the fresh record decides everything again: the credential, the port, the state */
+        decide(p, GW_ROUTE_FOUND, sbx);
+        break;
+    case GW_WAKE_NOT_FOUND:
+        decide(p, GW_ROUTE_NOT_FOUND, NULL);
+        break;
+    default:
+        snprintf(detail, sizeof(detail), "It did not wake within %llu ms.",
+                 (unsigned long long)p->conf->config->routing.resume_timeout_ms);
+        send_error(p, GW_ERR_SANDBOX_NOT_RUNNING, detail);
+        break;
+    }
+}
+
+/* The HTTP/1 client closed while its request was held: the hold goes now,
+ * and the answer (which nobody reads) lets h2o close the connection. */
+static void on_hangup(gw_hangup_watch_t *watch)
+{
+    pending_t *p = H2O_STRUCT_FROM_MEMBER(pending_t, hangup, watch);
+
+    gw_wake_cancel(p->waiter, 1);
+    p->waiter = NULL;
+    send_error(p, GW_ERR_SANDBOX_NOT_RUNNING, "The client went away while the sandbox was waking.");
+}
+
+/* Holds the request until its sandbox wakes (CONTRACT.md, "Waking a paused
+ * sandbox"); no connection slot and no upstream connection meanwhile. */
+static void hold(pending_t *p, gw_sandbox_t *sbx)
+{
+    if ((p->waiter = gw_wake_hold(p->thread->wake, sbx, on_woken, p)) == NULL) {
+        send_error(p, GW_ERR_TOO_MANY_CONNECTIONS, "Too many requests are waiting for this sandbox to wake.");
+        return;
+    }
+    p->hangup.cb = on_hangup;
+    gw_hangup_watch(p->thread->hangup, &p->hangup, p->req);
 }
 
 /* 1 when the request came without a Host/:authority (h2o then substitutes the

@@ -10,12 +10,14 @@
 #include <h2o.h>
 #include "gateway/config.h"
 #include "gateway/conn_limit.h"
+#include "gateway/hangup.h"
 #include "auth/cookie_keys.h"
 #include "auth/link_keys.h"
 #include "metering/metering.h"
 #include "gateway/metrics.h"
 #include "upstream/proxy.h"
 #include "routing/route_store.h"
+#include "routing/wake.h"
 
 /* What the handlers share across workers; every pointer is borrowed and must
  * outlive the server. */
@@ -30,12 +32,15 @@ typedef struct st_gw_pipeline_conf_t {
     uint16_t https_port;                  /* where the redirect handler sends plain requests */
 } gw_pipeline_conf_t;
 
-/* What one worker's preview handler uses: its own route store, proxy and
- * meter (borrowed; they outlive the worker's loop). */
+/* What one worker's preview handler uses: its own route store, proxy,
+ * meter, held-request registry and hang-up watch (borrowed; they outlive the
+ * worker's loop). */
 typedef struct st_gw_pipeline_thread_t {
     gw_route_store_t *routes;
     gw_proxy_t *proxy;
     gw_meter_t *meter;
+    gw_wake_t *wake;
+    gw_hangup_t *hangup; /* NULL: held HTTP/1 requests are not watched */
 } gw_pipeline_thread_t;
 
 typedef struct st_gw_pipeline_t gw_pipeline_t;

@@ -377,6 +377,19 @@ static void on_proxy_bytes(void *data, const char *sandbox_id, const gw_proxy_by
     gw_worker_t *w = data;
 
     gw_meter_add(w->meter, sandbox_id, delta->egress, delta->ingress, h2o_now(w->ctx.loop));
+    if (!delta->no_activity)
+        gw_activity_touch(w->activity, sandbox_id, wall_ms());
+}
+
+/* A publish on <prefix>routes (NULL: the subscription was confirmed again):
+ * open exchanges and tunnels are rechecked, held requests read their
+ * sandbox again. */
+static void on_route_invalidate(void *data, const char *sandbox_id)
+{
+    gw_worker_t *w = data;
+
+    gw_revocation_on_publish(w->revocation, sandbox_id);
+    gw_wake_on_publish(w->wake, sandbox_id);
 }
 
 /* Every metering.flush_interval_ms: this worker's counts go to the shared
@@ -388,6 +401,7 @@ static void on_meter_tick(h2o_timeout_entry_t *entry)
     gw_metering_submit(w->server->metering, w->meter, h2o_now(w->ctx.loop));
     if (w->index == 0)
         gw_metering_flush(w->server->metering);
+    gw_activity_flush(w->activity, w->redis, w->server->config->redis.prefix);
     h2o_timeout_link(w->ctx.loop, &w->meter_timeout, &w->meter_tick);
 }
 
@@ -421,7 +435,8 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     w->redis = gw_redis_new(loop, &rconf);
     w->routes_sub = gw_redis_new(loop, &rconf);
     gw_redis_set_state_cb(w->redis, on_redis_state, w);
-    /* a publish re-reads the record of a sandbox with open exchanges or tunnels, and closes what it refuses */
+    /* a publish re-reads the record of a sandbox with open exchanges or tunnels, and closes what it refuses,
+     * and of a sandbox with requests held while it wakes (on_route_invalidate) */
     w->revocation = gw_revocation_new(loop, NULL);
     gw_route_store_conf_t sconf = {.prefix = conf->redis.prefix,
                                    .lookup_timeout_ms = conf->redis.lookup_timeout_ms,
@@ -431,10 +446,20 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
                                    .counters = &s->metrics.routes,
                                    .on_lifecycle = on_route_lifecycle,
                                    .lifecycle_data = w,
-                                   .on_invalidate = gw_revocation_on_publish,
-                                   .invalidate_data = w->revocation};
+                                   .on_invalidate = on_route_invalidate,
+                                   .invalidate_data = w};
     w->routes = gw_route_store_new(loop, w->redis, &sconf);
     gw_revocation_set_routes(w->revocation, w->routes);
+    gw_wake_conf_t wconf = {.prefix = conf->redis.prefix,
+                            .instance_id = conf->instance_id,
+                            .timeout_ms = conf->routing.resume_timeout_ms,
+                            .max_per_sandbox = conf->limits.max_held_requests_per_sandbox,
+                            .max_per_worker = conf->limits.max_held_requests_per_worker,
+                            .command_timeout_ms = conf->redis.lookup_timeout_ms,
+                            .counters = &s->metrics.wake};
+    w->wake = gw_wake_new(loop, w->redis, w->routes, &wconf); /* aborts on out of memory, never NULL */
+    w->hangup = gw_hangup_new(loop);                          /* NULL (reported): held HTTP/1 requests are not watched */
+    w->activity = gw_activity_new();                          /* aborts on out of memory, never NULL */
     /* a connection of its own for pub/sub: each worker hears every invalidation itself */
     if (gw_route_store_subscribe(w->routes, w->routes_sub) != 0)
         return gw_errorf(err, "worker %zu: the route cache subscription did not start", w->index);
@@ -461,7 +486,9 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     h2o_timeout_link(loop, &w->meter_timeout, &w->meter_tick);
     if (w->index == 0) /* cannot fail: a Redis outage is the flusher's to retry, out of memory aborts */
         gw_metering_start_flusher(s->metering, loop, &rconf);
-    gw_pipeline_attach(s->pipeline, &w->ctx, &(gw_pipeline_thread_t){.routes = w->routes, .proxy = w->proxy, .meter = w->meter});
+    gw_pipeline_attach(
+        s->pipeline, &w->ctx,
+        &(gw_pipeline_thread_t){.routes = w->routes, .proxy = w->proxy, .meter = w->meter, .wake = w->wake, .hangup = w->hangup});
 
     w->accept_ctxs = alloc_zeroed(conf->num_listen * sizeof(*w->accept_ctxs));
     w->listeners = alloc_zeroed(conf->num_listen * sizeof(*w->listeners));
@@ -518,6 +545,7 @@ static void *worker_main(void *arg)
      * they are closed when the process exits. */
     close_listeners(w);
     h2o_context_request_shutdown(&w->ctx);
+    gw_wake_expire_all(w->wake); /* held requests get their 503 now, not at their deadline */
     uint64_t deadline = now_ms() + (uint64_t)atomic_load(&s->stopping);
     while (atomic_load_explicit(&s->metrics.in_flight, memory_order_relaxed) != 0 && now_ms() < deadline)
         h2o_evloop_run(loop, LOOP_TICK_MS);

@@ -18,11 +18,13 @@
 #include "auth/link_keys.h"
 #include "gateway/metrics.h"
 #include "gateway/pipeline.h"
+#include "metering/activity.h"
 #include "metering/metering.h"
 #include "upstream/proxy.h"
 #include "gateway/revocation.h"
 #include "common/redis.h"
 #include "routing/route_store.h"
+#include "routing/wake.h"
 #include "tls/tls.h"
 
 typedef struct st_gw_worker_t gw_worker_t;
@@ -76,6 +78,9 @@ struct st_gw_worker_t {
     gw_proxy_t *proxy;
     gw_revocation_t *revocation; /* the proxy's open exchanges and tunnels by sandbox, rechecked on publishes */
     gw_meter_t *meter;           /* this worker's byte counts, handed to server->metering every flush interval */
+    gw_activity_t *activity;     /* last traffic per sandbox, written (ZADD GT) at every metering tick */
+    gw_wake_t *wake;             /* requests held while their sandbox wakes */
+    gw_hangup_t *hangup;         /* notices HTTP/1 clients that leave while held; NULL: not watched */
     h2o_timeout_t meter_timeout;
     h2o_timeout_entry_t meter_tick;
 };

@@ -414,7 +414,9 @@ static flight_t *flight_start(gw_route_store_t *s, entry_t *e)
     return f;
 }
 
-gw_route_lookup_t *gw_route_store_lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data)
+/* fresh: the cache never answers; only a fetch sent from now on (or one in flight, which a publish would have
+ * detached) does */
+static gw_route_lookup_t *lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data, int fresh)
 {
     gw_route_lookup_t *l = h2o_mem_alloc(sizeof(*l));
     size_t id_len = strlen(sandbox_id);
@@ -438,7 +440,7 @@ gw_route_lookup_t *gw_route_store_lookup(gw_route_store_t *s, const char *sandbo
             COUNT(s, coalesced);
             goto Join;
         }
-        if (now < e->fresh_until && s->listening) {
+        if (!fresh && now < e->fresh_until && s->listening) {
             if (e->kind == ENTRY_NOT_FOUND) {
                 COUNT(s, hits);
                 defer(l, GW_ROUTE_NOT_FOUND, NULL);
@@ -472,6 +474,16 @@ gw_route_lookup_t *gw_route_store_lookup(gw_route_store_t *s, const char *sandbo
 Join:
     h2o_linklist_insert(&e->flight->waiters, &l->link);
     return l;
+}
+
+gw_route_lookup_t *gw_route_store_lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data)
+{
+    return lookup(s, sandbox_id, cb, data, 0);
+}
+
+gw_route_lookup_t *gw_route_store_lookup_fresh(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data)
+{
+    return lookup(s, sandbox_id, cb, data, 1);
 }
 
 void gw_route_lookup_cancel(gw_route_lookup_t *l)

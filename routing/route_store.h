@@ -96,6 +96,13 @@ int gw_route_store_subscribe(gw_route_store_t *s, gw_redis_t *subscriber);
  * memory aborts, as everywhere). */
 gw_route_lookup_t *gw_route_store_lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data);
 
+/* gw_route_store_lookup that reads Redis even when the cache holds a fresh
+ * entry (joining a fetch already in flight: one sent before the last publish
+ * was detached by it): what a request waiting for a state change asks when
+ * no publish came. The answer refreshes the cache. While Redis cannot answer,
+ * a stale route may still answer, as for any lookup. */
+gw_route_lookup_t *gw_route_store_lookup_fresh(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data);
+
 /* After this, the lookup's callback is never called. Not from inside that
  * callback. */
 void gw_route_lookup_cancel(gw_route_lookup_t *l);

@@ -150,6 +150,8 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
             s->has_addr = gw_netaddr_parse_ip(v->str, (size_t)v->len, 0, &s->addr) == 0;
         } else if (field_is(f, "token_sha256")) {
             s->has_token = parse_token(v, s->token_sha256);
+        } else if (field_is(f, "resume")) {
+            s->resume_auto = field_is(v, "auto");
         } else if (field_is(f, "link_epoch")) {
             s->link_epoch = 0;
             s->link_epoch_ok = parse_epoch(v, &s->link_epoch);

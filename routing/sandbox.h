@@ -41,6 +41,7 @@ typedef struct st_gw_sandbox_t {
     h2o_iovec_t project;      /* NUL-terminated; "" when missing */
     int has_token;            /* token_sha256 present and 64 hex digits */
     char token_sha256[65];    /* lowercase hex */
+    int resume_auto;          /* resume is "auto": a request while paused wakes it */
     int link_epoch_ok;        /* link_epoch absent (0) or a decimal; 0: malformed, every share link is refused */
     uint64_t link_epoch;      /* share links signed with another epoch are refused */
     gw_sandbox_port_t *ports; /* sorted by port */

@@ -78,6 +78,7 @@ typedef struct st_gw_exchange_t {
     unsigned reused : 1;  /* sock came from the pool */
     unsigned retried : 1; /* one retry on a fresh connection has been made */
     unsigned cors_preflight : 1;
+    unsigned no_activity : 1;     /* X-Lizard-No-Activity: reported with its bytes */
     unsigned cut : 1;             /* gw_exchange_reset ran: what it still holds goes when h2o closes the connection */
     gw_conn_limit_t *slot;        /* the sandbox's connection slot, given back at dispose; NULL: none */
     gw_conn_limit_t *client_slot; /* the client address's slot (client_addr), given back with slot; NULL: none */
@@ -120,7 +121,7 @@ typedef struct st_gw_exchange_t {
 void gw_exchange_clear_timer(gw_exchange_t *ex);
 void gw_exchange_set_timer(gw_exchange_t *ex, gw_opt_timeout_t *t, h2o_timeout_cb cb);
 /* Bills bytes to the exchange's sandbox (metering, /metrics). */
-void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, uint64_t egress, uint64_t ingress);
+void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, int no_activity, uint64_t egress, uint64_t ingress);
 /* Upper bound of the HTTP/1 head h2o writes for the response (metering). */
 size_t gw_exchange_response_head_size(h2o_req_t *req);
 /* Gives back the sandbox's and the client address's slots, once. */

@@ -56,9 +56,9 @@ void gw_exchange_set_timer(gw_exchange_t *ex, gw_opt_timeout_t *t, h2o_timeout_c
     h2o_timeout_link(ex->proxy->ctx->loop, &t->timeout, &ex->timer);
 }
 
-void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, uint64_t egress, uint64_t ingress)
+void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, int no_activity, uint64_t egress, uint64_t ingress)
 {
-    gw_proxy_bytes_t delta = {egress, ingress};
+    gw_proxy_bytes_t delta = {egress, ingress, no_activity};
 
     if (egress == 0 && ingress == 0)
         return;
@@ -530,6 +530,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->addr = target->addr;
     ex->path = h2o_strdup(&req->pool, target->path.base, target->path.len);
     ex->client_port = target->client_port;
+    ex->no_activity = target->no_activity != 0;
     ex->is_head = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
     ex->is_idempotent = method_is_idempotent(req->method);
     ex->cors_preflight = target->cors_preflight != 0;
@@ -560,7 +561,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
         return;
     }
 
-    gw_proxy_add_bytes(p, ex->sandbox_id, 0, request_size(req));
+    gw_proxy_add_bytes(p, ex->sandbox_id, ex->no_activity, 0, request_size(req));
 
     /* the route came from Redis: never connect outside the allowed networks */
     if (!gw_cidr_list_contains(p->conf.allowed_networks, p->conf.num_allowed_networks, (const struct sockaddr *)&ex->addr.ss)) {

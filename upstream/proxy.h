@@ -28,6 +28,7 @@ typedef struct st_gw_proxy_target_t {
                                     exchange (or its WebSocket tunnel) is over; NULL: none */
     gw_conn_limit_t *client_limit; /* a slot of client_addr taken by the caller, given back as conn_limit; NULL: none */
     const char *client_addr;       /* the client's address, the key of client_limit (copied) */
+    int no_activity;               /* X-Lizard-No-Activity: the bytes moved say so to the bytes callback */
     gw_grant_t grant;              /* what let the request in (record borrowed: the proxy retains it); record NULL: the
                                       exchange is not revocable */
 } gw_proxy_target_t;
@@ -36,6 +37,7 @@ typedef struct st_gw_proxy_target_t {
 typedef struct st_gw_proxy_bytes_t {
     uint64_t egress;  /* to the client: status line/headers, body, WebSocket bytes */
     uint64_t ingress; /* from the client: request head, body, WebSocket bytes */
+    int no_activity;  /* the exchange asked not to count as its sandbox's activity (X-Lizard-No-Activity) */
 } gw_proxy_bytes_t;
 
 /* Called on the worker's thread each time bytes move for a sandbox, with

@@ -157,8 +157,8 @@ static void do_send(gw_exchange_t *ex)
         state = ex->res.body_error ? H2O_SEND_STATE_ERROR : H2O_SEND_STATE_FINAL;
         ex->state = GW_EX_OVER;
         if (state == H2O_SEND_STATE_FINAL)
-            gw_proxy_add_bytes(ex->proxy, ex->sandbox_id, vec.len + (ex->res.started ? 0 : gw_exchange_response_head_size(ex->req)),
-                               0);
+            gw_proxy_add_bytes(ex->proxy, ex->sandbox_id, ex->no_activity,
+                               vec.len + (ex->res.started ? 0 : gw_exchange_response_head_size(ex->req)), 0);
     } else {
         /* an empty send is only for getting the head out (server-sent
          * events: the head comes long before the first event) */
@@ -209,7 +209,7 @@ void gw_exchange_on_proceed(h2o_generator_t *generator, h2o_req_t *req)
     ex->res.sending = 0;
     gw_exchange_stop_waiting(ex);
     /* h2o wrote the send to the client socket: these bytes are delivered */
-    gw_proxy_add_bytes(ex->proxy, ex->sandbox_id, ex->res.unbilled, 0);
+    gw_proxy_add_bytes(ex->proxy, ex->sandbox_id, ex->no_activity, ex->res.unbilled, 0);
     ex->res.unbilled = 0;
     if (ex->sending.bytes_inflight != 0)
         h2o_doublebuffer_consume(&ex->sending);

@@ -16,6 +16,7 @@ typedef struct st_websocket_t {
     h2o_linklist_t link; /* in proxy->websockets */
     gw_proxy_t *proxy;
     char *sandbox_id;
+    int no_activity;
     gw_tunnel_t *tunnel;
     gw_conn_limit_t *slot;        /* the connection slot the tunnel holds, NULL: none */
     gw_conn_limit_t *client_slot; /* the client address's slot the tunnel holds, NULL: none */
@@ -27,7 +28,7 @@ typedef struct st_websocket_t {
 static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstream)
 {
     websocket_t *ws = data;
-    gw_proxy_add_bytes(ws->proxy, ws->sandbox_id, to_client, to_upstream);
+    gw_proxy_add_bytes(ws->proxy, ws->sandbox_id, ws->no_activity, to_client, to_upstream);
 }
 
 static void on_websocket_close(void *data)
@@ -71,7 +72,7 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
     }
     h2o_buffer_consume(&client->input, reqsize);
     /* h2o calls back once the 101 is written to the client */
-    gw_proxy_add_bytes(ws->proxy, ws->sandbox_id, ws->head_bytes, 0);
+    gw_proxy_add_bytes(ws->proxy, ws->sandbox_id, ws->no_activity, ws->head_bytes, 0);
     /* bounds what one read of the client pulls in, as for upstreams */
     setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &ws->proxy->rcvbuf, sizeof(ws->proxy->rcvbuf));
     if (ws->revocable.grant.record != NULL && ws->proxy->revocation != NULL)
@@ -93,6 +94,7 @@ void gw_exchange_upgrade(gw_exchange_t *ex)
 
     ws->proxy = p;
     ws->sandbox_id = h2o_strdup(NULL, ex->sandbox_id, SIZE_MAX).base;
+    ws->no_activity = ex->no_activity;
     /* the tunnel outlives the request: it keeps the connection slot */
     ws->slot = ex->slot;
     ex->slot = NULL;

@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,6 +245,21 @@ static int run_until(volatile int *flag, uint64_t timeout_ms)
     while (!*flag && now_ms() < deadline)
         h2o_evloop_run(loop, 10);
     return *flag;
+}
+
+/* (not every test file counts) */
+__attribute__((unused)) static uint64_t counter(atomic_uint_fast64_t *c)
+{
+    return atomic_load(c);
+}
+
+/* Runs the loop until *c reaches n; returns whether it did. */
+__attribute__((unused)) static int run_until_counter(atomic_uint_fast64_t *c, uint64_t n, uint64_t timeout_ms)
+{
+    uint64_t deadline = now_ms() + timeout_ms;
+    while (counter(c) < n && now_ms() < deadline)
+        h2o_evloop_run(loop, 10);
+    return counter(c) >= n;
 }
 
 static void run_for(uint64_t ms)

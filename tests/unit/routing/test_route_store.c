@@ -31,22 +31,6 @@ static void put_sandbox(const server_t *srv, const char *id, const char *lifecyc
           lifecycle, TOKEN, port3000);
 }
 
-/* counters */
-
-static uint64_t counter(atomic_uint_fast64_t *c)
-{
-    return atomic_load(c);
-}
-
-/* Runs the loop until *c reaches n. */
-static int run_until_counter(atomic_uint_fast64_t *c, uint64_t n, uint64_t timeout_ms)
-{
-    uint64_t deadline = now_ms() + timeout_ms;
-    while (counter(c) < n && now_ms() < deadline)
-        h2o_evloop_run(loop, 10);
-    return counter(c) >= n;
-}
-
 /* a store with its own Redis connections */
 
 typedef struct {

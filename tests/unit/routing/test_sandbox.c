@@ -196,6 +196,25 @@ START_TEST(tokens)
 }
 END_TEST
 
+START_TEST(resume)
+{
+    static const struct {
+        const char *value;
+        int want;
+    } cases[] = {{"auto", 1}, {"AUTO", 0}, {"", 0}, {"auto ", 0}, {"never", 0}};
+    for (size_t i = 0; i != sizeof(cases) / sizeof(cases[0]); ++i) {
+        const char *kv[] = {"state", "paused", "resume", cases[i].value, NULL};
+        gw_sandbox_t *s = parse_kv(kv);
+        ck_assert_msg(s->resume_auto == cases[i].want, "resume \"%s\"", cases[i].value);
+        gw_sandbox_release(s);
+    }
+    const char *absent[] = {"state", "paused", NULL};
+    gw_sandbox_t *s = parse_kv(absent);
+    ck_assert_int_eq(s->resume_auto, 0);
+    gw_sandbox_release(s);
+}
+END_TEST
+
 START_TEST(link_epochs)
 {
     static const struct {
@@ -337,6 +356,7 @@ int main(void)
     tcase_add_test(tc, states);
     tcase_add_test(tc, addresses);
     tcase_add_test(tc, tokens);
+    tcase_add_test(tc, resume);
     tcase_add_test(tc, link_epochs);
     tcase_add_test(tc, ports);
     tcase_add_test(tc, missing_strings_are_empty);

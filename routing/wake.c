@@ -1,0 +1,413 @@
+/*
+ * The held-request registry: one bucket per sandbox with requests held here,
+ * holding its waiters (each with its own deadline), at most one fresh read
+ * in flight (a publish during that read asks for one more after it, so the
+ * last publish is always followed by a read), the fallback re-read timer, and
+ * the resume request this worker sent for it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "common/hashtab.h"
+#include "routing/wake.h"
+
+typedef struct st_bucket_t {
+    gw_hashtab_node_t node; /* in owner->buckets, key: id */
+    gw_wake_t *owner;
+    h2o_linklist_t waiters; /* gw_wake_waiter_t.link, oldest first */
+    size_t count;
+    gw_route_lookup_t *read;     /* the fresh read in flight, or NULL */
+    gw_redis_req_t *set_req;     /* the SET NX in flight, or NULL */
+    h2o_timeout_entry_t recheck; /* the fallback re-read */
+    uint64_t held_since;         /* when the first of the current waiters came: the wake time starts there */
+    uint64_t resume_asked_at;    /* when this worker last asked (0: never, or the ask failed) */
+    unsigned read_again : 1;     /* a publish came while `read` was in flight */
+    unsigned busy : 1;           /* answering its waiters: not freed by cancel */
+    char id[GW_SANDBOX_ID_MAX + 1];
+} bucket_t;
+
+struct st_gw_wake_waiter_t {
+    bucket_t *bucket;
+    h2o_linklist_t link;
+    h2o_timeout_entry_t deadline;
+    gw_wake_cb cb;
+    void *data;
+};
+
+struct st_gw_wake_t {
+    h2o_loop_t *loop;
+    gw_redis_t *redis;
+    gw_route_store_t *routes;
+    gw_wake_conf_t conf;  /* prefix and instance_id point to copies */
+    gw_hashtab_t buckets; /* of bucket_t */
+    size_t num_held;
+    h2o_timeout_t deadline_timeout; /* conf.timeout_ms */
+    h2o_timeout_t recheck_timeout;  /* conf.recheck_ms */
+};
+
+#define COUNT(w, name, n)                                                                                                          \
+    do {                                                                                                                           \
+        if ((w)->conf.counters != NULL)                                                                                            \
+            atomic_fetch_add_explicit(&(w)->conf.counters->name, (n), memory_order_relaxed);                                       \
+    } while (0)
+
+static void read_now(bucket_t *b);
+
+int gw_wake_applies(const gw_sandbox_t *record)
+{
+    return record->state == GW_SANDBOX_STARTING || (record->state == GW_SANDBOX_PAUSED && record->resume_auto);
+}
+
+/* buckets */
+
+static bucket_t *bucket_find(gw_wake_t *w, const char *id)
+{
+    gw_hashtab_node_t *n = gw_hashtab_find(&w->buckets, id, strlen(id));
+    return n != NULL ? H2O_STRUCT_FROM_MEMBER(bucket_t, node, n) : NULL;
+}
+
+static void on_recheck(h2o_timeout_entry_t *entry)
+{
+    bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, recheck, entry);
+
+    h2o_timeout_link(b->owner->loop, &b->owner->recheck_timeout, &b->recheck);
+    read_now(b);
+}
+
+static bucket_t *bucket_get(gw_wake_t *w, const char *id)
+{
+    bucket_t *b;
+
+    if ((b = bucket_find(w, id)) != NULL)
+        return b;
+    b = h2o_mem_alloc(sizeof(*b));
+    *b = (bucket_t){.owner = w, .held_since = h2o_now(w->loop), .recheck = {.cb = on_recheck}};
+    h2o_linklist_init_anchor(&b->waiters);
+    snprintf(b->id, sizeof(b->id), "%s", id);
+    gw_hashtab_insert(&w->buckets, &b->node, b->id, strlen(b->id));
+    h2o_timeout_link(w->loop, &w->recheck_timeout, &b->recheck);
+    return b;
+}
+
+static void bucket_free(bucket_t *b)
+{
+    gw_hashtab_remove(&b->owner->buckets, &b->node);
+    if (b->read != NULL)
+        gw_route_lookup_cancel(b->read);
+    if (b->set_req != NULL)
+        gw_redis_req_cancel(b->set_req);
+    h2o_timeout_unlink(&b->recheck);
+    free(b);
+}
+
+static void bucket_free_if_idle(bucket_t *b)
+{
+    if (b->count == 0 && !b->busy)
+        bucket_free(b);
+}
+
+/* waiters */
+
+static void waiter_unlink(gw_wake_waiter_t *h)
+{
+    gw_wake_t *w = h->bucket->owner;
+
+    h2o_linklist_unlink(&h->link);
+    h2o_timeout_unlink(&h->deadline);
+    --h->bucket->count;
+    --w->num_held;
+    COUNT(w, held, -1);
+}
+
+static void answer(gw_wake_waiter_t *h, gw_wake_result_t result, gw_sandbox_t *record)
+{
+    gw_wake_cb cb = h->cb;
+    void *data = h->data;
+
+    waiter_unlink(h);
+    free(h);
+    cb(data, result, record);
+}
+
+/* Answers every waiter of b, oldest first; a callback may cancel others. */
+static void answer_all(bucket_t *b, gw_wake_result_t result, gw_sandbox_t *record)
+{
+    b->busy = 1;
+    while (!h2o_linklist_is_empty(&b->waiters))
+        answer(H2O_STRUCT_FROM_MEMBER(gw_wake_waiter_t, link, b->waiters.next), result, record);
+    b->busy = 0;
+    bucket_free_if_idle(b);
+}
+
+static void on_deadline(h2o_timeout_entry_t *entry)
+{
+    gw_wake_waiter_t *h = H2O_STRUCT_FROM_MEMBER(gw_wake_waiter_t, deadline, entry);
+    bucket_t *b = h->bucket;
+
+    COUNT(b->owner, timeouts, 1);
+    b->busy = 1;
+    answer(h, GW_WAKE_TIMEOUT, NULL);
+    b->busy = 0;
+    bucket_free_if_idle(b);
+}
+
+/* the resume request */
+
+static uint64_t unix_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* "<prefix><middle><id><suffix>" into buf; its length, or 0 when it does not fit */
+static size_t make_key(char *buf, size_t size, const char *prefix, const char *middle, const char *id, const char *suffix)
+{
+    int n = snprintf(buf, size, "%s%s%s%s", prefix, middle, id, suffix);
+    return n > 0 && (size_t)n < size ? (size_t)n : 0;
+}
+
+static void on_xadd(void *data, const char *err, redisReply *reply)
+{
+    gw_wake_counters_t *counters = data;
+    (void)reply;
+
+    if (err != NULL) {
+        fprintf(stderr, "wake: XADD resume: %s\n", err);
+        if (counters != NULL)
+            atomic_fetch_add_explicit(&counters->resume_failures, 1, memory_order_relaxed);
+    }
+}
+
+static void send_xadd(bucket_t *b)
+{
+    gw_wake_t *w = b->owner;
+    char key[512], at[24];
+    size_t key_len = make_key(key, sizeof(key), w->conf.prefix, "resume", "", "");
+    int at_len = snprintf(at, sizeof(at), "%llu", (unsigned long long)unix_ms());
+    const char *argv[] = {"XADD", key, "*", "sandbox", b->id, "gateway", w->conf.instance_id, "at_ms", at};
+    size_t argvlen[] = {4, key_len, 1, 7, strlen(b->id), 7, strlen(w->conf.instance_id), 5, (size_t)at_len};
+
+    /* the answer only counts: it reaches the counters, which outlive every worker */
+    if (gw_redis_command_argv(w->redis, w->conf.command_timeout_ms, on_xadd, w->conf.counters, 9, argv, argvlen) == NULL) {
+        fprintf(stderr, "wake: XADD resume for %s: Redis is not connected\n", b->id);
+        COUNT(w, resume_failures, 1);
+        return;
+    }
+    COUNT(w, resume_requests, 1);
+}
+
+static void on_set(void *data, const char *err, redisReply *reply)
+{
+    bucket_t *b = data;
+
+    b->set_req = NULL;
+    if (err != NULL) {
+        /* asked again at the next re-read */
+        fprintf(stderr, "wake: SET resume lock of %s: %s\n", b->id, err);
+        COUNT(b->owner, resume_failures, 1);
+        b->resume_asked_at = 0;
+        return;
+    }
+    if (reply->type == REDIS_REPLY_NIL) {
+        /* another gateway (or this one, a while ago) asked less than GW_WAKE_LOCK_MS ago */
+        COUNT(b->owner, resume_deduped, 1);
+        return;
+    }
+    send_xadd(b);
+}
+
+/* Asks for a resume unless this worker did so less than GW_WAKE_LOCK_MS ago
+ * (or a SET is in flight): the SET NX then says whether the fleet did. */
+static void ask_resume(bucket_t *b)
+{
+    gw_wake_t *w = b->owner;
+    uint64_t now = h2o_now(w->loop);
+    char key[512], px[24];
+    size_t key_len;
+    int px_len;
+
+    if (b->set_req != NULL || (b->resume_asked_at != 0 && now - b->resume_asked_at < GW_WAKE_LOCK_MS))
+        return;
+    if ((key_len = make_key(key, sizeof(key), w->conf.prefix, "resume:{", b->id, "}")) == 0)
+        return;
+    px_len = snprintf(px, sizeof(px), "%d", GW_WAKE_LOCK_MS);
+    const char *argv[] = {"SET", key, w->conf.instance_id, "NX", "PX", px};
+    size_t argvlen[] = {3, key_len, strlen(w->conf.instance_id), 2, 2, (size_t)px_len};
+    if ((b->set_req = gw_redis_command_argv(w->redis, w->conf.command_timeout_ms, on_set, b, 6, argv, argvlen)) == NULL) {
+        COUNT(w, resume_failures, 1);
+        return; /* Redis is down: asked again at the next re-read */
+    }
+    b->resume_asked_at = now != 0 ? now : 1;
+}
+
+/* the fresh reads */
+
+static void observe_wake(bucket_t *b)
+{
+    static const uint64_t bounds[GW_WAKE_HISTOGRAM_BUCKETS] = GW_WAKE_HISTOGRAM_BOUNDS;
+    gw_wake_t *w = b->owner;
+    uint64_t ms = h2o_now(w->loop) - b->held_since;
+    size_t i;
+
+    for (i = 0; i != GW_WAKE_HISTOGRAM_BUCKETS && ms > bounds[i]; ++i)
+        ;
+    COUNT(w, wake_ms_buckets[i], 1);
+    COUNT(w, wake_ms_sum, ms);
+    COUNT(w, wake_count, 1);
+}
+
+static void on_read(void *data, gw_route_status_t status, gw_sandbox_t *record)
+{
+    bucket_t *b = data;
+
+    b->read = NULL;
+    switch (status) {
+    case GW_ROUTE_FOUND:
+        if (!gw_wake_applies(record)) {
+            if (record->state == GW_SANDBOX_RUNNING)
+                observe_wake(b);
+            answer_all(b, GW_WAKE_SETTLED, record);
+            return;
+        }
+        if (record->state == GW_SANDBOX_PAUSED)
+            ask_resume(b); /* still paused after GW_WAKE_LOCK_MS: the control plane may have lost the request */
+        break;
+    case GW_ROUTE_NOT_FOUND:
+        answer_all(b, GW_WAKE_NOT_FOUND, NULL);
+        return;
+    default:
+        break; /* Redis cannot answer now: the next re-read (or the deadline) will */
+    }
+    if (b->read_again) {
+        b->read_again = 0;
+        read_now(b);
+    }
+}
+
+static void read_now(bucket_t *b)
+{
+    if (b->read != NULL) {
+        b->read_again = 1;
+        return;
+    }
+    b->read = gw_route_store_lookup_fresh(b->owner->routes, b->id, on_read, b);
+}
+
+/* public API */
+
+gw_wake_t *gw_wake_new(h2o_loop_t *loop, gw_redis_t *redis, gw_route_store_t *routes, const gw_wake_conf_t *conf)
+{
+    gw_wake_t *w = h2o_mem_alloc(sizeof(*w));
+
+    *w = (gw_wake_t){.loop = loop, .redis = redis, .routes = routes, .conf = *conf};
+    w->conf.prefix = h2o_strdup(NULL, conf->prefix != NULL ? conf->prefix : "", SIZE_MAX).base;
+    w->conf.instance_id = h2o_strdup(NULL, conf->instance_id != NULL ? conf->instance_id : "", SIZE_MAX).base;
+    if (w->conf.recheck_ms == 0)
+        w->conf.recheck_ms = GW_WAKE_RECHECK_MS;
+    gw_hashtab_init(&w->buckets);
+    h2o_timeout_init(loop, &w->deadline_timeout, w->conf.timeout_ms);
+    h2o_timeout_init(loop, &w->recheck_timeout, w->conf.recheck_ms);
+    return w;
+}
+
+void gw_wake_free(gw_wake_t *w)
+{
+    gw_hashtab_node_t *n;
+
+    if (w == NULL)
+        return;
+    while ((n = gw_hashtab_first(&w->buckets)) != NULL) {
+        bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, node, n);
+        while (!h2o_linklist_is_empty(&b->waiters)) {
+            gw_wake_waiter_t *h = H2O_STRUCT_FROM_MEMBER(gw_wake_waiter_t, link, b->waiters.next);
+            waiter_unlink(h);
+            free(h);
+        }
+        bucket_free(b);
+    }
+    gw_hashtab_dispose(&w->buckets);
+    h2o_timeout_dispose(w->loop, &w->deadline_timeout);
+    h2o_timeout_dispose(w->loop, &w->recheck_timeout);
+    free((char *)w->conf.prefix);
+    free((char *)w->conf.instance_id);
+    free(w);
+}
+
+gw_wake_waiter_t *gw_wake_hold(gw_wake_t *w, const gw_sandbox_t *record, gw_wake_cb cb, void *data)
+{
+    bucket_t *b = bucket_find(w, record->id);
+    gw_wake_waiter_t *h;
+
+    if (w->num_held >= w->conf.max_per_worker || (b != NULL ? b->count : 0) >= w->conf.max_per_sandbox) {
+        COUNT(w, refused, 1);
+        return NULL;
+    }
+    if (b == NULL)
+        b = bucket_get(w, record->id);
+    h = h2o_mem_alloc(sizeof(*h));
+    *h = (gw_wake_waiter_t){.bucket = b, .deadline = {.cb = on_deadline}, .cb = cb, .data = data};
+    if (b->count == 0)
+        b->held_since = h2o_now(w->loop);
+    h2o_linklist_insert(&b->waiters, &h->link);
+    h2o_timeout_link(w->loop, &w->deadline_timeout, &h->deadline);
+    ++b->count;
+    ++w->num_held;
+    COUNT(w, held, 1);
+    COUNT(w, held_total, 1);
+    if (record->state == GW_SANDBOX_PAUSED)
+        ask_resume(b);
+    return h;
+}
+
+void gw_wake_cancel(gw_wake_waiter_t *h, int abandoned)
+{
+    bucket_t *b = h->bucket;
+
+    if (abandoned)
+        COUNT(b->owner, abandoned, 1);
+    waiter_unlink(h);
+    free(h);
+    bucket_free_if_idle(b);
+}
+
+void gw_wake_on_publish(void *_w, const char *sandbox_id)
+{
+    gw_wake_t *w = _w;
+    gw_hashtab_node_t *n;
+    bucket_t *b;
+
+    if (sandbox_id != NULL) {
+        if ((b = bucket_find(w, sandbox_id)) != NULL)
+            read_now(b);
+        return;
+    }
+    /* read_now never adds or removes buckets (answers come from the loop): the walk is safe */
+    for (n = gw_hashtab_first(&w->buckets); n != NULL; n = gw_hashtab_next(&w->buckets, n))
+        read_now(H2O_STRUCT_FROM_MEMBER(bucket_t, node, n));
+}
+
+void gw_wake_expire_all(gw_wake_t *w)
+{
+    gw_hashtab_node_t *n;
+
+    /* one bucket at a time, from the start again after each: callbacks may end buckets */
+    while ((n = gw_hashtab_first(&w->buckets)) != NULL) {
+        bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, node, n);
+        COUNT(w, timeouts, b->count);
+        answer_all(b, GW_WAKE_TIMEOUT, NULL);
+    }
+    /* no deadline is linked now: requests held from here on time out at the next loop turn */
+    h2o_timeout_dispose(w->loop, &w->deadline_timeout);
+    h2o_timeout_init(w->loop, &w->deadline_timeout, 0);
+}
+
+size_t gw_wake_num_held(gw_wake_t *w, const char *sandbox_id)
+{
+    bucket_t *b;
+
+    if (sandbox_id == NULL)
+        return w->num_held;
+    return (b = bucket_find(w, sandbox_id)) != NULL ? b->count : 0;
+}
