@@ -162,10 +162,12 @@ static uint64_t unix_ms(void)
 }
 
 /* "<prefix><middle><id><suffix>" into buf; its length, or 0 when it does not fit */
-static size_t make_key(char *buf, size_t size, const char *prefix, const char *middle, const char *id, const char *suffix)
+/* <prefix><middle><id><suffix>, malloc'd at its length (the caller frees it
+ * once the command is sent: hiredis formats it before returning). */
+static h2o_iovec_t make_key(const char *prefix, const char *middle, const char *id, const char *suffix)
 {
-    int n = snprintf(buf, size, "%s%s%s%s", prefix, middle, id, suffix);
-    return n > 0 && (size_t)n < size ? (size_t)n : 0;
+    return h2o_concat(NULL, h2o_iovec_init(prefix, strlen(prefix)), h2o_iovec_init(middle, strlen(middle)),
+                      h2o_iovec_init(id, strlen(id)), h2o_iovec_init(suffix, strlen(suffix)));
 }
 
 static void on_xadd(void *data, const char *err, redisReply *reply)
@@ -183,14 +185,17 @@ static void on_xadd(void *data, const char *err, redisReply *reply)
 static void send_xadd(bucket_t *b)
 {
     gw_wake_t *w = b->owner;
-    char key[512], at[24];
-    size_t key_len = make_key(key, sizeof(key), w->conf.prefix, "resume", "", "");
+    char at[24];
+    h2o_iovec_t key = make_key(w->conf.prefix, "resume", "", "");
     int at_len = snprintf(at, sizeof(at), "%llu", (unsigned long long)unix_ms());
-    const char *argv[] = {"XADD", key, "*", "sandbox", b->id, "gateway", w->conf.instance_id, "at_ms", at};
-    size_t argvlen[] = {4, key_len, 1, 7, strlen(b->id), 7, strlen(w->conf.instance_id), 5, (size_t)at_len};
+    const char *argv[] = {"XADD", key.base, "*", "sandbox", b->id, "gateway", w->conf.instance_id, "at_ms", at};
+    size_t argvlen[] = {4, key.len, 1, 7, strlen(b->id), 7, strlen(w->conf.instance_id), 5, (size_t)at_len};
+    gw_redis_req_t *sent;
 
     /* the answer only counts: it reaches the counters, which outlive every worker */
-    if (gw_redis_command_argv(w->redis, w->conf.command_timeout_ms, on_xadd, w->conf.counters, 9, argv, argvlen) == NULL) {
+    sent = gw_redis_command_argv(w->redis, w->conf.command_timeout_ms, on_xadd, w->conf.counters, 9, argv, argvlen);
+    free(key.base);
+    if (sent == NULL) {
         fprintf(stderr, "wake: XADD resume for %s: Redis is not connected\n", b->id);
         COUNT(w, resume_failures, 1);
         return;
@@ -224,18 +229,19 @@ static void ask_resume(bucket_t *b)
 {
     gw_wake_t *w = b->owner;
     uint64_t now = h2o_now(w->loop);
-    char key[512], px[24];
-    size_t key_len;
+    char px[24];
+    h2o_iovec_t key;
     int px_len;
 
     if (b->set_req != NULL || (b->resume_asked_at != 0 && now - b->resume_asked_at < GW_WAKE_LOCK_MS))
         return;
-    if ((key_len = make_key(key, sizeof(key), w->conf.prefix, "resume:{", b->id, "}")) == 0)
-        return;
+    key = make_key(w->conf.prefix, "resume:{", b->id, "}");
     px_len = snprintf(px, sizeof(px), "%d", GW_WAKE_LOCK_MS);
-    const char *argv[] = {"SET", key, w->conf.instance_id, "NX", "PX", px};
-    size_t argvlen[] = {3, key_len, strlen(w->conf.instance_id), 2, 2, (size_t)px_len};
-    if ((b->set_req = gw_redis_command_argv(w->redis, w->conf.command_timeout_ms, on_set, b, 6, argv, argvlen)) == NULL) {
+    const char *argv[] = {"SET", key.base, w->conf.instance_id, "NX", "PX", px};
+    size_t argvlen[] = {3, key.len, strlen(w->conf.instance_id), 2, 2, (size_t)px_len};
+    b->set_req = gw_redis_command_argv(w->redis, w->conf.command_timeout_ms, on_set, b, 6, argv, argvlen);
+    free(key.base);
+    if (b->set_req == NULL) {
         COUNT(w, resume_failures, 1);
         return; /* Redis is down: asked again at the next re-read */
     }
