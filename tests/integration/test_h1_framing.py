@@ -552,3 +552,56 @@ def test_folded_response_header_is_a_502(front, redis):
             assert json.loads(body)["error"]["code"] == "port_not_open", body
     finally:
         app.stop()
+
+
+# --- 0210: the response head without sprintf ----------------------------------------
+
+DATE_RE = rb"[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT"
+
+
+def test_response_head_bytes(front, redis):
+    """libh2o patch 0210 writes the status line, Date, Connection,
+    Content-Length and Server itself instead of with sprintf: the bytes a
+    client reads are the ones sprintf wrote (status and reason as the app
+    sent them, a length of 11 digits, no Content-Length on a chunked answer,
+    a gateway error's head), over TLS and plain."""
+    f = front
+    cases = [
+        (b"HTTP/1.1 203 Fine By Me\r\nContent-Length: 5\r\nX-K: v\r\n\r\nhello", "GET",
+         rb"HTTP/1\.1 203 Fine By Me\r\nDate: " + DATE_RE +
+         rb"\r\nConnection: close\r\nContent-Length: 5\r\nServer: lizard-gateway\r\n", b"hello"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 98765432101\r\n\r\n", "HEAD",
+         rb"HTTP/1\.1 200 OK\r\nDate: " + DATE_RE +
+         rb"\r\nConnection: close\r\nContent-Length: 98765432101\r\nServer: lizard-gateway\r\n", b""),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", "GET",
+         rb"HTTP/1\.1 200 OK\r\nDate: " + DATE_RE + rb"\r\nConnection: close\r\nServer: lizard-gateway\r\n", None),
+    ]
+    for answer, method, want, body in cases:
+        app = RawApp(answer)
+        try:
+            sid = gwtest.new_sandbox_id("rh")
+            gwtest.register_sandbox(redis, sid, ports={app.port: "public"})
+            host = f.gw.host(app.port, sid)
+            for tls in (False, True):
+                sock = connect(f, tls)
+                raw = ("%s /head HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (method, host)).encode()
+                data, closed = send_until_close(sock, raw)
+                assert closed, data[:300]
+                head, _, rest = data.partition(b"\r\n\r\n")
+                assert re.match(want, head + b"\r\n"), (method, head)
+                if body is not None:
+                    assert rest == body, rest
+                else:
+                    assert b"\r\ncontent-length:" not in head.lower() and rest.endswith(b"0\r\n\r\n"), data
+        finally:
+            app.stop()
+    # a gateway error: its own status line and JSON length
+    for tls in (False, True):
+        sock = connect(f, tls)
+        host = f.gw.host(f.app.port, gwtest.new_sandbox_id("nx"))
+        data, closed = send_until_close(sock, ("GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % host).encode())
+        head, _, rest = data.partition(b"\r\n\r\n")
+        m = re.match(rb"HTTP/1\.1 404 Not Found\r\nDate: " + DATE_RE +
+                     rb"\r\nConnection: close\r\nContent-Length: (\d+)\r\nServer: lizard-gateway\r\n", head + b"\r\n")
+        assert m, head
+        assert int(m.group(1)) == len(rest) and json.loads(rest)["error"]["code"] == "sandbox_not_found", data
