@@ -18,6 +18,7 @@ typedef struct st_seen_t {
 
 struct st_gw_activity_t {
     gw_hashtab_t seen; /* of seen_t */
+    seen_t *last;      /* the entry touched last, or NULL: a request's byte reports name one sandbox in a row */
     uint64_t dropped;
 };
 
@@ -26,6 +27,7 @@ gw_activity_t *gw_activity_new(void)
     gw_activity_t *a = h2o_mem_alloc(sizeof(*a));
 
     gw_hashtab_init(&a->seen);
+    a->last = NULL;
     a->dropped = 0;
     return a;
 }
@@ -34,6 +36,7 @@ static void forget_all(gw_activity_t *a)
 {
     gw_hashtab_node_t *n, *next;
 
+    a->last = NULL;
     for (n = gw_hashtab_first(&a->seen); n != NULL; n = next) {
         next = gw_hashtab_next(&a->seen, n);
         gw_hashtab_remove(&a->seen, n);
@@ -53,13 +56,15 @@ void gw_activity_free(gw_activity_t *a)
 void gw_activity_touch(gw_activity_t *a, const char *sandbox_id, uint64_t unix_ms)
 {
     size_t len = strlen(sandbox_id);
-    gw_hashtab_node_t *n = gw_hashtab_find(&a->seen, sandbox_id, len);
+    gw_hashtab_node_t *n;
     seen_t *e;
 
-    if (n != NULL) {
-        e = H2O_STRUCT_FROM_MEMBER(seen_t, node, n);
+    if ((e = a->last) == NULL || strcmp(e->id, sandbox_id) != 0)
+        e = (n = gw_hashtab_find(&a->seen, sandbox_id, len)) != NULL ? H2O_STRUCT_FROM_MEMBER(seen_t, node, n) : NULL;
+    if (e != NULL) {
         if (e->unix_ms < unix_ms)
             e->unix_ms = unix_ms;
+        a->last = e;
         return;
     }
     if (gw_hashtab_size(&a->seen) >= GW_ACTIVITY_MAX_SANDBOXES || len > GW_SANDBOX_ID_MAX) {
@@ -70,6 +75,7 @@ void gw_activity_touch(gw_activity_t *a, const char *sandbox_id, uint64_t unix_m
     memcpy(e->id, sandbox_id, len + 1);
     e->unix_ms = unix_ms;
     gw_hashtab_insert(&a->seen, &e->node, e->id, len);
+    a->last = e;
 }
 
 static void on_zadd(void *data, const char *err, redisReply *reply)

@@ -8,7 +8,9 @@
 #include "metering/meter.h"
 
 struct st_gw_meter_t {
-    gw_hashtab_t table; /* of gw_metering_entry_t, one per sandbox */
+    gw_hashtab_t table;        /* of gw_metering_entry_t, one per sandbox */
+    gw_metering_entry_t *last; /* the entry used last, or NULL: a request's route and byte reports name one
+                                * sandbox in a row, so most lookups are a strcmp instead of a SipHash */
 };
 
 gw_meter_t *gw_meter_new(void)
@@ -16,6 +18,7 @@ gw_meter_t *gw_meter_new(void)
     gw_meter_t *m = h2o_mem_alloc(sizeof(*m));
 
     gw_hashtab_init(&m->table);
+    m->last = NULL;
     return m;
 }
 
@@ -42,6 +45,7 @@ static void forget_idle(gw_meter_t *m)
     gw_hashtab_node_t *n, *next;
     size_t num = 0;
 
+    m->last = NULL;
     for (n = gw_hashtab_first(&m->table); n != NULL; n = gw_hashtab_next(&m->table, n))
         if (!gw_metering_record_has_bytes(&GW_METERING_ENTRY(n)->rec))
             ages[num++] = GW_METERING_ENTRY(n)->last_ms;
@@ -62,11 +66,14 @@ static gw_metering_entry_t *meter_entry(gw_meter_t *m, const char *sandbox_id)
 {
     gw_metering_entry_t *e;
 
-    if ((e = gw_metering_entry_find(&m->table, sandbox_id, NULL)) != NULL)
-        return e;
-    if (gw_hashtab_size(&m->table) >= GW_METER_MAX_SANDBOXES)
-        forget_idle(m);
-    return gw_metering_entry_add(&m->table, sandbox_id, gw_metering_project_dup("", 0));
+    if (m->last != NULL && strcmp(m->last->rec.sandbox, sandbox_id) == 0)
+        return m->last;
+    if ((e = gw_metering_entry_find(&m->table, sandbox_id, NULL)) == NULL) {
+        if (gw_hashtab_size(&m->table) >= GW_METER_MAX_SANDBOXES)
+            forget_idle(m);
+        e = gw_metering_entry_add(&m->table, sandbox_id, gw_metering_project_dup("", 0));
+    }
+    return m->last = e;
 }
 
 void gw_meter_set_project(gw_meter_t *m, const char *sandbox_id, h2o_iovec_t project, uint64_t now_ms)

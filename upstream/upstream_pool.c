@@ -39,6 +39,8 @@ struct st_gw_upstream_pool_t {
     size_t num_idle;
     h2o_linklist_t lru; /* of idle_conn_t, every key's, oldest first */
     gw_hashtab_t sets;  /* of keyed_set_t */
+    keyed_set_t *last;  /* the set found or made last, or NULL: a request takes from and gives back to
+                         * one set, so most lookups compare one set instead of hashing */
 };
 
 static int addr_equals(const gw_netaddr_t *a, const gw_netaddr_t *b)
@@ -60,17 +62,24 @@ static int addr_equals(const gw_netaddr_t *a, const gw_netaddr_t *b)
     }
 }
 
+/* the sandbox id aside (the table compares it) */
+static int set_is(const keyed_set_t *set, const gw_upstream_key_t *key)
+{
+    return set->port == key->port && h2o_memis(set->lifecycle.base, set->lifecycle.len, key->lifecycle.base, key->lifecycle.len) &&
+           addr_equals(&set->addr, key->addr);
+}
+
 static keyed_set_t *find_set(gw_upstream_pool_t *pool, const gw_upstream_key_t *key)
 {
     gw_hashtab_node_t *node;
 
-    /* the table compares sandbox ids */
+    if (pool->last != NULL && set_is(pool->last, key) && strcmp(pool->last->sandbox_id, key->sandbox_id) == 0)
+        return pool->last;
     for (node = gw_hashtab_find(&pool->sets, key->sandbox_id, strlen(key->sandbox_id)); node != NULL;
          node = gw_hashtab_find_next(&pool->sets, node)) {
         keyed_set_t *set = H2O_STRUCT_FROM_MEMBER(keyed_set_t, node, node);
-        if (set->port == key->port && h2o_memis(set->lifecycle.base, set->lifecycle.len, key->lifecycle.base, key->lifecycle.len) &&
-            addr_equals(&set->addr, key->addr))
-            return set;
+        if (set_is(set, key))
+            return pool->last = set;
     }
     return NULL;
 }
@@ -85,13 +94,15 @@ static keyed_set_t *create_set(gw_upstream_pool_t *pool, const gw_upstream_key_t
     set->addr = *key->addr;
     h2o_linklist_init_anchor(&set->idle);
     gw_hashtab_insert(&pool->sets, &set->node, set->sandbox_id, strlen(set->sandbox_id));
-    return set;
+    return pool->last = set;
 }
 
 static void free_set_if_empty(gw_upstream_pool_t *pool, keyed_set_t *set)
 {
     if (set->num_idle != 0)
         return;
+    if (pool->last == set)
+        pool->last = NULL;
     gw_hashtab_remove(&pool->sets, &set->node);
     free(set->sandbox_id);
     free(set->lifecycle.base);

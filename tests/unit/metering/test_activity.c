@@ -55,6 +55,11 @@ START_TEST(latest_time_never_backwards)
 
     /* nothing new: nothing sent */
     ck_assert_uint_eq(gw_activity_flush(a, redis, "lizard:"), 0);
+    /* the entry touched last before the flush is gone with it: touching the
+     * same sandbox again makes a new one (the one-entry memo was cleared) */
+    gw_activity_touch(a, "sbxa", 1600);
+    ck_assert_uint_eq(gw_activity_num_pending(a), 1);
+    ck_assert_uint_eq(gw_activity_flush(a, redis, "lizard:"), 1);
     gw_activity_touch(a, "sbxb", 9500);
     gw_activity_flush(a, redis, "lizard:");
     run_for(200);
