@@ -22,19 +22,55 @@ static int name_has_prefix(const char *name, size_t len, const char *lc, size_t 
     return len >= lclen && h2o_lcstris(name, lclen, lc, lclen);
 }
 
-/* 1 when `name` is listed in any of the Connection header values. */
-static int listed_in_connection(const h2o_iovec_t *values, size_t n, const char *name, size_t len)
+/* The names a message's Connection header fields list (RFC 9110 7.6.1),
+ * split once per head rather than once per header checked against them. */
+#define CONN_NAMES_MAX 16
+typedef struct st_conn_list_t {
+    const h2o_iovec_t *values; /* the Connection field values */
+    size_t num_values;
+    h2o_iovec_t names[CONN_NAMES_MAX];
+    size_t num_names; /* SIZE_MAX: more than CONN_NAMES_MAX, the values are searched instead */
+} conn_list_t;
+
+static void conn_list_init(conn_list_t *l, const h2o_iovec_t *values, size_t num_values)
+{
+    const char *token;
+    size_t token_len, i;
+
+    l->values = values;
+    l->num_values = num_values;
+    l->num_names = 0;
+    for (i = 0; i != num_values; ++i) {
+        h2o_iovec_t iter = values[i];
+        while ((token = h2o_next_token(&iter, ',', &token_len, NULL)) != NULL) {
+            if (l->num_names == CONN_NAMES_MAX) {
+                l->num_names = SIZE_MAX;
+                return;
+            }
+            l->names[l->num_names++] = h2o_iovec_init(token, token_len);
+        }
+    }
+}
+
+/* 1 when `name` is listed in the Connection header fields. */
+static int listed_in_connection(const conn_list_t *l, const char *name, size_t len)
 {
     char lc[128];
     size_t i;
 
-    /* h2o_contains_token lowercases the haystack only */
-    if (len > sizeof(lc))
+    if (l->num_values == 0 || len > sizeof(lc))
         return 0;
+    /* h2o_lcstris and h2o_contains_token lowercase the listed names only */
     memcpy(lc, name, len);
     h2o_strtolower(lc, len);
-    for (i = 0; i != n; ++i)
-        if (h2o_contains_token(values[i].base, values[i].len, lc, len, ','))
+    if (l->num_names == SIZE_MAX) {
+        for (i = 0; i != l->num_values; ++i)
+            if (h2o_contains_token(l->values[i].base, l->values[i].len, lc, len, ','))
+                return 1;
+        return 0;
+    }
+    for (i = 0; i != l->num_names; ++i)
+        if (h2o_lcstris(l->names[i].base, l->names[i].len, lc, len))
             return 1;
     return 0;
 }
@@ -78,7 +114,7 @@ static void hb_header(head_buf_t *hb, const char *name, size_t name_len, const c
     HB_LIT(hb, "\r\n");
 }
 
-static int request_header_is_forwarded(const h2o_header_t *h, const h2o_iovec_t *conn_values, size_t num_conn_values)
+static int request_header_is_forwarded(const h2o_header_t *h, const conn_list_t *conn)
 {
     const h2o_iovec_t *name = h->name;
 
@@ -92,7 +128,7 @@ static int request_header_is_forwarded(const h2o_header_t *h, const h2o_iovec_t 
         name_has_prefix(name->base, name->len, H2O_STRLIT("x-forwarded-")) ||
         name_has_prefix(name->base, name->len, H2O_STRLIT("x-lizard-")))
         return 0;
-    return !listed_in_connection(conn_values, num_conn_values, name->base, name->len);
+    return !listed_in_connection(conn, name->base, name->len);
 }
 
 h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t *r)
@@ -100,6 +136,7 @@ h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t
     const h2o_headers_t *headers = r->headers;
     h2o_iovec_t *conn_values = h2o_mem_alloc_pool(pool, sizeof(*conn_values) * (headers->size + 1));
     size_t num_conn_values = 0, cookie_len = 0, num_cookies = 0, i;
+    conn_list_t conn;
     char host_buf[sizeof("localhost:65535")], num_buf[32];
     h2o_iovec_t host = r->authority;
     head_buf_t hb = {NULL, 0, 0};
@@ -107,6 +144,7 @@ h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t
     for (i = 0; i != headers->size; ++i)
         if (headers->entries[i].name == &H2O_TOKEN_CONNECTION->buf)
             conn_values[num_conn_values++] = headers->entries[i].value;
+    conn_list_init(&conn, conn_values, num_conn_values);
 
     if (r->localhost_port != 0) {
         int n = snprintf(host_buf, sizeof(host_buf), "localhost:%u", (unsigned)r->localhost_port);
@@ -121,7 +159,7 @@ h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t
         if (h->name == &H2O_TOKEN_COOKIE->buf) {
             cookie_len += h->value.len + 2;
             ++num_cookies;
-        } else if (request_header_is_forwarded(h, conn_values, num_conn_values)) {
+        } else if (request_header_is_forwarded(h, &conn)) {
             hb.capacity += h->name->len + h->value.len + 4;
         }
     }
@@ -142,7 +180,7 @@ h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t
     hb_header(&hb, H2O_STRLIT("host"), host.base, host.len);
     for (i = 0; i != headers->size; ++i) {
         const h2o_header_t *h = headers->entries + i;
-        if (h->name != &H2O_TOKEN_COOKIE->buf && request_header_is_forwarded(h, conn_values, num_conn_values))
+        if (h->name != &H2O_TOKEN_COOKIE->buf && request_header_is_forwarded(h, &conn))
             hb_header(&hb, h->orig_name != NULL ? h->orig_name : h->name->base, h->name->len, h->value.base, h->value.len);
     }
     if (num_cookies != 0) {
@@ -299,10 +337,12 @@ void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const g
 {
     h2o_iovec_t conn_values[GW_HTTP1_MAX_RESPONSE_HEADERS];
     size_t num_conn_values = 0, i;
+    conn_list_t conn;
 
     for (i = 0; i != res->num_headers; ++i)
         if (header_is(res->headers + i, H2O_STRLIT("connection")))
             conn_values[num_conn_values++] = h2o_iovec_init(res->headers[i].value, res->headers[i].value_len);
+    conn_list_init(&conn, conn_values, num_conn_values);
 
     for (i = 0; i != res->num_headers; ++i) {
         const struct phr_header *h = res->headers + i;
@@ -311,7 +351,7 @@ void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const g
         const h2o_token_t *token;
 
         h2o_strtolower(lc.base, lc.len);
-        if (listed_in_connection(conn_values, num_conn_values, lc.base, lc.len))
+        if (listed_in_connection(&conn, lc.base, lc.len))
             continue;
         if ((token = h2o_lookup_token(lc.base, lc.len)) != NULL) {
             /* h2o writes its own Date (and Server, when configured) */

@@ -394,6 +394,47 @@ START_TEST(test_body_decode)
 }
 END_TEST
 
+/* Connection lists split once (conn_list_t): names in any case, over
+ * several fields, and more than the 16 kept split (then searched in the
+ * field values), in a request and in a response */
+START_TEST(test_connection_lists_many_names)
+{
+    char list[512] = "keep-alive";
+    size_t i;
+
+    for (i = 0; i != 20; ++i)
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), ", X-N%zu", i);
+    add("Connection", list);
+    add("Connection", "X-Second-Field");
+    add("X-N0", "a");
+    add("X-N19", "b"); /* the 21st name: past the split ones */
+    add("x-second-field", "c");
+    add("X-Kept", "1");
+    gw_http1_request_t r = request("GET");
+    char *head = build(&r);
+    ck_assert_msg(count_name(head, "x-n0") == 0 && count_name(head, "x-n19") == 0, "%s", head);
+    ck_assert_msg(count_name(head, "x-second-field") == 0, "%s", head);
+    ck_assert_msg(count_lines(head, "X-Kept: 1") == 1, "%s", head);
+
+    gw_http1_response_t res;
+    h2o_headers_t out = {NULL, 0, 0};
+    const char *few = "HTTP/1.1 200 OK\r\nConnection: close\r\nConnection: X-HOP-A,x-hop-b\r\n"
+                      "X-Hop-A: 1\r\nX-HOP-B: 2\r\nX-App: 3\r\nContent-Length: 0\r\n\r\n";
+    ck_assert_int_eq(parse(few, &res), GW_HTTP1_HEAD_COMPLETE);
+    gw_http1_response_headers(&pool, &out, &res, 0);
+    ck_assert_uint_eq(out.size, 1);
+    ck_assert_int_ne(h2o_find_header_by_str(&out, H2O_STRLIT("x-app"), -1), -1);
+
+    char many[1024];
+    snprintf(many, sizeof(many), "HTTP/1.1 200 OK\r\nConnection: %s\r\nX-N19: 1\r\nX-N3: 2\r\nX-App: 3\r\n\r\n", list);
+    memset(&out, 0, sizeof(out));
+    ck_assert_int_eq(parse(many, &res), GW_HTTP1_HEAD_COMPLETE);
+    gw_http1_response_headers(&pool, &out, &res, 0);
+    ck_assert_uint_eq(out.size, 1);
+    ck_assert_int_ne(h2o_find_header_by_str(&out, H2O_STRLIT("x-app"), -1), -1);
+}
+END_TEST
+
 START_TEST(test_response_headers_reaching_the_client)
 {
     gw_http1_response_t res;
@@ -438,6 +479,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_request_line_and_end_to_end_headers);
     tcase_add_test(tc, test_hop_by_hop_headers_are_not_forwarded);
+    tcase_add_test(tc, test_connection_lists_many_names);
     tcase_add_test(tc, test_forwarded_headers_are_the_gateways);
     tcase_add_test(tc, test_lizard_headers_are_not_forwarded);
     tcase_add_test(tc, test_host_preserved_or_localhost);
