@@ -117,6 +117,30 @@ static void leave(gw_conn_limit_t *l, worker_t *w, local_t *local)
     free(s);
 }
 
+/* The limit check of an acquire, summed on read: this worker's own count is
+ * exact, the others' are what they last published. Far from the limit (all
+ * of the other workers admitting at this instant would still fit) nothing is
+ * locked; near it, the check and the store are made under the mutex, so that
+ * workers racing for the last slots see each other's and the limit stays
+ * exact (the bound of conn_limit.h is then reached only by an admission that
+ * read the sum far from the limit and was preempted before its store). On
+ * grant the worker's count is published as `next`. */
+static int admit(gw_conn_limit_t *l, size_t worker, shared_t *s, uint64_t next)
+{
+    atomic_uint_fast64_t *mine = &s->counts[worker].n;
+    int granted;
+
+    if (l->max == 0 || sum(l, s) + l->num_workers <= l->max) {
+        atomic_store_explicit(mine, next, memory_order_relaxed);
+        return 1;
+    }
+    pthread_mutex_lock(&l->mutex);
+    if ((granted = sum(l, s) < l->max))
+        atomic_store_explicit(mine, next, memory_order_relaxed);
+    pthread_mutex_unlock(&l->mutex);
+    return granted;
+}
+
 gw_conn_limit_t *gw_conn_limit_new(uint64_t max, size_t num_workers)
 {
     gw_conn_limit_t *l;
@@ -165,14 +189,12 @@ int gw_conn_limit_acquire(gw_conn_limit_t *l, size_t worker, const char *key)
         return 0; /* never a sandbox the router found nor an address */
     if ((local = find_local(w, key, len)) == NULL)
         local = join(l, w, key, len);
-    /* summed on read: this worker's own count is exact, the others' are what
-     * they last published (the header states the bound this gives) */
-    if (l->max != 0 && sum(l, local->shared) >= l->max) {
+    if (!admit(l, worker, local->shared, local->count + 1)) {
         if (local->count == 0)
             leave(l, w, local);
         return 0;
     }
-    atomic_store_explicit(&local->shared->counts[worker].n, ++local->count, memory_order_relaxed);
+    ++local->count;
     return 1;
 }
 

@@ -29,20 +29,25 @@ typedef struct st_gw_conn_limit_t gw_conn_limit_t;
  * may be called from any thread.
  *
  * Exactness: a worker sees its own count exactly and the others' as they
- * last published them (relaxed atomics, no lock). When several workers admit
- * the same key at the same instant, each may miss the others' admission in
- * flight, so the count can pass the limit by at most (workers - 1), never
- * more, and only in that race. It is a limit against one sandbox or client
- * taking every socket, not an accounting: the bound is accepted. With one
- * worker the limit is exact.
+ * last published them (relaxed atomics). While a key is far from its limit
+ * (the sum plus one admission from every worker still fits) an acquire locks
+ * nothing; within `workers` slots of the limit the check and the count are
+ * made under the shared mutex, so that workers racing for the last slots
+ * see each other's. The limit can still be passed, by at most (workers - 1)
+ * and only when workers that read the sum far from the limit are held up
+ * (preempted) between that read and their count while others fill the last
+ * slots: it is a limit against one sandbox or client taking every socket,
+ * not an accounting, and that bound is accepted. With one worker, or a
+ * limit below the number of workers, it is exact.
  *
  * Cost: a key is present only while some worker holds a slot of it. Per live
  * key there is one shared entry (64 bytes per worker, one cache line each so
  * that workers never write the same line, plus about 128 bytes) and, on each
  * worker holding a slot, a local entry of about 64 bytes. The shared table's
- * mutex is taken only when a worker's count of a key goes 0 -> 1 or 1 -> 0;
- * a key that stays held on a worker (a busy sandbox) costs that worker no
- * lock and no write to a line another worker writes.
+ * mutex is taken when a worker's count of a key goes 0 -> 1 or 1 -> 0, and
+ * for an acquire near the limit; a key that stays held on a worker (a busy
+ * sandbox below its limit) costs that worker no lock and no write to a line
+ * another worker writes.
  */
 
 /* A limit for `num_workers` worker indices (0 .. num_workers - 1; at least
