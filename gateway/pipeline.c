@@ -505,20 +505,21 @@ static void decide(pending_t *p, gw_route_status_t status, gw_sandbox_t *sbx)
      * sandbox every socket of the gateway */
     char client[INET6_ADDRSTRLEN];
     if (client_address(p, client, sizeof(client)) == 0) {
-        if (!gw_conn_limit_acquire(p->conf->client_reqs, client)) {
+        if (!gw_conn_limit_acquire(p->conf->client_reqs, p->thread->worker, client)) {
             send_error(p, GW_ERR_TOO_MANY_CONNECTIONS, NULL);
             return;
         }
         target.client_limit = p->conf->client_reqs;
         target.client_addr = client;
     }
-    if (!gw_conn_limit_acquire(p->conf->conn_limit, sbx->id)) {
+    if (!gw_conn_limit_acquire(p->conf->conn_limit, p->thread->worker, sbx->id)) {
         if (target.client_limit != NULL)
-            gw_conn_limit_release(target.client_limit, client);
+            gw_conn_limit_release(target.client_limit, p->thread->worker, client);
         send_error(p, GW_ERR_TOO_MANY_CONNECTIONS, NULL);
         return;
     }
     target.conn_limit = p->conf->conn_limit;
+    target.limit_worker = p->thread->worker;
     target.client_port = listener_port(p->conf, p->req->conn);
 
     /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */

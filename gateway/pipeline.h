@@ -41,6 +41,7 @@ typedef struct st_gw_pipeline_thread_t {
     gw_meter_t *meter;
     gw_wake_t *wake;
     gw_hangup_t *hangup; /* NULL: held HTTP/1 requests are not watched */
+    size_t worker;       /* the worker's index: the one its connection slots are taken and given back with */
 } gw_pipeline_thread_t;
 
 typedef struct st_gw_pipeline_t gw_pipeline_t;

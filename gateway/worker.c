@@ -170,9 +170,9 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
 
     if (open_access_log(s, err) != 0)
         return -1;
-    s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox);
-    s->client_conns = gw_conn_limit_new(config->limits.max_connections_per_client);
-    s->client_reqs = gw_conn_limit_new(config->limits.max_connections_per_client);
+    s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox, s->num_workers);
+    s->client_conns = gw_conn_limit_new(config->limits.max_connections_per_client, s->num_workers);
+    s->client_reqs = gw_conn_limit_new(config->limits.max_connections_per_client, s->num_workers);
     s->cookie_keys = gw_cookie_keys_new(&(gw_cookie_keys_config_t){.file = config->auth.cookie_secrets_file,
                                                                    .secrets = config->auth.cookie_secrets,
                                                                    .num_secrets = config->auth.num_cookie_secrets});
@@ -248,7 +248,7 @@ static void on_client_close(void *data)
 
     atomic_fetch_sub_explicit(client_connections(cc->worker), 1, memory_order_relaxed);
     if (cc->addr[0] != '\0')
-        gw_conn_limit_release(cc->worker->server->client_conns, cc->addr);
+        gw_conn_limit_release(cc->worker->server->client_conns, cc->worker->index, cc->addr);
     free(cc);
 }
 
@@ -271,7 +271,7 @@ static int admit(gw_worker_t *w, h2o_socket_t *sock, int trusted)
     cc->worker = w;
     if (!trusted && (len = h2o_socket_getpeername(sock, (void *)&ss)) != 0 &&
         gw_peer_address((void *)&ss, len, cc->addr, sizeof(cc->addr)) == 0) {
-        if (!gw_conn_limit_acquire(s->client_conns, cc->addr)) {
+        if (!gw_conn_limit_acquire(s->client_conns, w->index, cc->addr)) {
             atomic_fetch_add_explicit(&s->metrics.refused_per_client, 1, memory_order_relaxed);
             free(cc);
             return -1;
@@ -488,7 +488,8 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
         gw_metering_start_flusher(s->metering, loop, &rconf);
     gw_pipeline_attach(
         s->pipeline, &w->ctx,
-        &(gw_pipeline_thread_t){.routes = w->routes, .proxy = w->proxy, .meter = w->meter, .wake = w->wake, .hangup = w->hangup});
+        &(gw_pipeline_thread_t){
+            .routes = w->routes, .proxy = w->proxy, .meter = w->meter, .wake = w->wake, .hangup = w->hangup, .worker = w->index});
 
     w->accept_ctxs = alloc_zeroed(conf->num_listen * sizeof(*w->accept_ctxs));
     w->listeners = alloc_zeroed(conf->num_listen * sizeof(*w->listeners));

@@ -83,6 +83,7 @@ typedef struct st_gw_exchange_t {
     gw_conn_limit_t *slot;        /* the sandbox's connection slot, given back at dispose; NULL: none */
     gw_conn_limit_t *client_slot; /* the client address's slot (client_addr), given back with slot; NULL: none */
     char *client_addr;
+    size_t slot_worker;       /* the worker index slot and client_slot were taken with */
     gw_revocable_t revocable; /* grant.record retained; NULL: not revocable */
 
     h2o_socket_t *sock; /* NULL once released, closed or handed over */

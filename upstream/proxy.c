@@ -73,11 +73,11 @@ void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, int no_activity, 
 void gw_exchange_release_slots(gw_exchange_t *ex)
 {
     if (ex->slot != NULL) {
-        gw_conn_limit_release(ex->slot, ex->sandbox_id);
+        gw_conn_limit_release(ex->slot, ex->slot_worker, ex->sandbox_id);
         ex->slot = NULL;
     }
     if (ex->client_slot != NULL) {
-        gw_conn_limit_release(ex->client_slot, ex->client_addr);
+        gw_conn_limit_release(ex->client_slot, ex->slot_worker, ex->client_addr);
         ex->client_slot = NULL;
     }
 }
@@ -535,6 +535,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->is_idempotent = method_is_idempotent(req->method);
     ex->cors_preflight = target->cors_preflight != 0;
     ex->slot = target->conn_limit;
+    ex->slot_worker = target->limit_worker;
     if (target->client_limit != NULL) {
         ex->client_slot = target->client_limit;
         ex->client_addr = h2o_strdup(&req->pool, target->client_addr, SIZE_MAX).base;

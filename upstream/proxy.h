@@ -28,6 +28,7 @@ typedef struct st_gw_proxy_target_t {
                                     exchange (or its WebSocket tunnel) is over; NULL: none */
     gw_conn_limit_t *client_limit; /* a slot of client_addr taken by the caller, given back as conn_limit; NULL: none */
     const char *client_addr;       /* the client's address, the key of client_limit (copied) */
+    size_t limit_worker;           /* the worker index the caller took both slots with: this proxy's worker */
     int no_activity;               /* X-Lizard-No-Activity: the bytes moved say so to the bytes callback */
     gw_grant_t grant;              /* what let the request in (record borrowed: the proxy retains it); record NULL: the
                                       exchange is not revocable */

@@ -21,6 +21,7 @@ typedef struct st_websocket_t {
     gw_conn_limit_t *slot;        /* the connection slot the tunnel holds, NULL: none */
     gw_conn_limit_t *client_slot; /* the client address's slot the tunnel holds, NULL: none */
     char *client_addr;
+    size_t slot_worker;       /* the worker index the slots were taken with (the exchange's) */
     size_t head_bytes;        /* of the 101, billed once it is written */
     gw_revocable_t revocable; /* taken over from the exchange */
 } websocket_t;
@@ -41,9 +42,9 @@ static void on_websocket_close(void *data)
     }
     GW_PROXY_COUNT(ws->proxy, websockets_open, -1);
     if (ws->slot != NULL)
-        gw_conn_limit_release(ws->slot, ws->sandbox_id);
+        gw_conn_limit_release(ws->slot, ws->slot_worker, ws->sandbox_id);
     if (ws->client_slot != NULL)
-        gw_conn_limit_release(ws->client_slot, ws->client_addr);
+        gw_conn_limit_release(ws->client_slot, ws->slot_worker, ws->client_addr);
     free(ws->client_addr);
     h2o_linklist_unlink(&ws->link);
     free(ws->sandbox_id);
@@ -97,6 +98,7 @@ void gw_exchange_upgrade(gw_exchange_t *ex)
     ws->no_activity = ex->no_activity;
     /* the tunnel outlives the request: it keeps the connection slot */
     ws->slot = ex->slot;
+    ws->slot_worker = ex->slot_worker;
     ex->slot = NULL;
     if (ex->client_slot != NULL) {
         ws->client_slot = ex->client_slot;
