@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include "gateway/access_log.h"
 #include "gateway/config.h"
 #include "gateway/sign_link.h"
@@ -21,6 +22,33 @@
 #define DRAIN_MS 10000
 /* bound of the blocking metering flush after the workers stopped */
 #define METERING_FINAL_FLUSH_MS 2000
+
+/* Every client connection and every connection to a sandbox is a
+ * descriptor: the soft limit goes up to the hard one (what the unit file's
+ * LimitNOFILE= or the container runtime grants), as HAProxy does for
+ * itself, and a limit below what limits.max_client_connections_per_worker
+ * lets the workers hold is said at start. Returns the limit in force. */
+static rlim_t raise_open_files_limit(const gw_config_t *config)
+{
+    struct rlimit rl;
+    uint64_t want = 2 * (uint64_t)config->workers * config->limits.max_client_connections_per_worker + 64;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return 0;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rlim_t was = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            rl.rlim_cur = was;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
+        fprintf(stderr,
+                "lizard-gateway: open files limit %llu is below the %llu that %u workers x "
+                "limits.max_client_connections_per_worker %llu (x2: client and sandbox side) can use; raise LimitNOFILE\n",
+                (unsigned long long)rl.rlim_cur, (unsigned long long)want, config->workers,
+                (unsigned long long)config->limits.max_client_connections_per_worker);
+    return rl.rlim_cur;
+}
 
 static void usage(FILE *out)
 {
@@ -154,6 +182,7 @@ int main(int argc, char **argv)
     gw_server_t server;
     char *err = NULL;
     sigset_t sigs;
+    rlim_t nofile;
 
     if (argc > 1 && strcmp(argv[1], "sign-link") == 0)
         return gw_sign_link_main(argc - 1, argv + 1);
@@ -219,13 +248,14 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
+    nofile = raise_open_files_limit(config);
     if (gw_server_init(&server, config, tls, &err) != 0 || gw_server_start(&server, &err) != 0) {
         fprintf(stderr, "lizard-gateway: %s\n", err);
         free(err);
         return 1;
     }
-    fprintf(stderr, "lizard-gateway %s: %zu workers, %zu listeners, instance %s\n", GW_VERSION, server.num_workers,
-            config->num_listen, config->instance_id);
+    fprintf(stderr, "lizard-gateway %s: %zu workers, %zu listeners, instance %s, open files limit %llu\n", GW_VERSION,
+            server.num_workers, config->num_listen, config->instance_id, (unsigned long long)nofile);
 
     for (;;) {
         int sig;

@@ -5,6 +5,7 @@ real redis-server, real upstream, real TLS clients (http.client, python3-h2)."""
 
 import http.client
 import os
+import resource
 import signal
 import socket
 import ssl
@@ -524,3 +525,32 @@ def test_readyz_follows_redis(workdir, certs):
         rc = g.stop()
         own.stop()
     assert rc == 0
+
+
+def open_files_limit(pid):
+    with open("/proc/%d/limits" % pid) as f:
+        for line in f:
+            if line.startswith("Max open files"):
+                return [int(x) if x.isdigit() else x for x in line.split()[3:5]]
+    raise AssertionError("no open files line")
+
+
+def test_open_files_soft_limit_raised_to_the_hard_one(gw_factory):
+    """Started with the usual soft limit of 1024 open files (a shell, a
+    container without LimitNOFILE), the gateway raises it to the hard limit
+    itself, as HAProxy does, and says it at start; a limit below what the
+    configured connection limits can use is said too."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard <= 1024:
+        pytest.skip("the hard open files limit here is %r: nothing to raise to" % hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+    try:
+        g = gw_factory({"limits": {"max_client_connections_per_worker": 1000000}}, name=gwtest.new_sandbox_id("nofile"))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert open_files_limit(g.proc.pid) == [hard, hard]
+    # the start line comes right after the listeners open
+    gwtest.wait_for(lambda: "open files limit %d\n" % hard in log_text(g), 10, what="the start line")
+    text = log_text(g)
+    assert "open files limit %d is below" % hard in text, text
+    assert "limits.max_client_connections_per_worker 1000000" in text and "raise LimitNOFILE" in text, text
