@@ -7,6 +7,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include "common/counter.h"
 #include "common/hashtab.h"
 #include "routing/route_store.h"
 
@@ -69,7 +70,7 @@ struct st_gw_route_lookup_t {
 #define COUNT(s, name)                                                                                                             \
     do {                                                                                                                           \
         if ((s)->conf.counters != NULL)                                                                                            \
-            atomic_fetch_add_explicit(&(s)->conf.counters->name, 1, memory_order_relaxed);                                         \
+            GW_COUNTER_ADD(&(s)->conf.counters->name, 1);                                                                          \
     } while (0)
 
 /* the table */
