@@ -12,6 +12,7 @@
 #include "auth/cookie.h"
 #include "auth/query.h"
 #include "auth/warning.h"
+#include "common/numfmt.h"
 #include "gateway/credentials.h"
 #include "gateway/errors.h"
 #include "gateway/pipeline.h"
@@ -401,6 +402,11 @@ int gw_peer_address(struct sockaddr *sa, socklen_t len, char *buf, size_t bufsiz
         }
     } else {
         return -1;
+    }
+    /* IPv4 on every request without printf; IPv6 (rare) by inet_ntop */
+    if (family == AF_INET) {
+        gw_numfmt_ipv4(buf, addr);
+        return 0;
     }
     return inet_ntop(family, addr, buf, (socklen_t)bufsize) != NULL ? 0 : -1;
 }
