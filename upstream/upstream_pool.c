@@ -8,12 +8,13 @@
 #include <string.h>
 #include <netinet/in.h>
 #include "common/hashtab.h"
+#include "common/recycle.h"
 #include "upstream/opt_timeout.h"
 #include "upstream/upstream_pool.h"
 
 typedef struct st_keyed_set_t {
     gw_hashtab_node_t node; /* in pool->sets, under sandbox_id */
-    char *sandbox_id;
+    char *sandbox_id;       /* this and lifecycle.base: in the set's own allocation, after it */
     h2o_iovec_t lifecycle;
     uint16_t port;
     gw_netaddr_t addr;
@@ -37,8 +38,9 @@ struct st_gw_upstream_pool_t {
     size_t max_idle_per_key;
     size_t max_idle;
     size_t num_idle;
-    h2o_linklist_t lru; /* of idle_conn_t, every key's, oldest first */
-    gw_hashtab_t sets;  /* of keyed_set_t */
+    h2o_linklist_t lru;               /* of idle_conn_t, every key's, oldest first */
+    gw_hashtab_t sets;                /* of keyed_set_t */
+    h2o_mem_recycle_t conn_allocator; /* of idle_conn_t: one is made and freed per request on a keep-alive upstream */
 };
 
 static int addr_equals(const gw_netaddr_t *a, const gw_netaddr_t *b)
@@ -77,14 +79,18 @@ static keyed_set_t *find_set(gw_upstream_pool_t *pool, const gw_upstream_key_t *
 
 static keyed_set_t *create_set(gw_upstream_pool_t *pool, const gw_upstream_key_t *key)
 {
-    keyed_set_t *set = h2o_mem_alloc(sizeof(*set));
+    /* one allocation with its strings: a sandbox served one request at a time empties its set at every take */
+    size_t id_len = strlen(key->sandbox_id);
+    keyed_set_t *set = h2o_mem_alloc(sizeof(*set) + id_len + 1 + key->lifecycle.len + 1);
     memset(set, 0, sizeof(*set));
-    set->sandbox_id = h2o_strdup(NULL, key->sandbox_id, SIZE_MAX).base;
-    set->lifecycle = h2o_strdup(NULL, key->lifecycle.base, key->lifecycle.len);
+    set->sandbox_id = memcpy((char *)(set + 1), key->sandbox_id, id_len + 1);
+    set->lifecycle = h2o_iovec_init(set->sandbox_id + id_len + 1, key->lifecycle.len);
+    memcpy(set->lifecycle.base, key->lifecycle.base, key->lifecycle.len);
+    set->lifecycle.base[key->lifecycle.len] = '\0';
     set->port = key->port;
     set->addr = *key->addr;
     h2o_linklist_init_anchor(&set->idle);
-    gw_hashtab_insert(&pool->sets, &set->node, set->sandbox_id, strlen(set->sandbox_id));
+    gw_hashtab_insert(&pool->sets, &set->node, set->sandbox_id, id_len);
     return set;
 }
 
@@ -93,8 +99,6 @@ static void free_set_if_empty(gw_upstream_pool_t *pool, keyed_set_t *set)
     if (set->num_idle != 0)
         return;
     gw_hashtab_remove(&pool->sets, &set->node);
-    free(set->sandbox_id);
-    free(set->lifecycle.base);
     free(set);
 }
 
@@ -111,7 +115,7 @@ static h2o_socket_t *detach_conn(idle_conn_t *conn)
         h2o_timeout_unlink(&conn->timeout);
     --set->num_idle;
     --pool->num_idle;
-    free(conn);
+    h2o_mem_free_recycle(&pool->conn_allocator, conn);
     free_set_if_empty(pool, set);
     sock->data = NULL;
     return sock;
@@ -147,6 +151,7 @@ gw_upstream_pool_t *gw_upstream_pool_new(h2o_loop_t *loop, const gw_upstream_poo
     gw_opt_timeout_init(loop, &pool->surplus_timeout, conf->surplus_timeout_ms);
     h2o_linklist_init_anchor(&pool->lru);
     gw_hashtab_init(&pool->sets);
+    pool->conn_allocator.max = GW_RECYCLE_MAX;
     return pool;
 }
 
@@ -158,6 +163,7 @@ void gw_upstream_pool_free(gw_upstream_pool_t *pool)
     while (!h2o_linklist_is_empty(&pool->lru))
         close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, lru_link, pool->lru.next));
     gw_hashtab_dispose(&pool->sets);
+    gw_recycle_clear(&pool->conn_allocator);
     gw_opt_timeout_dispose(pool->loop, &pool->idle_timeout);
     gw_opt_timeout_dispose(pool->loop, &pool->surplus_timeout);
     free(pool);
@@ -193,7 +199,7 @@ void gw_upstream_pool_put(gw_upstream_pool_t *pool, const gw_upstream_key_t *key
         set = create_set(pool, key);
     lifetime = set->num_idle < pool->max_idle_per_key ? &pool->idle_timeout : &pool->surplus_timeout;
 
-    conn = h2o_mem_alloc(sizeof(*conn));
+    conn = h2o_mem_alloc_recycle(&pool->conn_allocator, sizeof(*conn));
     memset(conn, 0, sizeof(*conn));
     conn->pool = pool;
     conn->set = set;
