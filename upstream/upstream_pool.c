@@ -20,7 +20,11 @@ typedef struct st_keyed_set_t {
     gw_netaddr_t addr;
     h2o_linklist_t idle; /* of idle_conn_t, oldest first */
     size_t num_idle;
+    int recycled; /* allocated from pool->set_allocator */
 } keyed_set_t;
+
+/* A set and its two strings up to this size come from the pool's recycler. */
+#define SET_RECYCLED_SIZE (sizeof(keyed_set_t) + 128)
 
 typedef struct st_idle_conn_t {
     h2o_linklist_t link;     /* in set->idle */
@@ -41,6 +45,8 @@ struct st_gw_upstream_pool_t {
     h2o_linklist_t lru;               /* of idle_conn_t, every key's, oldest first */
     gw_hashtab_t sets;                /* of keyed_set_t */
     h2o_mem_recycle_t conn_allocator; /* of idle_conn_t: one is made and freed per request on a keep-alive upstream */
+    h2o_mem_recycle_t set_allocator;  /* of SET_RECYCLED_SIZE: a sandbox served one request at a time empties its set
+                                       * at every take, and the put makes it again */
 };
 
 static int addr_equals(const gw_netaddr_t *a, const gw_netaddr_t *b)
@@ -79,10 +85,12 @@ static keyed_set_t *find_set(gw_upstream_pool_t *pool, const gw_upstream_key_t *
 
 static keyed_set_t *create_set(gw_upstream_pool_t *pool, const gw_upstream_key_t *key)
 {
-    /* one allocation with its strings: a sandbox served one request at a time empties its set at every take */
-    size_t id_len = strlen(key->sandbox_id);
-    keyed_set_t *set = h2o_mem_alloc(sizeof(*set) + id_len + 1 + key->lifecycle.len + 1);
+    /* one allocation with its strings, recycled when they are short (they are: ids and lifecycles are tokens) */
+    size_t id_len = strlen(key->sandbox_id), size = sizeof(keyed_set_t) + id_len + 1 + key->lifecycle.len + 1;
+    keyed_set_t *set =
+        size <= SET_RECYCLED_SIZE ? h2o_mem_alloc_recycle(&pool->set_allocator, SET_RECYCLED_SIZE) : h2o_mem_alloc(size);
     memset(set, 0, sizeof(*set));
+    set->recycled = size <= SET_RECYCLED_SIZE;
     set->sandbox_id = memcpy((char *)(set + 1), key->sandbox_id, id_len + 1);
     set->lifecycle = h2o_iovec_init(set->sandbox_id + id_len + 1, key->lifecycle.len);
     memcpy(set->lifecycle.base, key->lifecycle.base, key->lifecycle.len);
@@ -99,7 +107,10 @@ static void free_set_if_empty(gw_upstream_pool_t *pool, keyed_set_t *set)
     if (set->num_idle != 0)
         return;
     gw_hashtab_remove(&pool->sets, &set->node);
-    free(set);
+    if (set->recycled)
+        h2o_mem_free_recycle(&pool->set_allocator, set);
+    else
+        free(set);
 }
 
 /* Unlinks the entry and returns its socket, still reading. */
@@ -152,6 +163,7 @@ gw_upstream_pool_t *gw_upstream_pool_new(h2o_loop_t *loop, const gw_upstream_poo
     h2o_linklist_init_anchor(&pool->lru);
     gw_hashtab_init(&pool->sets);
     pool->conn_allocator.max = GW_RECYCLE_MAX;
+    pool->set_allocator.max = GW_RECYCLE_MAX;
     return pool;
 }
 
@@ -164,6 +176,7 @@ void gw_upstream_pool_free(gw_upstream_pool_t *pool)
         close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, lru_link, pool->lru.next));
     gw_hashtab_dispose(&pool->sets);
     gw_recycle_clear(&pool->conn_allocator);
+    gw_recycle_clear(&pool->set_allocator);
     gw_opt_timeout_dispose(pool->loop, &pool->idle_timeout);
     gw_opt_timeout_dispose(pool->loop, &pool->surplus_timeout);
     free(pool);
