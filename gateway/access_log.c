@@ -11,6 +11,7 @@
 #define _GNU_SOURCE /* dup3 */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include "gateway/errors.h"
 #include "gateway/log_writer.h"
 #include "common/errfmt.h"
+#include "common/numfmt.h"
 
 #define LOG_LINE_MAX 4096
 #define LOG_FIELD_MAX 1024 /* longer values are cut, never the line's structure */
@@ -117,10 +119,15 @@ static void put_key(line_t *l, const char *key)
 
 static void put_num(line_t *l, const char *key, long long v)
 {
-    char num[24];
-    int n = snprintf(num, sizeof(num), "%lld", v);
+    /* every line has a few: no printf (issue 11) */
+    char num[1 + GW_NUMFMT_DEC_SIZE];
+    size_t n = 0;
+
+    if (v < 0)
+        num[n++] = '-';
+    n += gw_numfmt_dec(num + n, v < 0 ? -(unsigned long long)v : (unsigned long long)v);
     put_key(l, key);
-    put_raw(l, num, (size_t)n);
+    put_raw(l, num, n);
 }
 
 static size_t client_of(h2o_conn_t *conn, char *host)
@@ -129,8 +136,10 @@ static size_t client_of(h2o_conn_t *conn, char *host)
     socklen_t sslen;
     size_t n = 0;
 
-    if ((sslen = conn->callbacks->get_peername(conn, (void *)&ss)) != 0 &&
-        (n = h2o_socket_getnumerichost((void *)&ss, sslen, host)) == SIZE_MAX)
+    /* IPv4, the usual client, without getnameinfo's printf; IPv6 as h2o writes it */
+    if ((sslen = conn->callbacks->get_peername(conn, (void *)&ss)) != 0 && ss.ss_family == AF_INET)
+        return gw_numfmt_ipv4(host, &((struct sockaddr_in *)&ss)->sin_addr);
+    if (sslen != 0 && (n = h2o_socket_getnumerichost((void *)&ss, sslen, host)) == SIZE_MAX)
         n = 0;
     host[n] = '\0';
     return n;
@@ -170,7 +179,12 @@ static void put_time(line_t *l, time_t t, int ms)
     struct tm tm;
     gmtime_r(&t, &tm);
     size_t n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
-    n += (size_t)snprintf(ts + n, sizeof(ts) - n, ".%03dZ", ms);
+    /* ".mmmZ", ms in [0, 999] */
+    ts[n++] = '.';
+    ts[n++] = (char)('0' + ms / 100);
+    ts[n++] = (char)('0' + ms / 10 % 10);
+    ts[n++] = (char)('0' + ms % 10);
+    ts[n++] = 'Z';
     put_key(l, "time");
     put_str(l, ts, n);
 }

@@ -17,31 +17,54 @@ typedef struct st_counting_logger_t {
     gw_metrics_t *metrics;
 } counting_logger_t;
 
-static void count_response(h2o_logger_t *_self, h2o_req_t *req)
+static void count_response(h2o_logger_t *self, h2o_req_t *req)
 {
-    gw_metrics_t *m = ((counting_logger_t *)_self)->metrics;
+    gw_metrics_worker_t *mw = h2o_context_get_logger_context(req->conn->ctx, self);
     int status = req->res.status, code = gw_error_code_of(req);
 
-    atomic_fetch_add_explicit(&m->responses_by_class[status >= 100 && status < 600 ? status / 100 : 0], 1, memory_order_relaxed);
+    GW_COUNTER_ADD(&mw->responses_by_class[status >= 100 && status < 600 ? status / 100 : 0], 1);
     if (code >= 0)
-        atomic_fetch_add_explicit(&m->errors_by_code[code], 1, memory_order_relaxed);
+        GW_COUNTER_ADD(&mw->errors_by_code[code], 1);
     if (status == 0)
-        atomic_fetch_add_explicit(&m->abandoned_requests, 1, memory_order_relaxed);
+        GW_COUNTER_ADD(&mw->abandoned_requests, 1);
+}
+
+/* The logger finds its worker's block once per context, as h2o's own loggers keep per-thread state. */
+static void on_logger_context_init(h2o_logger_t *self, h2o_context_t *ctx)
+{
+    h2o_context_set_logger_context(ctx, self, gw_metrics_worker_of(((counting_logger_t *)self)->metrics, ctx));
 }
 
 void gw_metrics_register(h2o_pathconf_t *pathconf, gw_metrics_t *m)
 {
     counting_logger_t *self = (void *)h2o_create_logger(pathconf, sizeof(*self));
+    self->super.on_context_init = on_logger_context_init;
     self->super.log_access = count_response;
     self->metrics = m;
 }
 
+gw_metrics_worker_t *gw_metrics_worker_of(gw_metrics_t *m, h2o_context_t *ctx)
+{
+    size_t i;
+
+    for (i = 0; i != m->num_workers; ++i)
+        if (m->workers[i].ctx == ctx)
+            return m->workers + i;
+    h2o_fatal("metrics: an h2o context of no worker");
+    return NULL;
+}
+
 void gw_metrics_init(gw_metrics_t *m, size_t num_workers)
 {
+    /* whole cache lines (sizeof is a multiple of the alignment), so no block shares one with another, nor with malloc's
+     * neighbours */
+    size_t size = sizeof(*m->workers) * (num_workers != 0 ? num_workers : 1);
+
     memset(m, 0, sizeof(*m));
     m->num_workers = num_workers;
-    m->workers = h2o_mem_alloc(sizeof(*m->workers) * num_workers);
-    memset(m->workers, 0, sizeof(*m->workers) * num_workers);
+    if ((m->workers = aligned_alloc(_Alignof(gw_metrics_worker_t), size)) == NULL)
+        h2o_fatal("no memory");
+    memset(m->workers, 0, size);
 }
 
 void gw_metrics_dispose(gw_metrics_t *m)
@@ -63,9 +86,34 @@ int gw_metrics_redis_ready(gw_metrics_t *m)
     return (size_t)atomic_load_explicit(&m->redis_ready_workers, memory_order_relaxed) == m->num_workers;
 }
 
-static uint64_t load(atomic_uint_fast64_t *v)
+/* A counter of every worker's block, at `offset` in gw_metrics_worker_t, summed. */
+static uint64_t sum_at(gw_metrics_t *m, size_t offset)
 {
-    return atomic_load_explicit(v, memory_order_relaxed);
+    uint64_t sum = 0;
+    size_t i;
+
+    for (i = 0; i != m->num_workers; ++i)
+        sum += atomic_load_explicit((atomic_uint_fast64_t *)((char *)(m->workers + i) + offset), memory_order_relaxed);
+    return sum;
+}
+
+/* A gauge kept as a signed count per worker, summed; never shown below zero. */
+static uint64_t sum_gauge_at(gw_metrics_t *m, size_t offset)
+{
+    int64_t sum = 0;
+    size_t i;
+
+    for (i = 0; i != m->num_workers; ++i)
+        sum += atomic_load_explicit((atomic_int_fast64_t *)((char *)(m->workers + i) + offset), memory_order_relaxed);
+    return sum > 0 ? (uint64_t)sum : 0;
+}
+
+#define SUM(field) sum_at(m, offsetof(gw_metrics_worker_t, field))
+#define SUM_ELEMENT(array, i) sum_at(m, offsetof(gw_metrics_worker_t, array) + (size_t)(i) * sizeof(atomic_uint_fast64_t))
+
+uint64_t gw_metrics_in_flight(gw_metrics_t *m)
+{
+    return SUM(in_flight);
 }
 
 /* The exposition being written: grows from the pool up to `max` bytes; once
@@ -145,42 +193,41 @@ static unsigned long long http2_event_sum(gw_metrics_t *m, size_t offset)
 }
 
 /* Waking paused sandboxes (routing/wake.h), all workers. */
-static void wake_metrics(text_t *out, gw_wake_counters_t *c)
+static void wake_metrics(text_t *out, gw_metrics_t *m)
 {
     static const uint64_t bounds[GW_WAKE_HISTOGRAM_BUCKETS] = GW_WAKE_HISTOGRAM_BOUNDS;
-    int64_t held = atomic_load_explicit(&c->held, memory_order_relaxed);
     unsigned long long cumulative = 0;
     char label[32];
     size_t i;
 
     metric(out, "lizard_wake_held_requests", "gauge", "Requests held now while their sandbox wakes.",
-           held > 0 ? (unsigned long long)held : 0);
+           sum_gauge_at(m, offsetof(gw_metrics_worker_t, wake.held)));
     metric(out, "lizard_wake_held_requests_total", "counter", "Requests that were held while their sandbox woke.",
-           load(&c->held_total));
+           SUM(wake.held_total));
     family(out, "lizard_wake_resume_requests_total", "counter",
            "Resume requests: sent (this gateway won SET <prefix>resume:{id} NX and wrote XADD <prefix>resume), "
            "deduplicated (the lock was taken: asked for less than 30 s ago), failed (Redis did not take it).");
-    sample(out, "lizard_wake_resume_requests_total", "result=\"sent\"", load(&c->resume_requests));
-    sample(out, "lizard_wake_resume_requests_total", "result=\"deduplicated\"", load(&c->resume_deduped));
-    sample(out, "lizard_wake_resume_requests_total", "result=\"failed\"", load(&c->resume_failures));
+    sample(out, "lizard_wake_resume_requests_total", "result=\"sent\"", SUM(wake.resume_requests));
+    sample(out, "lizard_wake_resume_requests_total", "result=\"deduplicated\"", SUM(wake.resume_deduped));
+    sample(out, "lizard_wake_resume_requests_total", "result=\"failed\"", SUM(wake.resume_failures));
     metric(out, "lizard_wake_timeouts_total", "counter",
-           "Held requests answered 503 sandbox_not_running after routing.resume_timeout_ms.", load(&c->timeouts));
-    metric(out, "lizard_wake_abandoned_total", "counter", "Held requests whose client went away.", load(&c->abandoned));
+           "Held requests answered 503 sandbox_not_running after routing.resume_timeout_ms.", SUM(wake.timeouts));
+    metric(out, "lizard_wake_abandoned_total", "counter", "Held requests whose client went away.", SUM(wake.abandoned));
     metric(out, "lizard_wake_refused_total", "counter",
            "Requests refused 429 because too many were held (limits.max_held_requests_per_sandbox, "
            "limits.max_held_requests_per_worker).",
-           load(&c->refused));
+           SUM(wake.refused));
     /* milliseconds, not seconds: every sample of the exposition stays an integer */
     family(out, "lizard_wake_milliseconds", "histogram",
            "From the first request held for a sandbox to the read that showed it running, per wake seen by a worker.");
     for (i = 0; i != GW_WAKE_HISTOGRAM_BUCKETS; ++i) {
-        cumulative += load(&c->wake_ms_buckets[i]);
+        cumulative += SUM_ELEMENT(wake.wake_ms_buckets, i);
         snprintf(label, sizeof(label), "le=\"%llu\"", (unsigned long long)bounds[i]);
         sample(out, "lizard_wake_milliseconds_bucket", label, cumulative);
     }
-    cumulative += load(&c->wake_ms_buckets[GW_WAKE_HISTOGRAM_BUCKETS]);
+    cumulative += SUM_ELEMENT(wake.wake_ms_buckets, GW_WAKE_HISTOGRAM_BUCKETS);
     sample(out, "lizard_wake_milliseconds_bucket", "le=\"+Inf\"", cumulative);
-    sample(out, "lizard_wake_milliseconds_sum", NULL, load(&c->wake_ms_sum));
+    sample(out, "lizard_wake_milliseconds_sum", NULL, SUM(wake.wake_ms_sum));
     /* the +Inf bucket, not wake_count: a scrape between two increments must not see them disagree */
     sample(out, "lizard_wake_milliseconds_count", NULL, cumulative);
 }
@@ -188,8 +235,6 @@ static void wake_metrics(text_t *out, gw_wake_counters_t *c)
 int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iovec_t *result)
 {
     text_t out = {.pool = pool, .max = max};
-    gw_route_store_counters_t *rc = &m->routes;
-    gw_proxy_counters_t *pc = &m->proxy;
     gw_metering_stats_t ms = {0};
     gw_access_log_stats_t ls = {0};
     char label[64];
@@ -198,49 +243,49 @@ int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iov
 
     h2o_vector_reserve(pool, &out.buf, TEXT_INITIAL_SIZE);
 
-    metric(&out, "lizard_requests_total", "counter", "Preview requests received.", load(&m->requests));
+    metric(&out, "lizard_requests_total", "counter", "Preview requests received.", SUM(requests));
     family(&out, "lizard_responses_total", "counter", "Responses sent, by status class.");
     for (i = 1; i <= 5; ++i) {
         snprintf(label, sizeof(label), "class=\"%dxx\"", i);
-        sample(&out, "lizard_responses_total", label, load(&m->responses_by_class[i]));
+        sample(&out, "lizard_responses_total", label, SUM_ELEMENT(responses_by_class, i));
     }
     family(&out, "lizard_errors_total", "counter", "Errors the gateway produced, by contract code.");
     for (i = 0; i != GW_ERR_NUM_CODES; ++i) {
         snprintf(label, sizeof(label), "code=\"%s\"", gw_error_code_name(i));
-        sample(&out, "lizard_errors_total", label, load(&m->errors_by_code[i]));
+        sample(&out, "lizard_errors_total", label, SUM_ELEMENT(errors_by_code, i));
     }
 
-    metric(&out, "lizard_route_lookups_total", "counter", "Route lookups started.", load(&m->route_lookups));
+    metric(&out, "lizard_route_lookups_total", "counter", "Route lookups started.", SUM(route_lookups));
     family(&out, "lizard_route_cache_total", "counter",
            "Route cache outcomes: hit (no Redis call), fetch (HGETALL sent), coalesced (joined a fetch in flight), "
            "stale (expired route served while Redis could not answer), unavailable.");
-    sample(&out, "lizard_route_cache_total", "result=\"hit\"", load(&rc->hits));
-    sample(&out, "lizard_route_cache_total", "result=\"fetch\"", load(&rc->fetches));
-    sample(&out, "lizard_route_cache_total", "result=\"coalesced\"", load(&rc->coalesced));
-    sample(&out, "lizard_route_cache_total", "result=\"stale\"", load(&rc->stale));
-    sample(&out, "lizard_route_cache_total", "result=\"unavailable\"", load(&rc->unavailable));
+    sample(&out, "lizard_route_cache_total", "result=\"hit\"", SUM(routes.hits));
+    sample(&out, "lizard_route_cache_total", "result=\"fetch\"", SUM(routes.fetches));
+    sample(&out, "lizard_route_cache_total", "result=\"coalesced\"", SUM(routes.coalesced));
+    sample(&out, "lizard_route_cache_total", "result=\"stale\"", SUM(routes.stale));
+    sample(&out, "lizard_route_cache_total", "result=\"unavailable\"", SUM(routes.unavailable));
     metric(&out, "lizard_route_cache_invalidations_total", "counter", "Cached sandboxes evicted by a message on <prefix>routes.",
-           load(&rc->invalidations));
+           SUM(routes.invalidations));
     metric(&out, "lizard_route_cache_flushes_total", "counter", "Whole-cache drops on a (re)confirmed subscription.",
-           load(&rc->flushes));
+           SUM(routes.flushes));
     metric(&out, "lizard_route_cache_evictions_total", "counter", "Entries dropped to keep the cache under its size bound.",
-           load(&rc->evictions));
+           SUM(routes.evictions));
 
-    metric(&out, "lizard_upstream_connects_total", "counter", "Fresh connections to sandboxes started.", load(&pc->connects));
-    metric(&out, "lizard_upstream_reuses_total", "counter", "Requests sent on a pooled keep-alive connection.", load(&pc->reuses));
+    metric(&out, "lizard_upstream_connects_total", "counter", "Fresh connections to sandboxes started.", SUM(proxy.connects));
+    metric(&out, "lizard_upstream_reuses_total", "counter", "Requests sent on a pooled keep-alive connection.", SUM(proxy.reuses));
     metric(&out, "lizard_upstream_retries_total", "counter", "Requests retried after a pooled connection was found dead.",
-           load(&pc->retries));
-    metric(&out, "lizard_websockets_opened_total", "counter", "WebSocket tunnels opened.", load(&pc->websockets_opened));
+           SUM(proxy.retries));
+    metric(&out, "lizard_websockets_opened_total", "counter", "WebSocket tunnels opened.", SUM(proxy.websockets_opened));
     metric(&out, "lizard_client_stalls_total", "counter",
-           "Responses reset because the client took no byte for limits.client_stall_timeout_ms.", load(&pc->client_stalls));
+           "Responses reset because the client took no byte for limits.client_stall_timeout_ms.", SUM(proxy.client_stalls));
     metric(&out, "lizard_buffer_budget_resets_total", "counter",
            "Responses waiting for their client reset because a connection's or the worker's buffer budget was reached.",
-           load(&pc->budget_resets));
+           SUM(proxy.budget_resets));
     metric(&out, "lizard_websockets_open", "gauge", "WebSocket tunnels open now.",
-           (unsigned long long)atomic_load_explicit(&pc->websockets_open, memory_order_relaxed));
+           sum_gauge_at(m, offsetof(gw_metrics_worker_t, proxy.websockets_open)));
     family(&out, "lizard_proxied_bytes_total", "counter", "HTTP-level bytes of proxied exchanges, by direction.");
-    sample(&out, "lizard_proxied_bytes_total", "direction=\"egress\"", load(&pc->egress_bytes));
-    sample(&out, "lizard_proxied_bytes_total", "direction=\"ingress\"", load(&pc->ingress_bytes));
+    sample(&out, "lizard_proxied_bytes_total", "direction=\"egress\"", SUM(proxy.egress_bytes));
+    sample(&out, "lizard_proxied_bytes_total", "direction=\"ingress\"", SUM(proxy.ingress_bytes));
 
     family(&out, "lizard_http2_events_total", "counter",
            "HTTP/2 abuse the front refused: connections closed for too many stream resets (rapid reset), too many empty "
@@ -248,12 +293,12 @@ int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iov
     for (i = 0; i != (int)(sizeof(HTTP2_EVENTS) / sizeof(HTTP2_EVENTS[0])); ++i)
         sample(&out, "lizard_http2_events_total", HTTP2_EVENTS[i].label, http2_event_sum(m, HTTP2_EVENTS[i].offset));
 
-    metric(&out, "lizard_in_flight_requests", "gauge", "Preview requests being served.", load(&m->in_flight));
+    metric(&out, "lizard_in_flight_requests", "gauge", "Preview requests being served.", SUM(in_flight));
     family(&out, "lizard_refused_connections_total", "counter",
            "Client connections closed at accept: their address (limits.max_connections_per_client) or the worker "
            "(limits.max_client_connections_per_worker) was at its limit.");
-    sample(&out, "lizard_refused_connections_total", "limit=\"client\"", load(&m->refused_per_client));
-    sample(&out, "lizard_refused_connections_total", "limit=\"worker\"", load(&m->refused_per_worker));
+    sample(&out, "lizard_refused_connections_total", "limit=\"client\"", SUM(refused_per_client));
+    sample(&out, "lizard_refused_connections_total", "limit=\"worker\"", SUM(refused_per_worker));
     if (m->access_log != NULL)
         gw_access_log_stats(m->access_log, &ls);
     metric(&out, "lizard_access_log_lines_total", "counter", "Access-log lines handed to the writer thread.", ls.written);
@@ -264,8 +309,8 @@ int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iov
     sample(&out, "lizard_access_log_dropped_lines_total", "reason=\"over_budget\"", ls.dropped_over_budget);
     metric(&out, "lizard_abandoned_requests_total", "counter",
            "Requests that ended before any response began (client reset or closed); summed per connection in the log.",
-           load(&m->abandoned_requests));
-    wake_metrics(&out, &m->wake);
+           SUM(abandoned_requests));
+    wake_metrics(&out, m);
     metric(&out, "lizard_redis_connected_workers", "gauge", "Workers whose Redis connection is up.",
            (unsigned long long)atomic_load(&m->redis_ready_workers));
 
@@ -295,7 +340,8 @@ int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iov
     family(&out, "lizard_worker_client_connections", "gauge", "Client connections open, by worker.");
     for (w = 0; w != m->num_workers; ++w) {
         snprintf(label, sizeof(label), "worker=\"%zu\"", w);
-        sample(&out, "lizard_worker_client_connections", label, load(&m->workers[w].client_connections));
+        sample(&out, "lizard_worker_client_connections", label,
+               atomic_load_explicit(&m->workers[w].client_connections, memory_order_relaxed));
     }
     family(&out, "lizard_worker_redis_connected", "gauge", "1 when the worker's Redis connection is up, by worker.");
     for (w = 0; w != m->num_workers; ++w) {

@@ -1,8 +1,8 @@
 /*
  * The counters behind the admin listener's /metrics and their Prometheus
- * text exposition. Workers count with relaxed atomics; a logger on every
- * preview pathconf counts responses by class, errors by contract code and
- * abandoned requests. What other modules keep (route caches, proxies,
+ * text exposition. Each worker counts into its own block (summed when
+ * /metrics is read); a logger on every preview pathconf counts responses by
+ * class, errors by contract code and abandoned requests. What other modules keep (route caches, proxies,
  * metering, access log, cookie secrets) is read from them at render time.
  */
 #ifndef GW_GATEWAY_METRICS_H
@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <h2o.h>
+#include "common/counter.h"
 #include "gateway/access_log.h"
 #include "auth/cookie_keys.h"
 #include "auth/link_keys.h"
@@ -25,28 +26,34 @@
  * cut exposition. */
 #define GW_METRICS_MAX_BYTES (1024 * 1024)
 
-/* What one worker shows by itself. */
+/* One worker's counters. Only the worker's thread writes them (GW_COUNTER_ADD:
+ * a relaxed load and store, no locked instruction, see common/counter.h);
+ * /metrics reads them from any thread and sums over the workers. Each block
+ * starts on its own cache line and fills whole lines, so that a request on
+ * one worker never takes a line another worker writes. */
 typedef struct st_gw_metrics_worker_t {
-    h2o_context_t *ctx; /* its HTTP/2 event counters (h2o's relaxed atomics); borrowed, zeroed until the worker runs */
-    atomic_uint_fast64_t client_connections;
-    atomic_int redis_connected;
-} gw_metrics_worker_t;
-
-typedef struct st_gw_metrics_t {
-    atomic_uint_fast64_t requests;
+    _Alignas(GW_CACHE_LINE) atomic_uint_fast64_t requests;
     atomic_uint_fast64_t responses_by_class[6]; /* index status/100; [0] unused */
     atomic_uint_fast64_t errors_by_code[GW_ERR_NUM_CODES];
     atomic_uint_fast64_t route_lookups;
+    /* gauge: up when the preview handler takes a request, down when the request's pool is disposed; both run
+     * on the thread of the request's connection, so each worker's count is exact and never below zero */
     atomic_uint_fast64_t in_flight;
     atomic_uint_fast64_t abandoned_requests; /* ended before any response began */
     atomic_uint_fast64_t refused_per_client; /* connections closed at accept: their address is at its limit */
     atomic_uint_fast64_t refused_per_worker; /* connections closed at accept: the worker is at its limit */
-    atomic_int redis_ready_workers;
-    gw_route_store_counters_t routes; /* the route caches of all workers */
-    gw_proxy_counters_t proxy;        /* the proxies of all workers */
-    gw_wake_counters_t wake;          /* the held-request registries of all workers */
-    gw_metrics_worker_t *workers;
+    atomic_uint_fast64_t client_connections;
+    gw_route_store_counters_t routes; /* the worker's route cache */
+    gw_proxy_counters_t proxy;        /* the worker's proxy; its websockets_open gauge goes up and down on this worker */
+    gw_wake_counters_t wake;          /* the worker's held-request registry; its held gauge likewise */
+    h2o_context_t *ctx;               /* its HTTP/2 event counters (h2o's relaxed atomics); borrowed, set before the worker runs */
+    atomic_int redis_connected;
+} gw_metrics_worker_t;
+
+typedef struct st_gw_metrics_t {
+    gw_metrics_worker_t *workers; /* [num_workers], cache-line aligned */
     size_t num_workers;
+    atomic_int redis_ready_workers; /* changes only when a Redis connection goes up or down */
     /* read at render time; borrowed; NULL shows as zero */
     gw_metering_t *metering;
     gw_access_log_t *access_log;
@@ -54,12 +61,21 @@ typedef struct st_gw_metrics_t {
     gw_link_keys_t *link_keys;
 } gw_metrics_t;
 
-/* Zeroes m and allocates its per-worker part (aborts on out of memory). */
+/* Zeroes m and allocates its per-worker blocks, zeroed (aborts on out of memory). */
 void gw_metrics_init(gw_metrics_t *m, size_t num_workers);
 void gw_metrics_dispose(gw_metrics_t *m);
 
-/* Installs the logger that counts every response of `pathconf` into m. */
+/* Installs the logger that counts every response of `pathconf` into the
+ * block of the worker whose context serves it. */
 void gw_metrics_register(h2o_pathconf_t *pathconf, gw_metrics_t *m);
+
+/* The block of the worker whose h2o context is `ctx` (workers[i].ctx); a
+ * context of no worker is a programming error and aborts. For
+ * on_context_init callbacks: a linear search. */
+gw_metrics_worker_t *gw_metrics_worker_of(gw_metrics_t *m, h2o_context_t *ctx);
+
+/* Preview requests being served now, all workers. Any thread. */
+uint64_t gw_metrics_in_flight(gw_metrics_t *m);
 
 /* Worker `index`'s Redis connection went up (1) or down (0); repeats are ignored. */
 void gw_metrics_set_redis(gw_metrics_t *m, size_t index, int connected);

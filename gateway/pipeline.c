@@ -12,6 +12,7 @@
 #include "auth/cookie.h"
 #include "auth/query.h"
 #include "auth/warning.h"
+#include "common/numfmt.h"
 #include "gateway/credentials.h"
 #include "gateway/errors.h"
 #include "gateway/pipeline.h"
@@ -24,11 +25,17 @@
 #define TOKEN_HEADER "x-lizard-access-token"
 #define QUERY_PARAM "lizard_token"
 
-/* The preview handler; its per-context state is a gw_pipeline_thread_t. */
+/* The preview handler; its per-context state is a pipeline_context_t. */
 struct st_gw_pipeline_t {
     h2o_handler_t super;
     gw_pipeline_conf_t conf;
 };
+
+/* What the preview handler keeps per h2o context. */
+typedef struct st_pipeline_context_t {
+    gw_pipeline_thread_t thread;  /* from gw_pipeline_attach */
+    gw_metrics_worker_t *metrics; /* the counters of the context's worker, found at on_context_init */
+} pipeline_context_t;
 
 typedef struct st_redirect_handler_t {
     h2o_handler_t super;
@@ -42,6 +49,7 @@ typedef struct st_pending_t {
     h2o_req_t *req;
     const gw_pipeline_conf_t *conf;
     gw_pipeline_thread_t *thread;
+    gw_metrics_worker_t *metrics;
     gw_host_t host;
     gw_route_lookup_t *lookup;
     h2o_iovec_t path;         /* request target to forward: lizard_token removed */
@@ -64,7 +72,8 @@ static void on_pending_dispose(void *_p)
         gw_hangup_unwatch(p->thread->hangup, &p->hangup);
         gw_wake_cancel(p->waiter, 1);
     }
-    atomic_fetch_sub_explicit(&p->conf->metrics->in_flight, 1, memory_order_relaxed);
+    /* the request's connection is on this worker's loop, as it was when on_req counted it */
+    GW_COUNTER_ADD(&p->metrics->in_flight, -1);
 }
 
 static void send_error(pending_t *p, gw_error_code_t code, const char *detail)
@@ -394,6 +403,11 @@ int gw_peer_address(struct sockaddr *sa, socklen_t len, char *buf, size_t bufsiz
     } else {
         return -1;
     }
+    /* IPv4 on every request without printf; IPv6 (rare) by inet_ntop */
+    if (family == AF_INET) {
+        gw_numfmt_ipv4(buf, addr);
+        return 0;
+    }
     return inet_ntop(family, addr, buf, (socklen_t)bufsize) != NULL ? 0 : -1;
 }
 
@@ -644,11 +658,11 @@ static int origin_form_target(h2o_req_t *req)
 /* Counts the request, checks its request line and parses its host: 1 with
  * *host filled, or 0 when the request has been answered (a refused request
  * line, bad_host, unknown_host). */
-static int preview_host(h2o_req_t *req, const gw_pipeline_conf_t *pconf, gw_host_t *host)
+static int preview_host(h2o_req_t *req, const gw_pipeline_conf_t *pconf, gw_metrics_worker_t *metrics, gw_host_t *host)
 {
     const gw_config_t *conf = pconf->config;
 
-    atomic_fetch_add_explicit(&pconf->metrics->requests, 1, memory_order_relaxed);
+    GW_COUNTER_ADD(&metrics->requests, 1);
     if (!allowed_method(req))
         return 0;
     if (lacks_authority(req)) {
@@ -672,10 +686,10 @@ static int preview_host(h2o_req_t *req, const gw_pipeline_conf_t *pconf, gw_host
 static int on_req(h2o_handler_t *_self, h2o_req_t *req)
 {
     gw_pipeline_t *self = (void *)_self;
-    gw_pipeline_thread_t *thread = h2o_context_get_handler_context(req->conn->ctx, _self);
+    pipeline_context_t *pc = h2o_context_get_handler_context(req->conn->ctx, _self);
     gw_host_t host;
 
-    if (!preview_host(req, &self->conf, &host))
+    if (!preview_host(req, &self->conf, pc->metrics, &host))
         return 0;
     /* the warning page's Continue button: answered without a route lookup (the token binds the host) */
     if (self->conf.config->auth.public_warning && gw_warning_page_is_consent(req->path)) {
@@ -684,10 +698,10 @@ static int on_req(h2o_handler_t *_self, h2o_req_t *req)
     }
 
     pending_t *p = h2o_mem_alloc_shared(&req->pool, sizeof(*p), on_pending_dispose);
-    *p = (pending_t){.req = req, .conf = &self->conf, .thread = thread, .host = host};
-    atomic_fetch_add_explicit(&self->conf.metrics->in_flight, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&self->conf.metrics->route_lookups, 1, memory_order_relaxed);
-    if ((p->lookup = gw_route_store_lookup(thread->routes, host.sandbox_id, on_route, p)) == NULL) {
+    *p = (pending_t){.req = req, .conf = &self->conf, .thread = &pc->thread, .metrics = pc->metrics, .host = host};
+    GW_COUNTER_ADD(&pc->metrics->in_flight, 1);
+    GW_COUNTER_ADD(&pc->metrics->route_lookups, 1);
+    if ((p->lookup = gw_route_store_lookup(pc->thread.routes, host.sandbox_id, on_route, p)) == NULL) {
         /* the lookup did not start, so on_route will never run: answered here */
         send_error(p, GW_ERR_ROUTING_UNAVAILABLE, NULL);
     }
@@ -700,7 +714,7 @@ static int on_req_redirect(h2o_handler_t *_self, h2o_req_t *req)
     redirect_handler_t *self = (void *)_self;
     gw_host_t host;
 
-    if (!preview_host(req, &self->conf, &host))
+    if (!preview_host(req, &self->conf, h2o_context_get_handler_context(req->conn->ctx, _self), &host))
         return 0;
 
     /* The host is a valid preview name (so it is safe to reflect): rebuild it
@@ -718,12 +732,13 @@ static int on_req_redirect(h2o_handler_t *_self, h2o_req_t *req)
     return 0;
 }
 
-static void on_context_init(h2o_handler_t *self, h2o_context_t *ctx)
+static void on_context_init(h2o_handler_t *_self, h2o_context_t *ctx)
 {
-    gw_pipeline_thread_t *thread = h2o_mem_alloc(sizeof(*thread));
+    gw_pipeline_t *self = (void *)_self;
+    pipeline_context_t *pc = h2o_mem_alloc(sizeof(*pc));
 
-    *thread = (gw_pipeline_thread_t){NULL};
-    h2o_context_set_handler_context(ctx, self, thread);
+    *pc = (pipeline_context_t){.metrics = gw_metrics_worker_of(self->conf.metrics, ctx)};
+    h2o_context_set_handler_context(ctx, _self, pc);
 }
 
 static void on_context_dispose(h2o_handler_t *self, h2o_context_t *ctx)
@@ -744,14 +759,23 @@ gw_pipeline_t *gw_pipeline_register(h2o_pathconf_t *pathconf, const gw_pipeline_
 
 void gw_pipeline_attach(gw_pipeline_t *p, h2o_context_t *ctx, const gw_pipeline_thread_t *thread)
 {
-    gw_pipeline_thread_t *mine = h2o_context_get_handler_context(ctx, &p->super);
-    *mine = *thread;
+    pipeline_context_t *pc = h2o_context_get_handler_context(ctx, &p->super);
+    pc->thread = *thread;
+}
+
+/* The redirect handler's per-context state is its worker's counters (nothing to free). */
+static void on_redirect_context_init(h2o_handler_t *_self, h2o_context_t *ctx)
+{
+    redirect_handler_t *self = (void *)_self;
+
+    h2o_context_set_handler_context(ctx, _self, gw_metrics_worker_of(self->conf.metrics, ctx));
 }
 
 void gw_pipeline_register_redirect(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf)
 {
     redirect_handler_t *self = (void *)h2o_create_handler(pathconf, sizeof(*self));
 
+    self->super.on_context_init = on_redirect_context_init;
     self->super.on_req = on_req_redirect;
     self->conf = *conf;
 }

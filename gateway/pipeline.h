@@ -23,7 +23,7 @@
  * outlive the server. */
 typedef struct st_gw_pipeline_conf_t {
     const gw_config_t *config;
-    gw_metrics_t *metrics;
+    gw_metrics_t *metrics;                /* each context counts into its worker's block (gw_metrics_worker_of) */
     gw_cookie_keys_t *cookie_keys;        /* the live cookie secrets */
     gw_link_keys_t *link_keys;            /* the live share-link keys */
     gw_conn_limit_t *conn_limit;          /* limits.max_connections_per_sandbox */

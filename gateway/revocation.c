@@ -9,6 +9,7 @@
 #include <time.h>
 #include "auth/token.h"
 #include "common/hashtab.h"
+#include "common/recycle.h"
 #include "gateway/revocation.h"
 
 typedef struct st_gw_revocation_bucket_t {
@@ -25,7 +26,8 @@ typedef struct st_gw_revocation_bucket_t {
 struct st_gw_revocation_t {
     h2o_loop_t *loop;
     gw_route_store_t *routes;
-    gw_hashtab_t buckets; /* bucket_t by sandbox id */
+    gw_hashtab_t buckets;               /* bucket_t by sandbox id */
+    h2o_mem_recycle_t bucket_allocator; /* of bucket_t: a sandbox with one exchange at a time gets one per request */
 };
 
 int gw_grant_recheck(const gw_grant_t *grant, const gw_sandbox_t *now_record, uint64_t now_unix)
@@ -85,7 +87,7 @@ static void bucket_free(gw_revocation_t *r, bucket_t *b)
     gw_hashtab_remove(&r->buckets, &b->node);
     if (b->read != NULL)
         gw_route_lookup_cancel(b->read);
-    free(b);
+    h2o_mem_free_recycle(&r->bucket_allocator, b);
 }
 
 gw_revocation_t *gw_revocation_new(h2o_loop_t *loop, gw_route_store_t *routes)
@@ -94,6 +96,7 @@ gw_revocation_t *gw_revocation_new(h2o_loop_t *loop, gw_route_store_t *routes)
 
     memset(r, 0, sizeof(*r));
     gw_hashtab_init(&r->buckets);
+    r->bucket_allocator.max = GW_RECYCLE_MAX;
     r->loop = loop;
     r->routes = routes;
     return r;
@@ -121,6 +124,7 @@ void gw_revocation_free(gw_revocation_t *r)
         bucket_free(r, b);
     }
     gw_hashtab_dispose(&r->buckets);
+    gw_recycle_clear(&r->bucket_allocator);
     free(r);
 }
 
@@ -131,7 +135,7 @@ void gw_revocation_add(gw_revocation_t *r, gw_revocable_t *item)
 
     if (b == NULL) {
         size_t len = strnlen(id, sizeof(b->id) - 1);
-        b = h2o_mem_alloc(sizeof(*b));
+        b = h2o_mem_alloc_recycle(&r->bucket_allocator, sizeof(*b));
         memset(b, 0, sizeof(*b));
         b->owner = r;
         memcpy(b->id, id, len); /* zeroed: NUL-terminated */

@@ -264,7 +264,7 @@ static int admit(gw_worker_t *w, h2o_socket_t *sock, int trusted)
     socklen_t len;
 
     if (atomic_load_explicit(client_connections(w), memory_order_relaxed) >= s->config->limits.max_client_connections_per_worker) {
-        atomic_fetch_add_explicit(&s->metrics.refused_per_worker, 1, memory_order_relaxed);
+        GW_COUNTER_ADD(&s->metrics.workers[w->index].refused_per_worker, 1);
         return -1;
     }
     cc = alloc_zeroed(sizeof(*cc));
@@ -272,7 +272,7 @@ static int admit(gw_worker_t *w, h2o_socket_t *sock, int trusted)
     if (!trusted && (len = h2o_socket_getpeername(sock, (void *)&ss)) != 0 &&
         gw_peer_address((void *)&ss, len, cc->addr, sizeof(cc->addr)) == 0) {
         if (!gw_conn_limit_acquire(s->client_conns, w->index, cc->addr)) {
-            atomic_fetch_add_explicit(&s->metrics.refused_per_client, 1, memory_order_relaxed);
+            GW_COUNTER_ADD(&s->metrics.workers[w->index].refused_per_client, 1);
             free(cc);
             return -1;
         }
@@ -443,7 +443,7 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
                                    .cache_ttl_ms = conf->routing.cache_ttl_ms,
                                    .negative_ttl_ms = conf->routing.negative_ttl_ms,
                                    .stale_ttl_ms = conf->routing.stale_ttl_ms,
-                                   .counters = &s->metrics.routes,
+                                   .counters = &s->metrics.workers[w->index].routes,
                                    .on_lifecycle = on_route_lifecycle,
                                    .lifecycle_data = w,
                                    .on_invalidate = on_route_invalidate,
@@ -456,7 +456,7 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
                             .max_per_sandbox = conf->limits.max_held_requests_per_sandbox,
                             .max_per_worker = conf->limits.max_held_requests_per_worker,
                             .command_timeout_ms = conf->redis.lookup_timeout_ms,
-                            .counters = &s->metrics.wake};
+                            .counters = &s->metrics.workers[w->index].wake};
     w->wake = gw_wake_new(loop, w->redis, w->routes, &wconf); /* aborts on out of memory, never NULL */
     w->hangup = gw_hangup_new(loop);                          /* NULL (reported): held HTTP/1 requests are not watched */
     w->activity = gw_activity_new();                          /* aborts on out of memory, never NULL */
@@ -477,7 +477,7 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
                              .max_connection_buffer_bytes = conf->limits.max_connection_buffer_bytes,
                              .max_worker_buffer_bytes = conf->limits.max_worker_buffer_bytes};
     w->proxy = gw_proxy_new(&w->ctx, &pconf); /* aborts on out of memory, never NULL */
-    gw_proxy_set_counters(w->proxy, &s->metrics.proxy);
+    gw_proxy_set_counters(w->proxy, &s->metrics.workers[w->index].proxy);
     gw_proxy_set_revocation(w->proxy, w->revocation);
     w->meter = gw_meter_new(); /* aborts on out of memory, never NULL */
     gw_proxy_set_bytes_cb(w->proxy, on_proxy_bytes, w);
@@ -548,7 +548,7 @@ static void *worker_main(void *arg)
     h2o_context_request_shutdown(&w->ctx);
     gw_wake_expire_all(w->wake); /* held requests get their 503 now, not at their deadline */
     uint64_t deadline = now_ms() + (uint64_t)atomic_load(&s->stopping);
-    while (atomic_load_explicit(&s->metrics.in_flight, memory_order_relaxed) != 0 && now_ms() < deadline)
+    while (gw_metrics_in_flight(&s->metrics) != 0 && now_ms() < deadline)
         h2o_evloop_run(loop, LOOP_TICK_MS);
 
     h2o_timeout_unlink(&w->meter_tick);

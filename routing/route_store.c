@@ -7,7 +7,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include "common/counter.h"
 #include "common/hashtab.h"
+#include "common/recycle.h"
 #include "routing/route_store.h"
 
 typedef enum {
@@ -53,6 +55,7 @@ struct st_gw_route_store_t {
     h2o_linklist_t flights; /* every flight_t whose HGETALL is in flight */
     gw_hashtab_t entries;   /* entry_t by id */
     h2o_linklist_t by_age;
+    h2o_mem_recycle_t lookup_allocator; /* of gw_route_lookup_t: one per request */
 };
 
 struct st_gw_route_lookup_t {
@@ -69,7 +72,7 @@ struct st_gw_route_lookup_t {
 #define COUNT(s, name)                                                                                                             \
     do {                                                                                                                           \
         if ((s)->conf.counters != NULL)                                                                                            \
-            atomic_fetch_add_explicit(&(s)->conf.counters->name, 1, memory_order_relaxed);                                         \
+            GW_COUNTER_ADD(&(s)->conf.counters->name, 1);                                                                          \
     } while (0)
 
 /* the table */
@@ -135,7 +138,7 @@ static void lookup_free(gw_route_lookup_t *l)
         h2o_linklist_unlink(&l->link);
     h2o_timeout_unlink(&l->defer);
     gw_sandbox_release(l->deferred_sandbox);
-    free(l);
+    h2o_mem_free_recycle(&l->store->lookup_allocator, l);
 }
 
 static void answer(gw_route_lookup_t *l, gw_route_status_t status, gw_sandbox_t *sandbox)
@@ -336,6 +339,7 @@ gw_route_store_t *gw_route_store_new(h2o_loop_t *loop, gw_redis_t *redis, const 
     h2o_linklist_init_anchor(&s->lookups);
     h2o_linklist_init_anchor(&s->flights);
     h2o_linklist_init_anchor(&s->by_age);
+    s->lookup_allocator.max = GW_RECYCLE_MAX;
     return s;
 }
 
@@ -357,6 +361,7 @@ void gw_route_store_free(gw_route_store_t *s)
         entry_remove(s, H2O_STRUCT_FROM_MEMBER(entry_t, age, s->by_age.next));
     h2o_timeout_dispose(s->loop, &s->deferred);
     gw_hashtab_dispose(&s->entries);
+    gw_recycle_clear(&s->lookup_allocator);
     free(s->prefix);
     free(s);
 }
@@ -418,7 +423,7 @@ static flight_t *flight_start(gw_route_store_t *s, entry_t *e)
  * detached) does */
 static gw_route_lookup_t *lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data, int fresh)
 {
-    gw_route_lookup_t *l = h2o_mem_alloc(sizeof(*l));
+    gw_route_lookup_t *l = h2o_mem_alloc_recycle(&s->lookup_allocator, sizeof(*l));
     size_t id_len = strlen(sandbox_id);
     uint64_t now = h2o_now(s->loop);
     entry_t *e;

@@ -21,8 +21,8 @@
 typedef struct st_gw_route_store_t gw_route_store_t;
 typedef struct st_gw_route_lookup_t gw_route_lookup_t;
 
-/* Counters for operators: may be shared by every worker's store (relaxed
- * atomics); readable from any thread. */
+/* Counters for operators: written by the store's thread only (GW_COUNTER_ADD,
+ * common/counter.h), so one block per store; readable from any thread. */
 typedef struct st_gw_route_store_counters_t {
     atomic_uint_fast64_t hits;          /* answered from the cache, no Redis call */
     atomic_uint_fast64_t fetches;       /* HGETALLs sent (one per miss, shared by concurrent lookups) */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "common/counter.h"
 #include "common/hashtab.h"
 #include "routing/wake.h"
 
@@ -49,7 +50,7 @@ struct st_gw_wake_t {
 #define COUNT(w, name, n)                                                                                                          \
     do {                                                                                                                           \
         if ((w)->conf.counters != NULL)                                                                                            \
-            atomic_fetch_add_explicit(&(w)->conf.counters->name, (n), memory_order_relaxed);                                       \
+            GW_COUNTER_ADD(&(w)->conf.counters->name, (n));                                                                        \
     } while (0)
 
 static void read_now(bucket_t *b);
@@ -178,7 +179,7 @@ static void on_xadd(void *data, const char *err, redisReply *reply)
     if (err != NULL) {
         fprintf(stderr, "wake: XADD resume: %s\n", err);
         if (counters != NULL)
-            atomic_fetch_add_explicit(&counters->resume_failures, 1, memory_order_relaxed);
+            GW_COUNTER_ADD(&counters->resume_failures, 1);
     }
 }
 

@@ -31,8 +31,9 @@
     }
 #define GW_WAKE_HISTOGRAM_BUCKETS 9
 
-/* Counters for operators, shared by every worker's registry (relaxed
- * atomics); readable from any thread. */
+/* Counters for operators: written by the registry's thread only
+ * (GW_COUNTER_ADD, common/counter.h), so one block per registry; readable
+ * from any thread. */
 typedef struct st_gw_wake_counters_t {
     atomic_int_fast64_t held;             /* gauge: requests held now */
     atomic_uint_fast64_t held_total;      /* requests that were held */

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <h2o.h>
 #include "khash.h"
+#include "common/counter.h"
 #include "upstream/http1_head.h"
 #include "upstream/opt_timeout.h"
 #include "upstream/proxy.h"
@@ -46,7 +47,7 @@ struct st_gw_proxy_t {
 #define GW_PROXY_COUNT(p, field, n)                                                                                                \
     do {                                                                                                                           \
         if ((p)->counters != NULL)                                                                                                 \
-            atomic_fetch_add_explicit(&(p)->counters->field, (n), memory_order_relaxed);                                           \
+            GW_COUNTER_ADD(&(p)->counters->field, (n));                                                                            \
     } while (0)
 
 typedef enum en_gw_exchange_state_t {

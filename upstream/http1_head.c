@@ -4,8 +4,8 @@
  * checks, framing and end-to-end headers.
  */
 #include <assert.h>
-#include <stdio.h>
 #include <string.h>
+#include "common/numfmt.h"
 #include "upstream/http1_head.h"
 
 int phr_parse_response(const char *buf, size_t len, int *minor_version, int *status, const char **msg, size_t *msg_len,
@@ -137,7 +137,7 @@ h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t
     h2o_iovec_t *conn_values = h2o_mem_alloc_pool(pool, sizeof(*conn_values) * (headers->size + 1));
     size_t num_conn_values = 0, cookie_len = 0, num_cookies = 0, i;
     conn_list_t conn;
-    char host_buf[sizeof("localhost:65535")], num_buf[32];
+    char host_buf[sizeof("localhost:") - 1 + GW_NUMFMT_DEC_SIZE], num_buf[GW_NUMFMT_DEC_SIZE];
     h2o_iovec_t host = r->authority;
     head_buf_t hb = {NULL, 0, 0};
 
@@ -147,8 +147,9 @@ h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t
     conn_list_init(&conn, conn_values, num_conn_values);
 
     if (r->localhost_port != 0) {
-        int n = snprintf(host_buf, sizeof(host_buf), "localhost:%u", (unsigned)r->localhost_port);
-        host = h2o_iovec_init(host_buf, (size_t)n);
+        size_t n = sizeof("localhost:") - 1;
+        memcpy(host_buf, "localhost:", n);
+        host = h2o_iovec_init(host_buf, n + gw_numfmt_dec(host_buf + n, r->localhost_port));
     }
 
     /* pass 1: the size */
@@ -202,14 +203,12 @@ h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t
     hb_header(&hb, H2O_STRLIT("x-forwarded-proto"), r->scheme.base, r->scheme.len);
     hb_header(&hb, H2O_STRLIT("x-forwarded-host"), r->authority.base, r->authority.len);
     if (r->client_port > 0) {
-        int n = snprintf(num_buf, sizeof(num_buf), "%d", (int)r->client_port);
-        hb_header(&hb, H2O_STRLIT("x-forwarded-port"), num_buf, (size_t)n);
+        hb_header(&hb, H2O_STRLIT("x-forwarded-port"), num_buf, gw_numfmt_dec(num_buf, (uint64_t)r->client_port));
     }
     if (r->body.base != NULL || h2o_memis(r->method.base, r->method.len, H2O_STRLIT("POST")) ||
         h2o_memis(r->method.base, r->method.len, H2O_STRLIT("PUT"))) {
         /* POST and PUT without a body still say so: some servers answer 411 otherwise */
-        int n = snprintf(num_buf, sizeof(num_buf), "%zu", r->body.base != NULL ? r->body.len : (size_t)0);
-        hb_header(&hb, H2O_STRLIT("content-length"), num_buf, (size_t)n);
+        hb_header(&hb, H2O_STRLIT("content-length"), num_buf, gw_numfmt_dec(num_buf, r->body.base != NULL ? r->body.len : 0));
     }
     if (r->websocket) {
         HB_LIT(&hb, "connection: upgrade\r\nupgrade: websocket\r\n");

@@ -14,6 +14,7 @@
 #include <h2o.h>
 #include "gateway/errors.h"
 #include "gateway/request_line.h"
+#include "common/numfmt.h"
 #include "upstream/exchange.h"
 
 /* The request body goes upstream in slices of this size, so that a slow
@@ -110,13 +111,15 @@ static size_t client_address(h2o_req_t *req, char *buf, size_t bufsize)
 
     if (req->conn->callbacks->get_peername == NULL || (len = req->conn->callbacks->get_peername(req->conn, (void *)&ss)) == 0)
         return 0;
+    /* IPv4 (every request) without printf; IPv6 by h2o (getnameinfo keeps a scope id) */
+    if (bufsize < GW_NUMFMT_IPV4_SIZE)
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return gw_numfmt_ipv4(buf, &((struct sockaddr_in *)&ss)->sin_addr);
     if (ss.ss_family == AF_INET6) {
         struct sockaddr_in6 *sin6 = (void *)&ss;
-        if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
-            if (inet_ntop(AF_INET, &sin6->sin6_addr.s6_addr[12], buf, bufsize) == NULL)
-                return 0;
-            return strlen(buf);
-        }
+        if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr))
+            return gw_numfmt_ipv4(buf, &sin6->sin6_addr.s6_addr[12]);
     }
     if (bufsize < NI_MAXHOST)
         return 0;

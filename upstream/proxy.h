@@ -76,7 +76,8 @@ void gw_proxy_free(gw_proxy_t *p);
  * hop-by-hop headers are never forwarded; X-Forwarded-* are set. */
 void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *target);
 
-/* Counters for /metrics, shared by every worker's proxy (relaxed atomics). */
+/* Counters for /metrics: written by the proxy's thread only (GW_COUNTER_ADD,
+ * common/counter.h), so one block per proxy; readable from any thread. */
 typedef struct st_gw_proxy_counters_t {
     atomic_uint_fast64_t connects; /* fresh upstream connections started */
     atomic_uint_fast64_t reuses;   /* requests sent on a pooled connection */

@@ -6,11 +6,11 @@
  * memory budgets).
  */
 #include <assert.h>
-#include <stdio.h>
 #include <sys/socket.h>
 #include <h2o.h>
 #include <h2o/http2.h>
 #include <h2o/http2_internal.h>
+#include "common/numfmt.h"
 #include "upstream/exchange.h"
 
 /* At most this much of the response is handed to h2o per h2o_send: it bounds
@@ -92,8 +92,9 @@ static void send_chunked(gw_exchange_t *ex, h2o_iovec_t data, h2o_send_state_t s
 
     ex->req->bytes_sent += data.len;
     if (data.len != 0) {
-        int len = snprintf(ex->chunk_head, sizeof(ex->chunk_head), "%zx\r\n", data.len);
-        bufs[n++] = h2o_iovec_init(ex->chunk_head, (size_t)len);
+        size_t len = gw_numfmt_hex(ex->chunk_head, data.len);
+        memcpy(ex->chunk_head + len, "\r\n", 2);
+        bufs[n++] = h2o_iovec_init(ex->chunk_head, len + 2);
         bufs[n++] = data;
         if (state == H2O_SEND_STATE_FINAL) {
             bufs[n++] = h2o_iovec_init(H2O_STRLIT("\r\n0\r\n\r\n"));

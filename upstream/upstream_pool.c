@@ -8,18 +8,23 @@
 #include <string.h>
 #include <netinet/in.h>
 #include "common/hashtab.h"
+#include "common/recycle.h"
 #include "upstream/opt_timeout.h"
 #include "upstream/upstream_pool.h"
 
 typedef struct st_keyed_set_t {
     gw_hashtab_node_t node; /* in pool->sets, under sandbox_id */
-    char *sandbox_id;
+    char *sandbox_id;       /* this and lifecycle.base: in the set's own allocation, after it */
     h2o_iovec_t lifecycle;
     uint16_t port;
     gw_netaddr_t addr;
     h2o_linklist_t idle; /* of idle_conn_t, oldest first */
     size_t num_idle;
+    int recycled; /* allocated from pool->set_allocator */
 } keyed_set_t;
+
+/* A set and its two strings up to this size come from the pool's recycler. */
+#define SET_RECYCLED_SIZE (sizeof(keyed_set_t) + 128)
 
 typedef struct st_idle_conn_t {
     h2o_linklist_t link;     /* in set->idle */
@@ -37,10 +42,13 @@ struct st_gw_upstream_pool_t {
     size_t max_idle_per_key;
     size_t max_idle;
     size_t num_idle;
-    h2o_linklist_t lru; /* of idle_conn_t, every key's, oldest first */
-    gw_hashtab_t sets;  /* of keyed_set_t */
-    keyed_set_t *last;  /* the set found or made last, or NULL: a request takes from and gives back to
-                         * one set, so most lookups compare one set instead of hashing */
+    h2o_linklist_t lru;               /* of idle_conn_t, every key's, oldest first */
+    gw_hashtab_t sets;                /* of keyed_set_t */
+    keyed_set_t *last;                /* the set found or made last, or NULL: a request takes from and gives back to
+                                       * one set, so most lookups compare one set instead of hashing */
+    h2o_mem_recycle_t conn_allocator; /* of idle_conn_t: one is made and freed per request on a keep-alive upstream */
+    h2o_mem_recycle_t set_allocator;  /* of SET_RECYCLED_SIZE: a sandbox served one request at a time empties its set
+                                       * at every take, and the put makes it again */
 };
 
 static int addr_equals(const gw_netaddr_t *a, const gw_netaddr_t *b)
@@ -86,14 +94,20 @@ static keyed_set_t *find_set(gw_upstream_pool_t *pool, const gw_upstream_key_t *
 
 static keyed_set_t *create_set(gw_upstream_pool_t *pool, const gw_upstream_key_t *key)
 {
-    keyed_set_t *set = h2o_mem_alloc(sizeof(*set));
+    /* one allocation with its strings, recycled when they are short (they are: ids and lifecycles are tokens) */
+    size_t id_len = strlen(key->sandbox_id), size = sizeof(keyed_set_t) + id_len + 1 + key->lifecycle.len + 1;
+    keyed_set_t *set =
+        size <= SET_RECYCLED_SIZE ? h2o_mem_alloc_recycle(&pool->set_allocator, SET_RECYCLED_SIZE) : h2o_mem_alloc(size);
     memset(set, 0, sizeof(*set));
-    set->sandbox_id = h2o_strdup(NULL, key->sandbox_id, SIZE_MAX).base;
-    set->lifecycle = h2o_strdup(NULL, key->lifecycle.base, key->lifecycle.len);
+    set->recycled = size <= SET_RECYCLED_SIZE;
+    set->sandbox_id = memcpy((char *)(set + 1), key->sandbox_id, id_len + 1);
+    set->lifecycle = h2o_iovec_init(set->sandbox_id + id_len + 1, key->lifecycle.len);
+    memcpy(set->lifecycle.base, key->lifecycle.base, key->lifecycle.len);
+    set->lifecycle.base[key->lifecycle.len] = '\0';
     set->port = key->port;
     set->addr = *key->addr;
     h2o_linklist_init_anchor(&set->idle);
-    gw_hashtab_insert(&pool->sets, &set->node, set->sandbox_id, strlen(set->sandbox_id));
+    gw_hashtab_insert(&pool->sets, &set->node, set->sandbox_id, id_len);
     return pool->last = set;
 }
 
@@ -104,9 +118,10 @@ static void free_set_if_empty(gw_upstream_pool_t *pool, keyed_set_t *set)
     if (pool->last == set)
         pool->last = NULL;
     gw_hashtab_remove(&pool->sets, &set->node);
-    free(set->sandbox_id);
-    free(set->lifecycle.base);
-    free(set);
+    if (set->recycled)
+        h2o_mem_free_recycle(&pool->set_allocator, set);
+    else
+        free(set);
 }
 
 /* Unlinks the entry and returns its socket, still reading. */
@@ -122,7 +137,7 @@ static h2o_socket_t *detach_conn(idle_conn_t *conn)
         h2o_timeout_unlink(&conn->timeout);
     --set->num_idle;
     --pool->num_idle;
-    free(conn);
+    h2o_mem_free_recycle(&pool->conn_allocator, conn);
     free_set_if_empty(pool, set);
     sock->data = NULL;
     return sock;
@@ -158,6 +173,8 @@ gw_upstream_pool_t *gw_upstream_pool_new(h2o_loop_t *loop, const gw_upstream_poo
     gw_opt_timeout_init(loop, &pool->surplus_timeout, conf->surplus_timeout_ms);
     h2o_linklist_init_anchor(&pool->lru);
     gw_hashtab_init(&pool->sets);
+    pool->conn_allocator.max = GW_RECYCLE_MAX;
+    pool->set_allocator.max = GW_RECYCLE_MAX;
     return pool;
 }
 
@@ -169,6 +186,8 @@ void gw_upstream_pool_free(gw_upstream_pool_t *pool)
     while (!h2o_linklist_is_empty(&pool->lru))
         close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, lru_link, pool->lru.next));
     gw_hashtab_dispose(&pool->sets);
+    gw_recycle_clear(&pool->conn_allocator);
+    gw_recycle_clear(&pool->set_allocator);
     gw_opt_timeout_dispose(pool->loop, &pool->idle_timeout);
     gw_opt_timeout_dispose(pool->loop, &pool->surplus_timeout);
     free(pool);
@@ -204,7 +223,7 @@ void gw_upstream_pool_put(gw_upstream_pool_t *pool, const gw_upstream_key_t *key
         set = create_set(pool, key);
     lifetime = set->num_idle < pool->max_idle_per_key ? &pool->idle_timeout : &pool->surplus_timeout;
 
-    conn = h2o_mem_alloc(sizeof(*conn));
+    conn = h2o_mem_alloc_recycle(&pool->conn_allocator, sizeof(*conn));
     memset(conn, 0, sizeof(*conn));
     conn->pool = pool;
     conn->set = set;

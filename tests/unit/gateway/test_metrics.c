@@ -1,7 +1,8 @@
 /*
  * Unit tests for gateway/metrics.c: the exposition is complete and valid
  * whatever its size (it was cut at 16 KiB once), a bound is refused rather
- * than cut, and the Redis readiness follows each worker's reports.
+ * than cut, the Redis readiness follows each worker's reports, and what
+ * each worker counts in its own block is shown summed.
  */
 #define _GNU_SOURCE /* memmem */
 #include <check.h>
@@ -63,7 +64,7 @@ START_TEST(exposition_over_16_kib_is_whole_and_valid)
     size_t lines = 0, samples = 0;
 
     gw_metrics_set_redis(&metrics, NUM_WORKERS - 1, 1);
-    atomic_store(&metrics.requests, 42);
+    atomic_store(&metrics.workers[0].requests, 42);
     ck_assert_int_eq(gw_metrics_render(&metrics, &pool, GW_METRICS_MAX_BYTES, &out), 0);
     /* the old fixed buffer was 16 KiB: this exposition must not fit in it */
     ck_assert_uint_gt(out.len, 16384);
@@ -115,6 +116,76 @@ START_TEST(redis_ready_when_every_worker_is_connected)
 }
 END_TEST
 
+/* 1 when the exposition holds `line` (a whole line: "\n" included, and a line break or the start before it). */
+static int has_line(h2o_iovec_t text, const char *line)
+{
+    size_t len = strlen(line);
+    const char *p = text.base, *end = text.base + text.len, *hit;
+
+    while ((hit = memmem(p, end - p, line, len)) != NULL) {
+        if (hit == text.base || hit[-1] == '\n')
+            return 1;
+        p = hit + 1;
+    }
+    return 0;
+}
+
+START_TEST(two_workers_counts_are_summed)
+{
+    gw_metrics_t two;
+    h2o_context_t ctx[2];
+    h2o_iovec_t out;
+
+    gw_metrics_init(&two, 2);
+    two.workers[0].ctx = &ctx[0];
+    two.workers[1].ctx = &ctx[1];
+    memset(ctx, 0, sizeof(ctx));
+    /* each block fills whole cache lines of its own */
+    ck_assert_uint_eq(sizeof(gw_metrics_worker_t) % GW_CACHE_LINE, 0);
+    ck_assert_uint_eq((uintptr_t)&two.workers[0] % GW_CACHE_LINE, 0);
+    ck_assert_uint_eq((uintptr_t)&two.workers[1] % GW_CACHE_LINE, 0);
+    ck_assert_ptr_eq(gw_metrics_worker_of(&two, &ctx[1]), &two.workers[1]);
+
+    GW_COUNTER_ADD(&two.workers[0].requests, 3);
+    GW_COUNTER_ADD(&two.workers[1].requests, 4);
+    GW_COUNTER_ADD(&two.workers[0].responses_by_class[2], 5);
+    GW_COUNTER_ADD(&two.workers[1].responses_by_class[2], 6);
+    GW_COUNTER_ADD(&two.workers[1].errors_by_code[GW_ERR_SANDBOX_NOT_FOUND], 2);
+    GW_COUNTER_ADD(&two.workers[0].in_flight, 1);
+    GW_COUNTER_ADD(&two.workers[1].in_flight, 2);
+    GW_COUNTER_ADD(&two.workers[0].routes.hits, 10);
+    GW_COUNTER_ADD(&two.workers[1].routes.hits, 20);
+    GW_COUNTER_ADD(&two.workers[0].proxy.ingress_bytes, 1000);
+    GW_COUNTER_ADD(&two.workers[1].proxy.ingress_bytes, 234);
+    GW_COUNTER_ADD(&two.workers[0].proxy.websockets_open, 2);
+    GW_COUNTER_ADD(&two.workers[1].proxy.websockets_open, 1);
+    GW_COUNTER_ADD(&two.workers[1].wake.held, 1);
+    GW_COUNTER_ADD(&two.workers[0].wake.wake_ms_buckets[0], 1);
+    GW_COUNTER_ADD(&two.workers[1].wake.wake_ms_buckets[1], 1);
+    GW_COUNTER_ADD(&two.workers[1].refused_per_worker, 1);
+    atomic_store(&two.workers[1].client_connections, 9);
+    ck_assert_uint_eq(gw_metrics_in_flight(&two), 3);
+
+    ck_assert_int_eq(gw_metrics_render(&two, &pool, GW_METRICS_MAX_BYTES, &out), 0);
+    ck_assert(has_line(out, "lizard_requests_total 7\n"));
+    ck_assert(has_line(out, "lizard_responses_total{class=\"2xx\"} 11\n"));
+    ck_assert(has_line(out, "lizard_errors_total{code=\"sandbox_not_found\"} 2\n"));
+    ck_assert(has_line(out, "lizard_in_flight_requests 3\n"));
+    ck_assert(has_line(out, "lizard_route_cache_total{result=\"hit\"} 30\n"));
+    ck_assert(has_line(out, "lizard_proxied_bytes_total{direction=\"ingress\"} 1234\n"));
+    ck_assert(has_line(out, "lizard_websockets_open 3\n"));
+    ck_assert(has_line(out, "lizard_wake_held_requests 1\n"));
+    ck_assert(has_line(out, "lizard_wake_milliseconds_bucket{le=\"250\"} 1\n"));
+    ck_assert(has_line(out, "lizard_wake_milliseconds_bucket{le=\"500\"} 2\n"));
+    ck_assert(has_line(out, "lizard_wake_milliseconds_count 2\n"));
+    ck_assert(has_line(out, "lizard_refused_connections_total{limit=\"worker\"} 1\n"));
+    /* per-worker gauges stay per worker */
+    ck_assert(has_line(out, "lizard_worker_client_connections{worker=\"0\"} 0\n"));
+    ck_assert(has_line(out, "lizard_worker_client_connections{worker=\"1\"} 9\n"));
+    gw_metrics_dispose(&two);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("metrics");
@@ -126,6 +197,7 @@ int main(void)
     tcase_add_test(tc, exposition_over_16_kib_is_whole_and_valid);
     tcase_add_test(tc, exposition_over_its_bound_is_refused_not_cut);
     tcase_add_test(tc, redis_ready_when_every_worker_is_connected);
+    tcase_add_test(tc, two_workers_counts_are_summed);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

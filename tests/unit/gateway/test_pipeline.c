@@ -88,6 +88,7 @@ static void setup(void)
     config.domains = domains;
     config.num_domains = 1;
     gw_metrics_init(&metrics, 1);
+    metrics.workers[0].ctx = &ctx; /* the handlers find their counters by context */
     pconf = (gw_pipeline_conf_t){.config = &config, .metrics = &metrics, .https_port = 443};
 
     h2o_config_init(&globalconf);
@@ -125,12 +126,12 @@ START_TEST(lookup_that_does_not_start_is_answered)
     lb->body[lb->body_len] = '\0';
     ck_assert_ptr_nonnull(strstr(lb->body, "\"code\":\"routing_unavailable\""));
     ck_assert_ptr_nonnull(strstr(lb->body, "\"sandboxId\":\"abc123\""));
-    ck_assert_uint_eq(atomic_load(&metrics.requests), 1);
-    ck_assert_uint_eq(atomic_load(&metrics.route_lookups), 1);
-    ck_assert_uint_eq(atomic_load(&metrics.in_flight), 1);
+    ck_assert_uint_eq(atomic_load(&metrics.workers[0].requests), 1);
+    ck_assert_uint_eq(atomic_load(&metrics.workers[0].route_lookups), 1);
+    ck_assert_uint_eq(atomic_load(&metrics.workers[0].in_flight), 1);
     release(lb);
     /* the request's state went with it */
-    ck_assert_uint_eq(atomic_load(&metrics.in_flight), 0);
+    ck_assert_uint_eq(atomic_load(&metrics.workers[0].in_flight), 0);
 }
 END_TEST
 
@@ -142,7 +143,7 @@ START_TEST(unknown_host_is_answered_without_a_lookup)
     ck_assert_int_eq(lb->req.res.status, 404);
     ck_assert_int_eq(gw_error_code_of(&lb->req), GW_ERR_UNKNOWN_HOST);
     ck_assert_int_eq(stub_lookups, 0);
-    ck_assert_uint_eq(atomic_load(&metrics.in_flight), 0);
+    ck_assert_uint_eq(atomic_load(&metrics.workers[0].in_flight), 0);
     release(lb);
 }
 END_TEST

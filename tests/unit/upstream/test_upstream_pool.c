@@ -118,6 +118,32 @@ START_TEST(test_reuse_same_key_only)
 }
 END_TEST
 
+/* A set is made again at each put after a take emptied it: short keys reuse its memory, a long one gets its own (ASan
+ * sees either freed the way it was allocated). */
+START_TEST(test_set_made_again_short_and_long_keys)
+{
+    gw_upstream_pool_t *pool = new_pool(0, 4);
+    char lifecycle[300];
+    int round;
+
+    memset(lifecycle, 'l', sizeof(lifecycle) - 1);
+    lifecycle[sizeof(lifecycle) - 1] = '\0';
+    gw_upstream_key_t keys[2] = {key("sbx1", "lc1", 3000, &addr_a), key("sbx1", lifecycle, 3000, &addr_a)};
+    for (round = 0; round != 6; ++round) {
+        gw_upstream_key_t *k = keys + round % 2;
+        conn_pair_t c = make_pair();
+        gw_upstream_pool_put(pool, k, c.sock);
+        ck_assert_ptr_null(gw_upstream_pool_take(pool, keys + (round + 1) % 2));
+        h2o_socket_t *got = gw_upstream_pool_take(pool, k);
+        ck_assert_ptr_eq(got, c.sock);
+        ck_assert_uint_eq(gw_upstream_pool_num_idle(pool), 0);
+        h2o_socket_close(got);
+        close(c.peer);
+    }
+    gw_upstream_pool_free(pool);
+}
+END_TEST
+
 START_TEST(test_past_the_key_count_connections_expire_sooner)
 {
     /* a burst left 5 idle: 2 are kept for the idle timeout (long here), the 3
@@ -380,6 +406,7 @@ static Suite *upstream_pool_suite(void)
     tcase_add_test(tc, test_drop_other_lifecycles);
     tcase_add_test(tc, test_drop_spares_other_sandboxes);
     tcase_add_test(tc, test_free_closes_idle);
+    tcase_add_test(tc, test_set_made_again_short_and_long_keys);
     suite_add_tcase(s, tc);
     return s;
 }
