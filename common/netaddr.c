@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/un.h>
 #include "common/netaddr.h"
+#include "common/numfmt.h"
 
 #define IP_LITERAL_MAX 64 /* longer than any INET6_ADDRSTRLEN spelling */
 
@@ -146,6 +147,24 @@ int gw_netaddr_parse(const char *s, int allow_unix, gw_netaddr_t *out, const cha
 Error:
     *err = expected;
     return -1;
+}
+
+int gw_netaddr_peer_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t bufsize)
+{
+    const struct sockaddr_in6 *sin6 = (const void *)sa;
+
+    if (len == 0 || bufsize < INET6_ADDRSTRLEN)
+        return -1;
+    switch (sa->sa_family) {
+    case AF_INET:
+        return (int)gw_numfmt_ipv4(buf, &((const struct sockaddr_in *)sa)->sin_addr);
+    case AF_INET6:
+        if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr))
+            return (int)gw_numfmt_ipv4(buf, &sin6->sin6_addr.s6_addr[12]);
+        return inet_ntop(AF_INET6, &sin6->sin6_addr, buf, (socklen_t)bufsize) != NULL ? (int)strlen(buf) : -1;
+    default:
+        return -1;
+    }
 }
 
 int gw_netaddr_format(const gw_netaddr_t *a, char *buf, size_t bufsize)

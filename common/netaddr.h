@@ -38,6 +38,13 @@ int gw_netaddr_parse_ip(const char *s, size_t len, uint16_t port, gw_netaddr_t *
  * Returns the length written, or -1 if it does not fit. */
 int gw_netaddr_format(const gw_netaddr_t *a, char *buf, size_t bufsize);
 
+/* The IP address of a socket's peer as text, into buf of at least
+ * INET6_ADDRSTRLEN bytes (NUL-terminated): IPv4 as a dotted quad (without
+ * printf: every request writes one), an IPv4-mapped IPv6 address as the
+ * IPv4 address it carries, other IPv6 as inet_ntop writes it. Returns the
+ * length, or -1 (no address, not IP, buf too small). */
+int gw_netaddr_peer_text(const struct sockaddr *sa, socklen_t len, char *buf, size_t bufsize);
+
 /* Port of an AF_INET/AF_INET6 address (0 for AF_UNIX). */
 uint16_t gw_netaddr_port(const gw_netaddr_t *a);
 

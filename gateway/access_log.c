@@ -23,6 +23,7 @@
 #include "gateway/errors.h"
 #include "gateway/log_writer.h"
 #include "common/errfmt.h"
+#include "common/netaddr.h"
 #include "common/numfmt.h"
 
 #define LOG_LINE_MAX 4096
@@ -39,7 +40,7 @@ typedef struct st_abandoned_t {
     uint64_t conn_id; /* 0: the overflow slot's connections */
     uint64_t count;
     int http2;
-    char client[NI_MAXHOST];
+    char client[INET6_ADDRSTRLEN];
 } abandoned_t;
 
 /* One per worker (per h2o context), touched only by that worker's thread. */
@@ -130,19 +131,18 @@ static void put_num(line_t *l, const char *key, long long v)
     put_raw(l, num, n);
 }
 
+/* The client's address (gw_netaddr_peer_text) into host (INET6_ADDRSTRLEN
+ * bytes at least): its length, 0 (and "") when unknown. */
 static size_t client_of(h2o_conn_t *conn, char *host)
 {
     struct sockaddr_storage ss;
-    socklen_t sslen;
-    size_t n = 0;
+    socklen_t sslen = conn->callbacks->get_peername(conn, (void *)&ss);
+    int n = gw_netaddr_peer_text((void *)&ss, sslen, host, INET6_ADDRSTRLEN);
 
-    /* IPv4, the usual client, without getnameinfo's printf; IPv6 as h2o writes it */
-    if ((sslen = conn->callbacks->get_peername(conn, (void *)&ss)) != 0 && ss.ss_family == AF_INET)
-        return gw_numfmt_ipv4(host, &((struct sockaddr_in *)&ss)->sin_addr);
-    if (sslen != 0 && (n = h2o_socket_getnumerichost((void *)&ss, sslen, host)) == SIZE_MAX)
+    if (n < 0)
         n = 0;
     host[n] = '\0';
-    return n;
+    return (size_t)n;
 }
 
 /* Spends one line of this second's budget; 0 when there is none left. */
@@ -287,7 +287,7 @@ static void log_access(h2o_logger_t *_self, h2o_req_t *req)
     put_raw(&line, "{", 1);
     put_time(&line, req->timestamps.request_begin_at.tv_sec, (int)(req->timestamps.request_begin_at.tv_usec / 1000));
     {
-        char host[NI_MAXHOST];
+        char host[INET6_ADDRSTRLEN];
         size_t n = client_of(req->conn, host);
         put_key(&line, "client");
         put_str(&line, host, n);

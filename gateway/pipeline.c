@@ -12,7 +12,7 @@
 #include "auth/cookie.h"
 #include "auth/query.h"
 #include "auth/warning.h"
-#include "common/numfmt.h"
+#include "common/netaddr.h"
 #include "gateway/credentials.h"
 #include "gateway/errors.h"
 #include "gateway/pipeline.h"
@@ -384,33 +384,6 @@ static int listener_trusted(const gw_pipeline_conf_t *conf, const h2o_conn_t *co
     return i != -1 && conf->config->listen[i].trusted;
 }
 
-int gw_peer_address(struct sockaddr *sa, socklen_t len, char *buf, size_t bufsize)
-{
-    const void *addr;
-    int family = sa->sa_family;
-
-    if (len == 0 || bufsize < INET6_ADDRSTRLEN)
-        return -1;
-    if (family == AF_INET) {
-        addr = &((struct sockaddr_in *)sa)->sin_addr;
-    } else if (family == AF_INET6) {
-        struct sockaddr_in6 *sin6 = (void *)sa;
-        addr = &sin6->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr)) {
-            family = AF_INET;
-            addr = &sin6->sin6_addr.s6_addr[12];
-        }
-    } else {
-        return -1;
-    }
-    /* IPv4 on every request without printf; IPv6 (rare) by inet_ntop */
-    if (family == AF_INET) {
-        gw_numfmt_ipv4(buf, addr);
-        return 0;
-    }
-    return inet_ntop(family, addr, buf, (socklen_t)bufsize) != NULL ? 0 : -1;
-}
-
 /* The client's address as text, for limits.max_connections_per_client:
  * behind a trusted listener (a load balancer) the last X-Forwarded-For
  * entry, the one the balancer appended, when it is an IP address; else the
@@ -443,7 +416,7 @@ static int client_address(pending_t *p, char *buf, size_t bufsize)
     }
     if (req->conn->callbacks->get_peername == NULL || (len = req->conn->callbacks->get_peername(req->conn, (void *)&ss)) == 0)
         return -1;
-    return gw_peer_address((void *)&ss, len, buf, bufsize);
+    return gw_netaddr_peer_text((void *)&ss, len, buf, bufsize) < 0 ? -1 : 0;
 }
 
 static void hold(pending_t *p, gw_sandbox_t *sbx);

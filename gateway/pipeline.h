@@ -58,8 +58,4 @@ void gw_pipeline_attach(gw_pipeline_t *p, h2o_context_t *ctx, const gw_pipeline_
 /* Installs the handler that redirects preview requests to https (conf is copied). */
 void gw_pipeline_register_redirect(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf);
 
-/* The address of a socket's peer as text (IPv4-mapped IPv6 as IPv4) into
- * buf of at least INET6_ADDRSTRLEN bytes. Returns 0, or -1 when unknown. */
-int gw_peer_address(struct sockaddr *sa, socklen_t len, char *buf, size_t bufsize);
-
 #endif

@@ -270,7 +270,7 @@ static int admit(gw_worker_t *w, h2o_socket_t *sock, int trusted)
     cc = alloc_zeroed(sizeof(*cc));
     cc->worker = w;
     if (!trusted && (len = h2o_socket_getpeername(sock, (void *)&ss)) != 0 &&
-        gw_peer_address((void *)&ss, len, cc->addr, sizeof(cc->addr)) == 0) {
+        gw_netaddr_peer_text((void *)&ss, len, cc->addr, sizeof(cc->addr)) >= 0) {
         if (!gw_conn_limit_acquire(s->client_conns, w->index, cc->addr)) {
             GW_COUNTER_ADD(&s->metrics.workers[w->index].refused_per_client, 1);
             free(cc);

@@ -6,7 +6,6 @@
  * hands the body to response.c, an upgrade to websocket.c.
  */
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +13,7 @@
 #include <h2o.h>
 #include "gateway/errors.h"
 #include "gateway/request_line.h"
-#include "common/numfmt.h"
+#include "common/netaddr.h"
 #include "upstream/exchange.h"
 
 /* The request body goes upstream in slices of this size, so that a slow
@@ -102,29 +101,17 @@ static size_t request_size(h2o_req_t *req)
 
 /* --- the request to the upstream ---------------------------------------- */
 
-/* The client's address as text; IPv4-mapped IPv6 addresses as IPv4.
- * Returns the length, or 0 when unknown. */
+/* The client's address as text (gw_netaddr_peer_text). Returns the length,
+ * or 0 when unknown. */
 static size_t client_address(h2o_req_t *req, char *buf, size_t bufsize)
 {
     struct sockaddr_storage ss;
     socklen_t len;
+    int n;
 
     if (req->conn->callbacks->get_peername == NULL || (len = req->conn->callbacks->get_peername(req->conn, (void *)&ss)) == 0)
         return 0;
-    /* IPv4 (every request) without printf; IPv6 by h2o (getnameinfo keeps a scope id) */
-    if (bufsize < GW_NUMFMT_IPV4_SIZE)
-        return 0;
-    if (ss.ss_family == AF_INET)
-        return gw_numfmt_ipv4(buf, &((struct sockaddr_in *)&ss)->sin_addr);
-    if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *sin6 = (void *)&ss;
-        if (IN6_IS_ADDR_V4MAPPED(&sin6->sin6_addr))
-            return gw_numfmt_ipv4(buf, &sin6->sin6_addr.s6_addr[12]);
-    }
-    if (bufsize < NI_MAXHOST)
-        return 0;
-    size_t n = h2o_socket_getnumerichost((void *)&ss, len, buf);
-    return n == SIZE_MAX ? 0 : n;
+    return (n = gw_netaddr_peer_text((void *)&ss, len, buf, bufsize)) < 0 ? 0 : (size_t)n;
 }
 
 /* The port the client connected to, or -1. */
@@ -140,7 +127,7 @@ static int32_t local_port(h2o_req_t *req)
 static h2o_iovec_t build_request_head(gw_exchange_t *ex)
 {
     h2o_req_t *req = ex->req;
-    char client_ip[NI_MAXHOST];
+    char client_ip[INET6_ADDRSTRLEN];
     gw_http1_request_t r = {.method = req->method,
                             .path = ex->path,
                             .authority = req->authority,

@@ -142,6 +142,30 @@ static int contains(const gw_cidr_t *c, const char *ip)
     return gw_cidr_contains(c, (const struct sockaddr *)&a.ss);
 }
 
+/* the client address used as the limiter key, in X-Forwarded-For and in
+ * the access log: one spelling per address */
+START_TEST(peer_text)
+{
+    char buf[INET6_ADDRSTRLEN], small[INET6_ADDRSTRLEN - 1];
+    gw_netaddr_t a;
+
+    a = must_parse("203.0.113.9:443", 0);
+    ck_assert_int_eq(gw_netaddr_peer_text((void *)&a.ss, a.len, buf, sizeof(buf)), 11);
+    ck_assert_str_eq(buf, "203.0.113.9");
+    a = must_parse("[::ffff:10.0.0.255]:1", 0);
+    ck_assert_int_eq(gw_netaddr_peer_text((void *)&a.ss, a.len, buf, sizeof(buf)), 10);
+    ck_assert_str_eq(buf, "10.0.0.255");
+    a = must_parse("[2001:db8::1]:80", 0);
+    ck_assert_int_eq(gw_netaddr_peer_text((void *)&a.ss, a.len, buf, sizeof(buf)), 11);
+    ck_assert_str_eq(buf, "2001:db8::1");
+    /* unknown: no length, a unix socket, a buffer that could not hold every IPv6 */
+    ck_assert_int_eq(gw_netaddr_peer_text((void *)&a.ss, 0, buf, sizeof(buf)), -1);
+    ck_assert_int_eq(gw_netaddr_peer_text((void *)&a.ss, a.len, small, sizeof(small)), -1);
+    a = must_parse("unix:/run/x.sock", 1);
+    ck_assert_int_eq(gw_netaddr_peer_text((void *)&a.ss, a.len, buf, sizeof(buf)), -1);
+}
+END_TEST
+
 START_TEST(cidr_parse)
 {
     gw_cidr_t c = must_cidr("10.0.0.0/8");
@@ -230,6 +254,7 @@ int main(void)
     tcase_add_test(tc, rejects_hostnames_and_junk);
     tcase_add_test(tc, parse_ip_literal);
     tcase_add_test(tc, format_too_small);
+    tcase_add_test(tc, peer_text);
     tcase_add_test(tc, cidr_parse);
     tcase_add_test(tc, cidr_contains);
     tcase_add_test(tc, cidr_list);
