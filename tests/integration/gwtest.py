@@ -6,6 +6,7 @@ import copy
 import hashlib
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -23,11 +24,53 @@ PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.execu
 DOMAIN = "lizard.test"
 
 
-def free_port():
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+_HANDED_OUT = set()
+_PORT_RNG = random.Random()
+
+
+def _ephemeral_range():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split())
+            return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _bindable(port):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on right now and that
+    this process has never handed out before.
+
+    Binding port 0 and closing lets the kernel give the same port to the next
+    call (a gateway's three listeners once got two equal ports). So ports are
+    drawn at random below the kernel's ephemeral range (which bind(0) and
+    outgoing connections use, so nothing else takes them meanwhile), checked
+    with a bind, and remembered for the whole run so none is handed out
+    twice."""
+    lo, _ = _ephemeral_range()
+    if lo - 10000 >= 2000:
+        for _ in range(200):
+            p = _PORT_RNG.randrange(10000, lo)
+            if p not in _HANDED_OUT and _bindable(p):
+                _HANDED_OUT.add(p)
+                return p
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        if p not in _HANDED_OUT:
+            _HANDED_OUT.add(p)
+            return p
+    raise RuntimeError("no free TCP port on 127.0.0.1")
 
 
 def wait_for(pred, timeout, interval=0.05, what="condition"):
