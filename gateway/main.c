@@ -278,8 +278,15 @@ int main(int argc, char **argv)
     /* what Redis cannot take now goes to metering.spill_file (reported on stderr) */
     gw_redis_conf_t rconf;
     gw_server_redis_conf(config, &rconf);
-    gw_metering_final_flush(server.metering, &rconf, METERING_FINAL_FLUSH_MS);
+    int lost = gw_metering_final_flush(server.metering, &rconf, METERING_FINAL_FLUSH_MS) != 0;
+    if (lost) {
+        gw_metering_stats_t ms;
+        gw_metering_get_stats(server.metering, &ms);
+        /* the process ends here, so no scrape sees the counter: the exit status says it */
+        fprintf(stderr, "lizard-gateway: metering: %llu records lost at exit (neither in Redis nor in the spill file)\n",
+                (unsigned long long)ms.records_lost);
+    }
     gw_server_dispose(&server);
-    fprintf(stderr, "lizard-gateway: stopped\n");
-    return 0;
+    fprintf(stderr, "lizard-gateway: stopped%s\n", lost ? " (exit status 3: metering records lost)" : "");
+    return lost ? 3 : 0;
 }

@@ -323,6 +323,10 @@ int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iov
            ms.records_written);
     metric(&out, "lizard_metering_flush_failures_total", "counter", "Metering MULTI/EXEC that failed or timed out (retried).",
            ms.flush_failures);
+    metric(&out, "lizard_metering_records_lost_total", "counter",
+           "Metering records lost: a command Redis refused inside an EXEC that ran (not retried), or at exit neither "
+           "written nor spilled.",
+           ms.records_lost);
     family(&out, "lizard_metering_spill_records_total", "counter",
            "Spill file records: written at exit, replayed at start, malformed lines skipped.");
     sample(&out, "lizard_metering_spill_records_total", "op=\"written\"", ms.spill_written);

@@ -553,8 +553,9 @@ static void *worker_main(void *arg)
 
     h2o_timeout_unlink(&w->meter_tick);
     if (w->index == 0) {
-        /* A MULTI/EXEC in flight is given its answer: sent again by the final
-         * flush it would be a duplicate (same seq) and count twice in INCRBY. */
+        /* A MULTI/EXEC in flight is given its answer (and its WAIT): the final
+         * flush then has less to do. One it takes over is not executed again on
+         * the primary that ran it (metering/commands.h). */
         uint64_t until = now_ms() + METERING_EXEC_WAIT_MS;
         while (gw_metering_in_flight(s->metering) && now_ms() < until)
             h2o_evloop_run(loop, 10);
@@ -563,6 +564,7 @@ static void *worker_main(void *arg)
      * for main's final flush. */
     gw_proxy_set_bytes_cb(w->proxy, NULL, NULL);
     gw_metering_submit(s->metering, w->meter, wall_ms());
+    gw_metering_submit_activity(s->metering, w->activity); /* the last interval's ZADD, by the final flush */
     gw_meter_free(w->meter);
     w->meter = NULL;
     if (w->index == 0)

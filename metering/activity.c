@@ -94,16 +94,16 @@ typedef struct st_zadd_t {
     int argc;
 } zadd_t;
 
-static void zadd_send(zadd_t *z, gw_redis_t *redis)
+static void zadd_send(zadd_t *z, gw_activity_emit_cb emit, void *arg, size_t *commands)
 {
-    if (z->argc > 3)
-        gw_redis_command_argv(redis, GW_ACTIVITY_TIMEOUT_MS, on_zadd, NULL, z->argc, z->argv, z->argvlen);
+    if (z->argc > 3 && emit(arg, z->argc, z->argv, z->argvlen) == 0)
+        ++*commands;
     z->argc = 3;
 }
 
-size_t gw_activity_flush(gw_activity_t *a, gw_redis_t *redis, const char *prefix)
+size_t gw_activity_emit(gw_activity_t *a, const char *prefix, gw_activity_emit_cb emit, void *arg)
 {
-    size_t sent = 0;
+    size_t sent = 0, commands = 0;
     gw_hashtab_node_t *n;
     zadd_t *z;
 
@@ -118,7 +118,7 @@ size_t gw_activity_flush(gw_activity_t *a, gw_redis_t *redis, const char *prefix
     z->argv[2] = "GT";
     z->argvlen[2] = 2;
     z->argc = 3;
-    /* hiredis formats the command before gw_redis_command_argv returns: the strings need not outlive it */
+    /* emit formats the command before it returns: the strings need not outlive it */
     for (n = gw_hashtab_first(&a->seen); n != NULL; n = gw_hashtab_next(&a->seen, n)) {
         seen_t *e = H2O_STRUCT_FROM_MEMBER(seen_t, node, n);
         char *score = z->scores[sent % GW_ACTIVITY_MAX_PER_COMMAND];
@@ -127,13 +127,37 @@ size_t gw_activity_flush(gw_activity_t *a, gw_redis_t *redis, const char *prefix
         z->argv[z->argc] = e->id;
         z->argvlen[z->argc++] = n->key.len;
         if (++sent % GW_ACTIVITY_MAX_PER_COMMAND == 0)
-            zadd_send(z, redis);
+            zadd_send(z, emit, arg, &commands);
     }
-    zadd_send(z, redis);
+    zadd_send(z, emit, arg, &commands);
     free(key.base);
     free(z);
     forget_all(a);
-    return sent;
+    return commands;
+}
+
+static int send_async(void *arg, int argc, const char **argv, const size_t *argvlen)
+{
+    return gw_redis_command_argv(arg, GW_ACTIVITY_TIMEOUT_MS, on_zadd, NULL, argc, argv, argvlen) != NULL ? 0 : -1;
+}
+
+size_t gw_activity_flush(gw_activity_t *a, gw_redis_t *redis, const char *prefix)
+{
+    size_t sandboxes = gw_hashtab_size(&a->seen);
+
+    gw_activity_emit(a, prefix, send_async, redis);
+    return sandboxes;
+}
+
+void gw_activity_merge(gw_activity_t *into, gw_activity_t *from)
+{
+    gw_hashtab_node_t *n;
+
+    for (n = gw_hashtab_first(&from->seen); n != NULL; n = gw_hashtab_next(&from->seen, n)) {
+        seen_t *e = H2O_STRUCT_FROM_MEMBER(seen_t, node, n);
+        gw_activity_touch(into, e->id, e->unix_ms);
+    }
+    forget_all(from);
 }
 
 size_t gw_activity_num_pending(const gw_activity_t *a)

@@ -36,6 +36,17 @@ void gw_activity_touch(gw_activity_t *a, const char *sandbox_id, uint64_t unix_m
  * of sandboxes sent. */
 size_t gw_activity_flush(gw_activity_t *a, gw_redis_t *redis, const char *prefix);
 
+/* Takes one ZADD command (argv's strings live only until it returns).
+ * Returns 0, or -1 when it could not be sent. */
+typedef int (*gw_activity_emit_cb)(void *arg, int argc, const char **argv, const size_t *argvlen);
+/* The same ZADD commands handed to emit (the final flush's blocking
+ * connection); forgets what was recorded. Returns the commands emit took. */
+size_t gw_activity_emit(gw_activity_t *a, const char *prefix, gw_activity_emit_cb emit, void *arg);
+
+/* Moves what `from` recorded into `into` (the latest time wins), leaving
+ * `from` empty. The caller keeps both to one thread at a time. */
+void gw_activity_merge(gw_activity_t *into, gw_activity_t *from);
+
 /* Sandboxes recorded since the last flush (tests). */
 size_t gw_activity_num_pending(const gw_activity_t *a);
 /* Touches of new sandboxes refused at GW_ACTIVITY_MAX_SANDBOXES. */

@@ -85,18 +85,41 @@ static int append_command(void *arg, int argc, const char **argv, const size_t *
     return redisAppendCommandArgv(arg, argc, argv, argvlen) == REDIS_OK ? 0 : -1;
 }
 
-static int send_batch_blocking(final_t *f, redisContext *c, const gw_metering_t *m, const gw_metering_batch_t *b)
+/* INFO replication: the primary's replication id into replid. 0 or -1 with f->why. */
+static int replid_blocking(final_t *f, redisContext *c, char *replid)
+{
+    static const char *info[] = {"INFO", "replication"};
+    static const size_t info_len[] = {4, 11};
+    redisReply *reply;
+    int ret;
+
+    redisSetTimeout(c, remaining_tv(f));
+    if ((reply = redisCommandArgv(c, 2, info, info_len)) == NULL) {
+        set_why(f, "no answer to INFO");
+        return -1;
+    }
+    if ((ret = gw_metering_info_replid(reply, replid)) != 0)
+        set_why(f, "the server is not a primary any more");
+    freeReplyObject(reply);
+    return ret;
+}
+
+static int send_batch_blocking(final_t *f, redisContext *c, gw_metering_t *m, gw_metering_batch_t *b)
 {
     static const char *multi[] = {"MULTI"}, *exec[] = {"EXEC"};
     static const size_t multi_len[] = {5}, exec_len[] = {4};
+    char replid[GW_METERING_REPLID_MAX + 1];
     redisReply *reply = NULL;
     long commands;
     size_t i, replies;
     int ok = 0;
 
+    /* a batch the flusher's EXEC took on this very primary is not executed again (INCRBY 0 only) */
+    if (replid_blocking(f, c, replid) != 0)
+        return -1;
     redisSetTimeout(c, remaining_tv(f));
     redisAppendCommandArgv(c, 1, multi, multi_len);
-    if ((commands = gw_metering_emit_batch(m->prefix, m->instance_id, b, append_command, c)) < 0) {
+    if ((commands = gw_metering_emit_batch(m->prefix, m->instance_id, b, replid, append_command, c)) < 0) {
         set_why(f, "could not queue the commands");
         return -1;
     }
@@ -110,18 +133,20 @@ static int send_batch_blocking(final_t *f, redisContext *c, const gw_metering_t 
         if (i == replies - 1) {
             ok = reply->type == REDIS_REPLY_ARRAY;
             if (ok)
-                gw_metering_report_exec_errors(reply);
+                gw_metering_count_lost(m, gw_metering_report_exec_errors(reply));
             else
                 set_why(f, reply->type == REDIS_REPLY_ERROR ? "transaction aborted" : "unexpected reply to EXEC");
         }
         freeReplyObject(reply);
     }
+    if (ok)
+        gw_metering_mark_executed(b, replid); /* so the spill file says so, should no replica acknowledge it */
     return ok ? 0 : -1;
 }
 
-/* ROLE then, with replicas, WAIT 1: as the flusher does. 0 when the batch
- * counts as written. */
-static int wait_replica_blocking(final_t *f, redisContext *c)
+/* ROLE then, with Sentinel or with replicas, WAIT 1: as the flusher does.
+ * 0 when the batch counts as written. */
+static int wait_replica_blocking(final_t *f, redisContext *c, int need_replica)
 {
     static const char *role[] = {"ROLE"};
     static const size_t role_len[] = {4};
@@ -140,7 +165,7 @@ static int wait_replica_blocking(final_t *f, redisContext *c)
     }
     replicas = gw_metering_role_replicas(reply);
     freeReplyObject(reply);
-    if (replicas <= 0) {
+    if (replicas < 0 || (replicas == 0 && !need_replica)) {
         set_why(f, "the server is not a primary any more");
         return replicas == 0 ? 0 : -1;
     }
@@ -187,28 +212,55 @@ static int ask_sentinels_blocking(final_t *f, const gw_redis_conf_t *conf, gw_ne
     return -1;
 }
 
-/* Writes batches until the queue is empty or one fails. Returns the records written. */
+/* ZADD <prefix>activity GT for the last interval of every worker: best-effort,
+ * never spilled (CONTRACT.md "Activity"). */
+static void write_activity_blocking(final_t *f, redisContext *c, gw_metering_t *m)
+{
+    redisReply *reply;
+    size_t commands, i;
+
+    if (m->activity == NULL || gw_activity_num_pending(m->activity) == 0)
+        return;
+    redisSetTimeout(c, remaining_tv(f));
+    commands = gw_activity_emit(m->activity, m->prefix, append_command, c);
+    for (i = 0; i != commands; ++i) {
+        if (redisGetReply(c, (void **)&reply) != REDIS_OK) {
+            fprintf(stderr, "activity: final ZADD: %s\n", c->errstr[0] != '\0' ? c->errstr : "connection lost");
+            return;
+        }
+        if (reply->type == REDIS_REPLY_ERROR)
+            fprintf(stderr, "activity: final ZADD: %s\n", reply->str);
+        freeReplyObject(reply);
+    }
+}
+
+/* Writes the activity, then EXECs every batch in order until one fails,
+ * then one ROLE/WAIT for all of them (WAIT counts up to the connection's
+ * last write): without a replica's acknowledgement none counts as written,
+ * but the primary holds them all, and the spill file says so
+ * (executed_on). Returns the records written. */
 static size_t write_batches(final_t *f, gw_metering_t *m, const gw_redis_conf_t *conf)
 {
     gw_netaddr_t primary = conf->addr;
     gw_metering_batch_t *b;
     redisContext *c;
-    size_t written = 0;
+    size_t written = 0, executed = 0, i;
 
     if (conf->num_sentinels != 0 && ask_sentinels_blocking(f, conf, &primary) != 0)
         return 0;
     if ((c = connect_blocking(f, &primary, conf->password)) == NULL)
         return 0;
-    while ((b = gw_metering_next_batch(m)) != NULL) {
-        size_t n = b->num_records;
-        /* a batch only counts when, with replicas, one of them has it; ROLE also keeps us off a
-         * replica the sentinels named a moment before a failover */
-        if (send_batch_blocking(f, c, m, b) != 0 || wait_replica_blocking(f, c) != 0) {
-            gw_metering_batch_done(m, b, 0);
-            break;
+    write_activity_blocking(f, c, m); /* first: a few commands that the batches' WAIT must not crowd out */
+    /* the flusher's loop is gone and this thread is the only one left: the queue is walked as is */
+    for (b = m->head; b != NULL && send_batch_blocking(f, c, m, b) == 0; b = b->next)
+        ++executed;
+    /* a batch only counts when, with Sentinel or replicas, one of them has it; ROLE also keeps us
+     * off a replica the sentinels named a moment before a failover */
+    if (executed != 0 && wait_replica_blocking(f, c, conf->num_sentinels != 0) == 0) {
+        for (i = 0; i != executed && (b = gw_metering_next_batch(m)) != NULL; ++i) {
+            written += b->num_records;
+            gw_metering_batch_done(m, b, 1);
         }
-        gw_metering_batch_done(m, b, 1);
-        written += n;
     }
     redisFree(c);
     return written;
@@ -226,7 +278,7 @@ int gw_metering_final_flush(gw_metering_t *m, const gw_redis_conf_t *conf, uint6
     /* the flusher's loop is gone: a batch it had in flight is sent again, same seq */
     gw_metering_requeue_in_flight(m);
     gw_metering_get_stats(m, &st);
-    if (st.pending_batches != 0)
+    if (st.pending_batches != 0 || (m->activity != NULL && gw_activity_num_pending(m->activity) != 0))
         written = write_batches(&f, m, conf);
 
     gw_metering_get_stats(m, &st);
@@ -239,10 +291,14 @@ int gw_metering_final_flush(gw_metering_t *m, const gw_redis_conf_t *conf, uint6
             (unsigned long long)st.pending_records, m->spill.path != NULL ? m->spill.path : "(none)");
     if (gw_metering_write_spill(m, &err) != 0) {
         fprintf(stderr, LOG_PREFIX "%s; %llu records are lost\n", err, (unsigned long long)st.pending_records);
+        gw_metering_count_lost(m, st.pending_records);
         free(err);
         return -1;
     }
     skipped = st.spill_malformed;
     gw_metering_get_stats(m, &st);
-    return st.spill_malformed == skipped ? 0 : -1; /* records that could not be written were reported one by one */
+    if (st.spill_malformed == skipped)
+        return 0;
+    gw_metering_count_lost(m, st.spill_malformed - skipped); /* could not be written: reported one by one */
+    return -1;
 }

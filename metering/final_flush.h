@@ -12,10 +12,13 @@
 
 /* Seals everything and writes it to Redis (to conf->addr, or to the
  * primary the sentinels name; with conf's passwords), all within
- * timeout_ms; a batch counts as written as in the flusher (EXEC, and WAIT
- * when the primary has replicas); what could not be written goes to the
+ * timeout_ms: first the workers' last activity (ZADD GT, best-effort), then
+ * the batches; a batch counts as written as in the flusher (EXEC, and WAIT
+ * with Sentinel or when the primary has replicas; not executed again on a
+ * primary that ran it already); what could not be written goes to the
  * spill file. Call after the flusher stopped. Returns 0 when everything was
- * written or spilled, -1 when records were lost (reported on stderr). */
+ * written or spilled, -1 when records were lost (reported on stderr,
+ * counted in records_lost). */
 int gw_metering_final_flush(gw_metering_t *m, const gw_redis_conf_t *conf, uint64_t timeout_ms);
 
 #endif

@@ -1,7 +1,11 @@
 /*
- * The flusher (metering/flusher.h): MULTI, the batch's commands and EXEC
- * queued in one go, then, when the primary has replicas, ROLE and WAIT 1
- * before a batch counts as written.
+ * The flusher (metering/flusher.h): INFO replication (the primary's
+ * replication id), then MULTI, the batch's commands and EXEC queued in one
+ * go, then ROLE and WAIT 1 before a batch counts as written: always with
+ * Sentinel, else when the primary lists replicas. A batch that EXEC took
+ * but no replica acknowledged is sent again as INCRBY 0 only to a primary
+ * of the same replication id (metering/commands.h), so it never counts
+ * twice there.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +17,12 @@
 
 typedef struct st_gw_metering_flusher_t {
     gw_metering_t *m;
-    gw_redis_t *redis;            /* NULL while the flusher stops */
-    gw_metering_batch_t *sending; /* from MULTI until EXEC and, with replicas, WAIT said it is written */
-    int failing;                  /* the last attempt failed: log only when that changes */
-    int waiting_replica;          /* the last WAIT saw no replica acknowledge: log only when that changes */
+    gw_redis_t *redis;                       /* NULL while the flusher stops */
+    gw_metering_batch_t *sending;            /* from MULTI until EXEC and, with replicas, WAIT said it is written */
+    int failing;                             /* the last attempt failed: log only when that changes */
+    int waiting_replica;                     /* the last WAIT saw no replica acknowledge: log only when that changes */
+    int need_replica;                        /* Sentinel: a batch is written only once a replica acknowledged it */
+    char replid[GW_METERING_REPLID_MAX + 1]; /* of the primary the batch in flight goes to */
 } flusher_t;
 
 static void send_next(flusher_t *f);
@@ -89,8 +95,9 @@ static void on_role(void *data, const char *err, redisReply *reply)
         sending_done(f, 0, err != NULL ? err : "the server is not a primary any more");
         return;
     }
-    if (replicas == 0) {
-        /* no replica to fail over to: the primary's copy is the copy */
+    if (replicas == 0 && !f->need_replica) {
+        /* no replica to fail over to: the primary's copy is the copy (without Sentinel nothing
+         * promotes a replica that is still in its first sync, which ROLE does not list) */
         f->waiting_replica = 0;
         sending_done(f, 1, NULL);
         return;
@@ -120,7 +127,9 @@ static void on_exec(void *data, const char *err, redisReply *reply)
         sending_done(f, 0, err);
         return;
     }
-    gw_metering_report_exec_errors(reply);
+    gw_metering_count_lost(f->m, gw_metering_report_exec_errors(reply));
+    /* in this primary's data set now: never executed on it again, whatever becomes of the WAIT */
+    gw_metering_mark_executed(f->sending, f->replid);
     check_replicas(f);
 }
 
@@ -147,13 +156,10 @@ static int send_batch(flusher_t *f, gw_metering_batch_t *b)
 
     if (queue_command(f, 1, multi, multi_len) != 0)
         return -1;
-    if (gw_metering_emit_batch(f->m->prefix, f->m->instance_id, b, queue_command, f) < 0)
+    if (gw_metering_emit_batch(f->m->prefix, f->m->instance_id, b, f->replid, queue_command, f) < 0)
         goto Discard;
-    f->sending = b;
-    if (gw_redis_command_argv(f->redis, GW_METERING_EXEC_TIMEOUT_MS, on_exec, f, 1, exec, exec_len) == NULL) {
-        f->sending = NULL;
+    if (gw_redis_command_argv(f->redis, GW_METERING_EXEC_TIMEOUT_MS, on_exec, f, 1, exec, exec_len) == NULL)
         goto Discard;
-    }
     return 0;
 
 Discard:
@@ -161,15 +167,34 @@ Discard:
     return -1;
 }
 
+/* INFO replication's answer: the replication id of the primary that gets the
+ * batch, asked on the same connection right before it (a reconnect in
+ * between fails both). */
+static void on_info(void *data, const char *err, redisReply *reply)
+{
+    flusher_t *f = data;
+
+    if (f->redis == NULL || err != NULL || gw_metering_info_replid(reply, f->replid) != 0) {
+        sending_done(f, 0, err != NULL ? err : "the server is not a primary any more");
+        return;
+    }
+    if (send_batch(f, f->sending) != 0)
+        sending_done(f, 0, "could not queue the commands");
+}
+
 static void send_next(flusher_t *f)
 {
+    static const char *info[] = {"INFO", "replication"};
+    static const size_t info_len[] = {4, 11};
     gw_metering_batch_t *b;
 
     if (f->redis == NULL || f->sending != NULL || !gw_redis_is_ready(f->redis))
         return;
     if ((b = gw_metering_next_batch(f->m)) == NULL)
         return;
-    if (send_batch(f, b) != 0) {
+    f->sending = b;
+    if (gw_redis_command_argv(f->redis, GW_METERING_EXEC_TIMEOUT_MS, on_info, f, 2, info, info_len) == NULL) {
+        f->sending = NULL;
         set_failing(f, 1, "could not queue the commands", b->num_records);
         gw_metering_batch_done(f->m, b, 0);
     }
@@ -181,6 +206,7 @@ void gw_metering_start_flusher(gw_metering_t *m, h2o_loop_t *loop, const gw_redi
 
     memset(f, 0, sizeof(*f));
     f->m = m;
+    f->need_replica = conf->num_sentinels != 0;
     f->redis = gw_redis_new(loop, conf); /* never NULL */
     gw_redis_set_state_cb(f->redis, on_redis_state, f);
     m->flusher = f;

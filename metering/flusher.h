@@ -13,9 +13,11 @@
 
 /* Deadline of one MULTI/EXEC on the event loop. */
 #define GW_METERING_EXEC_TIMEOUT_MS 5000
-/* With replicas, a batch counts as written once WAIT 1 <this> after its
- * EXEC reports a replica that has it; otherwise it is waited for again, or
- * sent again (same seq) to the next primary if this one goes away. */
+/* With Sentinel (always) or with replicas listed by ROLE, a batch counts as
+ * written once WAIT 1 <this> after its EXEC reports a replica that has it;
+ * otherwise it is waited for again, or sent again (same seq) to the next
+ * primary if this one goes away: in full to a primary of another
+ * replication id, as INCRBY 0 only to the same one. */
 #define GW_METERING_WAIT_MS 1000
 
 /* Starts m's flusher on `loop` (the calling thread's), connecting to Redis

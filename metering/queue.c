@@ -67,6 +67,7 @@ void gw_metering_free(gw_metering_t *m)
         gw_metering_batch_free(b);
     }
     gw_metering_entries_dispose(&m->open);
+    gw_activity_free(m->activity);
     gw_metering_spill_close(&m->spill);
     free(m->prefix);
     free(m->instance_id);
@@ -105,6 +106,15 @@ void gw_metering_submit(gw_metering_t *m, gw_meter_t *meter, uint64_t now_ms)
 
     pthread_mutex_lock(&m->mutex);
     gw_meter_hand_over(meter, merge_open, &ctx);
+    pthread_mutex_unlock(&m->mutex);
+}
+
+void gw_metering_submit_activity(gw_metering_t *m, gw_activity_t *a)
+{
+    pthread_mutex_lock(&m->mutex);
+    if (m->activity == NULL)
+        m->activity = gw_activity_new();
+    gw_activity_merge(m->activity, a);
     pthread_mutex_unlock(&m->mutex);
 }
 
@@ -198,6 +208,13 @@ int gw_metering_write_spill(gw_metering_t *m, char **err)
     }
     pthread_mutex_unlock(&m->mutex);
     return ret;
+}
+
+void gw_metering_count_lost(gw_metering_t *m, uint64_t n)
+{
+    pthread_mutex_lock(&m->mutex);
+    m->stats.records_lost += n;
+    pthread_mutex_unlock(&m->mutex);
 }
 
 void gw_metering_get_stats(gw_metering_t *m, gw_metering_stats_t *out)

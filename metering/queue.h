@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "common/hashtab.h"
+#include "metering/activity.h"
 #include "metering/meter.h"
 #include "metering/record.h"
 #include "metering/spill.h"
@@ -42,6 +43,7 @@ typedef struct st_gw_metering_stats_t {
     uint64_t spill_written;   /* records written to the spill file */
     uint64_t spill_replayed;  /* records loaded from the spill file at start */
     uint64_t spill_malformed; /* spill lines skipped at start, and records that could not be written to it */
+    uint64_t records_lost;    /* at exit: neither written to Redis nor to the spill file */
 } gw_metering_stats_t;
 
 typedef struct st_gw_metering_t {
@@ -56,6 +58,7 @@ typedef struct st_gw_metering_t {
     int head_in_flight;
     uint64_t next_seq;
     gw_metering_stats_t stats;
+    gw_activity_t *activity; /* the workers' last interval, handed over as they stop, for the final flush */
     /* metering/flusher.c's, on the flusher's thread only; NULL while none runs */
     struct st_gw_metering_flusher_t *flusher;
 } gw_metering_t;
@@ -73,6 +76,10 @@ void gw_metering_free(gw_metering_t *m);
  * workers handed over for the same sandbox and project); to_ms = now_ms.
  * Called by the meter's thread. */
 void gw_metering_submit(gw_metering_t *m, gw_meter_t *meter, uint64_t now_ms);
+
+/* Moves what a stopping worker's activity recorded since its last flush
+ * into m, for the final flush to write (ZADD GT, best-effort). Any thread. */
+void gw_metering_submit_activity(gw_metering_t *m, gw_activity_t *a);
 
 /* Cuts the open batch into sealed batches and assigns seq values, unless
  * GW_METERING_MAX_BATCHES are already waiting (force: even then). Returns
@@ -94,6 +101,9 @@ void gw_metering_requeue_in_flight(gw_metering_t *m);
  * -1 with *err (malloc'd) when there is no spill file or it could not be
  * written. Pending records stay pending. */
 int gw_metering_write_spill(gw_metering_t *m, char **err);
+
+/* Adds n to records_lost. Any thread. */
+void gw_metering_count_lost(gw_metering_t *m, uint64_t n);
 
 /* Copies the counters into *out (pending_batches counted now). Any thread. */
 void gw_metering_get_stats(gw_metering_t *m, gw_metering_stats_t *out);

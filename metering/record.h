@@ -16,6 +16,8 @@
 #define GW_METERING_PROJECT_MAX 256
 /* Records per MULTI/EXEC; a flush with more sandboxes is cut into batches. */
 #define GW_METERING_MAX_BATCH_RECORDS 1000
+/* A Redis replication id (INFO replication master_replid): 40 hex digits. */
+#define GW_METERING_REPLID_MAX 40
 
 /* One XADD: a sandbox's bytes over [from_ms, to_ms] (wall-clock ms). */
 typedef struct st_gw_metering_record_t {
@@ -27,6 +29,11 @@ typedef struct st_gw_metering_record_t {
     uint64_t from_ms;
     uint64_t to_ms;
     uint64_t seq; /* assigned when sealed */
+    /* The master_replid of the primary whose EXEC took this record while no
+     * replica had acknowledged it yet ("": none). Sent again to a primary of
+     * the same replication id, the record is not executed again (it is in
+     * that primary's data set): only its INCRBY 0 is, for WAIT to count from. */
+    char executed_on[GW_METERING_REPLID_MAX + 1];
 } gw_metering_record_t;
 
 /* Sealed: its records and seq values never change until Redis took it. */

@@ -3,6 +3,7 @@
  * lines, malformed ones reported and kept for a person) and the write at
  * exit (a temporary file renamed over it, fsync'd).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -183,6 +184,18 @@ int gw_metering_parse_spill_line(const char *line, size_t len, gw_metering_recor
         *err = "egress, ingress, from_ms, to_ms, seq: expected integers from 0 (seq from 1)";
         goto Error;
     }
+    if ((v = json_object_get(obj, "executed_on")) != NULL) {
+        s = json_is_string(v) ? json_string_value(v) : NULL;
+        slen = s != NULL ? json_string_length(v) : 0;
+        for (i = 0; i != slen; ++i)
+            if (!isxdigit((unsigned char)s[i]))
+                break;
+        if (s == NULL || slen == 0 || slen > GW_METERING_REPLID_MAX || i != slen) {
+            *err = "executed_on: expected a replication id (hex digits)";
+            goto Error;
+        }
+        memcpy(out->executed_on, s, slen + 1);
+    }
     json_decref(obj);
     return 0;
 
@@ -327,6 +340,11 @@ static int write_record(int fd, const gw_metering_record_t *r, const char *insta
 
     if (obj == NULL)
         return 1;
+    /* EXEC took it on that primary, no replica acknowledged it: the next start does not execute it there again */
+    if (r->executed_on[0] != '\0' && json_object_set_new(obj, "executed_on", json_string(r->executed_on)) != 0) {
+        json_decref(obj);
+        return 1;
+    }
     if ((line = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER)) != NULL) {
         size_t len = strlen(line);
         line[len] = '\n'; /* json_dumps allocated len + 1 */

@@ -19,7 +19,7 @@ typedef struct st_bucket_t {
     h2o_linklist_t waiters; /* gw_wake_waiter_t.link, oldest first */
     size_t count;
     gw_route_lookup_t *read;     /* the fresh read in flight, or NULL */
-    gw_redis_req_t *set_req;     /* the SET NX in flight, or NULL */
+    gw_redis_req_t *set_req;     /* the resume request (lock + XADD, one script) in flight, or NULL */
     h2o_timeout_entry_t recheck; /* the fallback re-read */
     uint64_t held_since;         /* when the first of the current waiters came: the wake time starts there */
     uint64_t resume_asked_at;    /* when this worker last asked (0: never, or the ask failed) */
@@ -171,77 +171,70 @@ static h2o_iovec_t make_key(const char *prefix, const char *middle, const char *
                       h2o_iovec_init(id, strlen(id)), h2o_iovec_init(suffix, strlen(suffix)));
 }
 
-static void on_xadd(void *data, const char *err, redisReply *reply)
-{
-    gw_wake_counters_t *counters = data;
-    (void)reply;
+/* The lock and the request in one step: a Lua script runs whole or not at
+ * all, so a failed XADD (an error reply, say the stream key of another
+ * type) leaves no lock behind, and a gateway dying in between cannot exist.
+ * The lock is checked first and set last: an XADD that fails takes the SET
+ * with it. "#!lua" makes it a script that writes (refused as a whole when
+ * Redis is out of memory). */
+static const char resume_script[] = "#!lua\n"
+                                    "if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end\n"
+                                    "redis.call('XADD', KEYS[2], '*', 'sandbox', ARGV[1], 'gateway', ARGV[2], 'at_ms', ARGV[3])\n"
+                                    "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[4])\n"
+                                    "return 1\n";
 
-    if (err != NULL) {
-        fprintf(stderr, "wake: XADD resume: %s\n", err);
-        if (counters != NULL)
-            GW_COUNTER_ADD(&counters->resume_failures, 1);
-    }
-}
-
-static void send_xadd(bucket_t *b)
-{
-    gw_wake_t *w = b->owner;
-    char at[24];
-    h2o_iovec_t key = make_key(w->conf.prefix, "resume", "", "");
-    int at_len = snprintf(at, sizeof(at), "%llu", (unsigned long long)unix_ms());
-    const char *argv[] = {"XADD", key.base, "*", "sandbox", b->id, "gateway", w->conf.instance_id, "at_ms", at};
-    size_t argvlen[] = {4, key.len, 1, 7, strlen(b->id), 7, strlen(w->conf.instance_id), 5, (size_t)at_len};
-    gw_redis_req_t *sent;
-
-    /* the answer only counts: it reaches the counters, which outlive every worker */
-    sent = gw_redis_command_argv(w->redis, w->conf.command_timeout_ms, on_xadd, w->conf.counters, 9, argv, argvlen);
-    free(key.base);
-    if (sent == NULL) {
-        fprintf(stderr, "wake: XADD resume for %s: Redis is not connected\n", b->id);
-        COUNT(w, resume_failures, 1);
-        return;
-    }
-    COUNT(w, resume_requests, 1);
-}
-
-static void on_set(void *data, const char *err, redisReply *reply)
+static void on_resume(void *data, const char *err, redisReply *reply)
 {
     bucket_t *b = data;
 
     b->set_req = NULL;
-    if (err != NULL) {
-        /* asked again at the next re-read */
-        fprintf(stderr, "wake: SET resume lock of %s: %s\n", b->id, err);
+    if (err == NULL && reply->type == REDIS_REPLY_ERROR)
+        err = reply->str;
+    if (err != NULL || reply->type != REDIS_REPLY_INTEGER) {
+        /* nothing was written (or, after a timeout, both were): asked again at the next re-read,
+         * where the lock, if it is there, says the request is too */
+        fprintf(stderr, "wake: resume request for %s: %s\n", b->id, err != NULL ? err : "unexpected reply");
         COUNT(b->owner, resume_failures, 1);
         b->resume_asked_at = 0;
         return;
     }
-    if (reply->type == REDIS_REPLY_NIL) {
+    if (reply->integer == 0) {
         /* another gateway (or this one, a while ago) asked less than GW_WAKE_LOCK_MS ago */
         COUNT(b->owner, resume_deduped, 1);
         return;
     }
-    send_xadd(b);
+    COUNT(b->owner, resume_requests, 1);
 }
 
 /* Asks for a resume unless this worker did so less than GW_WAKE_LOCK_MS ago
- * (or a SET is in flight): the SET NX then says whether the fleet did. */
+ * (or a request is in flight): the lock then says whether the fleet did. */
 static void ask_resume(bucket_t *b)
 {
     gw_wake_t *w = b->owner;
     uint64_t now = h2o_now(w->loop);
-    char px[24];
-    h2o_iovec_t key;
-    int px_len;
+    char px[24], at[24];
+    h2o_iovec_t lock, stream;
+    int px_len, at_len;
 
     if (b->set_req != NULL || (b->resume_asked_at != 0 && now - b->resume_asked_at < GW_WAKE_LOCK_MS))
         return;
-    key = make_key(w->conf.prefix, "resume:{", b->id, "}");
+    lock = make_key(w->conf.prefix, "resume:{", b->id, "}");
+    stream = make_key(w->conf.prefix, "resume", "", "");
     px_len = snprintf(px, sizeof(px), "%d", GW_WAKE_LOCK_MS);
-    const char *argv[] = {"SET", key.base, w->conf.instance_id, "NX", "PX", px};
-    size_t argvlen[] = {3, key.len, strlen(w->conf.instance_id), 2, 2, (size_t)px_len};
-    b->set_req = gw_redis_command_argv(w->redis, w->conf.command_timeout_ms, on_set, b, 6, argv, argvlen);
-    free(key.base);
+    at_len = snprintf(at, sizeof(at), "%llu", (unsigned long long)unix_ms());
+    const char *argv[] = {"EVAL", resume_script, "2", lock.base, stream.base, b->id, w->conf.instance_id, at, px};
+    size_t argvlen[] = {4,
+                        sizeof(resume_script) - 1,
+                        1,
+                        lock.len,
+                        stream.len,
+                        strlen(b->id),
+                        strlen(w->conf.instance_id),
+                        (size_t)at_len,
+                        (size_t)px_len};
+    b->set_req = gw_redis_command_argv(w->redis, w->conf.command_timeout_ms, on_resume, b, 9, argv, argvlen);
+    free(lock.base);
+    free(stream.base);
     if (b->set_req == NULL) {
         COUNT(w, resume_failures, 1);
         return; /* Redis is down: asked again at the next re-read */

@@ -208,3 +208,27 @@ def egress_of(records, sandbox_ids):
 
 def elapsed_since(t0):
     return time.monotonic() - t0
+
+
+def stall_first_sync(primary, replica):
+    """Restarts `replica` empty so that it needs a full sync, which the
+    primary then holds back (diskless sync, an hour's delay): the replica is
+    connected and listed by INFO as state=wait_bgsave, but holds nothing and
+    ROLE does not list it. A failover can still promote it."""
+    primary.cmd("CONFIG", "SET", "repl-diskless-sync", "yes")
+    primary.cmd("CONFIG", "SET", "repl-diskless-sync-max-replicas", "0")
+    primary.cmd("CONFIG", "SET", "repl-diskless-sync-delay", "3600")
+    replica.stop()
+    # the RDB of its earlier sync (the replica writes it to disk) would let it resync partially
+    rdb = os.path.join(replica.workdir, "dump.rdb")
+    if os.path.exists(rdb):
+        os.unlink(rdb)
+    replica.start()
+    gwtest.wait_for(lambda: b"state=wait_bgsave" in primary.cmd("INFO", "replication"), 20,
+                    what="the replica waiting for its first sync")
+    assert len(primary.cmd("ROLE")[2]) == 0
+
+
+def egress_total(redis, sandbox_id, prefix="lizard:"):
+    v = redis.cmd("GET", "%segress:{%s}" % (prefix, sandbox_id))
+    return int(v) if v is not None else 0

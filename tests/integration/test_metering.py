@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import socket
+import shutil
 import ssl
 import struct
 import subprocess
@@ -447,3 +448,19 @@ def test_spill_directory_is_checked_at_load(gw_factory, mredis):
                            env=g.env(), timeout=20)
         assert r.returncode != 0, (args, r)
         assert "config: metering.spill_file: the directory %s does not exist" % missing in r.stderr, r.stderr
+
+
+def test_records_lost_at_exit_are_said(gw_factory, mredis, msandbox, upstream, curl, workdir):
+    """Redis down and the spill file's directory gone at SIGTERM: the records
+    can go nowhere. That is said on stderr with their number, and the exit
+    status is 3 (the process ends, so no scrape would see the counter)."""
+    d = os.path.join(workdir, "lost-" + gwtest.new_sandbox_id())
+    os.makedirs(d)
+    g = start_gw(gw_factory, mredis, metering={"flush_interval_ms": 60000, "spill_file": os.path.join(d, "egress.spill")})
+    traffic(curl, g, msandbox, upstream, n=1)
+    assert metric(g, "lizard_metering_records_lost_total") == 0
+    mredis.kill()
+    shutil.rmtree(d)
+    assert g.stop() == 3, gwtest.tail(g.log)
+    log = gwtest.tail(g.log, 50)
+    assert "1 records lost at exit" in log, log

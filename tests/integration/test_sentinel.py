@@ -214,3 +214,94 @@ def test_batch_waits_for_a_replica(cluster, gw_factory, upstream, certs):
     assert g.stop() == 0
     kept = fleet.dedup(fleet.stream_records(primary))
     assert sum(1 for r in kept if r["sandbox"] == sid) >= 2
+
+
+def records_of(redis, sid):
+    return [r for r in fleet.stream_records(redis) if r["sandbox"] == sid]
+
+
+def test_replica_in_first_sync_does_not_count(cluster, gw_factory, upstream, certs):
+    """A replica still in its first sync (connected, state=wait_bgsave) holds
+    nothing, and ROLE does not list it: the batch must not count as written
+    on the primary alone. The primary is killed two flush intervals after
+    the bytes were delivered, the sentinels promote that replica, and the new
+    primary holds the bytes: the INCRBY total and one stream record."""
+    primary, replica = cluster.primary, cluster.replica
+    g = sentinel_gateway(gw_factory, cluster.addresses())
+    gwtest.wait_for(lambda: ready(g), 15, what="/readyz through the sentinels")
+    sid = gwtest.new_sandbox_id("sf")
+    gwtest.register_sandbox(primary, sid, ports={upstream.port: "public"})
+    assert primary.cmd("WAIT", "1", "5000") >= 1
+    c = fleet.Client(g.tls_port, g.host(upstream.port, sid), certs["ca"])
+    assert c.get("/bytes/10")[0] == 200  # the route is cached: nothing more is read from Redis
+    gwtest.wait_for(lambda: metric(g, "lizard_metering_pending_records") == 0 and records_of(primary, sid), 10,
+                    what="the first batch written")
+
+    fleet.stall_first_sync(primary, replica)
+    status, n, _ = c.get("/bytes/1000000")
+    assert status == 200 and n > 1000000, (status, n)
+    c.close()
+    gwtest.wait_for(lambda: len(records_of(primary, sid)) == 2, 10, what="the batch executed on the primary")
+    # what the new primary must hold: this batch (the first one went with the replica's restart)
+    egress = int(records_of(primary, sid)[1]["egress"])
+    assert egress > 1000000
+    time.sleep(2 * 0.2 + 0.2)  # two flush intervals (200 ms) after the bytes
+    primary.kill()
+
+    gwtest.wait_for(lambda: cluster.sentinels[0].master_port_now() == replica.port, 60, interval=0.2,
+                    what="the sentinels promoting the replica that was in its first sync")
+    # the gateway sends the batch again to the new primary (60 s: the sentinels' failover on a loaded machine)
+    gwtest.wait_for(lambda: fleet.egress_total(replica, sid) == egress, 60, interval=0.2,
+                    what="the new primary holding the bytes (%d)" % egress)
+    recs = records_of(replica, sid)
+    assert fleet.egress_of(recs, {sid}) == egress and len(recs) == 1, recs
+    # the new primary has no replica: the batch cannot count as written; it goes to the spill file at exit
+    assert metric(g, "lizard_metering_pending_records") >= 1
+    assert g.stop() == 0, gwtest.tail(g.log)
+    assert fleet.egress_total(replica, sid) == egress  # the final flush did not execute it again there
+    assert len(records_of(replica, sid)) == 1
+    assert "spilling" in gwtest.tail(g.log, 200)
+
+
+def test_executed_batch_is_never_executed_again_on_its_primary(cluster, gw_factory, upstream, certs):
+    """EXEC took a batch, WAIT finds no replica (the replica stopped with
+    SIGSTOP), SIGTERM: the final flush and, at the next start, the spill
+    replay send it again to the same primary (same replication id) as
+    INCRBY 0 only. The total equals the bytes, each record is in the stream
+    once, and the replay settles once the replica is back."""
+    primary, replica = cluster.primary, cluster.replica
+    g = sentinel_gateway(gw_factory, cluster.addresses())
+    spill = g.config()["metering"]["spill_file"]
+    gwtest.wait_for(lambda: ready(g), 15, what="/readyz through the sentinels")
+    sid = gwtest.new_sandbox_id("sd")
+    gwtest.register_sandbox(primary, sid, ports={upstream.port: "public"})
+    assert primary.cmd("WAIT", "1", "5000") >= 1
+    c = fleet.Client(g.tls_port, g.host(upstream.port, sid), certs["ca"])
+    assert c.get("/bytes/10")[0] == 200
+    gwtest.wait_for(lambda: metric(g, "lizard_metering_pending_records") == 0 and records_of(primary, sid), 10,
+                    what="the first batch written")
+
+    replica.pause()
+    try:
+        assert c.get("/bytes/50000")[0] == 200
+        c.close()
+        gwtest.wait_for(lambda: fleet.egress_of(records_of(primary, sid), {sid}) > 50000, 10,
+                        what="the batch executed")
+        time.sleep(1.5)  # the flusher is in its ROLE/WAIT loop
+        assert metric(g, "lizard_metering_pending_records") >= 1
+        assert g.stop() == 0, gwtest.tail(g.log)
+        assert os.path.exists(spill), gwtest.tail(g.log, 100)
+        after_stop = records_of(primary, sid)
+        assert len(fleet.dedup(after_stop)) == len(after_stop), after_stop  # no (gateway, seq) twice
+        assert fleet.egress_total(primary, sid) == fleet.egress_of(after_stop, {sid})
+        g.start()  # replays the spill file: the replica is still stopped, so it stays pending
+        time.sleep(1.0)
+        assert records_of(primary, sid) == after_stop
+    finally:
+        replica.resume()
+    gwtest.wait_for(lambda: not os.path.exists(spill), 15, what="the replay settled once the replica acknowledged")
+    assert records_of(primary, sid) == after_stop
+    assert fleet.egress_total(primary, sid) == fleet.egress_of(after_stop, {sid})
+    assert g.stop() == 0
+    assert records_of(primary, sid) == after_stop
+    assert fleet.egress_total(primary, sid) == fleet.egress_of(after_stop, {sid})

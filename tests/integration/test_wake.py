@@ -314,6 +314,49 @@ def test_timeout_answers_503_with_retry_after(gw_factory, redis, upstream, curl)
     assert metric(g, "lizard_wake_held_requests") == 0
 
 
+def test_resume_timeout_zero_asks_and_answers_at_once(gw_factory, redis, upstream, curl):
+    """routing.resume_timeout_ms 0 (README: asks for the resume, holds
+    nothing): 503 sandbox_not_running with Retry-After, and the resume
+    request is written all the same."""
+    g = gw_factory({"routing": {"resume_timeout_ms": 0}}, name="wake-zero")
+    sid, token = paused_sandbox(redis, upstream.port)
+    r = curl(g.host(upstream.port, sid), "/echo", headers=token_hdr(token), gw=g, timeout=60)
+    tp.assert_curl_error(r, 503, "sandbox_not_running", sid, upstream.port)
+    assert int(r.headers["retry-after"]) > 0, r
+    gwtest.wait_for(lambda: len(resume_requests(redis, sid)) == 1, 10, what="the resume request")
+    assert metric(g, "lizard_wake_held_requests") == 0
+
+
+def test_failed_resume_request_leaves_no_lock(gw_factory, redis, upstream, consumer, curl):
+    """The XADD of the resume request fails (lizard:resume is a string): the
+    lock is not left behind, so the request is asked for again within a
+    second or two once the stream can take it, and the held request is
+    proxied; before, the lock stood for 30 s with no request behind it and
+    the held request ran into its 503."""
+    redis.cmd("DEL", "lizard:resume")
+    redis.cmd("SET", "lizard:resume", "not a stream")
+    g = gw_factory({"routing": {"resume_timeout_ms": 25000}, "workers": 1}, name="wake-xadd-fails")
+    sid, token = paused_sandbox(redis, upstream.port)
+    out = {}
+    try:
+        t = threading.Thread(target=lambda: out.update(
+            r=curl(g.host(upstream.port, sid), "/echo/held", headers=token_hdr(token), gw=g, timeout=60)))
+        t.start()
+        gwtest.wait_for(lambda: metric(g, 'lizard_wake_resume_requests_total{result="failed"}') >= 1, 10,
+                        what="a failed resume request")
+        assert redis.cmd("GET", "lizard:resume:{%s}" % sid) is None, "a lock with no request behind it"
+        assert "WRONGTYPE" in gwtest.tail(g.log, 50)
+    finally:
+        redis.cmd("DEL", "lizard:resume")
+    consumer(delay=0.2)
+    t.join(timeout=90)
+    r = out["r"]
+    assert r.status == 200, r
+    assert state_of(redis, sid) == "running"
+    assert len(resume_requests(redis, sid)) == 1
+    assert redis.cmd("GET", "lizard:resume:{%s}" % sid) is not None
+
+
 def test_limit_per_sandbox_429(gw_factory, redis, upstream, certs, curl):
     g = gw_factory({"limits": {"max_held_requests_per_sandbox": 2}, "workers": 1}, name="wake-limit")
     sid, token = paused_sandbox(redis, upstream.port)
@@ -441,6 +484,20 @@ def test_activity_moves_with_traffic(activity_gw, redis, upstream, curl):
     time.sleep(0.3)
     assert curl(g.host(upstream.port, sid), "/echo", headers=token_hdr(token), gw=g).status == 200
     gwtest.wait_for(lambda: activity_of(redis, sid) > first, 10, what="the activity to move on")
+
+
+def test_activity_written_at_sigterm(gw_factory, redis, upstream, curl):
+    """The last interval's activity is written by the final flush: with a
+    flush interval far away, a clean stop is the only flush."""
+    g = gw_factory({"metering": {"flush_interval_ms": 60000}}, name="activity-stop")
+    sid, token = paused_sandbox(redis, upstream.port, state="running")
+    t0 = int(time.time() * 1000)
+    assert curl(g.host(upstream.port, sid), "/echo", headers=token_hdr(token), gw=g).status == 200
+    time.sleep(0.3)
+    assert activity_of(redis, sid) is None
+    assert g.stop() == 0, gwtest.tail(g.log)
+    score = activity_of(redis, sid)
+    assert score is not None and score >= t0 - 1000, (score, t0)
 
 
 def test_no_activity_header_is_not_activity(activity_gw, redis, upstream, curl):
