@@ -4,6 +4,7 @@
  */
 #include <sys/wait.h>
 #include "metering_test.h"
+#include "metering/commands.h"
 
 START_TEST(test_spill_write_and_replay)
 {
@@ -28,6 +29,7 @@ START_TEST(test_spill_write_and_replay)
         else
             seq_b = b->records[i].seq;
     }
+    gw_metering_mark_executed(b, "00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff"); /* its EXEC ran, its WAIT did not answer */
     gw_metering_batch_done(m, b, 0);
     /* and counts of the last moments are still open */
     gw_meter_add(meter, "sa", 5, 0, NOW + 4);
@@ -54,6 +56,7 @@ START_TEST(test_spill_write_and_replay)
     for (i = 0; i != 3; ++i) {
         const gw_metering_record_t *r = b->records + i;
         if (r->seq == seq_a) {
+            ck_assert_str_eq(r->executed_on, "00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff");
             ck_assert_str_eq(r->sandbox, "sa");
             ck_assert_str_eq(r->project, "proj \"quoted\" \xc3\xa9");
             ck_assert_uint_eq(r->egress, 1000);
@@ -65,6 +68,7 @@ START_TEST(test_spill_write_and_replay)
         } else {
             ck_assert_uint_gt(r->seq, seq_a > seq_b ? seq_a : seq_b);
             ck_assert_uint_eq(r->egress, 5);
+            ck_assert_str_eq(r->executed_on, ""); /* never sent */
         }
     }
     /* the file stays until the replay's EXEC succeeded */
@@ -192,7 +196,13 @@ START_TEST(test_parse_spill_line)
         "\"seq\":2}",
         "{\"sandbox\":\"a\",\"project\":\"p\\u0000x\",\"egress\":1,\"ingress\":1,\"from_ms\":1,\"to_ms\":1,\"gateway\":\"g\","
         "\"seq\":1}",
+        "{\"sandbox\":\"a\",\"project\":\"p\",\"egress\":1,\"ingress\":1,\"from_ms\":1,\"to_ms\":1,\"gateway\":\"g\",\"seq\":1,"
+        "\"executed_on\":\"not hex\"}",
+        "{\"sandbox\":\"a\",\"project\":\"p\",\"egress\":1,\"ingress\":1,\"from_ms\":1,\"to_ms\":1,\"gateway\":\"g\",\"seq\":1,"
+        "\"executed_on\":\"0123456789abcdef0123456789abcdef012345678\"}",
     };
+    const char *executed = "{\"sandbox\":\"a\",\"project\":\"p\",\"egress\":1,\"ingress\":1,\"from_ms\":1,\"to_ms\":1,"
+                           "\"gateway\":\"g\",\"seq\":1,\"executed_on\":\"0123456789abcdef0123456789abcdef01234567\"}";
     const char *good = "{\"sandbox\":\"abc123\",\"project\":\"p\",\"egress\":18446744073,\"ingress\":1,\"from_ms\":1,"
                        "\"to_ms\":1,\"gateway\":\"g\",\"seq\":5,\"future_field\":true}";
 
@@ -205,6 +215,11 @@ START_TEST(test_parse_spill_line)
     ck_assert_str_eq(r.sandbox, "abc123");
     ck_assert_uint_eq(r.egress, 18446744073ull);
     ck_assert_uint_eq(r.seq, 5);
+    ck_assert_str_eq(r.executed_on, "");
+    gw_metering_record_dispose(&r);
+    /* a record EXEC took on that primary before exit, no replica acknowledging it */
+    ck_assert_int_eq(gw_metering_parse_spill_line(executed, strlen(executed), &r, &err), 0);
+    ck_assert_str_eq(r.executed_on, "0123456789abcdef0123456789abcdef01234567");
     gw_metering_record_dispose(&r);
 }
 END_TEST
