@@ -265,8 +265,9 @@ def test_replica_in_first_sync_does_not_count(cluster, gw_factory, upstream, cer
 
 def test_executed_batch_is_never_executed_again_on_its_primary(cluster, gw_factory, upstream, certs):
     """EXEC took a batch, WAIT finds no replica (the replica stopped with
-    SIGSTOP), SIGTERM: the final flush and, at the next start, the spill
-    replay send it again to the same primary (same replication id) as
+    SIGSTOP); the flusher's connection is killed (a blip after EXEC), then
+    SIGTERM: the flusher's retry, the final flush and, at the next start, the
+    spill replay send it again to the same primary (same replication id) as
     INCRBY 0 only. The total equals the bytes, each record is in the stream
     once, and the replay settles once the replica is back."""
     primary, replica = cluster.primary, cluster.replica
@@ -289,6 +290,15 @@ def test_executed_batch_is_never_executed_again_on_its_primary(cluster, gw_facto
                         what="the batch executed")
         time.sleep(1.5)  # the flusher is in its ROLE/WAIT loop
         assert metric(g, "lizard_metering_pending_records") >= 1
+        # a connection blip after EXEC: the flusher reconnects to the same primary and sends again
+        before_blip = records_of(primary, sid)
+        waiting = [ln for ln in primary.cmd("CLIENT", "LIST").decode().splitlines() if "cmd=wait" in ln]
+        assert waiting, "no WAIT in flight"
+        for ln in waiting:
+            primary.cmd("CLIENT", "KILL", "ID", ln.split("id=", 1)[1].split(" ", 1)[0])
+        gwtest.wait_for(lambda: any("cmd=wait" in ln for ln in primary.cmd("CLIENT", "LIST").decode().splitlines()), 10,
+                        what="the flusher waiting for a replica again")
+        assert records_of(primary, sid) == before_blip
         assert g.stop() == 0, gwtest.tail(g.log)
         assert os.path.exists(spill), gwtest.tail(g.log, 100)
         after_stop = records_of(primary, sid)
