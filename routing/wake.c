@@ -188,8 +188,6 @@ static void on_resume(void *data, const char *err, redisReply *reply)
     bucket_t *b = data;
 
     b->set_req = NULL;
-    if (err == NULL && reply->type == REDIS_REPLY_ERROR)
-        err = reply->str;
     if (err != NULL || reply->type != REDIS_REPLY_INTEGER) {
         /* nothing was written (or, after a timeout, both were): asked again at the next re-read,
          * where the lock, if it is there, says the request is too */
