@@ -225,7 +225,7 @@ def test_replica_in_first_sync_does_not_count(cluster, gw_factory, upstream, cer
     nothing, and ROLE does not list it: the batch must not count as written
     on the primary alone. The primary is killed two flush intervals after
     the bytes were delivered, the sentinels promote that replica, and the new
-    primary holds the bytes: the INCRBY total and one stream record."""
+    primary holds the bytes, once: the INCRBY total and the stream."""
     primary, replica = cluster.primary, cluster.replica
     g = sentinel_gateway(gw_factory, cluster.addresses())
     gwtest.wait_for(lambda: ready(g), 15, what="/readyz through the sentinels")
@@ -233,34 +233,39 @@ def test_replica_in_first_sync_does_not_count(cluster, gw_factory, upstream, cer
     gwtest.register_sandbox(primary, sid, ports={upstream.port: "public"})
     assert primary.cmd("WAIT", "1", "5000") >= 1
     c = fleet.Client(g.tls_port, g.host(upstream.port, sid), certs["ca"])
-    assert c.get("/bytes/10")[0] == 200  # the route is cached: nothing more is read from Redis
-    gwtest.wait_for(lambda: metric(g, "lizard_metering_pending_records") == 0 and records_of(primary, sid), 10,
-                    what="the first batch written")
+    # the route is cached: nothing more is read from Redis; the same size as below: the same head
+    status, n0, _ = c.get("/bytes/1000000")
+    assert status == 200
+    gwtest.wait_for(lambda: metric(g, "lizard_metering_pending_records") == 0 and fleet.egress_total(primary, sid) > 0,
+                    10, what="the first request written")
+    # the gateway counts a response head as the HTTP/1.1 text it built, a fixed number of bytes
+    # shorter than what the client reads (see test_failover_mid_traffic)
+    head_gap = n0 - fleet.egress_total(primary, sid)
+    assert 0 <= head_gap < 512, head_gap
 
     fleet.stall_first_sync(primary, replica)
     status, n, _ = c.get("/bytes/1000000")
     assert status == 200 and n > 1000000, (status, n)
     c.close()
-    gwtest.wait_for(lambda: len(records_of(primary, sid)) == 2, 10, what="the batch executed on the primary")
-    # what the new primary must hold: this batch (the first one went with the replica's restart)
-    egress = int(records_of(primary, sid)[1]["egress"])
-    assert egress > 1000000
+    expected = n - head_gap  # what the new primary must hold (the first request went with the replica's restart)
+    gwtest.wait_for(lambda: fleet.egress_total(primary, sid) > n0, 10, what="a batch executed on the primary")
     time.sleep(2 * 0.2 + 0.2)  # two flush intervals (200 ms) after the bytes
     primary.kill()
 
     gwtest.wait_for(lambda: cluster.sentinels[0].master_port_now() == replica.port, 60, interval=0.2,
                     what="the sentinels promoting the replica that was in its first sync")
     # the gateway sends the batch again to the new primary (60 s: the sentinels' failover on a loaded machine)
-    gwtest.wait_for(lambda: fleet.egress_total(replica, sid) == egress, 60, interval=0.2,
-                    what="the new primary holding the bytes (%d)" % egress)
-    recs = records_of(replica, sid)
-    assert fleet.egress_of(recs, {sid}) == egress and len(recs) == 1, recs
-    # the new primary has no replica: the batch cannot count as written; it goes to the spill file at exit
+    gwtest.wait_for(lambda: fleet.egress_total(replica, sid) > 0 or records_of(replica, sid), 60, interval=0.2,
+                    what="the new primary getting the metering")
+    # the new primary has no replica: nothing counts as written; at exit the final flush executes the
+    # rest there and spills everything
     assert metric(g, "lizard_metering_pending_records") >= 1
     assert g.stop() == 0, gwtest.tail(g.log)
-    assert fleet.egress_total(replica, sid) == egress  # the final flush did not execute it again there
-    assert len(records_of(replica, sid)) == 1
     assert "spilling" in gwtest.tail(g.log, 200)
+    recs = records_of(replica, sid)
+    assert len(fleet.dedup(recs)) == len(recs), recs  # no (gateway, seq) twice
+    assert fleet.egress_of(recs, {sid}) == expected, (fleet.egress_of(recs, {sid}), expected)
+    assert fleet.egress_total(replica, sid) == expected
 
 
 def test_executed_batch_is_never_executed_again_on_its_primary(cluster, gw_factory, upstream, certs):
