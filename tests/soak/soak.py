@@ -761,7 +761,12 @@ class Soak:
             i += 1
             try:
                 self.fault(kind)
-            except Exception as e:  # noqa: BLE001 - a fault that cannot be made is a finding
+            except TimeoutError as e:
+                # Redis or the sentinels did not finish a failover or a resync in time (a loaded machine):
+                # not the gateway's doing; the soak goes on with the cluster as it is, and says so
+                self.count("fault not completed: " + kind)
+                log("fault %r not completed: %s" % (kind, e))
+            except Exception as e:  # noqa: BLE001 - a fault that cannot be made otherwise is a finding
                 self.problem("fault %r failed: %r" % (kind, e))
             time.sleep(self.rng.uniform(1.0, 4.0))
             for name, g in self.gws.items():
