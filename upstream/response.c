@@ -20,7 +20,9 @@
  * after it), before h2o has written it: a larger last piece goes as a send
  * of its own first, billed when written, then an empty final send. Bounds
  * what a connection that closes while h2o still writes can be billed for
- * and never get (README, Metering). */
+ * and never get (README, Metering). Not under HTTP/2 when the piece takes
+ * the client's whole window: h2o 2.2.5 would hold the empty END_STREAM
+ * after it until the client opens the window again. */
 #define FINAL_SEND_MAX_BYTES (16 * 1024)
 /* What is handed to h2o for an HTTP/2 stream without flow-control credit:
  * it goes out when the client opens its window (h2o then calls proceed). */
@@ -156,12 +158,14 @@ static void do_send(gw_exchange_t *ex)
     h2o_buffer_t **receiving = ex->sock != NULL ? &ex->sock->input : &ex->rest;
     h2o_send_state_t state;
     h2o_iovec_t vec;
+    size_t limit;
     int credit;
 
     assert(!ex->res.sending);
-    vec = h2o_doublebuffer_prepare(&ex->sending, receiving, send_limit(ex, &credit));
+    limit = send_limit(ex, &credit);
+    vec = h2o_doublebuffer_prepare(&ex->sending, receiving, limit);
     if (ex->sock == NULL && vec.len == ex->sending.buf->size && (*receiving)->size == 0 && (vec.len == 0 || credit) &&
-        vec.len <= FINAL_SEND_MAX_BYTES) {
+        (vec.len <= FINAL_SEND_MAX_BYTES || (ex->req->version >= 0x200 && vec.len == limit))) {
         state = ex->res.body_error ? H2O_SEND_STATE_ERROR : H2O_SEND_STATE_FINAL;
         ex->state = GW_EX_OVER;
         if (state == H2O_SEND_STATE_FINAL)
