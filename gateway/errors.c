@@ -49,6 +49,7 @@ static const char code_names[GW_ERR_NUM_CODES][CODE_NAME_SIZE] = {
     [GW_ERR_TOO_MANY_CONNECTIONS] = "too_many_connections",
     [GW_ERR_ROUTING_UNAVAILABLE] = "routing_unavailable",
     [GW_ERR_BODY_TOO_LARGE] = "body_too_large",
+    [GW_ERR_BAD_UPSTREAM_RESPONSE] = "bad_upstream_response",
 };
 
 /* The module of the error_logs entry that carries a request's code. */
@@ -98,6 +99,11 @@ static const error_def_t defs[GW_ERR_NUM_CODES] = {
     [GW_ERR_BODY_TOO_LARGE] = {413, "Payload Too Large", "Request body too large",
                                "The request body is larger than this gateway accepts.",
                                "Send a smaller body, or split the upload into several requests.", 0, NULL},
+    [GW_ERR_BAD_UPSTREAM_RESPONSE] = {502, "Bad Gateway", "The app's answer is not valid HTTP",
+                                      "The app on $P of $S answered something that is not valid HTTP/1.1.",
+                                      "Check the server's logs and that it speaks HTTP/1.1 on this port: a status line, "
+                                      "headers, then the body as the headers frame it (Content-Length or chunked).",
+                                      0, NULL},
 };
 
 /* The finer causes (gw_error_why_t): the code each belongs to, and its text. */
@@ -452,14 +458,15 @@ static void render_html(sb_t *out, const error_def_t *def, const char *name, con
     sb_puts(out, "</code></p>\n</main>\n</body>\n</html>\n");
 }
 
-/* port_not_open when something did accept the connection but gave no valid
- * HTTP answer (the proxy says what in `detail`): "nothing is listening" would
- * send the user looking in the wrong place. */
+/* port_not_open when something did accept the connection but closed it
+ * without an answer (the proxy says so in `detail`): "nothing is listening"
+ * would send the user looking in the wrong place. An answer that is not
+ * valid HTTP is bad_upstream_response. */
 static const error_def_t port_not_open_bad_answer = {
     502,
     "Bad Gateway",
-    "No valid answer from this port",
-    "The app on $P of $S did not answer with HTTP.",
+    "No answer from this port",
+    "The app on $P of $S did not answer.",
     "Make sure the server on this port speaks HTTP/1.1, listens on 0.0.0.0 (not 127.0.0.1), and check its logs.",
     0,
     NULL};

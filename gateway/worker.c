@@ -239,6 +239,7 @@ static atomic_uint_fast64_t *client_connections(gw_worker_t *w)
 /* One accepted client connection, counted until its socket closes. */
 typedef struct st_client_conn_t {
     gw_worker_t *worker;
+    h2o_socket_t *sock;
     char addr[INET6_ADDRSTRLEN]; /* "": not counted per address (trusted listener) */
 } client_conn_t;
 
@@ -246,6 +247,9 @@ static void on_client_close(void *data)
 {
     client_conn_t *cc = data;
 
+    /* the descriptor is still open (libh2o patch 0220): what the client
+     * never received of the egress held for it is not billed */
+    gw_proxy_client_closed(cc->worker->proxy, cc->sock);
     atomic_fetch_sub_explicit(client_connections(cc->worker), 1, memory_order_relaxed);
     if (cc->addr[0] != '\0')
         gw_conn_limit_release(cc->worker->server->client_conns, cc->worker->index, cc->addr);
@@ -269,6 +273,7 @@ static int admit(gw_worker_t *w, h2o_socket_t *sock, int trusted)
     }
     cc = alloc_zeroed(sizeof(*cc));
     cc->worker = w;
+    cc->sock = sock;
     if (!trusted && (len = h2o_socket_getpeername(sock, (void *)&ss)) != 0 &&
         gw_netaddr_peer_text((void *)&ss, len, cc->addr, sizeof(cc->addr)) >= 0) {
         if (!gw_conn_limit_acquire(s->client_conns, w->index, cc->addr)) {
@@ -562,6 +567,8 @@ static void *worker_main(void *arg)
     }
     /* The loop stops here: what this worker counted goes to the shared queue
      * for main's final flush. */
+    /* egress still held for open connections: what their clients have */
+    gw_proxy_settle_deliveries(w->proxy);
     gw_proxy_set_bytes_cb(w->proxy, NULL, NULL);
     gw_metering_submit(s->metering, w->meter, wall_ms());
     gw_metering_submit_activity(s->metering, w->activity); /* the last interval's ZADD, by the final flush */

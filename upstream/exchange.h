@@ -11,6 +11,7 @@
 #include <h2o.h>
 #include "khash.h"
 #include "common/counter.h"
+#include "upstream/delivery.h"
 #include "upstream/http1_head.h"
 #include "upstream/opt_timeout.h"
 #include "upstream/proxy.h"
@@ -36,7 +37,8 @@ struct st_gw_proxy_t {
      * client, the longest-waiting first (the first reset over a budget) */
     size_t held;
     khash_t(gw_conn_held) * conn_held;
-    h2o_linklist_t waiting; /* of exchange_t.waiting */
+    h2o_linklist_t waiting;      /* of exchange_t.waiting */
+    gw_deliveries_t *deliveries; /* egress held per client connection until delivered */
     gw_proxy_bytes_t total;
     gw_proxy_bytes_cb bytes_cb;
     void *bytes_cb_data;
@@ -109,6 +111,7 @@ typedef struct st_gw_exchange_t {
         unsigned sending : 1;        /* an h2o_send is in flight; waiting for proceed */
         unsigned started : 1;        /* h2o_send has been called once (the head is out) */
         unsigned encode_chunked : 1; /* HTTP/1.1 client, length unknown: chunked here, not by h2o's filter */
+        int first_decoded;           /* gw_exchange_decode_first's gw_http1_body_decode result */
         size_t unbilled;             /* bytes of the h2o_send in flight: billed when h2o reports them written (proceed) */
         gw_http1_body_t body;        /* framing, and whether the connection may serve another request afterwards */
     } res;
@@ -124,6 +127,13 @@ void gw_exchange_clear_timer(gw_exchange_t *ex);
 void gw_exchange_set_timer(gw_exchange_t *ex, gw_opt_timeout_t *t, h2o_timeout_cb cb);
 /* Bills bytes to the exchange's sandbox (metering, /metrics). */
 void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, int no_activity, uint64_t egress, uint64_t ingress);
+/* Egress written (`written`) or about to be handed to h2o toward the client
+ * socket `client`: billed once the client has it (delivery.h); client NULL:
+ * billed now. */
+void gw_proxy_add_egress(gw_proxy_t *p, h2o_socket_t *client, const char *sandbox_id, int no_activity, uint64_t egress,
+                         int written);
+/* The client connection's socket, or NULL. */
+h2o_socket_t *gw_exchange_client_socket(gw_exchange_t *ex);
 /* Upper bound of the HTTP/1 head h2o writes for the response (metering). */
 size_t gw_exchange_response_head_size(h2o_req_t *req);
 /* Gives back the sandbox's and the client address's slots, once. */
@@ -132,8 +142,13 @@ void gw_exchange_release_slots(gw_exchange_t *ex);
 void gw_exchange_detach_upstream(gw_exchange_t *ex);
 
 /* response.c */
-/* The head is in req->res: starts the response and streams the body, whose
- * first bytes may already be in the upstream input. */
+/* Decodes in place the body bytes that came with the head (the upstream
+ * input past its first head_size bytes, which stay as they are), before the
+ * response starts. Returns 0, or -1 when their framing is broken. */
+int gw_exchange_decode_first(gw_exchange_t *ex, size_t head_size);
+/* The head is in req->res and consumed from the upstream input: starts the
+ * response and streams the body, whose first bytes (decoded by
+ * gw_exchange_decode_first unless no_body) may already be in that input. */
 void gw_exchange_start_body(gw_exchange_t *ex, int no_body);
 /* Brings ex->held (and the worker's and the connection's sums) up to date
  * with the response bytes the exchange holds now. */

@@ -126,7 +126,12 @@ static int request_header_is_forwarded(const h2o_header_t *h, const conn_list_t 
     }
     if (is_hop_by_hop_name(name->base, name->len) || name_is(name->base, name->len, H2O_STRLIT("forwarded")) ||
         name_has_prefix(name->base, name->len, H2O_STRLIT("x-forwarded-")) ||
-        name_has_prefix(name->base, name->len, H2O_STRLIT("x-lizard-")))
+        name_has_prefix(name->base, name->len, H2O_STRLIT("x-lizard-")) || name_is(name->base, name->len, H2O_STRLIT("x-real-ip")))
+        return 0;
+    /* nginx's default (underscores_in_headers off): a server or a framework
+     * that maps "_" and "-" alike (CGI, WSGI, PHP) would read
+     * Transfer_Encoding as Transfer-Encoding, X_Lizard_... as X-Lizard-... */
+    if (memchr(name->base, '_', name->len) != NULL)
         return 0;
     return !listed_in_connection(conn, name->base, name->len);
 }
@@ -249,11 +254,14 @@ static int header_is(const struct phr_header *h, const char *lc, size_t lclen)
     return h2o_lcstris(h->name, h->name_len, lc, lclen);
 }
 
-int gw_http1_response_framing(const gw_http1_response_t *res, gw_http1_body_t *body)
+int gw_http1_response_framing(const gw_http1_response_t *res, gw_http1_body_t *body, const char **why)
 {
+    const char *dummy;
     int chunked = 0;
     size_t i;
 
+    if (why == NULL)
+        why = &dummy;
     memset(body, 0, sizeof(*body));
     body->content_length = SIZE_MAX;
     body->keepalive = res->minor_version >= 1;
@@ -261,8 +269,10 @@ int gw_http1_response_framing(const gw_http1_response_t *res, gw_http1_body_t *b
     for (i = 0; i != res->num_headers; ++i) {
         const struct phr_header *h = res->headers + i;
         /* picohttpparser gives an obs-fold continuation line no name */
-        if (h->name_len == 0)
+        if (h->name_len == 0) {
+            *why = "Its response head has a folded (obs-fold) header line.";
             return -1;
+        }
         if (header_is(h, H2O_STRLIT("connection"))) {
             if (h2o_contains_token(h->value, h->value_len, H2O_STRLIT("close"), ','))
                 body->keepalive = 0;
@@ -270,12 +280,19 @@ int gw_http1_response_framing(const gw_http1_response_t *res, gw_http1_body_t *b
             if (h2o_lcstris(h->value, h->value_len, H2O_STRLIT("chunked"))) {
                 chunked = 1;
             } else if (!h2o_lcstris(h->value, h->value_len, H2O_STRLIT("identity"))) {
+                *why = "Its response has a Transfer-Encoding other than chunked.";
                 return -1;
             }
         } else if (header_is(h, H2O_STRLIT("content-length"))) {
             size_t v = h2o_strtosize(h->value, h->value_len);
-            if (v == SIZE_MAX || (body->content_length != SIZE_MAX && body->content_length != v))
+            if (v == SIZE_MAX) {
+                *why = "Its response has a Content-Length that is not a number.";
                 return -1;
+            }
+            if (body->content_length != SIZE_MAX && body->content_length != v) {
+                *why = "Its response has two different Content-Length values.";
+                return -1;
+            }
             body->content_length = v;
         }
     }

@@ -46,8 +46,9 @@ typedef struct st_gw_http1_request_t {
 } gw_http1_request_t;
 
 /* The request head, from pool. Hop-by-hop headers (and those the client's
- * Connection lists), Host, Content-Length, Expect, Forwarded, X-Forwarded-*
- * and X-Lizard-* of the client are not forwarded; cookies go in one Cookie
+ * Connection lists), Host, Content-Length, Expect, Forwarded, X-Forwarded-*,
+ * X-Real-IP, X-Lizard-* and any name with an underscore of the client are
+ * not forwarded; cookies go in one Cookie
  * header; Host, X-Forwarded-*, Content-Length (with a body, and for POST and
  * PUT) and Connection are the gateway's. The request line is written as
  * given: the caller has checked it (gateway/request_line.h). */
@@ -89,8 +90,9 @@ typedef struct st_gw_http1_body_t {
 /* Reads what a final response head says about its body and the connection
  * into *body. Returns 0, or -1 when the head cannot be trusted: an obs-fold
  * line (RFC 9112 5.2 lets a gateway answer 502), a transfer coding other
- * than chunked, or two different Content-Length values. */
-int gw_http1_response_framing(const gw_http1_response_t *res, gw_http1_body_t *body);
+ * than chunked, or two different Content-Length values; then *why (when
+ * why is not NULL) is a static sentence saying which, for the 502. */
+int gw_http1_response_framing(const gw_http1_response_t *res, gw_http1_body_t *body, const char **why);
 
 /* Decodes in place the *len bytes of body at buf that just arrived, and sets
  * *len to the body bytes they hold (framing removed, bytes past the end

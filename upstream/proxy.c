@@ -25,14 +25,21 @@
  * completing together does not close what the next requests need, short
  * enough that a burst's connections do not stay for upstream.idle_timeout_ms. */
 #define POOL_SURPLUS_IDLE_MS 2000
+/* How often a client connection holding egress not yet known delivered asks
+ * the kernel what its client acknowledged (upstream/delivery.h): the delay
+ * of billing, at one ioctl per second per connection with traffic. */
+#define DELIVERY_CHECK_MS 1000
 /* Bounds of the upstream sockets' kernel receive buffer (see gw_proxy_new). */
 #define MIN_UPSTREAM_RCVBUF (4 * 1024)
 #define MAX_UPSTREAM_RCVBUF (2 * 1024 * 1024)
 
 #define DETAIL_CLOSED "It accepted the connection but closed it without answering."
-#define DETAIL_NOT_HTTP "The app answered something that is not HTTP/1.x."
-#define DETAIL_CLOSED_IN_HEAD "The app closed the connection in the middle of its response head."
-#define DETAIL_HEAD_TOO_LARGE "The app's response head is larger than 64 KiB."
+/* bad_upstream_response: what was wrong with the answer */
+#define DETAIL_NOT_HTTP "Its status line or headers are not HTTP/1.x."
+#define DETAIL_UNASKED_101 "It switched protocols (101) without being asked to."
+#define DETAIL_CLOSED_IN_HEAD "It closed the connection in the middle of its response head."
+#define DETAIL_HEAD_TOO_LARGE "Its response head is larger than 64 KiB."
+#define DETAIL_BAD_CHUNKED "Its chunked body is malformed (a chunk size or line end that RFC 9112 does not allow)."
 #define DETAIL_CONNECT_TIMEOUT "Connecting to it timed out."
 #define DETAIL_FIRST_BYTE_TIMEOUT "It accepted the request but did not start answering in time."
 
@@ -68,6 +75,26 @@ void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, int no_activity, 
     GW_PROXY_COUNT(p, ingress_bytes, ingress);
     if (p->bytes_cb != NULL)
         p->bytes_cb(p->bytes_cb_data, sandbox_id, &delta);
+}
+
+void gw_proxy_add_egress(gw_proxy_t *p, h2o_socket_t *client, const char *sandbox_id, int no_activity, uint64_t egress, int written)
+{
+    if (client == NULL) {
+        gw_proxy_add_bytes(p, sandbox_id, no_activity, egress, 0);
+        return;
+    }
+    gw_deliveries_hold(p->deliveries, client, sandbox_id, no_activity, egress, written);
+}
+
+static void on_delivered(void *data, const char *sandbox_id, int no_activity, uint64_t egress)
+{
+    gw_proxy_add_bytes(data, sandbox_id, no_activity, egress, 0);
+}
+
+h2o_socket_t *gw_exchange_client_socket(gw_exchange_t *ex)
+{
+    h2o_conn_t *conn = ex->req->conn;
+    return conn->callbacks->get_socket != NULL ? conn->callbacks->get_socket(conn) : NULL;
 }
 
 void gw_exchange_release_slots(gw_exchange_t *ex)
@@ -214,16 +241,27 @@ static void allow_token_header(h2o_req_t *req)
 static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
 {
     h2o_req_t *req = ex->req;
+    const char *why = DETAIL_NOT_HTTP;
     int no_body;
 
-    if (gw_http1_response_framing(head, &ex->res.body) != 0) {
-        fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_NOT_HTTP);
+    if (gw_http1_response_framing(head, &ex->res.body, &why) != 0) {
+        fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, why);
         return;
     }
     if (head->status == 101 && !(ex->is_websocket && ex->up_req.done && !ex->up_req.failed)) {
         /* switching protocols unasked (or before the request was out) */
-        fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_NOT_HTTP);
+        fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, DETAIL_UNASKED_101);
         return;
+    }
+    no_body = head->status != 101 && (ex->is_head || head->status == 204 || head->status == 304);
+    if (head->status != 101 && !no_body) {
+        /* the body bytes that came with the head are decoded before
+         * anything of the response is set: broken framing there is still
+         * a 502 of the gateway's own, with none of the app's headers */
+        if (gw_exchange_decode_first(ex, head->size) != 0) {
+            fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, DETAIL_BAD_CHUNKED);
+            return;
+        }
     }
 
     req->res.status = head->status;
@@ -238,7 +276,6 @@ static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
         return;
     }
 
-    no_body = ex->is_head || head->status == 204 || head->status == 304;
     if (ex->res.body.content_length != SIZE_MAX && head->status != 204)
         req->res.content_length = ex->res.body.content_length;
 
@@ -271,7 +308,7 @@ static void on_head_read(h2o_socket_t *sock, const char *err)
         if (!ex->res.got_byte && sock->input->size == 0) {
             on_no_response(ex, DETAIL_CLOSED);
         } else {
-            fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_CLOSED_IN_HEAD);
+            fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, DETAIL_CLOSED_IN_HEAD);
         }
         return;
     }
@@ -286,10 +323,10 @@ static void on_head_read(h2o_socket_t *sock, const char *err)
         case GW_HTTP1_HEAD_PARTIAL:
             return;
         case GW_HTTP1_HEAD_INVALID:
-            fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_NOT_HTTP);
+            fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, DETAIL_NOT_HTTP);
             return;
         case GW_HTTP1_HEAD_TOO_LARGE:
-            fail(ex, GW_ERR_PORT_NOT_OPEN, DETAIL_HEAD_TOO_LARGE);
+            fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, DETAIL_HEAD_TOO_LARGE);
             return;
         }
         if (head.status >= 200 || head.status == 101)
@@ -467,6 +504,7 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     gw_opt_timeout_init(ctx->loop, &p->client_stall_timeout, conf->client_stall_timeout_ms);
     h2o_linklist_init_anchor(&p->websockets);
     h2o_linklist_init_anchor(&p->waiting);
+    p->deliveries = gw_deliveries_new(ctx->loop, DELIVERY_CHECK_MS, on_delivered, p);
     if ((p->conn_held = kh_init(gw_conn_held)) == NULL)
         h2o_fatal("no memory");
 
@@ -492,6 +530,7 @@ void gw_proxy_free(gw_proxy_t *p)
     if (p == NULL)
         return;
     gw_proxy_close_websockets(p);
+    gw_deliveries_free(p->deliveries);
     gw_upstream_pool_free(p->pool);
     kh_destroy(gw_conn_held, p->conn_held);
     gw_opt_timeout_dispose(p->ctx->loop, &p->connect_timeout);
@@ -597,4 +636,14 @@ void gw_proxy_set_revocation(gw_proxy_t *p, gw_revocation_t *r)
 void gw_proxy_drop_pools(gw_proxy_t *p, const char *sandbox_id, const char *current_lifecycle)
 {
     gw_upstream_pool_drop(p->pool, sandbox_id, current_lifecycle);
+}
+
+void gw_proxy_client_closed(gw_proxy_t *p, h2o_socket_t *sock)
+{
+    gw_deliveries_close(p->deliveries, sock);
+}
+
+void gw_proxy_settle_deliveries(gw_proxy_t *p)
+{
+    gw_deliveries_settle_all(p->deliveries);
 }

@@ -106,6 +106,15 @@ gw_proxy_bytes_t gw_proxy_bytes_total(const gw_proxy_t *p);
  * is closed. */
 void gw_proxy_set_revocation(gw_proxy_t *p, gw_revocation_t *r);
 
+/* A client socket of this proxy's worker is being disposed, its descriptor
+ * still open (h2o's on_close, libh2o patch 0220): the egress it held is
+ * billed as far as the client received it (upstream/delivery.h). */
+void gw_proxy_client_closed(gw_proxy_t *p, h2o_socket_t *sock);
+
+/* Bills the egress every open client connection has delivered so far (at
+ * shutdown, before the bytes hook is cleared). */
+void gw_proxy_settle_deliveries(gw_proxy_t *p);
+
 /* Closes every pooled connection of (sandbox) whose lifecycle differs from
  * `current` (NULL: all of that sandbox's). */
 void gw_proxy_drop_pools(gw_proxy_t *p, const char *sandbox_id, const char *current_lifecycle);

@@ -16,6 +16,14 @@
 /* At most this much of the response is handed to h2o per h2o_send: it bounds
  * the copy a TLS socket makes while encrypting. */
 #define SEND_CHUNK_BYTES (128 * 1024)
+/* The final send is billed as it is handed over (h2o calls no proceed
+ * after it), before h2o has written it: a larger last piece goes as a send
+ * of its own first, billed when written, then an empty final send. Bounds
+ * what a connection that closes while h2o still writes can be billed for
+ * and never get (README, Metering). Not under HTTP/2 when the piece takes
+ * the client's whole window: h2o 2.2.5 would hold the empty END_STREAM
+ * after it until the client opens the window again. */
+#define FINAL_SEND_MAX_BYTES (16 * 1024)
 /* What is handed to h2o for an HTTP/2 stream without flow-control credit:
  * it goes out when the client opens its window (h2o then calls proceed). */
 #define STALLED_SEND_BYTES (16 * 1024)
@@ -150,16 +158,19 @@ static void do_send(gw_exchange_t *ex)
     h2o_buffer_t **receiving = ex->sock != NULL ? &ex->sock->input : &ex->rest;
     h2o_send_state_t state;
     h2o_iovec_t vec;
+    size_t limit;
     int credit;
 
     assert(!ex->res.sending);
-    vec = h2o_doublebuffer_prepare(&ex->sending, receiving, send_limit(ex, &credit));
-    if (ex->sock == NULL && vec.len == ex->sending.buf->size && (*receiving)->size == 0 && (vec.len == 0 || credit)) {
+    limit = send_limit(ex, &credit);
+    vec = h2o_doublebuffer_prepare(&ex->sending, receiving, limit);
+    if (ex->sock == NULL && vec.len == ex->sending.buf->size && (*receiving)->size == 0 && (vec.len == 0 || credit) &&
+        (vec.len <= FINAL_SEND_MAX_BYTES || (ex->req->version >= 0x200 && vec.len == limit))) {
         state = ex->res.body_error ? H2O_SEND_STATE_ERROR : H2O_SEND_STATE_FINAL;
         ex->state = GW_EX_OVER;
         if (state == H2O_SEND_STATE_FINAL)
-            gw_proxy_add_bytes(ex->proxy, ex->sandbox_id, ex->no_activity,
-                               vec.len + (ex->res.started ? 0 : gw_exchange_response_head_size(ex->req)), 0);
+            gw_proxy_add_egress(ex->proxy, gw_exchange_client_socket(ex), ex->sandbox_id, ex->no_activity,
+                                vec.len + (ex->res.started ? 0 : gw_exchange_response_head_size(ex->req)), 0);
     } else {
         /* an empty send is only for getting the head out (server-sent
          * events: the head comes long before the first event) */
@@ -209,8 +220,8 @@ void gw_exchange_on_proceed(h2o_generator_t *generator, h2o_req_t *req)
     (void)req;
     ex->res.sending = 0;
     gw_exchange_stop_waiting(ex);
-    /* h2o wrote the send to the client socket: these bytes are delivered */
-    gw_proxy_add_bytes(ex->proxy, ex->sandbox_id, ex->no_activity, ex->res.unbilled, 0);
+    /* h2o wrote the send to the client socket: billed once the client has them */
+    gw_proxy_add_egress(ex->proxy, gw_exchange_client_socket(ex), ex->sandbox_id, ex->no_activity, ex->res.unbilled, 1);
     ex->res.unbilled = 0;
     if (ex->sending.bytes_inflight != 0)
         h2o_doublebuffer_consume(&ex->sending);
@@ -322,6 +333,23 @@ static void on_io_timeout(h2o_timeout_entry_t *entry)
         do_send(ex);
 }
 
+/* The body bytes that arrived are decoded (`ret` as gw_http1_body_decode's). */
+static void on_body_decoded(gw_exchange_t *ex, int ret)
+{
+    if (ret < 0)
+        ex->res.body_error = 1;
+    if (ret != 0) {
+        release_upstream(ex, ret > 0);
+    } else {
+        update_reading(ex);
+    }
+    gw_exchange_account(ex);
+    if (enforce_budgets(ex))
+        return;
+    if (!ex->res.sending)
+        do_send(ex);
+}
+
 /* `newbytes` more bytes of body are at the end of the upstream input, or
  * the upstream said `err`. */
 static void on_body_bytes(gw_exchange_t *ex, size_t newbytes, const char *err)
@@ -340,23 +368,24 @@ static void on_body_bytes(gw_exchange_t *ex, size_t newbytes, const char *err)
         ret = gw_http1_body_decode(&ex->res.body, in->bytes + in->size - newbytes, &len);
         in->size -= newbytes - len;
     }
-    if (ret < 0)
-        ex->res.body_error = 1;
-    if (ret != 0) {
-        release_upstream(ex, ret > 0);
-    } else {
-        update_reading(ex);
-    }
-    gw_exchange_account(ex);
-    if (enforce_budgets(ex))
-        return;
-    if (!ex->res.sending)
-        do_send(ex);
+    on_body_decoded(ex, ret);
 }
 
 static void on_body_read(h2o_socket_t *sock, const char *err)
 {
     on_body_bytes(sock->data, sock->bytes_read, err);
+}
+
+int gw_exchange_decode_first(gw_exchange_t *ex, size_t head_size)
+{
+    h2o_buffer_t *in = ex->sock->input;
+    size_t len = in->size - head_size;
+
+    /* with no bytes too: a Content-Length of 0 is complete at once */
+    if ((ex->res.first_decoded = gw_http1_body_decode(&ex->res.body, in->bytes + head_size, &len)) < 0)
+        return -1;
+    in->size = head_size + len;
+    return 0;
 }
 
 void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
@@ -376,8 +405,9 @@ void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
         return;
     }
     h2o_socket_read_start(sock, on_body_read);
+    gw_exchange_set_timer(ex, &ex->proxy->io_timeout, on_io_timeout);
     /* with the bytes that came with the head; this sends the head too */
-    on_body_bytes(ex, sock->input->size, NULL);
+    on_body_decoded(ex, ex->res.first_decoded);
 }
 
 void gw_exchange_cut(gw_exchange_t *ex)

@@ -23,13 +23,15 @@ typedef struct st_websocket_t {
     char *client_addr;
     size_t slot_worker;       /* the worker index the slots were taken with (the exchange's) */
     size_t head_bytes;        /* of the 101, billed once it is written */
+    h2o_socket_t *client;     /* once the 101 is written: the bytes to it are billed as it receives them */
     gw_revocable_t revocable; /* taken over from the exchange */
 } websocket_t;
 
 static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstream)
 {
     websocket_t *ws = data;
-    gw_proxy_add_bytes(ws->proxy, ws->sandbox_id, ws->no_activity, to_client, to_upstream);
+    gw_proxy_add_bytes(ws->proxy, ws->sandbox_id, ws->no_activity, 0, to_upstream);
+    gw_proxy_add_egress(ws->proxy, ws->client, ws->sandbox_id, ws->no_activity, to_client, 1);
 }
 
 static void on_websocket_close(void *data)
@@ -73,7 +75,8 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
     }
     h2o_buffer_consume(&client->input, reqsize);
     /* h2o calls back once the 101 is written to the client */
-    gw_proxy_add_bytes(ws->proxy, ws->sandbox_id, ws->no_activity, ws->head_bytes, 0);
+    ws->client = client;
+    gw_proxy_add_egress(ws->proxy, client, ws->sandbox_id, ws->no_activity, ws->head_bytes, 1);
     /* bounds what one read of the client pulls in, as for upstreams */
     setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &ws->proxy->rcvbuf, sizeof(ws->proxy->rcvbuf));
     if (ws->revocable.grant.record != NULL && ws->proxy->revocation != NULL)

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!inside(res.headers[i].name, res.headers[i].name_len, data, size) ||
             !inside(res.headers[i].value, res.headers[i].value_len, data, size))
             __builtin_trap();
-    if (gw_http1_response_framing(&res, &body) != 0)
+    if (gw_http1_response_framing(&res, &body, NULL) != 0)
         return 0;
     h2o_mem_init_pool(&pool);
     gw_http1_response_headers(&pool, &out, &res, 1);

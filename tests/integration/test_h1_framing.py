@@ -295,6 +295,73 @@ def test_well_formed_framing_still_works(front):
     assert got["/ok-cl"]["body"] == b"abc" and got["/ok-te"]["body"] == b"abc"
 
 
+# --- 0030: strict chunk sizes --------------------------------------------------------
+
+
+def _padded_request(m, h, size=None):
+    """A whole request of exactly `size` bytes (an X-Pad header fills it): the
+    data of a chunk a front proxy reads as `size` bytes long."""
+    req = "GET /smuggled-{m} HTTP/1.1\r\nHost: {h}\r\nX-Pad: \r\n\r\n".format(m=m, h=h)
+    if size is None:
+        return req
+    assert len(req) <= size
+    return req.replace("X-Pad: ", "X-Pad: " + "p" * (size - len(req)))
+
+
+CHUNK_HEAD = "POST /bad-{m} HTTP/1.1\r\nHost: {h}\r\nTransfer-Encoding: chunked\r\n\r\n"
+CHUNK_CASES = {
+    # HAProxy and nginx read "0x80" as an error; 2.2.5 read it as the last
+    # chunk ("0" with the extension "x80"), so the 128 bytes of data that a
+    # front reading the size as 0x80 forwards became a request of their own
+    "hex_prefix": lambda m, h: CHUNK_HEAD.format(m=m, h=h) + "0x80\r\n" + "\r\n" + _padded_request(m, h, 126) + "\r\n0\r\n\r\n",
+    "trailing_garbage": lambda m, h: CHUNK_HEAD.format(m=m, h=h) + "5zz\r\nhello\r\n0\r\n\r\n",
+    "size_not_below_2_63": lambda m, h: CHUNK_HEAD.format(m=m, h=h) + "8000000000000000\r\nhello\r\n0\r\n\r\n",
+    "seventeen_digits": lambda m, h: CHUNK_HEAD.format(m=m, h=h) + "00000000000000005\r\nhello\r\n0\r\n\r\n",
+    "space_then_crlf": lambda m, h: CHUNK_HEAD.format(m=m, h=h) + "5 \r\nhello\r\n0\r\n\r\n",
+    "bare_lf_after_size": lambda m, h: CHUNK_HEAD.format(m=m, h=h) + "5\nhello\r\n0\r\n\r\n",
+    "bare_lf_after_data": lambda m, h: CHUNK_HEAD.format(m=m, h=h) + "5\r\nhello\n0\r\n\r\n",
+    "cr_cr_lf_after_data": lambda m, h: CHUNK_HEAD.format(m=m, h=h) + "5\r\nhello\r\r\n0\r\n\r\n",
+    "control_in_extension": lambda m, h: CHUNK_HEAD.format(m=m, h=h) + "5;a\x01b\r\nhello\r\n0\r\n\r\n",
+    # a bare LF ended the trailer section: what follows was a second request
+    "bare_lf_ends_trailers": lambda m, h: CHUNK_HEAD.format(m=m, h=h) + "0\r\n\n" + _padded_request(m, h),
+}
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+@pytest.mark.parametrize("case", sorted(CHUNK_CASES))
+def test_lenient_chunk_sizes_are_refused(front, case, tls):
+    """h2o patch 0030: a chunked request body whose framing RFC 9112 7.1 rules
+    out gets 400 and the connection is closed; neither the request nor what
+    a front proxy could have read as a second request reaches the app."""
+    f = front
+    m = "chunk-%s-%s" % (case, "tls" if tls else "plain")
+    raw = CHUNK_CASES[case](m, f.host).encode()
+    before = f.steady.count()
+
+    data, closed = send_until_close(connect(f, tls), raw)
+
+    assert statuses(data) == [400], "want exactly one answer, a 400: %r" % data[:500]
+    assert closed, "the connection stayed open after the 400"
+    assert app_paths(f, m) == [], "the app got %r" % app_paths(f, m)
+    f.steady.served_after(before)
+
+
+def test_well_formed_chunks_still_pass(front):
+    """What RFC 9112 allows still reaches the app whole: upper- and lowercase
+    hex, leading zeros, extensions (with BWS before ";"), trailer fields."""
+    f = front
+    h = f.host.encode()
+    body = (b"5;name=value\r\nhello\r\n00A ; ext\r\n0123456789\r\nb\r\n-abcdefghij\r\n"
+            b"0\r\nX-Trailer: 1\r\n\r\n")
+    reqs = (b"POST /chunk-ok HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n" % h + body
+            + b"GET /chunk-ok-last HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % h)
+    data, closed = send_until_close(connect(f, True), reqs)
+    assert closed and statuses(data) == [200, 200], data[:800]
+    got = {r["path"]: r for r in f.app.snapshot() if r["path"].startswith("/chunk-ok")}
+    assert got["/chunk-ok"]["body"] == b"hello0123456789-abcdefghij", got["/chunk-ok"]
+    assert "/chunk-ok-last" in got
+
+
 # --- the gateway: request-target forms, CONNECT, methods ------------------------------
 
 
@@ -535,23 +602,148 @@ class RawApp:
         self.sock.close()
 
 
-def test_folded_response_header_is_a_502(front, redis):
-    """picohttpparser gives an obs-fold line of a response no name: the
-    gateway passed it to the client as a header with an empty name. RFC 9112
-    5.2 lets a gateway answer 502 instead."""
+BAD_ANSWERS = {
+    # picohttpparser gives an obs-fold line of a response no name: the
+    # gateway passed it to the client as a header with an empty name (RFC
+    # 9112 5.2 lets a gateway answer 502 instead)
+    "folded_header": (b"HTTP/1.1 200 OK\r\nX-From-App: 1\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\n"
+                      b"Connection: close\r\n\r\nok", "folded"),
+    "not_http": (b"SSH-2.0-OpenSSH_9.2\r\n\r\n", "not HTTP/1.x"),
+    "bad_status_code": (b"HTTP/1.1 2x0 OK\r\nX-From-App: 1\r\nContent-Length: 2\r\n\r\nok", "not HTTP/1.x"),
+    "status_out_of_range": (b"HTTP/1.1 600 Odd\r\nX-From-App: 1\r\nContent-Length: 0\r\n\r\n", "not HTTP/1.x"),
+    "two_lengths": (b"HTTP/1.1 200 OK\r\nX-From-App: 1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+                    "two different Content-Length"),
+    "length_not_a_number": (b"HTTP/1.1 200 OK\r\nX-From-App: 1\r\nContent-Length: 2x\r\n\r\nok", "not a number"),
+    "other_coding": (b"HTTP/1.1 200 OK\r\nX-From-App: 1\r\nTransfer-Encoding: gzip\r\n\r\nok", "other than chunked"),
+    "unasked_101": (b"HTTP/1.1 101 Switching Protocols\r\nX-From-App: 1\r\nUpgrade: websocket\r\n\r\n", "101"),
+    "closed_in_head": (b"HTTP/1.1 200 OK\r\nX-From-App: 1\r\nContent-Le", "middle of its response head"),
+    # h2o patch 0030 on the sandbox side: 2.2.5 read "0x80" as the last
+    # chunk (an empty 200), "5zz" as 5
+    "chunk_hex_prefix": (b"HTTP/1.1 200 OK\r\nX-From-App: 1\r\nTransfer-Encoding: chunked\r\n\r\n0x80\r\n\r\n"
+                         + b"x" * 126 + b"\r\n0\r\n\r\n", "chunked body is malformed"),
+    "chunk_trailing_garbage": (b"HTTP/1.1 200 OK\r\nX-From-App: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                               b"5zz\r\nhello\r\n0\r\n\r\n", "chunked body is malformed"),
+    "chunk_bare_lf": (b"HTTP/1.1 200 OK\r\nX-From-App: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                      b"5\nhello\r\n0\r\n\r\n", "chunked body is malformed"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ANSWERS))
+def test_malformed_response_is_bad_upstream_response(front, redis, case):
+    """A sandbox answer that is not valid HTTP/1.1 is the contract's 502
+    bad_upstream_response (it was port_not_open, "nothing is listening", or
+    for the chunked cases a 200), with a message that says what was wrong,
+    and none of the app's headers: its head was never trusted."""
     f = front
-    app = RawApp(b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+    answer, says = BAD_ANSWERS[case]
+    app = RawApp(answer)
     try:
-        sid = gwtest.new_sandbox_id("fr")
+        sid = gwtest.new_sandbox_id("br")
         gwtest.register_sandbox(redis, sid, ports={app.port: "public"})
         host = f.gw.host(app.port, sid)
         for tls in (False, True):
-            raw = ("GET /folded HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % host).encode()
+            raw = ("GET /bad-answer HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % host).encode()
             status, head, body = one_request(f, raw, tls)
             assert status == 502, head
-            assert json.loads(body)["error"]["code"] == "port_not_open", body
+            err = json.loads(body)["error"]
+            assert err["code"] == "bad_upstream_response", err
+            assert "not valid HTTP/1.1" in err["message"] and says in err["message"], err["message"]
+            assert (err["sandboxId"], err["port"]) == (sid, app.port), err
+            assert b"x-from-app" not in head.lower(), head
     finally:
         app.stop()
+    # an app that closes without a byte is still port_not_open (nothing answered)
+    app = RawApp(b"")
+    try:
+        sid = gwtest.new_sandbox_id("bc")
+        gwtest.register_sandbox(redis, sid, ports={app.port: "public"})
+        raw = ("GET /no-answer HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % f.gw.host(app.port, sid)).encode()
+        status, head, body = one_request(f, raw, True)
+        assert (status, json.loads(body)["error"]["code"]) == (502, "port_not_open"), (head, body)
+    finally:
+        app.stop()
+
+
+def test_chunked_response_broken_after_it_started_is_cut(front, redis):
+    """Once the response has started (here: a first chunk in its own read),
+    broken chunked framing cuts it: the client sees a truncated body (no
+    last chunk, the connection closed), never a complete one."""
+    f = front
+
+    def serve(c):
+        c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+        time.sleep(0.5)
+        c.sendall(b"0x80\r\n\r\n")
+
+    app = ScriptedApp(serve)
+    try:
+        sid = gwtest.new_sandbox_id("bk")
+        gwtest.register_sandbox(redis, sid, ports={app.port: "public"})
+        raw = ("GET /cut HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % f.gw.host(app.port, sid)).encode()
+        data, closed = send_until_close(connect(f, True), raw)
+        assert closed and data.startswith(b"HTTP/1.1 200 "), data[:300]
+        head, _, rest = data.partition(b"\r\n\r\n")
+        assert rest.startswith(b"5\r\nhello\r\n") and not rest.endswith(b"0\r\n\r\n"), rest
+    finally:
+        app.stop()
+
+
+class ScriptedApp(RawApp):
+    """A sandbox app that reads one request head, then runs serve(conn)."""
+
+    def __init__(self, serve):
+        self.serve = serve
+        super().__init__(b"")
+
+    def run(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with c:
+                c.settimeout(IO_TIMEOUT_S)
+                buf = b""
+                try:
+                    while b"\r\n\r\n" not in buf:
+                        chunk = c.recv(65536)
+                        if not chunk:
+                            break
+                        buf += chunk
+                    self.serve(c)
+                except OSError:
+                    pass
+
+
+# --- client headers the sandbox never sees ------------------------------------------
+
+
+def test_underscore_headers_and_real_ip_are_not_forwarded(front):
+    """nginx's defaults (underscores_in_headers off; X-Real-IP is a proxy's,
+    not a client's): a client header with an underscore in its name
+    (Transfer_Encoding, X_Lizard_Access_Token: servers that map "_" to "-",
+    as CGI/WSGI/PHP do, would read them as the real ones) and a client-sent
+    X-Real-IP never reach the app, over HTTP/1.1 (plain and TLS) and HTTP/2;
+    the request itself is served, and other headers pass."""
+    f = front
+    sent = [("Transfer_Encoding", "chunked"), ("X_Lizard_Access_Token", "not-for-the-app"),
+            ("content_length", "99"), ("X-Real-IP", "198.51.100.7"), ("X-Kept", "yes")]
+    for tls in (False, True):
+        m = "/underscore-h1-%s" % ("tls" if tls else "plain")
+        lines = "".join("%s: %s\r\n" % kv for kv in sent)
+        raw = ("GET %s HTTP/1.1\r\nHost: %s\r\n%sConnection: close\r\n\r\n" % (m, f.host, lines)).encode()
+        status, head, body = one_request(f, raw, tls)
+        assert (status, body) == (200, b"app:" + m.encode()), (head, body)
+    status, rh, body = h2_exchange(f, [(":method", "GET"), (":scheme", "https"), (":authority", f.host),
+                                       (":path", "/underscore-h2")] + [(k.lower(), v) for k, v in sent])
+    assert (status, body) == (200, b"app:/underscore-h2"), (status, rh, body)
+    got = [r for r in f.app.snapshot() if r["path"].startswith("/underscore-")]
+    assert sorted(r["path"] for r in got) == ["/underscore-h1-plain", "/underscore-h1-tls", "/underscore-h2"], got
+    for r in got:
+        names = [k for k, _ in r["headers"]]
+        assert not [k for k in names if "_" in k], (r["path"], names)
+        assert "x-real-ip" not in names and "198.51.100.7" not in repr(r["headers"]), (r["path"], r["headers"])
+        assert ("x-kept", "yes") in r["headers"], (r["path"], r["headers"])
 
 
 # --- 0210: the response head without sprintf ----------------------------------------

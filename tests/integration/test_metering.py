@@ -137,7 +137,96 @@ def test_traffic_is_metered(gw_factory, mredis, msandbox, upstream, curl, http2)
         assert t0 - 1000 <= int(r["from_ms"]) and int(r["to_ms"]) <= int(time.time() * 1000) + 1000, r
     assert incr_total(mredis, msandbox.id) == total(recs, "egress")
     # about one record per flush interval with traffic, not one per request
-    assert len(recs) <= n
+    # (a request's egress is billed once its client has it, which can fall
+    # in the interval after the one that billed its ingress)
+    assert len(recs) <= 2 * n
+
+
+# The most a connection is billed beyond what its client's TCP received
+# (README, Metering): the last piece of a response, billed as it is handed to
+# h2o (upstream/response.c FINAL_SEND_MAX_BYTES), plus the head, which is
+# counted as its HTTP/1.1 text.
+FINAL_PIECE_BOUND = 16 * 1024
+
+
+def _unread_client(g, host, tls, path):
+    """A client with a small receive buffer that asks for path and never
+    reads. Returns its socket (TLS or plain: the same descriptor)."""
+    raw = socket.socket()
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.connect(("127.0.0.1", g.tls_port if tls else g.plain_port))
+    sock = raw
+    if tls:
+        ctx = ssl.create_default_context(cafile=g.certs["ca"])
+        ctx.set_alpn_protocols(["http/1.1"])
+        sock = ctx.wrap_socket(raw, server_hostname=host)
+    sock.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path.encode(), host.encode()))
+    return sock
+
+
+def _queued(sock):
+    """Bytes in the client kernel's receive queue: received by its TCP, never read."""
+    import fcntl
+    import termios
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+def _read_all(g, host, path):
+    """A well-behaved client: reads the whole answer (Connection: close), returns its bytes."""
+    sock = socket.create_connection(("127.0.0.1", g.plain_port), timeout=30)
+    sock.sendall(b"GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path.encode(), host.encode()))
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    sock.close()
+    return data
+
+
+def test_unread_bytes_are_not_billed(gw_factory, mredis, upstream):
+    """Clients that never read their socket (a 4 KiB receive buffer), then
+    reset it, are billed what their TCP received, not what the kernel's
+    socket buffers took (2.83 MB per connection before: everything written to
+    the socket was billed), over plain and TLS listeners; a client that reads
+    is billed all of it."""
+    g = start_gw(gw_factory, mredis, start=False)
+    cfg = g.config()
+    cfg["listen"][1]["trusted"] = True  # the plain listener serves instead of redirecting
+    g.overrides["listen"] = cfg["listen"]
+    g.start()
+    stalled, reader = gwtest.new_sandbox_id("ur"), gwtest.new_sandbox_id("rd")
+    for sid in (stalled, reader):
+        gwtest.register_sandbox(mredis, sid, ports={upstream.port: "public"}, project="p-" + sid)
+    size = 20 * 1000 * 1000
+    host = g.host(upstream.port, stalled)
+
+    clients = [_unread_client(g, host, tls, "/bytes/%d" % size) for tls in (False, True) * 4]
+    gwtest.wait_for(lambda: all(_queued(c) > 0 for c in clients), 30, what="the first bytes at every client")
+    # time for the gateway to fill the kernel's buffers toward each client
+    # (loopback: milliseconds); the figures below are bytes, not times
+    time.sleep(1.5)
+    received = 0
+    for c in clients:
+        received += _queued(c)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()  # RST: what the client's kernel held is gone too
+    gwtest.wait_for(lambda: metric(g, "lizard_in_flight_requests") == 0, 30, what="the stalled requests to end")
+
+    body = _read_all(g, g.host(upstream.port, reader), "/bytes/1000000")
+    head, _, rest = body.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and len(rest) == 1000000, (head, len(rest))
+    wait_egress(mredis, reader, 1000000)
+    time.sleep(3 * FLUSH_MS / 1000)  # anything late would show now
+
+    billed = total(records(mredis, stalled), "egress")
+    bound = received + len(clients) * (FINAL_PIECE_BOUND + HEAD_BOUND)
+    assert billed <= bound, ("%d connections that never read were billed %d bytes; their TCP received %d (bound %d)"
+                             % (len(clients), billed, received, bound))
+    assert incr_total(mredis, stalled) == billed
+    read_billed = total(records(mredis, reader), "egress")
+    assert 1000000 <= read_billed < 1000000 + HEAD_BOUND and abs(read_billed - len(body)) < HEAD_BOUND, (read_billed, len(body))
 
 
 def ws_frame(payload, mask=b"\x01\x02\x03\x04", opcode=0x2):

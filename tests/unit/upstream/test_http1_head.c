@@ -182,6 +182,31 @@ START_TEST(test_lizard_headers_are_not_forwarded)
 }
 END_TEST
 
+/* nginx's defaults: a name with an underscore (Transfer_Encoding reads as
+ * Transfer-Encoding to CGI-style servers) and the client's X-Real-IP never
+ * reach the app */
+START_TEST(test_underscores_and_real_ip_are_not_forwarded)
+{
+    add("Transfer_Encoding", "chunked");
+    add("X_Lizard_Access_Token", "secret-token-value");
+    add("x_forwarded_for", "198.51.100.1");
+    add("X-Real-IP", "198.51.100.2");
+    add("x-real-ip", "198.51.100.3");
+    add("X-Real-IP-Not", "kept");
+    add("X-Dashes-Only", "kept");
+    gw_http1_request_t r = request("POST");
+    char *head = build(&r);
+
+    ck_assert_ptr_null(strchr(head, '_'));
+    ck_assert_ptr_null(strstr(head, "198.51.100."));
+    ck_assert_ptr_null(strstr(head, "secret-token-value"));
+    ck_assert_int_eq(count_name(head, "x-real-ip"), 0);
+    ck_assert_int_eq(count_name(head, "transfer-encoding"), 0);
+    ck_assert_int_eq(count_lines(head, "X-Real-IP-Not: kept"), 1);
+    ck_assert_int_eq(count_lines(head, "X-Dashes-Only: kept"), 1);
+}
+END_TEST
+
 START_TEST(test_host_preserved_or_localhost)
 {
     add("Host", "ignored.example");
@@ -308,7 +333,7 @@ static int framing(const char *text, gw_http1_body_t *body)
 {
     gw_http1_response_t res;
     ck_assert_int_eq(parse(text, &res), GW_HTTP1_HEAD_COMPLETE);
-    return gw_http1_response_framing(&res, body);
+    return gw_http1_response_framing(&res, body, NULL);
 }
 
 START_TEST(test_response_framing)
@@ -391,6 +416,80 @@ START_TEST(test_body_decode)
     memcpy(buf, "zz\r\nhello\r\n", len);
     ck_assert_int_eq(gw_http1_body_decode(&b, buf, &len), -1);
     ck_assert_uint_eq(len, 0);
+}
+END_TEST
+
+/* Decodes a chunked body in pieces: each of the cut points (sorted, at most
+ * 2) ends one call. Returns the decoder's last result (1 complete, 0 more to
+ * come, -1 broken) and the decoded body in out (NUL-terminated). */
+static int decode_chunked_split(const char *text, size_t cut1, size_t cut2, char *out, size_t outsize)
+{
+    gw_http1_body_t b;
+    char buf[256];
+    size_t len = strlen(text), cuts[3] = {cut1, cut2, len}, at = 0, outlen = 0, i;
+    int ret = 0;
+
+    ck_assert_uint_lt(len, sizeof(buf));
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", &b), 0);
+    for (i = 0; i != 3 && ret == 0; ++i) {
+        size_t n = cuts[i] - at;
+        memcpy(buf, text + at, n);
+        ret = gw_http1_body_decode(&b, buf, &n);
+        ck_assert_uint_le(outlen + n, outsize - 1);
+        memcpy(out + outlen, buf, n);
+        outlen += n;
+        at = cuts[i];
+    }
+    out[outlen] = '\0';
+    return ret;
+}
+
+/* Every body decoded in every split into one, two and three pieces (the
+ * decoder keeps its state across reads: one byte at a time is among them)
+ * gives the same result. */
+static void check_chunked(const char *text, int want, const char *want_body)
+{
+    size_t len = strlen(text), i, j;
+    char out[256];
+
+    for (i = 0; i <= len; ++i) {
+        for (j = i; j <= len; ++j) {
+            int ret = decode_chunked_split(text, i, j, out, sizeof(out));
+            ck_assert_msg(ret == want, "\"%s\" cut at %zu, %zu: %d, want %d", text, i, j, ret, want);
+            if (want == 1)
+                ck_assert_msg(strcmp(out, want_body) == 0, "\"%s\" cut at %zu, %zu: body \"%s\"", text, i, j, out);
+        }
+    }
+}
+
+/* h2o patch 0030: chunked framing as RFC 9112 7.1 writes it, from a
+ * sandbox as from a client (the same picohttpparser function). */
+START_TEST(test_body_decode_strict_chunks)
+{
+    check_chunked("5\r\nhello\r\n0\r\n\r\n", 1, "hello");
+    check_chunked("5;a=b\r\nhello\r\n00A ; ext=\"q\"\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\n", 1, "hello0123456789");
+    check_chunked("000000000000000F\r\n0123456789abcde\r\n0\r\n\r\n", 1, "0123456789abcde");
+    check_chunked("5\r\nhel", 0, NULL);
+    /* "0x80" is not the last chunk, "5zz" is not 5 */
+    check_chunked("0x80\r\n\r\n", -1, NULL);
+    check_chunked("5zz\r\nhello\r\n0\r\n\r\n", -1, NULL);
+    check_chunked("5 \r\nhello\r\n0\r\n\r\n", -1, NULL);
+    check_chunked(" 5\r\nhello\r\n0\r\n\r\n", -1, NULL);
+    check_chunked("+5\r\nhello\r\n0\r\n\r\n", -1, NULL);
+    check_chunked("5;a\x01\r\nhello\r\n0\r\n\r\n", -1, NULL);
+    /* at most 16 digits, and below 2^63 */
+    check_chunked("00000000000000005\r\nhello\r\n0\r\n\r\n", -1, NULL);
+    check_chunked("8000000000000000\r\nhello\r\n0\r\n\r\n", -1, NULL);
+    check_chunked("7fffffffffffffff\r\nhello", 0, NULL);
+    /* CR LF, never a bare CR or LF or several CRs */
+    check_chunked("5\nhello\r\n0\r\n\r\n", -1, NULL);
+    check_chunked("5\rhello\r\n0\r\n\r\n", -1, NULL);
+    check_chunked("5\r\nhello\n0\r\n\r\n", -1, NULL);
+    check_chunked("5\r\nhello\r\r\n0\r\n\r\n", -1, NULL);
+    check_chunked("5\r\nhelloXY0\r\n\r\n", -1, NULL);
+    check_chunked("5\r\nhello\r\n0\r\n\n", -1, NULL);
+    check_chunked("5\r\nhello\r\n0\r\nX-T: 1\n\r\n", -1, NULL);
+    check_chunked("5\r\nhello\r\n0\r\nX-T: \x01\r\n\r\n", -1, NULL);
 }
 END_TEST
 
@@ -482,6 +581,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_connection_lists_many_names);
     tcase_add_test(tc, test_forwarded_headers_are_the_gateways);
     tcase_add_test(tc, test_lizard_headers_are_not_forwarded);
+    tcase_add_test(tc, test_underscores_and_real_ip_are_not_forwarded);
     tcase_add_test(tc, test_host_preserved_or_localhost);
     tcase_add_test(tc, test_cookies_become_one_header);
     tcase_add_test(tc, test_content_length);
@@ -491,6 +591,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_response_framing);
     tcase_add_test(tc, test_untrusted_response_heads);
     tcase_add_test(tc, test_body_decode);
+    tcase_add_test(tc, test_body_decode_strict_chunks);
     tcase_add_test(tc, test_response_headers_reaching_the_client);
     suite_add_tcase(s, tc);
     return s;
