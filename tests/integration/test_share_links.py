@@ -157,7 +157,7 @@ def test_link_in_header_query_and_cookie(link_gw, redis, upstream, lcurl, minter
     assert e["path"] == "/echo?a=1&b=2", e
     # query, a navigation: 302 + the cookie, which expires no later than the link
     r = lcurl(s.host, "/echo?a=1&lizard_token=" + token, headers=bh.NAVIGATION)
-    assert r.status == 302 and r.headers["location"] == "/echo?a=1", r
+    assert r.status == 302 and r.headers["location"] == "https://%s:%d/echo?a=1" % (s.host, link_gw.tls_port), r
     assert r.headers.get("cache-control") == "no-store" and r.headers.get("referrer-policy") == "no-referrer", r
     (c,) = bh.set_cookies(r)
     exp = ref.parse(token)["exp"]
