@@ -3,7 +3,9 @@
  *   P = base64url_nopad("<sandboxId>|<port>|<exp>|<epoch>|<kid>")
  *   S = base64url_nopad(HMAC-SHA256(secret[kid], "lzs1." P))
  * The MAC covers P as sent, so the payload is decoded only to find the kid,
- * and its fields are trusted only once the signature holds.
+ * and its fields are trusted only once the signature holds. Both parts are
+ * strict base64url: no padding, no other alphabet, and only the canonical
+ * spelling of their bytes.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -271,7 +273,7 @@ gw_link_result_t gw_share_link_verify(h2o_iovec_t token, const gw_link_key_t *ke
                                       uint16_t port, const uint64_t *current_epoch, uint64_t now, uint64_t max_ttl_s,
                                       gw_share_link_t *out)
 {
-    char decoded[PAYLOAD_MAX + 3], sig[SIG_LEN + 1];
+    char decoded[PAYLOAD_MAX + 3], canonical[(PAYLOAD_MAX + 2) / 3 * 4 + 1], sig[SIG_LEN + 1];
     const char *payload, *dot;
     size_t payload_len, i;
     h2o_iovec_t fields[5], raw;
@@ -302,6 +304,10 @@ gw_link_result_t gw_share_link_verify(h2o_iovec_t token, const gw_link_key_t *ke
     }
     memcpy(decoded, raw.base, raw.len);
     free(raw.base);
+    /* strict base64url without padding: P must be the one spelling of its bytes. The decoder ignores the unused low
+     * bits of a last character ("MR" reads as "MQ"), so several spellings would verify once signed */
+    if (h2o_base64_encode(canonical, decoded, raw.len, 1) != payload_len || memcmp(canonical, payload, payload_len) != 0)
+        return GW_LINK_MALFORMED;
     if (split_payload(decoded, raw.len, fields) != 0)
         return GW_LINK_MALFORMED;
     if ((key = gw_share_link_keys_find(keys, num_keys, fields[4].base, fields[4].len)) == NULL)

@@ -4,6 +4,7 @@
  * the bindings of its CSRF token and consent cookie.
  */
 #include <string.h>
+#include <openssl/rand.h>
 #include <h2o/string_.h>
 #include "auth/token.h"
 #include "auth/warning.h"
@@ -79,19 +80,45 @@ static int value_is(h2o_iovec_t v, const char *lit)
     return h2o_lcstris(v.base, v.len, lit, strlen(lit));
 }
 
-int gw_warning_applies(h2o_iovec_t method, h2o_iovec_t sec_fetch_dest, int is_upgrade, int prefers_html, int iframe_mode)
+int gw_warning_applies(const gw_warning_request_t *r)
 {
-    if (!(h2o_memis(method.base, method.len, H2O_STRLIT("GET")) || h2o_memis(method.base, method.len, H2O_STRLIT("HEAD"))))
+    int get_or_head =
+        h2o_memis(r->method.base, r->method.len, H2O_STRLIT("GET")) || h2o_memis(r->method.base, r->method.len, H2O_STRLIT("HEAD"));
+
+    if (r->is_upgrade)
         return 0;
-    if (is_upgrade)
+    /* any method: the page cannot be skipped by choosing one; frames, fetch() and the rest name another destination */
+    if (r->sec_fetch_dest.base != NULL)
+        return value_is(r->sec_fetch_dest, "document");
+    /* a browser without Fetch Metadata: a form of another site still says so in Origin */
+    return r->prefers_html && (get_or_head || r->other_origin);
+}
+
+static int is_base64url(int c)
+{
+    return ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') || c == '-' || c == '_';
+}
+
+int gw_warning_nonce_ok(h2o_iovec_t value)
+{
+    size_t i;
+
+    if (value.base == NULL || value.len != GW_WARNING_NONCE_LEN)
         return 0;
-    if (sec_fetch_dest.base != NULL) {
-        if (value_is(sec_fetch_dest, "document"))
-            return 1;
-        /* outside iframe mode the page refuses to be framed, so a frame gets the sandbox as before */
-        return iframe_mode && (value_is(sec_fetch_dest, "iframe") || value_is(sec_fetch_dest, "frame"));
-    }
-    return prefers_html;
+    for (i = 0; i != value.len; ++i)
+        if (!is_base64url((unsigned char)value.base[i]))
+            return 0;
+    return 1;
+}
+
+int gw_warning_nonce_new(char out[GW_WARNING_NONCE_LEN + 1])
+{
+    unsigned char bytes[16];
+
+    if (RAND_bytes(bytes, sizeof(bytes)) != 1)
+        return -1;
+    h2o_base64_encode(out, bytes, sizeof(bytes), 1);
+    return 0;
 }
 
 /* s with every "$H" replaced by the escaped host in <strong>. */
@@ -156,16 +183,23 @@ h2o_iovec_t gw_warning_render(h2o_mem_pool_t *pool, const gw_warning_strings_t *
 #undef LIT
 #undef STR
 
-void gw_warning_binding(gw_warning_binding_kind_t kind, h2o_iovec_t host, char out[GW_WARNING_BINDING_SIZE])
+void gw_warning_binding(gw_warning_binding_kind_t kind, h2o_iovec_t host, h2o_iovec_t nonce, char out[GW_WARNING_BINDING_SIZE])
 {
-    char lower[256], digest[65];
+    /* host names are at most 253 bytes: nothing real is cut; then "\n" and the nonce */
+    char input[256 + 1 + GW_WARNING_NONCE_LEN], digest[65];
     const char *prefix = kind == GW_WARNING_CSRF ? "csrf:" : "consent:";
-    size_t len = host.len < sizeof(lower) ? host.len : sizeof(lower), i;
+    size_t len = host.len < 256 ? host.len : 256, i;
 
-    /* host names are at most 253 bytes: nothing real is cut */
     for (i = 0; i != len; ++i)
-        lower[i] = h2o_tolower(host.base[i]);
-    gw_token_sha256_hex(lower, len, digest);
+        input[i] = h2o_tolower(host.base[i]);
+    if (kind == GW_WARNING_CSRF) {
+        /* a nonce is checked with gw_warning_nonce_ok before it gets here; a longer one is cut, never overflows */
+        size_t n = nonce.len < GW_WARNING_NONCE_LEN ? nonce.len : GW_WARNING_NONCE_LEN;
+        input[len++] = '\n';
+        h2o_memcpy(input + len, nonce.base, n);
+        len += n;
+    }
+    gw_token_sha256_hex(input, len, digest);
     memcpy(out, prefix, strlen(prefix));
     memcpy(out + strlen(prefix), digest, sizeof(digest));
 }

@@ -16,6 +16,7 @@
 #include "gateway/credentials.h"
 #include "gateway/errors.h"
 #include "gateway/pipeline.h"
+#include "gateway/redirect.h"
 #include "metering/metering.h"
 #include "upstream/proxy.h"
 #include "gateway/request_line.h"
@@ -52,13 +53,13 @@ typedef struct st_pending_t {
     gw_metrics_worker_t *metrics;
     gw_host_t host;
     gw_route_lookup_t *lookup;
-    h2o_iovec_t path;         /* request target to forward: lizard_token removed */
-    h2o_iovec_t query_token;  /* first lizard_token value, decoded */
-    size_t query_token_count; /* 0: no lizard_token parameter */
-    h2o_iovec_t cookie;       /* the gateway's cookie, {NULL, 0} if absent */
-    h2o_iovec_t consent;      /* the warning page's consent cookie (auth.public_warning), {NULL, 0} if absent */
-    gw_wake_waiter_t *waiter; /* held while the sandbox wakes, or NULL */
-    gw_hangup_watch_t hangup; /* HTTP/1: the client is watched while held */
+    h2o_iovec_t path;             /* request target to forward: lizard_token removed */
+    h2o_iovec_t query_token;      /* first lizard_token value, decoded */
+    size_t query_token_count;     /* 0: no lizard_token parameter */
+    h2o_iovec_t cookie;           /* the gateway's cookie, {NULL, 0} if absent */
+    gw_warning_cookies_t warning; /* the warning page's consent and nonce cookies, {NULL, 0} if absent */
+    gw_wake_waiter_t *waiter;     /* held while the sandbox wakes, or NULL */
+    gw_hangup_watch_t hangup;     /* HTTP/1: the client is watched while held */
 } pending_t;
 
 static void on_pending_dispose(void *_p)
@@ -86,17 +87,6 @@ static void send_error_why(pending_t *p, gw_error_code_t code, gw_error_why_t wh
     gw_error_send_why(p->req, code, why, p->host.sandbox_id, p->host.port, NULL);
 }
 
-/* h2o_send_redirect() drops the headers already set (Set-Cookie...): this
- * one keeps them. */
-static void send_redirect(h2o_req_t *req, int status, const char *reason, h2o_iovec_t location)
-{
-    req->res.status = status;
-    req->res.reason = reason;
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_LOCATION, NULL, location.base, location.len);
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL, H2O_STRLIT("no-store"));
-    h2o_send_inline(req, "", 0);
-}
-
 static int is_method(h2o_req_t *req, const char *m, size_t len)
 {
     return h2o_memis(req->method.base, req->method.len, m, len);
@@ -120,9 +110,10 @@ static h2o_iovec_t cookie_name(const gw_config_t *conf)
 }
 
 /* Removes the gateway's credentials from what will be forwarded: the
- * lizard_token parameter (into p->path) and the gateway's cookie (the Cookie
- * header is rebuilt from the app's own cookies, HTTP/2 fields joined). The
- * token header goes with every X-Lizard-* header in the proxy. */
+ * lizard_token parameter (into p->path), the gateway's cookie and the warning
+ * page's two cookies (the Cookie header is rebuilt from the app's own cookies,
+ * HTTP/2 fields joined). The token header goes with every X-Lizard-* header in
+ * the proxy. */
 static void strip_credentials(pending_t *p)
 {
     h2o_req_t *req = p->req;
@@ -149,10 +140,14 @@ static void strip_credentials(pending_t *p)
     }
     req->headers.size = kept;
     gw_cookie_extract(&req->pool, fields, num_fields, cookie_name(conf), &p->cookie, &rest);
-    if (conf->auth.public_warning && rest.len != 0) {
-        h2o_iovec_t others = rest;
-        gw_cookie_extract(&req->pool, &others, 1, h2o_iovec_init(H2O_STRLIT(GW_WARNING_CONSENT_COOKIE)), &p->consent, &rest);
-    }
+    /* whether or not the page is on now: the sandbox never learns a nonce (with it, its server could fetch a token
+     * for this very browser) nor a consent */
+    h2o_iovec_t others = rest;
+    if (others.len != 0)
+        gw_cookie_extract(&req->pool, &others, 1, h2o_iovec_init(H2O_STRLIT(GW_WARNING_CONSENT_COOKIE)), &p->warning.consent,
+                          &rest);
+    if ((others = rest).len != 0)
+        gw_cookie_extract(&req->pool, &others, 1, h2o_iovec_init(H2O_STRLIT(GW_WARNING_NONCE_COOKIE)), &p->warning.nonce, &rest);
     if (rest.len != 0)
         h2o_add_header(&req->pool, &req->headers, H2O_TOKEN_COOKIE, NULL, rest.base, rest.len);
 }
@@ -208,7 +203,7 @@ static void redirect_with_cookie(pending_t *p, const gw_sandbox_t *sbx)
     h2o_iovec_t set = gw_cookie_set_header(&req->pool, cookie_name(conf), value, conf->auth.cookie_ttl_s, same_site(conf));
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, set.base, set.len);
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("referrer-policy"), 0, NULL, H2O_STRLIT("no-referrer"));
-    send_redirect(req, 302, "Found", p->path);
+    gw_redirect_send(req, 302, "Found", gw_redirect_location(&req->pool, req->authority, p->path));
 }
 
 static int header_is(h2o_req_t *req, const char *name, size_t name_len, const char *value, size_t value_len)
@@ -241,7 +236,7 @@ static void redirect_with_link_cookie(pending_t *p, uint64_t expires_at)
     h2o_iovec_t set = gw_cookie_set_header(&req->pool, cookie_name(conf), p->query_token, max_age, same_site(conf));
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, set.base, set.len);
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("referrer-policy"), 0, NULL, H2O_STRLIT("no-referrer"));
-    send_redirect(req, 302, "Found", p->path);
+    gw_redirect_send(req, 302, "Found", gw_redirect_location(&req->pool, req->authority, p->path));
 }
 
 typedef enum {
@@ -323,26 +318,25 @@ static int authenticate(pending_t *p, const gw_sandbox_t *sbx, gw_grant_t *grant
 /* A public port with auth.public_warning (CONTRACT.md, "Public ports and the
  * warning page"): 1 when the request goes on to the sandbox, 0 when answered
  * with the page (or with the redirect that turns a valid query credential
- * into the cookie). Only a navigation without a valid credential or consent
- * gets the page; a wrong credential does not skip it. */
+ * into the cookie, or as the page's consent form). Only a top-level
+ * navigation without a valid credential or consent gets the page; a wrong
+ * credential does not skip it. */
 static int public_warning(pending_t *p, const gw_sandbox_t *sbx)
 {
     h2o_req_t *req = p->req;
     const gw_config_t *conf = p->conf->config;
     gw_grant_t ignored = {.kind = GW_GRANT_PUBLIC};
     gw_error_why_t why;
-    h2o_iovec_t dest = {NULL, 0}, accept = {NULL, 0};
-    ssize_t i;
     int clear;
 
     if (!conf->auth.public_warning)
         return 1;
-    if ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("sec-fetch-dest"), -1)) != -1)
-        dest = req->headers.entries[i].value;
-    if ((i = h2o_find_header(&req->headers, H2O_TOKEN_ACCEPT, -1)) != -1)
-        accept = req->headers.entries[i].value;
-    if (!gw_warning_applies(req->method, dest, req->upgrade.base != NULL, gw_error_prefers_html(h2o_iovec_init(NULL, 0), accept),
-                            same_site(conf) == GW_COOKIE_SAME_SITE_NONE))
+    /* the Continue button's form: only for a host whose port is public (and exposed: the caller knows) */
+    if (gw_warning_page_is_consent(p->path)) {
+        gw_warning_page_consent(req, conf, p->conf->cookie_keys, &p->host, &p->warning);
+        return 0;
+    }
+    if (!gw_warning_page_applies(req))
         return 1;
     switch (check_credential(p, sbx, &ignored, &why, &clear)) {
     case CREDENTIAL_OK:
@@ -352,9 +346,9 @@ static int public_warning(pending_t *p, const gw_sandbox_t *sbx)
     default:
         break;
     }
-    if (gw_warning_page_consented(req, p->conf->cookie_keys, &p->host, p->consent))
+    if (gw_warning_page_consented(req, p->conf->cookie_keys, &p->host, &p->warning))
         return 1;
-    gw_warning_page_send(req, conf, p->conf->cookie_keys, &p->host, p->path);
+    gw_warning_page_send(req, conf, p->conf->cookie_keys, &p->host, p->path, &p->warning);
     return 0;
 }
 
@@ -664,11 +658,6 @@ static int on_req(h2o_handler_t *_self, h2o_req_t *req)
 
     if (!preview_host(req, &self->conf, pc->metrics, &host))
         return 0;
-    /* the warning page's Continue button: answered without a route lookup (the token binds the host) */
-    if (self->conf.config->auth.public_warning && gw_warning_page_is_consent(req->path)) {
-        gw_warning_page_consent(req, self->conf.config, self->conf.cookie_keys, &host);
-        return 0;
-    }
 
     pending_t *p = h2o_mem_alloc_shared(&req->pool, sizeof(*p), on_pending_dispose);
     *p = (pending_t){.req = req, .conf = &self->conf, .thread = &pc->thread, .metrics = pc->metrics, .host = host};
@@ -690,18 +679,10 @@ static int on_req_redirect(h2o_handler_t *_self, h2o_req_t *req)
     if (!preview_host(req, &self->conf, h2o_context_get_handler_context(req->conn->ctx, _self), &host))
         return 0;
 
-    /* The host is a valid preview name (so it is safe to reflect): rebuild it
-     * in lowercase with the https port. */
-    h2o_iovec_t hostname = gw_host_strip_port(req->authority);
-    char port[8] = "";
-    if (self->conf.https_port != 443)
-        snprintf(port, sizeof(port), ":%u", (unsigned)self->conf.https_port);
-    /* "OPTIONS *" names no resource: it goes to the https root */
-    h2o_iovec_t path = req->path.base[0] == '/' ? req->path : h2o_iovec_init(H2O_STRLIT("/"));
-    h2o_iovec_t url =
-        h2o_concat(&req->pool, h2o_iovec_init(H2O_STRLIT("https://")), hostname, h2o_iovec_init(port, strlen(port)), path);
-    h2o_strtolower(url.base, 8 + hostname.len);
-    send_redirect(req, 308, "Permanent Redirect", url);
+    /* The host is a valid preview name (so it is safe to reflect): the same
+     * host, lowercased, with the https port ("OPTIONS *" goes to the root). */
+    h2o_iovec_t url = gw_redirect_url(&req->pool, gw_host_strip_port(req->authority), self->conf.https_port, req->path);
+    gw_redirect_send(req, 308, "Permanent Redirect", url);
     return 0;
 }
 

@@ -92,12 +92,12 @@ def flip_char(s, i=-1):
 
 
 def location_target(resp, host):
-    """The request target (path + query, as sent) that a redirect points to;
-    an absolute Location must point to https://<host>[:port]."""
+    """The request target (path + query, as sent) that a redirect points to.
+    The gateway's own redirects are absolute https://<host>[:port] URLs
+    (CONTRACT.md, Forwarding): a relative one is refused here."""
     loc = resp.headers.get("location")
     assert loc, "no Location in %r" % resp
-    if loc.startswith("/"):
-        return loc
+    assert not loc.startswith("/"), "a relative Location: %r" % loc
     u = urllib.parse.urlsplit(loc)
     assert u.scheme == "https" and (u.hostname or "").lower() == host.lower(), "redirect to another place: %r" % loc
     rest = loc.split("//", 1)[1]

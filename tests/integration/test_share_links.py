@@ -14,6 +14,7 @@ import secrets
 import signal
 import subprocess
 import time
+import urllib.parse
 
 import pytest
 
@@ -157,7 +158,7 @@ def test_link_in_header_query_and_cookie(link_gw, redis, upstream, lcurl, minter
     assert e["path"] == "/echo?a=1&b=2", e
     # query, a navigation: 302 + the cookie, which expires no later than the link
     r = lcurl(s.host, "/echo?a=1&lizard_token=" + token, headers=bh.NAVIGATION)
-    assert r.status == 302 and r.headers["location"] == "/echo?a=1", r
+    assert r.status == 302 and r.headers["location"] == "https://%s:%d/echo?a=1" % (s.host, link_gw.tls_port), r
     assert r.headers.get("cache-control") == "no-store" and r.headers.get("referrer-policy") == "no-referrer", r
     (c,) = bh.set_cookies(r)
     exp = ref.parse(token)["exp"]
@@ -204,6 +205,54 @@ def test_link_refusals_say_why(link_gw, redis, upstream, lcurl, case, word, how)
         (c,) = bh.set_cookies(r)
         assert c.value == "" and c.attrs["max-age"] == "0", "a refused cookie is cleared: %r" % c
     refused(r, token, word)
+
+
+B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+
+def sign_as_sent(payload, key=K1):
+    """A token for the encoded payload as given, signed correctly: what a
+    control plane with a lax encoder would mint."""
+    import base64
+    import hashlib
+    import hmac
+    signed = ref.PREFIX + payload
+    sig = base64.urlsafe_b64encode(hmac.new(key[1], signed.encode(), hashlib.sha256).digest()).rstrip(b"=").decode()
+    return signed + "." + sig
+
+
+def test_links_are_strict_base64url(link_gw, redis, upstream, lcurl):
+    """CONTRACT.md (Share links): base64url without padding, strictly. A
+    payload padded with '=', or spelled with the unused low bits of its last
+    character set (it decodes to the same bytes), is refused even when signed
+    as sent; so is a padded signature."""
+    # an epoch that makes the payload's length not a multiple of 3, so that its last character has unused bits
+    for epoch in (0, 10, 100):
+        s = Sbx(redis, link_gw, upstream.port, epoch=epoch)
+        good = py_mint(s.id, s.port, epoch=epoch)
+        p = good[len(ref.PREFIX):].split(".")[0]
+        if len(p) % 4:
+            break
+    assert len(p) % 4 in (2, 3), p
+    echoed(lcurl(s.host, headers={bh.TOKEN_HEADER: good}))
+    unused = 4 if len(p) % 4 == 2 else 2  # low bits of the last character that carry nothing
+    last = B64URL.index(p[-1])
+    assert last % (1 << unused) == 0, p
+    variants = {
+        "padded": sign_as_sent(p + "=" * (4 - len(p) % 4)),
+        "one pad": sign_as_sent(p + "="),
+        "unused bits set": sign_as_sent(p[:-1] + B64URL[last | 1]),
+        "all unused bits set": sign_as_sent(p[:-1] + B64URL[last | ((1 << unused) - 1)]),
+        "padded signature": good + "=",
+    }
+    for name, token in variants.items():
+        assert token != good
+        r = lcurl(s.host, headers={bh.TOKEN_HEADER: token, "Accept": "application/json"})
+        assert r.status == 403, "%s: %r" % (name, r)
+        refused(r, token, "signature")
+        # and in the query, where a navigation would turn it into the cookie
+        r = lcurl(s.host, "/echo?lizard_token=" + urllib.parse.quote(token, safe=""), headers=bh.NAVIGATION)
+        assert r.status == 403 and not bh.set_cookies(r), "%s: %r" % (name, r)
 
 
 def test_a_link_opens_one_port_only(link_gw, redis, upstream, lcurl):

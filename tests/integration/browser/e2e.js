@@ -30,6 +30,12 @@
 //           app), then open url there: read the warning page, press its
 //           Continue button with the keyboard, then on the app do what "top"
 //           does.
+// "attack": open parentUrl, a page of another site (the attacker's). Without
+//           clickInFrame it auto-submits a form to the preview by itself (no
+//           click); with clickInFrame it frames the preview, whose own page
+//           holds a button posting to the top, and the victim clicks it once.
+//           Reports where the top level landed and what it shows, then opens
+//           url (the preview) again and reports that too.
 // "load":   open each of urls (no certificate errors ignored: the CA must be
 //           trusted) and report each landing's URL, title and error.
 'use strict';
@@ -180,6 +186,28 @@ async function warningThenApp(page, cfg, out, timeoutMs) {
     await page.focus('form button[type=submit]');
     await Promise.all([page.waitForNavigation({ waitUntil: 'load', timeout: timeoutMs }), page.keyboard.press('Enter')]);
     await exercise(page, out, timeoutMs);
+}
+
+async function attack(page, cfg, out, timeoutMs) {
+    const onPreview = (u) => u.hostname === cfg.previewHost;
+    await page.goto(cfg.parentUrl, { waitUntil: 'load' });
+    if (cfg.clickInFrame) {
+        const frame = await findFrame(page, cfg.previewHost, timeoutMs);
+        await frame.waitForSelector('#go', { timeout: timeoutMs });
+        out.frame_title = await frame.title();
+        out.frame_cookie = await frame.evaluate(() => document.cookie);
+        await Promise.all([page.waitForURL(onPreview, { timeout: timeoutMs }), frame.click('#go')]);
+    } else {
+        await page.waitForURL(onPreview, { timeout: timeoutMs });
+    }
+    await page.waitForLoadState('load');
+    out.landed_url = page.url();
+    out.landed_title = await page.title();
+    out.landed_text = await bodyText(page);
+    await page.goto(cfg.url, { waitUntil: 'load' });
+    out.revisit_url = page.url();
+    out.revisit_title = await page.title();
+    out.revisit_text = await bodyText(page);
 }
 
 async function loadEach(page, cfg, out, timeoutMs) {
@@ -347,6 +375,8 @@ async function main() {
             await queryFromOtherOrigin(page, cfg, out, timeoutMs);
         } else if (cfg.scenario === 'revoke') {
             await revokeRounds(page, cfg, out, timeoutMs);
+        } else if (cfg.scenario === 'attack') {
+            await attack(page, cfg, out, timeoutMs);
         } else if (cfg.scenario === 'load') {
             await loadEach(page, cfg, out, timeoutMs);
         } else {

@@ -196,6 +196,55 @@ START_TEST(test_signed_but_malformed_payload)
 }
 END_TEST
 
+/* "lzs1." P "." S with S the right MAC of "lzs1." P under SECRET1: what a
+ * control plane with a sloppy encoder would mint. */
+static void sign_by_hand(const char *encoded_payload, char *token, size_t size)
+{
+    unsigned char mac[32];
+    unsigned int mac_len;
+    char sig[64];
+
+    snprintf(token, size, "lzs1.%s", encoded_payload);
+    HMAC(EVP_sha256(), SECRET1, 32, (unsigned char *)token, strlen(token), mac, &mac_len);
+    h2o_base64_encode(sig, mac, 32, 1);
+    snprintf(token + strlen(token), size - strlen(token), ".%s", sig);
+}
+
+/* Strict base64url without padding (CONTRACT.md, Share links): a payload
+ * that decodes to the right bytes but is not their one unpadded base64url
+ * spelling is refused even when signed as sent. */
+START_TEST(test_strict_base64url)
+{
+    /* VECTOR1's payload; its last character 'E' carries 4 bits, 2 of them unused */
+    static const char canonical[] = "c2J4N2YzYTl8MzAwMHwxNzAwMDAzNjAwfDB8azE";
+    static const char *const others[] = {
+        "c2J4N2YzYTl8MzAwMHwxNzAwMDAzNjAwfDB8azE=",   /* padded */
+        "c2J4N2YzYTl8MzAwMHwxNzAwMDAzNjAwfDB8azE==",  /* over-padded */
+        "c2J4N2YzYTl8MzAwMHwxNzAwMDAzNjAwfDB8azF",    /* unused bits set: decodes to the same bytes */
+        "c2J4N2YzYTl8MzAwMHwxNzAwMDAzNjAwfDB8azH",    /* the same, both bits */
+        "c2J4N2YzYTl8MzAwMHwxNzAwMDAzNjAwfDB8azE%3D", /* a percent-encoded pad is not decoded here */
+        "c2J4N2YzYTl8MzAwMHwxNzAwMDAzNjAwfDB8a",      /* 4n+1 characters: not base64 at all */
+    };
+    char token[512];
+    size_t i;
+
+    sign_by_hand(canonical, token, sizeof(token));
+    ck_assert_str_eq(token, VECTOR1);
+    ck_assert_int_eq(verify(token, "sbx7f3a9", 3000, &epoch0, NOW), GW_LINK_OK);
+    for (i = 0; i != sizeof(others) / sizeof(others[0]); ++i) {
+        sign_by_hand(others[i], token, sizeof(token));
+        ck_assert_msg(verify(token, "sbx7f3a9", 3000, &epoch0, NOW) == GW_LINK_MALFORMED, "payload %s", others[i]);
+    }
+    /* a padded signature, and one whose last character's unused bits are set */
+    snprintf(token, sizeof(token), "%s=", VECTOR1);
+    ck_assert_int_eq(verify(token, "sbx7f3a9", 3000, &epoch0, NOW), GW_LINK_MALFORMED);
+    snprintf(token, sizeof(token), "%s", VECTOR1);
+    ck_assert(token[strlen(token) - 1] == 'A');
+    token[strlen(token) - 1] = 'B'; /* 'A' and 'B' differ only in the 2 bits a 43-character spelling does not use */
+    ck_assert_int_eq(verify(token, "sbx7f3a9", 3000, &epoch0, NOW), GW_LINK_BAD_SIGNATURE);
+}
+END_TEST
+
 START_TEST(test_sign_refuses_outside_format)
 {
     ck_assert_ptr_null(gw_share_link_sign(&pool, &keys[0], "Sbx", 3000, EXP, 0).base);
@@ -286,6 +335,7 @@ int main(void)
     tcase_add_test(tc, test_signature);
     tcase_add_test(tc, test_malformed);
     tcase_add_test(tc, test_signed_but_malformed_payload);
+    tcase_add_test(tc, test_strict_base64url);
     tcase_add_test(tc, test_sign_refuses_outside_format);
     tcase_add_test(tc, test_keys_errors);
     tcase_add_test(tc, test_keys_load);

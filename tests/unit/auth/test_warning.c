@@ -31,24 +31,60 @@ static h2o_iovec_t iov(const char *s)
     return s != NULL ? h2o_iovec_init(s, strlen(s)) : h2o_iovec_init(NULL, 0);
 }
 
+/* gw_warning_applies for a request with these headers (NULL: absent). */
+static int applies(const char *method, const char *dest, int upgrade, int prefers_html, int other_origin)
+{
+    gw_warning_request_t r = {iov(method), iov(dest), upgrade, prefers_html, other_origin};
+    return gw_warning_applies(&r);
+}
+
 START_TEST(test_applies)
 {
-    /* document navigations */
-    ck_assert(gw_warning_applies(iov("GET"), iov("document"), 0, 0, 0));
-    ck_assert(gw_warning_applies(iov("HEAD"), iov("Document"), 0, 0, 0));
+    /* top-level document navigations, of any method: an auto-submitted form of another site does not skip the page,
+     * nor does the sandbox's own form breaking out of a frame */
+    ck_assert(applies("GET", "document", 0, 0, 0));
+    ck_assert(applies("HEAD", "Document", 0, 0, 0));
+    ck_assert(applies("POST", "document", 0, 0, 1));
+    ck_assert(applies("POST", "document", 0, 1, 0));
+    ck_assert(applies("PUT", "document", 0, 0, 0));
     /* never what is not a navigation */
-    ck_assert(!gw_warning_applies(iov("POST"), iov("document"), 0, 1, 0));
-    ck_assert(!gw_warning_applies(iov("GET"), iov("empty"), 0, 1, 0));
-    ck_assert(!gw_warning_applies(iov("GET"), iov("script"), 0, 1, 1));
-    ck_assert(!gw_warning_applies(iov("GET"), iov("websocket"), 1, 0, 0));
-    ck_assert(!gw_warning_applies(iov("GET"), iov(NULL), 1, 1, 0));
-    /* frames: only in iframe mode */
-    ck_assert(!gw_warning_applies(iov("GET"), iov("iframe"), 0, 1, 0));
-    ck_assert(gw_warning_applies(iov("GET"), iov("iframe"), 0, 0, 1));
-    ck_assert(gw_warning_applies(iov("GET"), iov("frame"), 0, 0, 1));
-    /* without Fetch Metadata: Accept decides */
-    ck_assert(gw_warning_applies(iov("GET"), iov(NULL), 0, 1, 0));
-    ck_assert(!gw_warning_applies(iov("GET"), iov(NULL), 0, 0, 0));
+    ck_assert(!applies("POST", "empty", 0, 1, 1));
+    ck_assert(!applies("GET", "empty", 0, 1, 0));
+    ck_assert(!applies("GET", "script", 0, 1, 1));
+    ck_assert(!applies("GET", "websocket", 1, 0, 0));
+    ck_assert(!applies("GET", NULL, 1, 1, 0));
+    ck_assert(!applies("GET", "document", 1, 1, 0));
+    /* frames never: the page is for the top level only, whatever the mode */
+    ck_assert(!applies("GET", "iframe", 0, 1, 0));
+    ck_assert(!applies("GET", "frame", 0, 1, 1));
+    ck_assert(!applies("POST", "iframe", 0, 1, 1));
+    /* without Fetch Metadata: Accept decides for GET and HEAD; another method needs another site's Origin too */
+    ck_assert(applies("GET", NULL, 0, 1, 0));
+    ck_assert(applies("HEAD", NULL, 0, 1, 0));
+    ck_assert(!applies("GET", NULL, 0, 0, 0));
+    ck_assert(applies("POST", NULL, 0, 1, 1));
+    ck_assert(!applies("POST", NULL, 0, 1, 0));
+    ck_assert(!applies("POST", NULL, 0, 0, 1));
+}
+END_TEST
+
+START_TEST(test_nonce)
+{
+    char a[GW_WARNING_NONCE_LEN + 1], b[GW_WARNING_NONCE_LEN + 1];
+
+    ck_assert_int_eq(gw_warning_nonce_new(a), 0);
+    ck_assert_int_eq(gw_warning_nonce_new(b), 0);
+    ck_assert_uint_eq(strlen(a), GW_WARNING_NONCE_LEN);
+    ck_assert_str_ne(a, b);
+    ck_assert(gw_warning_nonce_ok(iov(a)));
+    ck_assert(gw_warning_nonce_ok(iov("AAAAAAAAAAAAAAAAAAAA-_")));
+    ck_assert(!gw_warning_nonce_ok(iov(NULL)));
+    ck_assert(!gw_warning_nonce_ok(iov("")));
+    ck_assert(!gw_warning_nonce_ok(iov("AAAAAAAAAAAAAAAAAAAAA")));
+    ck_assert(!gw_warning_nonce_ok(iov("AAAAAAAAAAAAAAAAAAAAAAA")));
+    ck_assert(!gw_warning_nonce_ok(iov("AAAAAAAAAAAAAAAAAAAA+/")));
+    ck_assert(!gw_warning_nonce_ok(iov("AAAAAAAAAAAAAAAAAAAA==")));
+    ck_assert(!gw_warning_nonce_ok(iov("AAAAAAAAAAAAAAAAAAAA; ")));
 }
 END_TEST
 
@@ -101,19 +137,25 @@ START_TEST(test_languages)
 }
 END_TEST
 
+#define NONCE_A "nonceAAAAAAAAAAAAAAAAA"
+#define NONCE_B "nonceBBBBBBBBBBBBBBBBB"
+
 START_TEST(test_binding)
 {
     char csrf[GW_WARNING_BINDING_SIZE], csrf_upper[GW_WARNING_BINDING_SIZE], consent[GW_WARNING_BINDING_SIZE],
-        other[GW_WARNING_BINDING_SIZE];
+        other[GW_WARNING_BINDING_SIZE], consent_b[GW_WARNING_BINDING_SIZE];
 
-    gw_warning_binding(GW_WARNING_CSRF, iov(HOST), csrf);
-    gw_warning_binding(GW_WARNING_CSRF, iov("3000-SBX7F3A9.lizard.app"), csrf_upper);
-    gw_warning_binding(GW_WARNING_CONSENT, iov(HOST), consent);
-    gw_warning_binding(GW_WARNING_CSRF, iov("3000-sbx7f3a9.other.app"), other);
+    gw_warning_binding(GW_WARNING_CSRF, iov(HOST), iov(NONCE_A), csrf);
+    gw_warning_binding(GW_WARNING_CSRF, iov("3000-SBX7F3A9.lizard.app"), iov(NONCE_A), csrf_upper);
+    gw_warning_binding(GW_WARNING_CONSENT, iov(HOST), iov(NULL), consent);
+    gw_warning_binding(GW_WARNING_CONSENT, iov(HOST), iov(NONCE_B), consent_b);
+    gw_warning_binding(GW_WARNING_CSRF, iov("3000-sbx7f3a9.other.app"), iov(NONCE_A), other);
     ck_assert_uint_eq(strlen(csrf), 5 + 64);
     ck_assert_str_eq(csrf, csrf_upper);
     ck_assert_str_ne(csrf, consent);
     ck_assert_str_ne(csrf, other);
+    /* a consent binds the host only */
+    ck_assert_str_eq(consent, consent_b);
 
     /* a CSRF token: time- and host-bound, and not a consent cookie */
     h2o_iovec_t token = gw_cookie_sign(&pool, &secret, "sbx7f3a9", 3000, NOW + GW_WARNING_CSRF_TTL_S, csrf);
@@ -123,6 +165,34 @@ START_TEST(test_binding)
     ck_assert_int_eq(gw_cookie_verify(token, &secret, 1, "sbx7f3a9", 3000, NOW, other), GW_COOKIE_BAD_SIGNATURE);
     ck_assert_int_eq(gw_cookie_verify(token, &secret, 1, "sbx7f3a9", 3000, NOW, consent), GW_COOKIE_BAD_SIGNATURE);
     ck_assert_int_eq(gw_cookie_verify(token, &secret, 1, "sbx7f3a9", 3001, NOW, csrf), GW_COOKIE_WRONG_PORT);
+}
+END_TEST
+
+/* The token is bound to the browser it was shown to: a token made for one
+ * nonce (the page fetched by the sandbox's server) is refused with any other
+ * nonce (the victim's browser), and with none. */
+START_TEST(test_binding_to_the_browser)
+{
+    char mine[GW_WARNING_BINDING_SIZE], theirs[GW_WARNING_BINDING_SIZE], none[GW_WARNING_BINDING_SIZE],
+        cut[GW_WARNING_BINDING_SIZE];
+
+    gw_warning_binding(GW_WARNING_CSRF, iov(HOST), iov(NONCE_A), mine);
+    gw_warning_binding(GW_WARNING_CSRF, iov(HOST), iov(NONCE_B), theirs);
+    gw_warning_binding(GW_WARNING_CSRF, iov(HOST), iov(NULL), none);
+    gw_warning_binding(GW_WARNING_CSRF, iov(HOST), iov("nonceAAAAAAAAAAAAAAAA"), cut);
+    ck_assert_str_ne(mine, theirs);
+    ck_assert_str_ne(mine, none);
+    ck_assert_str_ne(mine, cut);
+
+    h2o_iovec_t fetched_elsewhere = gw_cookie_sign(&pool, &secret, "sbx7f3a9", 3000, NOW + GW_WARNING_CSRF_TTL_S, theirs);
+    ck_assert_int_eq(gw_cookie_verify(fetched_elsewhere, &secret, 1, "sbx7f3a9", 3000, NOW, theirs), GW_COOKIE_OK);
+    ck_assert_int_eq(gw_cookie_verify(fetched_elsewhere, &secret, 1, "sbx7f3a9", 3000, NOW, mine), GW_COOKIE_BAD_SIGNATURE);
+    ck_assert_int_eq(gw_cookie_verify(fetched_elsewhere, &secret, 1, "sbx7f3a9", 3000, NOW, none), GW_COOKIE_BAD_SIGNATURE);
+
+    /* a nonce longer than the format is cut, never read past: the binding of its first GW_WARNING_NONCE_LEN bytes */
+    char longer[GW_WARNING_BINDING_SIZE];
+    gw_warning_binding(GW_WARNING_CSRF, iov(HOST), iov(NONCE_A "tail"), longer);
+    ck_assert_str_eq(longer, mine);
 }
 END_TEST
 
@@ -150,10 +220,12 @@ int main(void)
 
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_applies);
+    tcase_add_test(tc, test_nonce);
     tcase_add_test(tc, test_render);
     tcase_add_test(tc, test_render_escapes_host);
     tcase_add_test(tc, test_languages);
     tcase_add_test(tc, test_binding);
+    tcase_add_test(tc, test_binding_to_the_browser);
     tcase_add_test(tc, test_return_path);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
