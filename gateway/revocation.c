@@ -205,7 +205,6 @@ void gw_revocation_check(gw_revocation_t *r, const char *sandbox_id, const gw_sa
         check_bucket(r, b, record, now_unix);
 }
 
-
 static void on_record(void *data, gw_route_status_t status, gw_sandbox_t *record)
 {
     bucket_t *b = data;
