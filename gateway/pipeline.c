@@ -560,11 +560,21 @@ static void on_hangup(gw_hangup_watch_t *watch)
 }
 
 /* Holds the request until its sandbox wakes (CONTRACT.md, "Waking a paused
- * sandbox"); no connection slot and no upstream connection meanwhile. */
+ * sandbox"); no connection slot and no upstream connection meanwhile. Its
+ * body (read whole by h2o before the handler ran) counts against
+ * limits.max_held_request_bytes: past it the request is refused at once,
+ * 503 with Retry-After (the sandbox is asked to wake all the same, so the
+ * retry finds it running), rather than held with more memory. */
 static void hold(pending_t *p, gw_sandbox_t *sbx)
 {
-    if ((p->waiter = gw_wake_hold(p->thread->wake, sbx, on_woken, p)) == NULL) {
-        send_error(p, GW_ERR_TOO_MANY_CONNECTIONS, "Too many requests are waiting for this sandbox to wake.");
+    gw_wake_hold_result_t refused;
+
+    if ((p->waiter = gw_wake_hold(p->thread->wake, sbx, p->req->entity.len, on_woken, p, &refused)) == NULL) {
+        if (refused == GW_WAKE_OVER_BYTES)
+            send_error(p, GW_ERR_SANDBOX_NOT_RUNNING,
+                       "It is waking up; the gateway holds no more request bodies meanwhile. Retry shortly.");
+        else
+            send_error(p, GW_ERR_TOO_MANY_CONNECTIONS, "Too many requests are waiting for this sandbox to wake.");
         return;
     }
     p->hangup.cb = on_hangup;
