@@ -226,19 +226,27 @@ static int is_cross_site_frame(h2o_req_t *req)
            header_is(req, H2O_STRLIT("sec-fetch-site"), H2O_STRLIT("cross-site"));
 }
 
-/* A share link in the query of a navigation becomes the gateway's cookie
- * holding the link itself: it expires no later than the link (nor after
- * auth.cookie_ttl_s) and is checked as the link on every request, so a new
- * link_epoch or a retired key ends it too. */
-static void redirect_with_link_cookie(pending_t *p, uint64_t expires_at)
+/* A share link in the query of a navigation becomes the gateway's own
+ * cookie (CONTRACT.md: the cookie is not the token), signed with the cookie
+ * secrets and binding sandbox, port, an expiry no later than the link's
+ * (nor than auth.cookie_ttl_s) and the link's epoch: a new link_epoch ends
+ * it, as it ends the link. */
+static void redirect_with_link_cookie(pending_t *p, const gw_grant_t *grant)
 {
     h2o_req_t *req = p->req;
     const gw_config_t *conf = p->conf->config;
-    uint64_t now = (uint64_t)time(NULL), max_age = expires_at > now ? expires_at - now : 0;
+    uint64_t now = (uint64_t)time(NULL), max_age = grant->expires_at > now ? grant->expires_at - now : 0;
+    h2o_iovec_t value;
 
     if (max_age > conf->auth.cookie_ttl_s)
         max_age = conf->auth.cookie_ttl_s;
-    h2o_iovec_t set = gw_cookie_set_header(&req->pool, cookie_name(conf), p->query_token, max_age, same_site(conf));
+    /* the set was not empty when the caller checked; a reload never empties it */
+    if (gw_cookie_keys_sign_link(p->conf->cookie_keys, &req->pool, p->host.sandbox_id, p->host.port, now + max_age,
+                                 grant->link_epoch, &value) != 0) {
+        send_error(p, GW_ERR_INVALID_TOKEN, NULL);
+        return;
+    }
+    h2o_iovec_t set = gw_cookie_set_header(&req->pool, cookie_name(conf), value, max_age, same_site(conf));
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, set.base, set.len);
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("referrer-policy"), 0, NULL, H2O_STRLIT("no-referrer"));
     send_redirect(req, 302, "Found", p->path);
@@ -278,12 +286,12 @@ static credential_t check_credential(pending_t *p, const gw_sandbox_t *sbx, gw_g
     }
     if (from == GW_CREDENTIAL_FROM_QUERY && (is_method(req, H2O_STRLIT("GET")) || is_method(req, H2O_STRLIT("HEAD"))) &&
         req->upgrade.base == NULL && gw_error_is_navigation(req)) {
-        if (grant->kind == GW_GRANT_LINK) {
-            redirect_with_link_cookie(p, grant->expires_at);
-            return CREDENTIAL_ANSWERED;
-        }
+        /* without cookie secrets there is no cookie to give: the query is accepted in place */
         if (gw_cookie_keys_count(p->conf->cookie_keys) != 0) {
-            redirect_with_cookie(p, sbx);
+            if (grant->kind == GW_GRANT_LINK)
+                redirect_with_link_cookie(p, grant);
+            else
+                redirect_with_cookie(p, sbx);
             return CREDENTIAL_ANSWERED;
         }
     }
