@@ -72,10 +72,15 @@ struct st_gw_route_lookup_t {
     uint64_t deferred_publishes;    /* store->publishes when the deferred answer was known */
     h2o_linklist_t link;            /* in a flight's waiters while waiting for its fetch */
     h2o_linklist_t all;             /* in store->lookups */
-    uint64_t started;               /* h2o_now at gw_route_store_lookup: bounds how long it is looked up again */
+    unsigned again;                 /* times looked up again after a publish (bounded by MAX_AGAIN) */
     unsigned fresh : 1;             /* gw_route_store_lookup_fresh */
     char id[GW_SANDBOX_ID_MAX + 1]; /* "" when the id cannot be a sandbox's */
 };
+
+/* A lookup whose fetch publishes of its sandbox keep detaching is answered
+ * GW_ROUTE_UNAVAILABLE after this many fetches more, so that a stream of
+ * publishes cannot hold it for ever (each fetch has its own deadline). */
+#define MAX_AGAIN 4
 
 #define COUNT(s, name)                                                                                                             \
     do {                                                                                                                           \
@@ -485,8 +490,7 @@ static flight_t *flight_start(gw_route_store_t *s, entry_t *e)
  * starting the fetch of its id. l->fresh: the cache never answers; only a
  * fetch sent from now on (or one in flight, which a publish would have
  * detached) does. `again`: l was looked up before and a publish came
- * meanwhile; past its deadline it gets GW_ROUTE_UNAVAILABLE rather than a
- * fetch more, so that a stream of publishes cannot hold it for ever. */
+ * meanwhile (MAX_AGAIN bounds how often). */
 static void resolve(gw_route_store_t *s, gw_route_lookup_t *l, int again)
 {
     size_t id_len = strlen(l->id);
@@ -498,7 +502,7 @@ static void resolve(gw_route_store_t *s, gw_route_lookup_t *l, int again)
         defer(l, GW_ROUTE_NOT_FOUND, NULL);
         return;
     }
-    if (again && now - l->started >= s->conf.lookup_timeout_ms) {
+    if (again && ++l->again > MAX_AGAIN) {
         defer(l, GW_ROUTE_UNAVAILABLE, NULL);
         return;
     }
@@ -552,7 +556,6 @@ static gw_route_lookup_t *lookup(gw_route_store_t *s, const char *sandbox_id, gw
     l->cb = cb;
     l->data = data;
     l->defer.cb = on_deferred;
-    l->started = h2o_now(s->loop);
     l->fresh = fresh != 0;
     if (id_len <= GW_SANDBOX_ID_MAX)
         memcpy(l->id, sandbox_id, id_len + 1); /* longer: left "", never a sandbox */

@@ -93,9 +93,10 @@ int gw_route_store_subscribe(gw_route_store_t *s, gw_redis_t *subscriber);
 
 /* Starts a lookup. cb is always called later from the loop (never from
  * inside this call; a cache hit answers on the next loop turn), exactly
- * once, no later than lookup_timeout_ms (2 x lookup_timeout_ms when a
- * publish of the sandbox made it fetch again), unless gw_route_lookup_cancel
- * is called first. Returns the handle for cancelling, never NULL (out of
+ * once, no later than lookup_timeout_ms after its fetch was sent (a
+ * publish of the sandbox that detaches that fetch makes it join one sent
+ * after the publish, at most 4 times, then it is answered
+ * GW_ROUTE_UNAVAILABLE), unless gw_route_lookup_cancel is called first. Returns the handle for cancelling, never NULL (out of
  * memory aborts, as everywhere).
  *
  * The answer never predates a publish of the sandbox (or a resubscription)
