@@ -3,6 +3,9 @@
  * where sig is base64url (unpadded) HMAC-SHA256, under a configured secret,
  * of "v1.<sandbox>.<port>.<expires>\n<token_sha256>". The token hash is signed
  * but not carried: rotating the sandbox's token makes every cookie fail.
+ * The cookie a share link becomes is the same with "l1" and the link's
+ * epoch ("l1.<sandbox>.<port>.<expires>\nlink_epoch=<n>"): a new link_epoch
+ * makes it fail, and the two kinds can never verify as each other.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,6 +17,7 @@
 #include "auth/cookie.h"
 
 #define COOKIE_VERSION "v1"
+#define LINK_COOKIE_VERSION "l1" /* same length as COOKIE_VERSION */
 /* sandbox ids are 1-56 characters by contract; leave a little room */
 #define MAX_SANDBOX_LEN 64
 #define MAX_PORT_DIGITS 5
@@ -74,8 +78,16 @@ static int compute_sig(const gw_cookie_secret_t *secret, const char *payload, si
     return 0;
 }
 
-h2o_iovec_t gw_cookie_sign(h2o_mem_pool_t *pool, const gw_cookie_secret_t *secret, const char *sandbox_id, uint16_t port,
-                           uint64_t expires_at, const char *token_sha256_hex)
+/* "link_epoch=<n>": what a link cookie binds in place of the token hash */
+#define LINK_BINDING_MAX (sizeof("link_epoch=") + 20)
+static const char *link_binding(char buf[LINK_BINDING_MAX], uint64_t epoch)
+{
+    snprintf(buf, LINK_BINDING_MAX, "link_epoch=%" PRIu64, epoch);
+    return buf;
+}
+
+static h2o_iovec_t sign_as(h2o_mem_pool_t *pool, const char *version, const gw_cookie_secret_t *secret, const char *sandbox_id,
+                           uint16_t port, uint64_t expires_at, const char *binding)
 {
     char payload[MAX_VALUE_LEN + 1], sig[SIG_LEN + 1];
     int payload_len;
@@ -83,10 +95,10 @@ h2o_iovec_t gw_cookie_sign(h2o_mem_pool_t *pool, const gw_cookie_secret_t *secre
 
     if (sandbox_id == NULL || !is_valid_sandbox(sandbox_id, strlen(sandbox_id)))
         return h2o_iovec_init(NULL, 0);
-    payload_len = snprintf(payload, sizeof(payload), COOKIE_VERSION ".%s.%u.%" PRIu64, sandbox_id, (unsigned)port, expires_at);
+    payload_len = snprintf(payload, sizeof(payload), "%s.%s.%u.%" PRIu64, version, sandbox_id, (unsigned)port, expires_at);
     if (payload_len < 0 || (size_t)payload_len >= sizeof(payload))
         return h2o_iovec_init(NULL, 0);
-    if (compute_sig(secret, payload, payload_len, token_sha256_hex, sig) != 0)
+    if (compute_sig(secret, payload, payload_len, binding, sig) != 0)
         return h2o_iovec_init(NULL, 0);
 
     out = h2o_mem_alloc_pool(pool, payload_len + 1 + SIG_LEN + 1);
@@ -94,6 +106,24 @@ h2o_iovec_t gw_cookie_sign(h2o_mem_pool_t *pool, const gw_cookie_secret_t *secre
     out[payload_len] = '.';
     memcpy(out + payload_len + 1, sig, SIG_LEN + 1);
     return h2o_iovec_init(out, payload_len + 1 + SIG_LEN);
+}
+
+h2o_iovec_t gw_cookie_sign(h2o_mem_pool_t *pool, const gw_cookie_secret_t *secret, const char *sandbox_id, uint16_t port,
+                           uint64_t expires_at, const char *token_sha256_hex)
+{
+    return sign_as(pool, COOKIE_VERSION, secret, sandbox_id, port, expires_at, token_sha256_hex);
+}
+
+h2o_iovec_t gw_cookie_sign_link(h2o_mem_pool_t *pool, const gw_cookie_secret_t *secret, const char *sandbox_id, uint16_t port,
+                                uint64_t expires_at, uint64_t link_epoch)
+{
+    char binding[LINK_BINDING_MAX];
+    return sign_as(pool, LINK_COOKIE_VERSION, secret, sandbox_id, port, expires_at, link_binding(binding, link_epoch));
+}
+
+int gw_cookie_is_link(h2o_iovec_t value)
+{
+    return value.len > sizeof(LINK_COOKIE_VERSION) && memcmp(value.base, LINK_COOKIE_VERSION ".", sizeof(LINK_COOKIE_VERSION)) == 0;
 }
 
 /* Parses a decimal of at most max_digits, no sign, no leading zero (except
@@ -143,7 +173,8 @@ static int parse_value(h2o_iovec_t value, const char *fields[5], size_t lens[5],
     }
     if (n != 5 || fields[4] + lens[4] != end)
         return -1;
-    if (!(lens[0] == sizeof(COOKIE_VERSION) - 1 && memcmp(fields[0], COOKIE_VERSION, lens[0]) == 0))
+    if (!(lens[0] == sizeof(COOKIE_VERSION) - 1 &&
+          (memcmp(fields[0], COOKIE_VERSION, lens[0]) == 0 || memcmp(fields[0], LINK_COOKIE_VERSION, lens[0]) == 0)))
         return -1;
     if (!is_valid_sandbox(fields[1], lens[1]))
         return -1;
@@ -172,8 +203,8 @@ int gw_cookie_read_fields(h2o_iovec_t value, h2o_iovec_t *sandbox_id, uint16_t *
     return 0;
 }
 
-gw_cookie_result_t gw_cookie_verify(h2o_iovec_t value, const gw_cookie_secret_t *secrets, size_t num_secrets,
-                                    const char *sandbox_id, uint16_t port, uint64_t now, const char *token_sha256_hex)
+static gw_cookie_result_t verify_as(h2o_iovec_t value, const char *version, const gw_cookie_secret_t *secrets, size_t num_secrets,
+                                    const char *sandbox_id, uint16_t port, uint64_t now, const char *binding)
 {
     const char *fields[5];
     size_t lens[5], i;
@@ -183,11 +214,13 @@ gw_cookie_result_t gw_cookie_verify(h2o_iovec_t value, const gw_cookie_secret_t 
 
     if (parse_value(value, fields, lens, &cookie_port, &cookie_expires) != 0)
         return GW_COOKIE_MALFORMED;
+    if (memcmp(fields[0], version, lens[0]) != 0)
+        return GW_COOKIE_MALFORMED; /* the other kind of cookie */
 
     /* the payload is the value up to the dot before the signature; strict
      * parsing above makes it canonical, so it can be MACed as received */
     for (i = 0; i != num_secrets && !verified; ++i) {
-        if (compute_sig(&secrets[i], value.base, fields[4] - 1 - value.base, token_sha256_hex, sig) != 0)
+        if (compute_sig(&secrets[i], value.base, fields[4] - 1 - value.base, binding, sig) != 0)
             continue;
         verified = CRYPTO_memcmp(sig, fields[4], SIG_LEN) == 0;
     }
@@ -202,6 +235,19 @@ gw_cookie_result_t gw_cookie_verify(h2o_iovec_t value, const gw_cookie_secret_t 
     if (cookie_port != port)
         return GW_COOKIE_WRONG_PORT;
     return GW_COOKIE_OK;
+}
+
+gw_cookie_result_t gw_cookie_verify(h2o_iovec_t value, const gw_cookie_secret_t *secrets, size_t num_secrets,
+                                    const char *sandbox_id, uint16_t port, uint64_t now, const char *token_sha256_hex)
+{
+    return verify_as(value, COOKIE_VERSION, secrets, num_secrets, sandbox_id, port, now, token_sha256_hex);
+}
+
+gw_cookie_result_t gw_cookie_verify_link(h2o_iovec_t value, const gw_cookie_secret_t *secrets, size_t num_secrets,
+                                         const char *sandbox_id, uint16_t port, uint64_t now, uint64_t link_epoch)
+{
+    char binding[LINK_BINDING_MAX];
+    return verify_as(value, LINK_COOKIE_VERSION, secrets, num_secrets, sandbox_id, port, now, link_binding(binding, link_epoch));
 }
 
 static const char *same_site_attr(gw_cookie_same_site_t same_site)

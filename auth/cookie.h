@@ -42,9 +42,21 @@ h2o_iovec_t gw_cookie_sign(h2o_mem_pool_t *pool, const gw_cookie_secret_t *secre
 gw_cookie_result_t gw_cookie_verify(h2o_iovec_t value, const gw_cookie_secret_t *secrets, size_t num_secrets,
                                     const char *sandbox_id, uint16_t port, uint64_t now, const char *token_sha256_hex);
 
-/* The fields of a well-formed value, not verified: the sandbox (pointing
- * into value), port and expiry. Returns 0, or -1 when value is not
- * "v1.<sandbox>.<port>.<expires>.<sig>". */
+/* The cookie a share link becomes (CONTRACT.md: the cookie is not the
+ * token): the gateway's own value "l1.<sandbox>.<port>.<expires>.<sig>",
+ * signed like an access cookie but binding the link's epoch in place of the
+ * token hash, so that a new link_epoch fails it. It never verifies as an
+ * access cookie, nor an access cookie as one of these. */
+h2o_iovec_t gw_cookie_sign_link(h2o_mem_pool_t *pool, const gw_cookie_secret_t *secret, const char *sandbox_id, uint16_t port,
+                                uint64_t expires_at, uint64_t link_epoch);
+gw_cookie_result_t gw_cookie_verify_link(h2o_iovec_t value, const gw_cookie_secret_t *secrets, size_t num_secrets,
+                                         const char *sandbox_id, uint16_t port, uint64_t now, uint64_t link_epoch);
+/* 1 when `value` has the link cookie's form (whether or not it verifies). */
+int gw_cookie_is_link(h2o_iovec_t value);
+
+/* The fields of a well-formed value (either kind), not verified: the
+ * sandbox (pointing into value), port and expiry. Returns 0, or -1 when
+ * value is not "v1.<sandbox>.<port>.<expires>.<sig>" (or "l1..."). */
 int gw_cookie_read_fields(h2o_iovec_t value, h2o_iovec_t *sandbox_id, uint16_t *port, uint64_t *expires_at);
 
 /* "<name>=<value>; Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age=<ttl>"

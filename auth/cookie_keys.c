@@ -177,6 +177,32 @@ gw_cookie_result_t gw_cookie_keys_verify(gw_cookie_keys_t *keys, h2o_iovec_t val
     return result;
 }
 
+int gw_cookie_keys_sign_link(gw_cookie_keys_t *keys, h2o_mem_pool_t *pool, const char *sandbox_id, uint16_t port,
+                             uint64_t expires_at, uint64_t link_epoch, h2o_iovec_t *value)
+{
+    int ret = -1;
+
+    pthread_rwlock_rdlock(&keys->lock);
+    if (keys->num_secrets != 0) {
+        *value = gw_cookie_sign_link(pool, &keys->secrets[0], sandbox_id, port, expires_at, link_epoch);
+        ret = 0;
+    }
+    pthread_rwlock_unlock(&keys->lock);
+    return ret;
+}
+
+gw_cookie_result_t gw_cookie_keys_verify_link(gw_cookie_keys_t *keys, h2o_iovec_t value, const char *sandbox_id, uint16_t port,
+                                              uint64_t now, uint64_t link_epoch)
+{
+    gw_cookie_result_t result = GW_COOKIE_BAD_SIGNATURE;
+
+    pthread_rwlock_rdlock(&keys->lock);
+    if (keys->num_secrets != 0)
+        result = gw_cookie_verify_link(value, keys->secrets, keys->num_secrets, sandbox_id, port, now, link_epoch);
+    pthread_rwlock_unlock(&keys->lock);
+    return result;
+}
+
 int gw_cookie_keys_reload(gw_cookie_keys_t *keys, char **err)
 {
     gw_cookie_secret_t *fresh, *old;

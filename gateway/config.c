@@ -143,6 +143,9 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("limits.max_client_connections_per_worker", limits.max_client_connections_per_worker, 1, 1000000, "10000"),
     UINT("limits.max_held_requests_per_sandbox", limits.max_held_requests_per_sandbox, 1, 1000000, "256"),
     UINT("limits.max_held_requests_per_worker", limits.max_held_requests_per_worker, 1, 1000000, "4096"),
+    /* 0 (no request with a body is held) .. 64 GiB; 64 MiB holds one upload of the default
+     * limits.max_request_body_bytes while its sandbox wakes (README, Waking paused sandboxes) */
+    UINT("limits.max_held_request_bytes", limits.max_held_request_bytes, 0, UINT64_C(68719476736), "67108864"),
 
     UINT("metering.flush_interval_ms", metering.flush_interval_ms, 100, MAX_TIMEOUT_MS, "5000"),
     STRING("metering.spill_file", metering.spill_file, 1, 4096, STR("/var/lib/lizard-gateway/egress.spill")),

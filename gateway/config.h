@@ -112,8 +112,9 @@ typedef struct st_gw_config_t {
         uint64_t max_worker_buffer_bytes;           /* response bytes held by one worker, all its responses */
         uint64_t max_connections_per_client;        /* client connections, and requests in flight, per client address */
         uint64_t max_client_connections_per_worker; /* beyond it new connections are closed at accept */
-        uint64_t max_held_requests_per_sandbox;     /* requests one worker holds while one sandbox wakes */
+        uint64_t max_held_requests_per_sandbox;     /* requests the gateway (all workers) holds while one sandbox wakes */
         uint64_t max_held_requests_per_worker;      /* requests one worker holds for all waking sandboxes */
+        uint64_t max_held_request_bytes;            /* body bytes of the requests one worker holds, all sandboxes */
     } limits;
 
     struct {

@@ -1,8 +1,9 @@
 /*
- * Credentials against a sandbox's record. A value starting "lzs1." is a
- * share link wherever it comes from (auth/share_link.h) and is never
- * compared with the access token; anything else in the header or the query
- * is the access token, anything else in the cookie the gateway's own cookie.
+ * Credentials against a sandbox's record. A value starting "lzs1." in the
+ * header or the query is a share link (auth/share_link.h) and is never
+ * compared with the access token; anything else there is the access token.
+ * The cookie is always the gateway's own: an access cookie, or the cookie a
+ * share link became (auth/cookie.h); a link itself in the cookie is refused.
  */
 #include <string.h>
 #include "auth/share_link.h"
@@ -94,6 +95,37 @@ static gw_credential_status_t check_cookie(h2o_iovec_t cookie, const gw_credenti
     return GW_CREDENTIAL_REFUSED;
 }
 
+/* The cookie a share link became (auth/cookie.h): the gateway's own,
+ * binding the link's epoch; it is worth what the link was, while the epoch
+ * holds. */
+static gw_credential_status_t check_link_cookie(h2o_iovec_t cookie, const gw_credential_keys_t *keys, const gw_sandbox_t *sbx,
+                                                uint16_t port, uint64_t now, gw_grant_t *grant, gw_error_why_t *why)
+{
+    gw_cookie_result_t result = sbx->link_epoch_ok
+                                    ? gw_cookie_keys_verify_link(keys->cookie_keys, cookie, sbx->id, port, now, sbx->link_epoch)
+                                    : GW_COOKIE_BAD_SIGNATURE; /* an unreadable link_epoch revokes every link */
+    h2o_iovec_t cookie_sandbox;
+    uint16_t cookie_port;
+
+    if (result == GW_COOKIE_OK && gw_cookie_read_fields(cookie, &cookie_sandbox, &cookie_port, &grant->expires_at) == 0) {
+        grant->kind = GW_GRANT_LINK;
+        grant->link_epoch = sbx->link_epoch;
+        return GW_CREDENTIAL_OK;
+    }
+    switch (*why = cookie_refusal(cookie, result, sbx->id, port, now)) {
+    case GW_WHY_COOKIE_EXPIRED:
+        *why = GW_WHY_LINK_EXPIRED;
+        break;
+    case GW_WHY_COOKIE_REVOKED:
+        /* this preview's, unexpired, its signature no longer holds: a new link_epoch (or a retired secret) */
+        *why = GW_WHY_LINK_REVOKED;
+        break;
+    default:
+        break;
+    }
+    return GW_CREDENTIAL_REFUSED;
+}
+
 gw_credential_status_t gw_credentials_check(const gw_credentials_t *c, const gw_credential_keys_t *keys, const gw_sandbox_t *sbx,
                                             uint16_t port, uint64_t now, gw_grant_t *grant, gw_error_why_t *why, int *from)
 {
@@ -109,9 +141,9 @@ gw_credential_status_t gw_credentials_check(const gw_credentials_t *c, const gw_
     }
     if (c->cookie.base != NULL) {
         *from = GW_CREDENTIAL_FROM_COOKIE;
-        /* the cookie a share link became holds the link itself (README, Share links) */
-        return gw_share_link_is(c->cookie) ? check_link(c->cookie, keys, sbx, port, now, grant, why)
-                                           : check_cookie(c->cookie, keys, sbx, port, now, grant, why);
+        /* the cookie a share link became is the gateway's own, not the link (README, Share links) */
+        return gw_cookie_is_link(c->cookie) ? check_link_cookie(c->cookie, keys, sbx, port, now, grant, why)
+                                            : check_cookie(c->cookie, keys, sbx, port, now, grant, why);
     }
     return GW_CREDENTIAL_NONE;
 }

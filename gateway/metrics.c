@@ -217,6 +217,11 @@ static void wake_metrics(text_t *out, gw_metrics_t *m)
            "Requests refused 429 because too many were held (limits.max_held_requests_per_sandbox, "
            "limits.max_held_requests_per_worker).",
            SUM(wake.refused));
+    metric(out, "lizard_wake_refused_bytes_total", "counter",
+           "Requests refused 503 because their body would take the held bodies past limits.max_held_request_bytes.",
+           SUM(wake.refused_bytes));
+    metric(out, "lizard_wake_held_bytes", "gauge", "Body bytes of the requests held now while their sandbox wakes.",
+           sum_gauge_at(m, offsetof(gw_metrics_worker_t, wake.held_bytes)));
     /* milliseconds, not seconds: every sample of the exposition stays an integer */
     family(out, "lizard_wake_milliseconds", "histogram",
            "From the first request held for a sandbox to the read that showed it running, per wake seen by a worker.");

@@ -221,19 +221,27 @@ static int is_cross_site_frame(h2o_req_t *req)
            header_is(req, H2O_STRLIT("sec-fetch-site"), H2O_STRLIT("cross-site"));
 }
 
-/* A share link in the query of a navigation becomes the gateway's cookie
- * holding the link itself: it expires no later than the link (nor after
- * auth.cookie_ttl_s) and is checked as the link on every request, so a new
- * link_epoch or a retired key ends it too. */
-static void redirect_with_link_cookie(pending_t *p, uint64_t expires_at)
+/* A share link in the query of a navigation becomes the gateway's own
+ * cookie (CONTRACT.md: the cookie is not the token), signed with the cookie
+ * secrets and binding sandbox, port, an expiry no later than the link's
+ * (nor than auth.cookie_ttl_s) and the link's epoch: a new link_epoch ends
+ * it, as it ends the link. */
+static void redirect_with_link_cookie(pending_t *p, const gw_grant_t *grant)
 {
     h2o_req_t *req = p->req;
     const gw_config_t *conf = p->conf->config;
-    uint64_t now = (uint64_t)time(NULL), max_age = expires_at > now ? expires_at - now : 0;
+    uint64_t now = (uint64_t)time(NULL), max_age = grant->expires_at > now ? grant->expires_at - now : 0;
+    h2o_iovec_t value;
 
     if (max_age > conf->auth.cookie_ttl_s)
         max_age = conf->auth.cookie_ttl_s;
-    h2o_iovec_t set = gw_cookie_set_header(&req->pool, cookie_name(conf), p->query_token, max_age, same_site(conf));
+    /* the set was not empty when the caller checked; a reload never empties it */
+    if (gw_cookie_keys_sign_link(p->conf->cookie_keys, &req->pool, p->host.sandbox_id, p->host.port, now + max_age,
+                                 grant->link_epoch, &value) != 0) {
+        send_error(p, GW_ERR_INVALID_TOKEN, NULL);
+        return;
+    }
+    h2o_iovec_t set = gw_cookie_set_header(&req->pool, cookie_name(conf), value, max_age, same_site(conf));
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, set.base, set.len);
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("referrer-policy"), 0, NULL, H2O_STRLIT("no-referrer"));
     gw_redirect_send(req, 302, "Found", gw_redirect_location(&req->pool, req->authority, p->path));
@@ -273,12 +281,12 @@ static credential_t check_credential(pending_t *p, const gw_sandbox_t *sbx, gw_g
     }
     if (from == GW_CREDENTIAL_FROM_QUERY && (is_method(req, H2O_STRLIT("GET")) || is_method(req, H2O_STRLIT("HEAD"))) &&
         req->upgrade.base == NULL && gw_error_is_navigation(req)) {
-        if (grant->kind == GW_GRANT_LINK) {
-            redirect_with_link_cookie(p, grant->expires_at);
-            return CREDENTIAL_ANSWERED;
-        }
+        /* without cookie secrets there is no cookie to give: the query is accepted in place */
         if (gw_cookie_keys_count(p->conf->cookie_keys) != 0) {
-            redirect_with_cookie(p, sbx);
+            if (grant->kind == GW_GRANT_LINK)
+                redirect_with_link_cookie(p, grant);
+            else
+                redirect_with_cookie(p, sbx);
             return CREDENTIAL_ANSWERED;
         }
     }
@@ -554,11 +562,21 @@ static void on_hangup(gw_hangup_watch_t *watch)
 }
 
 /* Holds the request until its sandbox wakes (CONTRACT.md, "Waking a paused
- * sandbox"); no connection slot and no upstream connection meanwhile. */
+ * sandbox"); no connection slot and no upstream connection meanwhile. Its
+ * body (read whole by h2o before the handler ran) counts against
+ * limits.max_held_request_bytes: past it the request is refused at once,
+ * 503 with Retry-After (the sandbox is asked to wake all the same, so the
+ * retry finds it running), rather than held with more memory. */
 static void hold(pending_t *p, gw_sandbox_t *sbx)
 {
-    if ((p->waiter = gw_wake_hold(p->thread->wake, sbx, on_woken, p)) == NULL) {
-        send_error(p, GW_ERR_TOO_MANY_CONNECTIONS, "Too many requests are waiting for this sandbox to wake.");
+    gw_wake_hold_result_t refused;
+
+    if ((p->waiter = gw_wake_hold(p->thread->wake, sbx, p->req->entity.len, on_woken, p, &refused)) == NULL) {
+        if (refused == GW_WAKE_OVER_BYTES)
+            send_error(p, GW_ERR_SANDBOX_NOT_RUNNING,
+                       "It is waking up; the gateway holds no more request bodies meanwhile. Retry shortly.");
+        else
+            send_error(p, GW_ERR_TOO_MANY_CONNECTIONS, "Too many requests are waiting for this sandbox to wake.");
         return;
     }
     p->hangup.cb = on_hangup;

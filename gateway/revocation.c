@@ -1,8 +1,10 @@
 /*
  * Open exchanges and tunnels by sandbox, and what happens to them after a
  * publish: one bucket per sandbox with something open, holding the items and
- * at most one record read in flight (a publish during that read asks for one
- * more read after it, so the last publish is always followed by a read).
+ * at most one record read in flight. A publish during that read needs no
+ * read more: the route store answers it with a fetch sent after the publish
+ * (routing/route_store.h), so the last publish is always followed by a read
+ * that postdates it, within one round trip.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +20,6 @@ typedef struct st_gw_revocation_bucket_t {
     h2o_linklist_t items; /* gw_revocable_t.link */
     size_t count;
     gw_route_lookup_t *read; /* the record read in flight, or NULL */
-    unsigned read_again : 1; /* a publish came while `read` was in flight */
     unsigned checking : 1;   /* inside gw_revocation_check: not freed by remove */
     char id[GW_SANDBOX_ID_MAX + 1];
 } bucket_t;
@@ -204,20 +205,12 @@ void gw_revocation_check(gw_revocation_t *r, const char *sandbox_id, const gw_sa
         check_bucket(r, b, record, now_unix);
 }
 
-static void start_read(bucket_t *b);
-
 static void on_record(void *data, gw_route_status_t status, gw_sandbox_t *record)
 {
     bucket_t *b = data;
     gw_revocation_t *r = b->owner;
 
     b->read = NULL;
-    if (b->read_again) {
-        /* this answer may predate the last publish: only the next one counts */
-        b->read_again = 0;
-        start_read(b);
-        return;
-    }
     switch (status) {
     case GW_ROUTE_FOUND:
         check_bucket(r, b, record, (uint64_t)time(NULL));
@@ -237,12 +230,9 @@ static void start_read(bucket_t *b)
 {
     gw_revocation_t *r = b->owner;
 
-    if (r->routes == NULL)
+    /* a read in flight is answered after the publish that brought us here (see above) */
+    if (r->routes == NULL || b->read != NULL)
         return;
-    if (b->read != NULL) {
-        b->read_again = 1;
-        return;
-    }
     b->read = gw_route_store_lookup(r->routes, b->id, on_record, b);
 }
 

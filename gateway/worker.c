@@ -173,6 +173,7 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox, s->num_workers);
     s->client_conns = gw_conn_limit_new(config->limits.max_connections_per_client, s->num_workers);
     s->client_reqs = gw_conn_limit_new(config->limits.max_connections_per_client, s->num_workers);
+    s->held_reqs = gw_conn_limit_new(config->limits.max_held_requests_per_sandbox, s->num_workers);
     s->cookie_keys = gw_cookie_keys_new(&(gw_cookie_keys_config_t){.file = config->auth.cookie_secrets_file,
                                                                    .secrets = config->auth.cookie_secrets,
                                                                    .num_secrets = config->auth.num_cookie_secrets});
@@ -386,6 +387,20 @@ static void on_proxy_bytes(void *data, const char *sandbox_id, const gw_proxy_by
         gw_activity_touch(w->activity, sandbox_id, wall_ms());
 }
 
+/* The held-request registry's slots (gw_wake_slots_t): a sandbox's held
+ * requests count across workers, as the contract's per-gateway limit reads. */
+static int acquire_held_slot(void *data, const char *sandbox_id)
+{
+    gw_worker_t *w = data;
+    return gw_conn_limit_acquire(w->server->held_reqs, w->index, sandbox_id);
+}
+
+static void release_held_slot(void *data, const char *sandbox_id)
+{
+    gw_worker_t *w = data;
+    gw_conn_limit_release(w->server->held_reqs, w->index, sandbox_id);
+}
+
 /* A publish on <prefix>routes (NULL: the subscription was confirmed again):
  * open exchanges and tunnels are rechecked, held requests read their
  * sandbox again. */
@@ -458,8 +473,9 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     gw_wake_conf_t wconf = {.prefix = conf->redis.prefix,
                             .instance_id = conf->instance_id,
                             .timeout_ms = conf->routing.resume_timeout_ms,
-                            .max_per_sandbox = conf->limits.max_held_requests_per_sandbox,
+                            .slots = {acquire_held_slot, release_held_slot, w},
                             .max_per_worker = conf->limits.max_held_requests_per_worker,
+                            .max_bytes = conf->limits.max_held_request_bytes,
                             .command_timeout_ms = conf->redis.lookup_timeout_ms,
                             .counters = &s->metrics.workers[w->index].wake};
     w->wake = gw_wake_new(loop, w->redis, w->routes, &wconf); /* aborts on out of memory, never NULL */

@@ -35,6 +35,7 @@ typedef struct st_gw_server_t {
     gw_conn_limit_t *conn_limit;   /* limits.max_connections_per_sandbox, across workers */
     gw_conn_limit_t *client_conns; /* limits.max_connections_per_client: connections per client address */
     gw_conn_limit_t *client_reqs;  /* limits.max_connections_per_client: requests in flight per client address */
+    gw_conn_limit_t *held_reqs;    /* limits.max_held_requests_per_sandbox: requests held per waking sandbox, across workers */
     gw_cookie_keys_t *cookie_keys; /* the live cookie secrets; replaced on SIGHUP by main */
     gw_link_keys_t *link_keys;     /* the live share-link keys (empty: links off); reloaded on SIGHUP by main */
     h2o_globalconf_t globalconf;

@@ -3,7 +3,10 @@
  * what Redis last said (a record, "no such sandbox", or "revoked by a
  * message") and the fetch in flight for that id, so concurrent misses share
  * one HGETALL. Pub/sub messages evict; a (re)subscription expires
- * everything; TTLs bound staleness whatever pub/sub does.
+ * everything; TTLs bound staleness whatever pub/sub does. A lookup is never
+ * answered with what was read before a publish of its sandbox that the store
+ * has seen: the waiters of a fetch that a publish detached are looked up
+ * again, and so is an answer from the cache still waiting for the loop.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +26,7 @@ typedef struct st_flight_t flight_t;
 
 typedef struct st_entry_t {
     gw_hashtab_node_t node; /* in store->entries, keyed by `id` */
-    h2o_linklist_t age;     /* in store->by_age, confirmed longest ago first */
+    h2o_linklist_t age;     /* in store->by_age, confirmed (or fetched) longest ago first */
     entry_kind_t kind;
     gw_sandbox_t *sandbox; /* owned; FOUND and (optionally) REVOKED */
     uint64_t confirmed_at; /* when the fetch that produced this answer was sent */
@@ -56,6 +59,7 @@ struct st_gw_route_store_t {
     gw_hashtab_t entries;   /* entry_t by id */
     h2o_linklist_t by_age;
     h2o_mem_recycle_t lookup_allocator; /* of gw_route_lookup_t: one per request */
+    uint64_t publishes;                 /* messages and (re)subscriptions seen: deferred answers read before one are redone */
 };
 
 struct st_gw_route_lookup_t {
@@ -65,9 +69,18 @@ struct st_gw_route_lookup_t {
     h2o_timeout_entry_t defer; /* linked while an answer known at lookup time waits for the loop */
     gw_route_status_t deferred_status;
     gw_sandbox_t *deferred_sandbox; /* retained */
+    uint64_t deferred_publishes;    /* store->publishes when the deferred answer was known */
     h2o_linklist_t link;            /* in a flight's waiters while waiting for its fetch */
     h2o_linklist_t all;             /* in store->lookups */
+    unsigned again;                 /* times looked up again after a publish (bounded by MAX_AGAIN) */
+    unsigned fresh : 1;             /* gw_route_store_lookup_fresh */
+    char id[GW_SANDBOX_ID_MAX + 1]; /* "" when the id cannot be a sandbox's */
 };
+
+/* A lookup whose fetch publishes of its sandbox keep detaching is answered
+ * GW_ROUTE_UNAVAILABLE after this many fetches more, so that a stream of
+ * publishes cannot hold it for ever (each fetch has its own deadline). */
+#define MAX_AGAIN 4
 
 #define COUNT(s, name)                                                                                                             \
     do {                                                                                                                           \
@@ -105,8 +118,15 @@ static entry_t *entry_new(gw_route_store_t *s, const char *id, size_t len)
 {
     entry_t *e;
 
-    while (gw_hashtab_size(&s->entries) >= GW_ROUTE_CACHE_MAX_ENTRIES) {
-        entry_remove(s, H2O_STRUCT_FROM_MEMBER(entry_t, age, s->by_age.next));
+    /* Oldest first, skipping those with a fetch in flight: its waiters must stay reachable from the entry,
+     * where a publish finds them. So the table may pass the bound by the fetches in flight (at most the
+     * requests in flight, each bounded by lookup_timeout_ms). */
+    for (h2o_linklist_t *pos = s->by_age.next; gw_hashtab_size(&s->entries) >= GW_ROUTE_CACHE_MAX_ENTRIES && pos != &s->by_age;) {
+        entry_t *old = H2O_STRUCT_FROM_MEMBER(entry_t, age, pos);
+        pos = pos->next;
+        if (old->flight != NULL)
+            continue;
+        entry_remove(s, old);
         COUNT(s, evictions);
     }
     e = h2o_mem_alloc(sizeof(*e));
@@ -154,11 +174,22 @@ static void answer(gw_route_lookup_t *l, gw_route_status_t status, gw_sandbox_t 
     cb(data, status, sandbox);
 }
 
+static void resolve(gw_route_store_t *s, gw_route_lookup_t *l, int again);
+
 static void on_deferred(h2o_timeout_entry_t *entry)
 {
     gw_route_lookup_t *l = H2O_STRUCT_FROM_MEMBER(gw_route_lookup_t, defer, entry);
     gw_sandbox_t *sandbox = l->deferred_sandbox;
 
+    if (l->deferred_publishes != l->store->publishes) {
+        /* a publish (of this sandbox or another) arrived in the same loop turn, after the answer was known:
+         * it may be revoked, and what the answer lets in would register with revocation after the publish
+         * was handled */
+        l->deferred_sandbox = NULL;
+        gw_sandbox_release(sandbox);
+        resolve(l->store, l, 1);
+        return;
+    }
     answer(l, l->deferred_status, sandbox);
     gw_sandbox_release(sandbox);
 }
@@ -169,6 +200,7 @@ static void defer(gw_route_lookup_t *l, gw_route_status_t status, gw_sandbox_t *
     if (sandbox != NULL)
         gw_sandbox_retain(sandbox);
     l->deferred_sandbox = sandbox;
+    l->deferred_publishes = l->store->publishes;
     h2o_timeout_link(l->store->loop, &l->store->deferred, &l->defer);
 }
 
@@ -254,10 +286,34 @@ static void on_hgetall(void *data, const char *err, redisReply *reply)
 
 /* pub/sub */
 
+/* Detaches f (a publish came while it was in flight: its answer may predate the change) and moves its
+ * waiters to `into`, to be looked up again once the entries are revoked. */
+static void take_waiters(flight_t *f, h2o_linklist_t *into)
+{
+    flight_detach(f);
+    while (!h2o_linklist_is_empty(&f->waiters)) {
+        h2o_linklist_t *node = f->waiters.next;
+        h2o_linklist_unlink(node);
+        h2o_linklist_insert(into, node);
+    }
+}
+
+/* Looks up again every lookup in `list` (taken from detached flights): each
+ * joins a fetch sent from now on, or is answered from the loop. */
+static void resolve_all(gw_route_store_t *s, h2o_linklist_t *list)
+{
+    while (!h2o_linklist_is_empty(list)) {
+        gw_route_lookup_t *l = H2O_STRUCT_FROM_MEMBER(gw_route_lookup_t, link, list->next);
+        h2o_linklist_unlink(&l->link);
+        resolve(s, l, 1);
+    }
+}
+
 static void on_message(void *data, const char *payload, size_t len)
 {
     gw_route_store_t *s = data;
     char id[GW_SANDBOX_ID_MAX + 1];
+    h2o_linklist_t again;
     entry_t *e;
 
     if (len == 0 || len > GW_SANDBOX_ID_MAX)
@@ -265,11 +321,14 @@ static void on_message(void *data, const char *payload, size_t len)
     memcpy(id, payload, len);
     h2o_strtolower(id, len);
     id[len] = '\0';
+    ++s->publishes;
+    h2o_linklist_init_anchor(&again);
     if ((e = entry_find(s, id, len)) != NULL) {
         COUNT(s, invalidations);
-        /* a fetch already on its way may have been read before the change: its answer is not kept */
+        /* a fetch already on its way may have been read before the change: its answer is neither kept nor
+         * given to its waiters */
         if (e->flight != NULL)
-            flight_detach(e->flight);
+            take_waiters(e->flight, &again);
         if (e->sandbox != NULL) {
             /* kept, never served: the next fetch compares lifecycles */
             e->kind = ENTRY_REVOKED;
@@ -278,21 +337,24 @@ static void on_message(void *data, const char *payload, size_t len)
             entry_remove(s, e);
         }
     }
-    /* after the entry is revoked: a lookup from here reads Redis again */
+    /* after the entry is revoked: what is looked up from here reads Redis again */
+    resolve_all(s, &again);
     if (s->conf.on_invalidate != NULL)
         s->conf.on_invalidate(s->conf.invalidate_data, id);
 }
 
 static void flush_all(gw_route_store_t *s)
 {
-    h2o_linklist_t *pos, *next;
+    h2o_linklist_t *pos, *next, again;
 
     COUNT(s, flushes);
+    ++s->publishes;
+    h2o_linklist_init_anchor(&again);
     for (pos = s->by_age.next; pos != &s->by_age; pos = next) {
         entry_t *e = H2O_STRUCT_FROM_MEMBER(entry_t, age, pos);
         next = pos->next;
         if (e->flight != NULL)
-            flight_detach(e->flight);
+            take_waiters(e->flight, &again);
         if (e->sandbox != NULL) {
             /* must be confirmed before it serves again, but still answers during an outage
              * (bounded by stale_ttl_ms) */
@@ -301,6 +363,8 @@ static void flush_all(gw_route_store_t *s)
             entry_remove(s, e);
         }
     }
+    /* after the walk: looking up again adds entries */
+    resolve_all(s, &again);
 }
 
 static void on_subscriber_state(void *data, int connected)
@@ -416,50 +480,52 @@ static flight_t *flight_start(gw_route_store_t *s, entry_t *e)
     h2o_linklist_init_anchor(&f->waiters);
     h2o_linklist_insert(&s->flights, &f->link);
     e->flight = f;
+    /* in use: youngest, so that eviction (which skips entries with a fetch in flight) finds the oldest free */
+    h2o_linklist_unlink(&e->age);
+    h2o_linklist_insert(&s->by_age, &e->age);
     return f;
 }
 
-/* fresh: the cache never answers; only a fetch sent from now on (or one in flight, which a publish would have
- * detached) does */
-static gw_route_lookup_t *lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data, int fresh)
+/* Finds l's answer: from the cache (through the loop), or by joining or
+ * starting the fetch of its id. l->fresh: the cache never answers; only a
+ * fetch sent from now on (or one in flight, which a publish would have
+ * detached) does. `again`: l was looked up before and a publish came
+ * meanwhile (MAX_AGAIN bounds how often). */
+static void resolve(gw_route_store_t *s, gw_route_lookup_t *l, int again)
 {
-    gw_route_lookup_t *l = h2o_mem_alloc_recycle(&s->lookup_allocator, sizeof(*l));
-    size_t id_len = strlen(sandbox_id);
+    size_t id_len = strlen(l->id);
     uint64_t now = h2o_now(s->loop);
     entry_t *e;
 
-    memset(l, 0, sizeof(*l));
-    l->store = s;
-    l->cb = cb;
-    l->data = data;
-    l->defer.cb = on_deferred;
-    h2o_linklist_insert(&s->lookups, &l->all);
-
-    if (id_len == 0 || id_len > GW_SANDBOX_ID_MAX) {
+    if (id_len == 0) {
         /* cannot be a sandbox the control plane wrote */
         defer(l, GW_ROUTE_NOT_FOUND, NULL);
-        return l;
+        return;
     }
-    if ((e = entry_find(s, sandbox_id, id_len)) != NULL) {
+    if (again && ++l->again > MAX_AGAIN) {
+        defer(l, GW_ROUTE_UNAVAILABLE, NULL);
+        return;
+    }
+    if ((e = entry_find(s, l->id, id_len)) != NULL) {
         if (e->flight != NULL) {
             COUNT(s, coalesced);
             goto Join;
         }
-        if (!fresh && now < e->fresh_until && s->listening) {
+        if (!l->fresh && now < e->fresh_until && s->listening) {
             if (e->kind == ENTRY_NOT_FOUND) {
                 COUNT(s, hits);
                 defer(l, GW_ROUTE_NOT_FOUND, NULL);
-                return l;
+                return;
             }
             /* e->kind == ENTRY_FOUND; while Redis is known to be down, stale_ttl_ms bounds it as well */
             if (gw_redis_is_ready(s->redis) || usable_stale(s, e, now)) {
                 COUNT(s, hits);
                 defer(l, GW_ROUTE_FOUND, e->sandbox);
-                return l;
+                return;
             }
         }
     } else {
-        e = entry_new(s, sandbox_id, id_len);
+        e = entry_new(s, l->id, id_len);
     }
 
     /* a miss: no fetch in flight for this id */
@@ -473,11 +539,28 @@ static gw_route_lookup_t *lookup(gw_route_store_t *s, const char *sandbox_id, gw
                 entry_remove(s, e);
             defer(l, GW_ROUTE_UNAVAILABLE, NULL);
         }
-        return l;
+        return;
     }
 
 Join:
     h2o_linklist_insert(&e->flight->waiters, &l->link);
+}
+
+static gw_route_lookup_t *lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data, int fresh)
+{
+    gw_route_lookup_t *l = h2o_mem_alloc_recycle(&s->lookup_allocator, sizeof(*l));
+    size_t id_len = strlen(sandbox_id);
+
+    memset(l, 0, sizeof(*l));
+    l->store = s;
+    l->cb = cb;
+    l->data = data;
+    l->defer.cb = on_deferred;
+    l->fresh = fresh != 0;
+    if (id_len <= GW_SANDBOX_ID_MAX)
+        memcpy(l->id, sandbox_id, id_len + 1); /* longer: left "", never a sandbox */
+    h2o_linklist_insert(&s->lookups, &l->all);
+    resolve(s, l, 0);
     return l;
 }
 

@@ -15,7 +15,9 @@
 
 /* Entries one store holds at most (positive, negative and revoked); beyond
  * it the entry confirmed longest ago is dropped, so a flood of random
- * sandbox ids cannot grow memory without bound. */
+ * sandbox ids cannot grow memory without bound. Entries with a fetch in
+ * flight are not dropped: the bound may be passed by those (each ends
+ * within its lookup's deadline). */
 #define GW_ROUTE_CACHE_MAX_ENTRIES 100000
 
 typedef struct st_gw_route_store_t gw_route_store_t;
@@ -91,9 +93,19 @@ int gw_route_store_subscribe(gw_route_store_t *s, gw_redis_t *subscriber);
 
 /* Starts a lookup. cb is always called later from the loop (never from
  * inside this call; a cache hit answers on the next loop turn), exactly
- * once, no later than lookup_timeout_ms, unless gw_route_lookup_cancel is
- * called first. Returns the handle for cancelling, never NULL (out of
- * memory aborts, as everywhere). */
+ * once, no later than lookup_timeout_ms after its fetch was sent (a
+ * publish of the sandbox that detaches that fetch makes it join one sent
+ * after the publish, at most 4 times, then it is answered
+ * GW_ROUTE_UNAVAILABLE), unless gw_route_lookup_cancel is called first. Returns the handle for cancelling, never NULL (out of
+ * memory aborts, as everywhere).
+ *
+ * The answer never predates a publish of the sandbox (or a resubscription)
+ * that the store saw before answering: a fetch that such a publish detached
+ * does not answer its waiters, they join a fetch sent after it; a cache hit
+ * still waiting for the loop when one comes is looked up again. So whatever
+ * the answer lets in and registers with revocation from the callback is
+ * either checked against the new record or there before the publish's own
+ * read (gateway/revocation.h). */
 gw_route_lookup_t *gw_route_store_lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data);
 
 /* gw_route_store_lookup that reads Redis even when the cache holds a fresh

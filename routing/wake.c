@@ -34,6 +34,7 @@ struct st_gw_wake_waiter_t {
     h2o_timeout_entry_t deadline;
     gw_wake_cb cb;
     void *data;
+    size_t bytes; /* of its body, counted in owner->held_bytes */
 };
 
 struct st_gw_wake_t {
@@ -43,6 +44,7 @@ struct st_gw_wake_t {
     gw_wake_conf_t conf;  /* prefix and instance_id point to copies */
     gw_hashtab_t buckets; /* of bucket_t */
     size_t num_held;
+    uint64_t held_bytes;            /* body bytes of the held requests, <= conf.max_bytes */
     h2o_timeout_t deadline_timeout; /* conf.timeout_ms */
     h2o_timeout_t recheck_timeout;  /* conf.recheck_ms */
 };
@@ -102,9 +104,11 @@ static void bucket_free(bucket_t *b)
     free(b);
 }
 
+/* A bucket without waiters stays while its SET is in flight: the request
+ * refused over max_bytes asked for the resume through it. */
 static void bucket_free_if_idle(bucket_t *b)
 {
-    if (b->count == 0 && !b->busy)
+    if (b->count == 0 && !b->busy && b->set_req == NULL)
         bucket_free(b);
 }
 
@@ -118,7 +122,11 @@ static void waiter_unlink(gw_wake_waiter_t *h)
     h2o_timeout_unlink(&h->deadline);
     --h->bucket->count;
     --w->num_held;
+    w->held_bytes -= h->bytes;
+    if (w->conf.slots.release != NULL)
+        w->conf.slots.release(w->conf.slots.data, h->bucket->id);
     COUNT(w, held, -1);
+    COUNT(w, held_bytes, -(int64_t)h->bytes);
 }
 
 static void answer(gw_wake_waiter_t *h, gw_wake_result_t result, gw_sandbox_t *record)
@@ -183,11 +191,8 @@ static const char resume_script[] = "#!lua\n"
                                     "redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[4])\n"
                                     "return 1\n";
 
-static void on_resume(void *data, const char *err, redisReply *reply)
+static void on_resume_reply(bucket_t *b, const char *err, redisReply *reply)
 {
-    bucket_t *b = data;
-
-    b->set_req = NULL;
     if (err != NULL || reply->type != REDIS_REPLY_INTEGER) {
         /* nothing was written (or, after a timeout, both were): asked again at the next re-read,
          * where the lock, if it is there, says the request is too */
@@ -202,6 +207,15 @@ static void on_resume(void *data, const char *err, redisReply *reply)
         return;
     }
     COUNT(b->owner, resume_requests, 1);
+}
+
+static void on_resume(void *data, const char *err, redisReply *reply)
+{
+    bucket_t *b = data;
+
+    b->set_req = NULL;
+    on_resume_reply(b, err, reply);
+    bucket_free_if_idle(b); /* it may have been kept for this answer only */
 }
 
 /* Asks for a resume unless this worker did so less than GW_WAKE_LOCK_MS ago
@@ -333,19 +347,40 @@ void gw_wake_free(gw_wake_t *w)
     free(w);
 }
 
-gw_wake_waiter_t *gw_wake_hold(gw_wake_t *w, const gw_sandbox_t *record, gw_wake_cb cb, void *data)
+gw_wake_waiter_t *gw_wake_hold(gw_wake_t *w, const gw_sandbox_t *record, size_t body_bytes, gw_wake_cb cb, void *data,
+                               gw_wake_hold_result_t *refused)
 {
     bucket_t *b = bucket_find(w, record->id);
     gw_wake_waiter_t *h;
 
-    if (w->num_held >= w->conf.max_per_worker || (b != NULL ? b->count : 0) >= w->conf.max_per_sandbox) {
+    if (w->num_held >= w->conf.max_per_worker ||
+        (w->conf.slots.acquire == NULL && (b != NULL ? b->count : 0) >= w->conf.max_per_sandbox)) {
         COUNT(w, refused, 1);
+        *refused = GW_WAKE_OVER_COUNT;
+        return NULL;
+    }
+    if (body_bytes > w->conf.max_bytes - w->held_bytes) {
+        /* held_bytes <= max_bytes always holds: no wrap-around */
+        COUNT(w, refused_bytes, 1);
+        *refused = GW_WAKE_OVER_BYTES;
+        if (record->state == GW_SANDBOX_PAUSED) {
+            b = bucket_get(w, record->id);
+            ask_resume(b);
+            bucket_free_if_idle(b);
+        }
+        return NULL;
+    }
+    if (w->conf.slots.acquire != NULL && !w->conf.slots.acquire(w->conf.slots.data, record->id)) {
+        COUNT(w, refused, 1);
+        *refused = GW_WAKE_OVER_COUNT;
         return NULL;
     }
     if (b == NULL)
         b = bucket_get(w, record->id);
     h = h2o_mem_alloc(sizeof(*h));
-    *h = (gw_wake_waiter_t){.bucket = b, .deadline = {.cb = on_deadline}, .cb = cb, .data = data};
+    *h = (gw_wake_waiter_t){.bucket = b, .deadline = {.cb = on_deadline}, .cb = cb, .data = data, .bytes = body_bytes};
+    w->held_bytes += body_bytes;
+    COUNT(w, held_bytes, (int64_t)body_bytes);
     if (b->count == 0)
         b->held_since = h2o_now(w->loop);
     h2o_linklist_insert(&b->waiters, &h->link);
@@ -399,6 +434,11 @@ void gw_wake_expire_all(gw_wake_t *w)
     /* no deadline is linked now: requests held from here on time out at the next loop turn */
     h2o_timeout_dispose(w->loop, &w->deadline_timeout);
     h2o_timeout_init(w->loop, &w->deadline_timeout, 0);
+}
+
+uint64_t gw_wake_held_bytes(gw_wake_t *w)
+{
+    return w->held_bytes;
 }
 
 size_t gw_wake_num_held(gw_wake_t *w, const char *sandbox_id)

@@ -37,7 +37,9 @@
 typedef struct st_gw_wake_counters_t {
     atomic_int_fast64_t held;             /* gauge: requests held now */
     atomic_uint_fast64_t held_total;      /* requests that were held */
-    atomic_uint_fast64_t refused;         /* requests refused over a limit (429) */
+    atomic_uint_fast64_t refused;         /* requests refused over a count limit (429) */
+    atomic_uint_fast64_t refused_bytes;   /* requests refused over max_bytes (503) */
+    atomic_int_fast64_t held_bytes;       /* gauge: body bytes of the requests held now */
     atomic_uint_fast64_t abandoned;       /* held requests whose client went away */
     atomic_uint_fast64_t timeouts;        /* held requests answered at routing.resume_timeout_ms */
     atomic_uint_fast64_t resume_requests; /* XADDs to <prefix>resume sent: this gateway won the SET NX */
@@ -49,12 +51,24 @@ typedef struct st_gw_wake_counters_t {
     atomic_uint_fast64_t wake_count;
 } gw_wake_counters_t;
 
+/* Held requests counted per sandbox beyond one registry (the gateway's
+ * workers together, limits.max_held_requests_per_sandbox): acquire returns
+ * 1 when one more request of sandbox_id may be held, and each granted
+ * acquire is released exactly once, on the registry's thread. */
+typedef struct st_gw_wake_slots_t {
+    int (*acquire)(void *data, const char *sandbox_id);
+    void (*release)(void *data, const char *sandbox_id);
+    void *data;
+} gw_wake_slots_t;
+
 typedef struct st_gw_wake_conf_t {
     const char *prefix;           /* key prefix, e.g. "lizard:" (copied) */
     const char *instance_id;      /* the `gateway` field and the SET's value (copied) */
     uint64_t timeout_ms;          /* routing.resume_timeout_ms: a request is held at most this long */
-    size_t max_per_sandbox;       /* limits.max_held_requests_per_sandbox */
+    size_t max_per_sandbox;       /* held requests of one sandbox in this registry; only when slots.acquire is NULL */
+    gw_wake_slots_t slots;        /* acquire NULL: max_per_sandbox, counted here */
     size_t max_per_worker;        /* held requests of this registry, all sandboxes */
+    uint64_t max_bytes;           /* limits.max_held_request_bytes: body bytes held by this registry, all sandboxes */
     uint64_t recheck_ms;          /* 0: GW_WAKE_RECHECK_MS */
     uint64_t command_timeout_ms;  /* deadline of the SET and the XADD */
     gw_wake_counters_t *counters; /* NULL: not counted; borrowed, must outlive the registry */
@@ -86,13 +100,24 @@ gw_wake_t *gw_wake_new(h2o_loop_t *loop, gw_redis_t *redis, gw_route_store_t *ro
  * requests in flight. Not from inside a callback. NULL is a no-op. */
 void gw_wake_free(gw_wake_t *w);
 
-/* Holds a request that found `record` (gw_wake_applies(record) must hold):
- * asks for a resume when the sandbox is paused and this worker has not asked
- * in the last GW_WAKE_LOCK_MS. cb is called exactly once, unless
- * gw_wake_cancel comes first. Returns NULL, without calling cb, when the
- * sandbox already has max_per_sandbox held requests here or the worker
- * max_per_worker (the caller answers 429). */
-gw_wake_waiter_t *gw_wake_hold(gw_wake_t *w, const gw_sandbox_t *record, gw_wake_cb cb, void *data);
+typedef enum {
+    GW_WAKE_HELD = 0,
+    GW_WAKE_OVER_COUNT, /* the sandbox's or the registry's count of held requests is at its limit (429) */
+    GW_WAKE_OVER_BYTES, /* its body would take the registry's held bytes past max_bytes (503) */
+} gw_wake_hold_result_t;
+
+/* Holds a request that found `record` (gw_wake_applies(record) must hold)
+ * and whose body is `body_bytes` long (h2o has read it all by now): asks for
+ * a resume when the sandbox is paused and this worker has not asked in the
+ * last GW_WAKE_LOCK_MS. cb is called exactly once, unless gw_wake_cancel
+ * comes first. Returns NULL, without calling cb and with *refused saying
+ * why, when the request may not be held: over a count limit (the sandbox's
+ * slots, or max_per_worker), or over max_bytes. A request refused over
+ * max_bytes still asks for the resume (its retry then finds the sandbox
+ * awake); none is asked over a count limit (those requests were held
+ * already, and asked). */
+gw_wake_waiter_t *gw_wake_hold(gw_wake_t *w, const gw_sandbox_t *record, size_t body_bytes, gw_wake_cb cb, void *data,
+                               gw_wake_hold_result_t *refused);
 
 /* The request is gone (client reset or closed): forgets it. `abandoned`
  * counts it as such. Not from inside its callback. */
@@ -110,5 +135,8 @@ void gw_wake_expire_all(gw_wake_t *w);
 
 /* Requests held for sandbox_id (NULL: all) on this worker. */
 size_t gw_wake_num_held(gw_wake_t *w, const char *sandbox_id);
+
+/* Body bytes of the requests held on this worker. */
+uint64_t gw_wake_held_bytes(gw_wake_t *w);
 
 #endif

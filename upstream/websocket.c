@@ -1,7 +1,9 @@
 /*
  * The hand-over of an upgraded exchange to a WebSocket tunnel: the 101 goes
  * to the client, then both sockets belong to the tunnel, which keeps the
- * sandbox's connection slot and stays revocable until it closes.
+ * sandbox's connection slot and stays revocable until it closes. It is
+ * revocable from the hand-over on, while the 101 is still being written too
+ * (a client that does not read can keep it pending for as long as it likes).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +27,8 @@ typedef struct st_websocket_t {
     size_t head_bytes;        /* of the 101, billed once it is written */
     h2o_socket_t *client;     /* once the 101 is written: the bytes to it are billed as it receives them */
     gw_revocable_t revocable; /* taken over from the exchange */
+    h2o_socket_t *writing;    /* the client's socket while h2o writes the 101 (h2o's until then), else NULL */
+    int revoked;              /* revoked while the 101 was being written: the tunnel never starts */
 } websocket_t;
 
 static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstream)
@@ -61,15 +65,29 @@ static void on_websocket_revoke(gw_revocable_t *item, gw_error_code_t code)
 {
     websocket_t *ws = H2O_STRUCT_FROM_MEMBER(websocket_t, revocable, item);
     (void)code;
-    gw_tunnel_close(ws->tunnel);
+
+    if (ws->writing == NULL) {
+        gw_tunnel_close(ws->tunnel);
+        return;
+    }
+    /* The 101 is still being written, by h2o, which owns the socket and
+     * calls on_upgrade_complete once the write ends: the tunnel (and ws)
+     * must live until then. Shutting the socket down ends the write now
+     * (EPIPE, or done if it was already complete), whether or not the client
+     * reads; the tunnel is then closed there. */
+    ws->revoked = 1;
+    shutdown(h2o_socket_get_fd(ws->writing), SHUT_RDWR);
 }
 
 static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize)
 {
     websocket_t *ws = data;
 
+    ws->writing = NULL;
     /* the request is gone by now; the tunnel owns both sockets */
-    if (client == NULL) {
+    if (client == NULL || ws->revoked) {
+        if (client != NULL)
+            h2o_socket_close(client);
         gw_tunnel_close(ws->tunnel);
         return;
     }
@@ -79,8 +97,6 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
     gw_proxy_add_egress(ws->proxy, client, ws->sandbox_id, ws->no_activity, ws->head_bytes, 1);
     /* bounds what one read of the client pulls in, as for upstreams */
     setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &ws->proxy->rcvbuf, sizeof(ws->proxy->rcvbuf));
-    if (ws->revocable.grant.record != NULL && ws->proxy->revocation != NULL)
-        gw_revocation_add(ws->proxy->revocation, &ws->revocable);
     gw_tunnel_start(ws->tunnel, client);
 }
 
@@ -112,13 +128,17 @@ void gw_exchange_upgrade(gw_exchange_t *ex)
                                &websocket_callbacks, ws);
     if (p->client_stall_timeout.enabled)
         gw_tunnel_set_stall_timeout(ws->tunnel, &p->client_stall_timeout.timeout);
-    /* the exchange is no longer revocable; the tunnel is once it has both sockets */
+    /* The grant goes from the exchange to the tunnel in one step: a publish
+     * handled while the 101 is written finds the tunnel (on_websocket_revoke). */
+    ws->writing = ex->req->conn->callbacks->get_socket(ex->req->conn);
     if (ex->revocable.grant.record != NULL) {
         if (p->revocation != NULL)
             gw_revocation_remove(p->revocation, &ex->revocable);
         ws->revocable.grant = ex->revocable.grant;
         ex->revocable.grant.record = NULL;
         ws->revocable.on_revoke = on_websocket_revoke;
+        if (p->revocation != NULL)
+            gw_revocation_add(p->revocation, &ws->revocable);
     }
     h2o_linklist_insert(&p->websockets, &ws->link);
     GW_PROXY_COUNT(p, websockets_opened, 1);

@@ -163,6 +163,8 @@ def test_link_in_header_query_and_cookie(link_gw, redis, upstream, lcurl, minter
     (c,) = bh.set_cookies(r)
     exp = ref.parse(token)["exp"]
     assert 0 < int(c.attrs["max-age"]) <= exp - int(time.time()) + 1, c
+    # the gateway's own signed value, not the link (CONTRACT.md: the cookie is not the token)
+    assert c.value.startswith("l1.%s.%d." % (s.id, s.port)) and token not in c.value and "lzs1" not in c.value, c
     assert "httponly" in c.attrs and "secure" in c.attrs and c.attrs["samesite"] == "Lax" and "domain" not in c.attrs, c
     # the cookie
     e = echoed(lcurl(s.host, headers={"Cookie": "app=1; %s=%s" % (bh.COOKIE_NAME, c.value)}))
@@ -201,9 +203,11 @@ def test_link_refusals_say_why(link_gw, redis, upstream, lcurl, case, word, how)
     elif how == "query":
         r = lcurl(s.host, "/echo?lizard_token=" + token, headers={"Accept": "application/json"})
     else:
+        # a link is never a cookie (CONTRACT.md: the cookie is not the token), whatever it says
         r = lcurl(s.host, headers={"Cookie": "%s=%s" % (bh.COOKIE_NAME, token), "Accept": "application/json"})
         (c,) = bh.set_cookies(r)
         assert c.value == "" and c.attrs["max-age"] == "0", "a refused cookie is cleared: %r" % c
+        word = "not valid"
     refused(r, token, word)
 
 

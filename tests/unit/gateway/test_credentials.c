@@ -1,13 +1,15 @@
 /*
  * gateway/credentials.c: which credential decides (header, then query, then
- * cookie), what each is checked as (an "lzs1." value is a share link
- * wherever it comes from), and the grant or the refusal's cause.
+ * cookie), what each is checked as (an "lzs1." value in the header or the
+ * query is a share link; the cookie is always the gateway's own, an access
+ * cookie or the one a link became), and the grant or the refusal's cause.
  */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <hiredis/hiredis.h>
+#include "auth/share_link.h"
 #include "gateway/credentials.h"
 
 /* sha256("test") */
@@ -109,19 +111,59 @@ START_TEST(test_share_link_everywhere)
     ck_assert_uint_eq(g.link_epoch, 2);
     ck_assert_int_eq(check((gw_credentials_t){.query = link, .has_query = 1}, &g, &why, &from), GW_CREDENTIAL_OK);
     ck_assert_int_eq(g.kind, GW_GRANT_LINK);
-    /* the cookie a link became holds the link */
-    ck_assert_int_eq(check((gw_credentials_t){.cookie = link}, &g, &why, &from), GW_CREDENTIAL_OK);
-    ck_assert_int_eq(g.kind, GW_GRANT_LINK);
+    /* the link itself is no cookie (the cookie is not the token) */
+    ck_assert_int_eq(check((gw_credentials_t){.cookie = link}, &g, &why, &from), GW_CREDENTIAL_REFUSED);
     ck_assert_int_eq(from, GW_CREDENTIAL_FROM_COOKIE);
     /* never compared with the access token, and each refusal says why */
     ck_assert_int_eq(check((gw_credentials_t){.header = link_for(3001, 2)}, &g, &why, &from), GW_CREDENTIAL_REFUSED);
     ck_assert_int_eq(why, GW_WHY_LINK_OTHER_PORT);
-    ck_assert_int_eq(check((gw_credentials_t){.cookie = link_for(3000, 1)}, &g, &why, &from), GW_CREDENTIAL_REFUSED);
+    ck_assert_int_eq(check((gw_credentials_t){.query = link_for(3000, 1), .has_query = 1}, &g, &why, &from), GW_CREDENTIAL_REFUSED);
     ck_assert_int_eq(why, GW_WHY_LINK_REVOKED);
-    ck_assert_int_eq(from, GW_CREDENTIAL_FROM_COOKIE);
     ck_assert_int_eq(check((gw_credentials_t){.query = h2o_iovec_init(H2O_STRLIT("lzs1.x.y")), .has_query = 1}, &g, &why, &from),
                      GW_CREDENTIAL_REFUSED);
     ck_assert_int_eq(why, GW_WHY_LINK_SIGNATURE);
+}
+END_TEST
+
+/* The cookie a link becomes: the gateway's own, binding sandbox, port,
+ * expiry and link_epoch; worth what the link was, until a new epoch. */
+START_TEST(test_link_cookie)
+{
+    h2o_iovec_t cookie, access;
+    gw_grant_t g;
+    gw_error_why_t why;
+    int from;
+
+    ck_assert_int_eq(gw_cookie_keys_sign_link(keys.cookie_keys, &pool, "sbx1", 3000, NOW + 60, 2, &cookie), 0);
+    ck_assert(gw_cookie_is_link(cookie));
+    ck_assert(!gw_share_link_is(cookie));
+    ck_assert_int_eq(check((gw_credentials_t){.cookie = cookie}, &g, &why, &from), GW_CREDENTIAL_OK);
+    ck_assert_int_eq(g.kind, GW_GRANT_LINK);
+    ck_assert_uint_eq(g.expires_at, NOW + 60);
+    ck_assert_uint_eq(g.link_epoch, 2);
+    ck_assert_int_eq(from, GW_CREDENTIAL_FROM_COOKIE);
+    /* another epoch, port, or an expired one */
+    ck_assert_int_eq(gw_cookie_keys_sign_link(keys.cookie_keys, &pool, "sbx1", 3000, NOW + 60, 1, &cookie), 0);
+    ck_assert_int_eq(check((gw_credentials_t){.cookie = cookie}, &g, &why, &from), GW_CREDENTIAL_REFUSED);
+    ck_assert_int_eq(why, GW_WHY_LINK_REVOKED);
+    ck_assert_int_eq(gw_cookie_keys_sign_link(keys.cookie_keys, &pool, "sbx1", 3001, NOW + 60, 2, &cookie), 0);
+    ck_assert_int_eq(check((gw_credentials_t){.cookie = cookie}, &g, &why, &from), GW_CREDENTIAL_REFUSED);
+    ck_assert_int_eq(gw_cookie_keys_sign_link(keys.cookie_keys, &pool, "sbx1", 3000, NOW - 1, 2, &cookie), 0);
+    ck_assert_int_eq(check((gw_credentials_t){.cookie = cookie}, &g, &why, &from), GW_CREDENTIAL_REFUSED);
+    ck_assert_int_eq(why, GW_WHY_LINK_EXPIRED);
+    /* the two kinds never verify as each other: an access cookie with "v1" changed to "l1", and back */
+    ck_assert_int_eq(gw_cookie_keys_sign(keys.cookie_keys, &pool, "sbx1", 3000, NOW + 60, TOKEN_HASH, &access), 0);
+    char *forged = h2o_mem_alloc_pool(&pool, access.len);
+    memcpy(forged, access.base, access.len);
+    forged[0] = 'l';
+    ck_assert_int_eq(check((gw_credentials_t){.cookie = h2o_iovec_init(forged, access.len)}, &g, &why, &from),
+                     GW_CREDENTIAL_REFUSED);
+    ck_assert_int_eq(gw_cookie_keys_sign_link(keys.cookie_keys, &pool, "sbx1", 3000, NOW + 60, 2, &cookie), 0);
+    forged = h2o_mem_alloc_pool(&pool, cookie.len);
+    memcpy(forged, cookie.base, cookie.len);
+    forged[0] = 'v';
+    ck_assert_int_eq(check((gw_credentials_t){.cookie = h2o_iovec_init(forged, cookie.len)}, &g, &why, &from),
+                     GW_CREDENTIAL_REFUSED);
 }
 END_TEST
 
@@ -158,6 +200,7 @@ int main(void)
     tcase_add_test(tc, test_access_token);
     tcase_add_test(tc, test_share_link_everywhere);
     tcase_add_test(tc, test_gateway_cookie_and_order);
+    tcase_add_test(tc, test_link_cookie);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

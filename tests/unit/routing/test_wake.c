@@ -61,6 +61,8 @@ static void worker_init(worker_t *w, const server_t *srv, gw_wake_conf_t conf)
         conf.max_per_sandbox = 256;
     if (conf.max_per_worker == 0)
         conf.max_per_worker = 4096;
+    if (conf.max_bytes == 0)
+        conf.max_bytes = 64 * 1024 * 1024;
     conf.command_timeout_ms = 500;
     conf.counters = &counters;
     w->wake = gw_wake_new((h2o_loop_t *)loop, w->redis, w->store, &conf);
@@ -83,6 +85,7 @@ typedef struct {
     int called;
     gw_wake_result_t result;
     gw_sandbox_state_t state;
+    gw_wake_hold_result_t refused;
 } result_t;
 
 static void on_woken(void *data, gw_wake_result_t result, gw_sandbox_t *record)
@@ -96,6 +99,15 @@ static void on_woken(void *data, gw_wake_result_t result, gw_sandbox_t *record)
     } else {
         ck_assert_ptr_null(record);
     }
+}
+
+static gw_wake_waiter_t *hold(gw_wake_t *w, const gw_sandbox_t *rec, size_t body_bytes, result_t *res)
+{
+    gw_wake_hold_result_t refused = GW_WAKE_HELD;
+    gw_wake_waiter_t *h = gw_wake_hold(w, rec, body_bytes, on_woken, res, &refused);
+    ck_assert_int_eq(h != NULL, refused == GW_WAKE_HELD);
+    res->refused = refused;
+    return h;
 }
 
 /* The record as a request found it. */
@@ -150,7 +162,7 @@ START_TEST(resume_request_then_publish_releases_all)
     put_sandbox(&srv, "sbx1", "paused", "auto");
     gw_sandbox_t *rec = record("sbx1", GW_SANDBOX_PAUSED, 1);
     for (int i = 0; i != 3; ++i)
-        ck_assert_ptr_nonnull(gw_wake_hold(w.wake, rec, on_woken, res + i));
+        ck_assert_ptr_nonnull(hold(w.wake, rec, 0, res + i));
     ck_assert_uint_eq(gw_wake_num_held(w.wake, "sbx1"), 3);
     ck_assert_int_eq(atomic_load(&counters.held), 3);
     ck_assert(run_until_counter(&counters.resume_requests, 1, 3000));
@@ -195,8 +207,8 @@ START_TEST(two_workers_one_resume_request)
     worker_init(&b, &srv, (gw_wake_conf_t){.instance_id = "gw-b"});
     put_sandbox(&srv, "sbx2", "paused", "auto");
     gw_sandbox_t *rec = record("sbx2", GW_SANDBOX_PAUSED, 1);
-    ck_assert_ptr_nonnull(gw_wake_hold(a.wake, rec, on_woken, &ra));
-    ck_assert_ptr_nonnull(gw_wake_hold(b.wake, rec, on_woken, &rb));
+    ck_assert_ptr_nonnull(hold(a.wake, rec, 0, &ra));
+    ck_assert_ptr_nonnull(hold(b.wake, rec, 0, &rb));
     ck_assert(run_until_counter(&counters.resume_deduped, 1, 3000));
     run_for(100);
     ck_assert_uint_eq(atomic_load(&counters.resume_requests), 1);
@@ -224,7 +236,7 @@ START_TEST(lost_publish_is_made_up_by_the_recheck)
     worker_init(&w, &srv, (gw_wake_conf_t){.recheck_ms = 100});
     put_sandbox(&srv, "sbx3", "starting", "auto");
     gw_sandbox_t *rec = record("sbx3", GW_SANDBOX_STARTING, 1);
-    ck_assert_ptr_nonnull(gw_wake_hold(w.wake, rec, on_woken, &res));
+    ck_assert_ptr_nonnull(hold(w.wake, rec, 0, &res));
     /* the route store caches the record: only a fresh read sees the change */
     run_for(300);
     ck_assert_int_eq(res.called, 0);
@@ -254,9 +266,9 @@ START_TEST(other_outcomes)
     put_sandbox(&srv, "sbx6", "paused", "auto");
     gw_sandbox_t *r4 = record("sbx4", GW_SANDBOX_PAUSED, 1), *r5 = record("sbx5", GW_SANDBOX_PAUSED, 1),
                  *r6 = record("sbx6", GW_SANDBOX_PAUSED, 1);
-    ck_assert_ptr_nonnull(gw_wake_hold(w.wake, r4, on_woken, &stopped));
-    ck_assert_ptr_nonnull(gw_wake_hold(w.wake, r5, on_woken, &gone));
-    ck_assert_ptr_nonnull(gw_wake_hold(w.wake, r6, on_woken, &late));
+    ck_assert_ptr_nonnull(hold(w.wake, r4, 0, &stopped));
+    ck_assert_ptr_nonnull(hold(w.wake, r5, 0, &gone));
+    ck_assert_ptr_nonnull(hold(w.wake, r6, 0, &late));
     /* stopped meanwhile: settled, and the caller refuses it */
     admin(&srv, "HSET lizard:sbx:{sbx4} state stopped");
     publish(&srv, &w, "sbx4");
@@ -293,16 +305,16 @@ START_TEST(bounds_cancel_and_teardown)
     put_sandbox(&srv, "sbx7", "paused", "auto");
     put_sandbox(&srv, "sbx8", "paused", "auto");
     gw_sandbox_t *r7 = record("sbx7", GW_SANDBOX_PAUSED, 1), *r8 = record("sbx8", GW_SANDBOX_PAUSED, 1);
-    ck_assert_ptr_nonnull(h[0] = gw_wake_hold(w.wake, r7, on_woken, res + 0));
-    ck_assert_ptr_nonnull(h[1] = gw_wake_hold(w.wake, r7, on_woken, res + 1));
-    ck_assert_ptr_null(gw_wake_hold(w.wake, r7, on_woken, res + 2)); /* per sandbox */
-    ck_assert_ptr_nonnull(h[3] = gw_wake_hold(w.wake, r8, on_woken, res + 3));
-    ck_assert_ptr_null(gw_wake_hold(w.wake, r8, on_woken, res + 4)); /* per worker */
+    ck_assert_ptr_nonnull(h[0] = hold(w.wake, r7, 0, res + 0));
+    ck_assert_ptr_nonnull(h[1] = hold(w.wake, r7, 0, res + 1));
+    ck_assert_ptr_null(hold(w.wake, r7, 0, res + 2)); /* per sandbox */
+    ck_assert_ptr_nonnull(h[3] = hold(w.wake, r8, 0, res + 3));
+    ck_assert_ptr_null(hold(w.wake, r8, 0, res + 4)); /* per worker */
     ck_assert_uint_eq(atomic_load(&counters.refused), 2);
 
     /* a client leaves: its place is free again, nothing is called */
     gw_wake_cancel(h[0], 1);
-    ck_assert_ptr_nonnull(h[2] = gw_wake_hold(w.wake, r7, on_woken, res + 2));
+    ck_assert_ptr_nonnull(h[2] = hold(w.wake, r7, 0, res + 2));
     gw_wake_cancel(h[3], 1);
     gw_wake_cancel(h[1], 1);
     ck_assert_uint_eq(atomic_load(&counters.abandoned), 3);
@@ -320,6 +332,60 @@ START_TEST(bounds_cancel_and_teardown)
 }
 END_TEST
 
+/* Held bodies against max_bytes: a body past the budget is refused (and
+ * still asks for its sandbox's resume), a bodiless request is held whatever
+ * the budget, a leaving client gives its bytes back. */
+START_TEST(bytes_budget)
+{
+    server_t srv;
+    worker_t w;
+    result_t res[6] = {{0}};
+    gw_wake_waiter_t *h[6];
+
+    server_tcp(&srv);
+    reset_counters();
+    worker_init(&w, &srv, (gw_wake_conf_t){.max_bytes = 1000});
+    put_sandbox(&srv, "sbx11", "paused", "auto");
+    put_sandbox(&srv, "sbx12", "paused", "auto");
+    gw_sandbox_t *r11 = record("sbx11", GW_SANDBOX_PAUSED, 1), *r12 = record("sbx12", GW_SANDBOX_PAUSED, 1);
+    ck_assert_ptr_nonnull(h[0] = hold(w.wake, r11, 600, res + 0));
+    ck_assert_ptr_nonnull(h[1] = hold(w.wake, r11, 400, res + 1)); /* exactly the budget */
+    ck_assert_uint_eq(gw_wake_held_bytes(w.wake), 1000);
+    ck_assert_ptr_null(hold(w.wake, r11, 1, res + 2));
+    ck_assert_int_eq(res[2].refused, GW_WAKE_OVER_BYTES);
+    ck_assert_ptr_nonnull(h[3] = hold(w.wake, r11, 0, res + 3)); /* a GET still waits */
+    /* another sandbox, nothing held for it: refused, and its resume is asked all the same */
+    ck_assert_ptr_null(hold(w.wake, r12, 2000, res + 4));
+    ck_assert_int_eq(res[4].refused, GW_WAKE_OVER_BYTES);
+    ck_assert_uint_eq(gw_wake_num_held(w.wake, "sbx12"), 0);
+    ck_assert(run_until_counter(&counters.resume_requests, 2, 3000));
+    run_for(200); /* the XADDs' answers */
+    ck_assert_int_eq(resume_entries(&srv), 2);
+    ck_assert_uint_eq(atomic_load(&counters.refused_bytes), 2);
+    ck_assert_uint_eq(atomic_load(&counters.refused), 0);
+    ck_assert_int_eq(atomic_load(&counters.held_bytes), 1000);
+
+    gw_wake_cancel(h[0], 1);
+    ck_assert_uint_eq(gw_wake_held_bytes(w.wake), 400);
+    ck_assert_ptr_nonnull(h[5] = hold(w.wake, r11, 600, res + 5));
+    /* woken: every held request is answered, the bytes go back */
+    admin(&srv, "HSET lizard:sbx:{sbx11} state running");
+    publish(&srv, &w, "sbx11");
+    ck_assert(run_until(&res[5].called, 3000));
+    ck_assert_int_eq(res[1].called + res[3].called + res[5].called, 3);
+    ck_assert_uint_eq(gw_wake_held_bytes(w.wake), 0);
+    ck_assert_int_eq(atomic_load(&counters.held_bytes), 0);
+    for (int i = 0; i != 6; ++i)
+        if (i != 1 && i != 3 && i != 5)
+            ck_assert_int_eq(res[i].called, 0);
+
+    worker_dispose(&w);
+    gw_sandbox_release(r11);
+    gw_sandbox_release(r12);
+    server_cleanup(&srv);
+}
+END_TEST
+
 START_TEST(expire_all_answers_at_once)
 {
     server_t srv;
@@ -331,8 +397,8 @@ START_TEST(expire_all_answers_at_once)
     worker_init(&w, &srv, (gw_wake_conf_t){0});
     put_sandbox(&srv, "sbx9", "starting", "auto");
     gw_sandbox_t *r9 = record("sbx9", GW_SANDBOX_STARTING, 0), *r10 = record("sbx10", GW_SANDBOX_STARTING, 0);
-    ck_assert_ptr_nonnull(gw_wake_hold(w.wake, r9, on_woken, res + 0));
-    ck_assert_ptr_nonnull(gw_wake_hold(w.wake, r10, on_woken, res + 1));
+    ck_assert_ptr_nonnull(hold(w.wake, r9, 0, res + 0));
+    ck_assert_ptr_nonnull(hold(w.wake, r10, 0, res + 1));
     gw_wake_expire_all(w.wake);
     ck_assert_int_eq(res[0].called, 1);
     ck_assert_int_eq(res[1].called, 1);
@@ -340,7 +406,7 @@ START_TEST(expire_all_answers_at_once)
     ck_assert_uint_eq(gw_wake_num_held(w.wake, NULL), 0);
     /* held after that: answered at the next loop turn, not at the 10 s deadline */
     result_t late = {0};
-    ck_assert_ptr_nonnull(gw_wake_hold(w.wake, r9, on_woken, &late));
+    ck_assert_ptr_nonnull(hold(w.wake, r9, 0, &late));
     ck_assert_int_eq(late.called, 0);
     ck_assert(run_until(&late.called, 1000));
     ck_assert_int_eq(late.result, GW_WAKE_TIMEOUT);
@@ -366,6 +432,7 @@ int main(void)
     tcase_add_test(tc, other_outcomes);
     tcase_add_test(tc, bounds_cancel_and_teardown);
     tcase_add_test(tc, expire_all_answers_at_once);
+    tcase_add_test(tc, bytes_budget);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);
