@@ -73,7 +73,8 @@ typedef struct st_gw_exchange_t {
     uint16_t port;
     gw_netaddr_t addr;
     h2o_iovec_t path;
-    uint16_t client_port; /* 0: unknown, ask the socket */
+    uint16_t client_port;   /* 0: unknown, ask the socket */
+    gw_address_view_t view; /* the app's view of its address (localhost mode), and the Set-Cookie rules */
 
     unsigned is_head : 1;
     unsigned is_idempotent : 1;
@@ -81,6 +82,7 @@ typedef struct st_gw_exchange_t {
     unsigned reused : 1;  /* sock came from the pool */
     unsigned retried : 1; /* one retry on a fresh connection has been made */
     unsigned cors_preflight : 1;
+    unsigned localhost : 1;       /* the app sees itself at http://localhost:<port> */
     unsigned no_activity : 1;     /* X-Lizard-No-Activity: reported with its bytes */
     unsigned cut : 1;             /* gw_exchange_reset ran: what it still holds goes when h2o closes the connection */
     gw_conn_limit_t *slot;        /* the sandbox's connection slot, given back at dispose; NULL: none */
