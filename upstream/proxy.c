@@ -465,6 +465,7 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     gw_opt_timeout_init(ctx->loop, &p->io_timeout, conf->idle_timeout_ms);
     gw_opt_timeout_init(ctx->loop, &p->websocket_timeout, conf->websocket_idle_timeout_ms);
     gw_opt_timeout_init(ctx->loop, &p->client_stall_timeout, conf->client_stall_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->event_stream_timeout, conf->event_stream_idle_timeout_ms);
     h2o_linklist_init_anchor(&p->websockets);
     h2o_linklist_init_anchor(&p->waiting);
     if ((p->conn_held = kh_init(gw_conn_held)) == NULL)
@@ -499,6 +500,7 @@ void gw_proxy_free(gw_proxy_t *p)
     gw_opt_timeout_dispose(p->ctx->loop, &p->io_timeout);
     gw_opt_timeout_dispose(p->ctx->loop, &p->websocket_timeout);
     gw_opt_timeout_dispose(p->ctx->loop, &p->client_stall_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->event_stream_timeout);
     free(p);
 }
 
