@@ -421,6 +421,19 @@ static int client_address(pending_t *p, char *buf, size_t bufsize)
 
 static void hold(pending_t *p, gw_sandbox_t *sbx);
 
+/* The port's host mode: host:<n>, else upstream.host_header. */
+static int uses_localhost(const gw_config_t *conf, const gw_sandbox_t *sbx, uint16_t port)
+{
+    switch (gw_sandbox_port_host(sbx, port)) {
+    case GW_PORT_HOST_PRESERVE:
+        return 0;
+    case GW_PORT_HOST_LOCALHOST:
+        return 1;
+    default:
+        return conf->upstream.host_header == GW_HOST_HEADER_LOCALHOST;
+    }
+}
+
 /* What the route says about the request: answered, held, or proxied. Runs
  * again with the fresh record when a held request's sandbox has woken. */
 static void decide(pending_t *p, gw_route_status_t status, gw_sandbox_t *sbx)
@@ -482,6 +495,7 @@ static void decide(pending_t *p, gw_route_status_t status, gw_sandbox_t *sbx)
                                 .port = p->host.port,
                                 .path = p->path,
                                 .cors_preflight = is_cors_preflight(p->req),
+                                .localhost = uses_localhost(conf, sbx, p->host.port),
                                 .no_activity = header_is(p->req, H2O_STRLIT("x-lizard-no-activity"), H2O_STRLIT("1")),
                                 .grant = grant};
     if (target.addr.ss.ss_family == AF_INET)

@@ -463,8 +463,7 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     /* a connection of its own for pub/sub: each worker hears every invalidation itself */
     if (gw_route_store_subscribe(w->routes, w->routes_sub) != 0)
         return gw_errorf(err, "worker %zu: the route cache subscription did not start", w->index);
-    gw_proxy_conf_t pconf = {.localhost_host = conf->upstream.host_header == GW_HOST_HEADER_LOCALHOST,
-                             .connect_timeout_ms = conf->upstream.connect_timeout_ms,
+    gw_proxy_conf_t pconf = {.connect_timeout_ms = conf->upstream.connect_timeout_ms,
                              .first_byte_timeout_ms = conf->upstream.first_byte_timeout_ms,
                              .idle_timeout_ms = conf->upstream.idle_timeout_ms,
                              .websocket_idle_timeout_ms = conf->upstream.websocket_idle_timeout_ms,

@@ -5,6 +5,7 @@
  * one HGETALL. Pub/sub messages evict; a (re)subscription expires
  * everything; TTLs bound staleness whatever pub/sub does.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "common/counter.h"
@@ -56,7 +57,12 @@ struct st_gw_route_store_t {
     gw_hashtab_t entries;   /* entry_t by id */
     h2o_linklist_t by_age;
     h2o_mem_recycle_t lookup_allocator; /* of gw_route_lookup_t: one per request */
+    uint64_t bad_host_logged_at;        /* when the last "host:<n> not recognised" line was written */
 };
+
+/* Lines about unrecognised host:<n> values are at least this far apart in
+ * one store (without a cache every fetch would write one). */
+#define BAD_HOST_LOG_INTERVAL_MS 1000
 
 struct st_gw_route_lookup_t {
     gw_route_store_t *store;
@@ -172,11 +178,31 @@ static void defer(gw_route_lookup_t *l, gw_route_status_t status, gw_sandbox_t *
     h2o_timeout_link(l->store->loop, &l->store->deferred, &l->defer);
 }
 
+/* Tells the operator once (per worker, and again when it changes) that a
+ * record's host:<n> is neither preserve nor localhost. */
+static void note_bad_host(gw_route_store_t *s, const gw_sandbox_t *before, const gw_sandbox_t *now)
+{
+    uint64_t t;
+
+    if (now == NULL || now->bad_host_port == 0)
+        return;
+    if (before != NULL && before->bad_host_port == now->bad_host_port && strcmp(before->bad_host_value, now->bad_host_value) == 0)
+        return;
+    t = h2o_now(s->loop);
+    if (s->bad_host_logged_at != 0 && t - s->bad_host_logged_at < BAD_HOST_LOG_INTERVAL_MS)
+        return;
+    s->bad_host_logged_at = t;
+    fprintf(stderr,
+            "routing: sandbox %s: host:%u is \"%s\", neither preserve nor localhost: port %u follows upstream.host_header\n",
+            now->id, (unsigned)now->bad_host_port, now->bad_host_value, (unsigned)now->bad_host_port);
+}
+
 /* Stores what a fetch sent at `sent_at` found into `e`; tells the owner when a
  * known sandbox changed lifecycle or disappeared. Returns the entry, or NULL
  * when the answer is not to be kept (the entry is then removed). */
 static entry_t *entry_update(gw_route_store_t *s, entry_t *e, gw_sandbox_t *sandbox, uint64_t sent_at)
 {
+    note_bad_host(s, e->sandbox, sandbox);
     if (e->sandbox != NULL && s->conf.on_lifecycle != NULL &&
         (sandbox == NULL || strcmp(e->sandbox->lifecycle.base, sandbox->lifecycle.base) != 0))
         s->conf.on_lifecycle(s->conf.lifecycle_data, e->id, sandbox != NULL ? sandbox->lifecycle.base : NULL);

@@ -9,6 +9,7 @@
 #include "routing/sandbox.h"
 
 #define PORT_FIELD_PREFIX "port:"
+#define HOST_FIELD_PREFIX "host:"
 
 static int is_string(const redisReply *r)
 {
@@ -37,6 +38,56 @@ static int parse_port_field(const redisReply *f, const redisReply *v, gw_sandbox
     else
         return 0;
     return 1;
+}
+
+/* The port of a "host:<n>" field: returns 1 and sets *port. */
+static int parse_host_field(const redisReply *f, uint16_t *port)
+{
+    size_t plen = sizeof(HOST_FIELD_PREFIX) - 1;
+
+    return (size_t)f->len > plen && memcmp(f->str, HOST_FIELD_PREFIX, plen) == 0 &&
+           gw_port_parse(f->str + plen, (size_t)f->len - plen, port) == 0;
+}
+
+static gw_sandbox_port_t *find_port(const gw_sandbox_t *s, uint16_t port)
+{
+    size_t lo = 0, hi = s->num_ports;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ports[mid].port == port)
+            return s->ports + mid;
+        if (s->ports[mid].port < port)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+/* host:<n> of an exposed port: its mode, or the fallback and a note of the
+ * value for the operator (the first such field only). */
+static void set_host_mode(gw_sandbox_t *s, uint16_t port, const redisReply *v)
+{
+    gw_sandbox_port_t *p = find_port(s, port);
+    size_t i, n;
+
+    if (p == NULL)
+        return; /* not exposed: never proxied, whatever it says */
+    if (field_is(v, "preserve")) {
+        p->host = GW_PORT_HOST_PRESERVE;
+    } else if (field_is(v, "localhost")) {
+        p->host = GW_PORT_HOST_LOCALHOST;
+    } else {
+        p->host = GW_PORT_HOST_DEFAULT;
+        if (s->bad_host_port != 0)
+            return;
+        s->bad_host_port = port;
+        n = (size_t)v->len < GW_SANDBOX_BAD_HOST_MAX ? (size_t)v->len : GW_SANDBOX_BAD_HOST_MAX;
+        for (i = 0; i != n; ++i)
+            s->bad_host_value[i] = v->str[i] >= 0x20 && v->str[i] < 0x7f && v->str[i] != '"' ? v->str[i] : '?';
+        s->bad_host_value[n] = '\0';
+    }
 }
 
 static gw_sandbox_state_t parse_state(const redisReply *v)
@@ -166,24 +217,28 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
     if (s->num_ports > 1)
         qsort(s->ports, s->num_ports, sizeof(s->ports[0]), cmp_port);
 
+    /* third pass, once the port table is sorted: host:<n> of the exposed ports */
+    for (i = 0; s->num_ports != 0 && i + 1 < reply->elements; i += 2) {
+        const redisReply *f = reply->element[i], *v = reply->element[i + 1];
+        uint16_t port;
+        if (is_string(f) && is_string(v) && parse_host_field(f, &port))
+            set_host_mode(s, port, v);
+    }
+
     *out = s;
     return 0;
 }
 
 gw_port_access_t gw_sandbox_port_access(const gw_sandbox_t *s, uint16_t port)
 {
-    size_t lo = 0, hi = s->num_ports;
+    const gw_sandbox_port_t *p = find_port(s, port);
+    return p != NULL ? p->access : GW_PORT_NOT_EXPOSED;
+}
 
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->ports[mid].port == port)
-            return s->ports[mid].access;
-        if (s->ports[mid].port < port)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return GW_PORT_NOT_EXPOSED;
+gw_port_host_t gw_sandbox_port_host(const gw_sandbox_t *s, uint16_t port)
+{
+    const gw_sandbox_port_t *p = find_port(s, port);
+    return p != NULL ? p->host : GW_PORT_HOST_DEFAULT;
 }
 
 const char *gw_sandbox_state_name(gw_sandbox_state_t st)

@@ -27,10 +27,22 @@ typedef enum {
     GW_PORT_PUBLIC,
 } gw_port_access_t;
 
+/* How a port sees its own address (field host:<n>; ../shared/CONTRACT.md,
+ * Forwarding: the sandbox's view of its address). */
+typedef enum {
+    GW_PORT_HOST_DEFAULT = 0, /* absent (or not recognised): upstream.host_header decides */
+    GW_PORT_HOST_PRESERVE,
+    GW_PORT_HOST_LOCALHOST,
+} gw_port_host_t;
+
 typedef struct st_gw_sandbox_port_t {
     uint16_t port;
     gw_port_access_t access;
+    gw_port_host_t host;
 } gw_sandbox_port_t;
+
+/* Bytes of an unrecognised host:<n> value kept for the operator's log line. */
+#define GW_SANDBOX_BAD_HOST_MAX 32
 
 typedef struct st_gw_sandbox_t {
     char id[GW_SANDBOX_ID_MAX + 1];
@@ -46,6 +58,12 @@ typedef struct st_gw_sandbox_t {
     uint64_t link_epoch;      /* share links signed with another epoch are refused */
     gw_sandbox_port_t *ports; /* sorted by port */
     size_t num_ports;
+    /* the first host:<n> field of an exposed port whose value is neither
+     * preserve nor localhost (that port falls back to upstream.host_header);
+     * bad_host_port 0: none. The value is cut at GW_SANDBOX_BAD_HOST_MAX bytes,
+     * unprintable bytes as '?', NUL-terminated. */
+    uint16_t bad_host_port;
+    char bad_host_value[GW_SANDBOX_BAD_HOST_MAX + 1];
     size_t refcnt; /* only touched by the owning thread */
 } gw_sandbox_t;
 
@@ -57,6 +75,9 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
 
 /* Access rule of `port`. */
 gw_port_access_t gw_sandbox_port_access(const gw_sandbox_t *s, uint16_t port);
+
+/* Host mode of `port` (GW_PORT_HOST_DEFAULT when it is not exposed). */
+gw_port_host_t gw_sandbox_port_host(const gw_sandbox_t *s, uint16_t port);
 
 /* "running", "starting", ... */
 const char *gw_sandbox_state_name(gw_sandbox_state_t st);

@@ -80,6 +80,7 @@ typedef struct st_gw_exchange_t {
     unsigned reused : 1;  /* sock came from the pool */
     unsigned retried : 1; /* one retry on a fresh connection has been made */
     unsigned cors_preflight : 1;
+    unsigned localhost : 1;       /* the app sees itself at http://localhost:<port> */
     unsigned no_activity : 1;     /* X-Lizard-No-Activity: reported with its bytes */
     unsigned cut : 1;             /* gw_exchange_reset ran: what it still holds goes when h2o closes the connection */
     unsigned event_stream : 1;    /* the response is text/event-stream: its silences are event_stream_timeout's */

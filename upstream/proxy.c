@@ -135,7 +135,7 @@ static h2o_iovec_t build_request_head(gw_exchange_t *ex)
                             .headers = &req->headers,
                             .body = req->entity,
                             .client_port = ex->client_port != 0 ? ex->client_port : local_port(req),
-                            .localhost_port = ex->proxy->conf.localhost_host ? ex->port : 0,
+                            .localhost_port = ex->localhost ? ex->port : 0,
                             .websocket = ex->is_websocket};
 
     r.client_addr = h2o_iovec_init(client_ip, client_address(req, client_ip, sizeof(client_ip)));
@@ -526,6 +526,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->is_head = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
     ex->is_idempotent = method_is_idempotent(req->method);
     ex->cors_preflight = target->cors_preflight != 0;
+    ex->localhost = target->localhost != 0;
     ex->slot = target->conn_limit;
     ex->slot_worker = target->limit_worker;
     if (target->client_limit != NULL) {

@@ -23,6 +23,8 @@ typedef struct st_gw_proxy_target_t {
     uint16_t port;
     h2o_iovec_t path;            /* request target to send upstream (credentials removed) */
     int cors_preflight;          /* when the answer allows the origin, add x-lizard-access-token to Access-Control-Allow-Headers */
+    int localhost;               /* the port's host mode is localhost (host:<n>, else upstream.host_header): the app sees
+                                    itself at http://localhost:<port> (upstream/address_view.h) */
     uint16_t client_port;        /* the port the client connected to (X-Forwarded-Port); 0: ask the socket */
     gw_conn_limit_t *conn_limit; /* a slot of this sandbox taken by the caller: the proxy gives it back when the
                                     exchange (or its WebSocket tunnel) is over; NULL: none */
@@ -49,7 +51,6 @@ typedef void (*gw_proxy_bytes_cb)(void *data, const char *sandbox_id, const gw_p
 /* What the proxy is told of the configuration (gateway/config.h names the
  * keys); a timeout of 0 means none. */
 typedef struct st_gw_proxy_conf_t {
-    int localhost_host; /* upstream.host_header "localhost": Host is localhost:<port> */
     uint64_t connect_timeout_ms;
     uint64_t first_byte_timeout_ms;
     uint64_t idle_timeout_ms; /* mid-body silence, and the idle lifetime of a pooled connection */

@@ -268,6 +268,44 @@ START_TEST(ports)
 }
 END_TEST
 
+START_TEST(host_modes)
+{
+    /* host:<n> before and after its port:<n>, for exposed and unexposed ports */
+    const char *kv[] = {"host:5173", "localhost", "port:5173", "private",   "port:8888", "public", "host:8888", "preserve",
+                        "port:3000", "public",    "host:4000", "localhost", "port:80",   "public", "host:80",   "LOCALHOST",
+                        "port:81",   "public",    "host:81",   "",          "port:82",   "public", "host:82",   "localhost ",
+                        "host:083",  "localhost", "port:83",   "public",    NULL};
+    gw_sandbox_t *s = parse_kv(kv);
+    ck_assert_int_eq(gw_sandbox_port_host(s, 5173), GW_PORT_HOST_LOCALHOST);
+    ck_assert_int_eq(gw_sandbox_port_host(s, 8888), GW_PORT_HOST_PRESERVE);
+    ck_assert_int_eq(gw_sandbox_port_host(s, 3000), GW_PORT_HOST_DEFAULT); /* absent */
+    ck_assert_int_eq(gw_sandbox_port_host(s, 4000), GW_PORT_HOST_DEFAULT); /* not exposed */
+    ck_assert_int_eq(gw_sandbox_port_access(s, 4000), GW_PORT_NOT_EXPOSED);
+    /* not recognised (values are exact, as for port:<n>): the fallback */
+    ck_assert_int_eq(gw_sandbox_port_host(s, 80), GW_PORT_HOST_DEFAULT);
+    ck_assert_int_eq(gw_sandbox_port_host(s, 81), GW_PORT_HOST_DEFAULT);
+    ck_assert_int_eq(gw_sandbox_port_host(s, 82), GW_PORT_HOST_DEFAULT);
+    ck_assert_int_eq(gw_sandbox_port_host(s, 83), GW_PORT_HOST_DEFAULT); /* host:083 is no port */
+    /* the first one is kept for the operator's log line */
+    ck_assert_uint_eq(s->bad_host_port, 80);
+    ck_assert_str_eq(s->bad_host_value, "LOCALHOST");
+    gw_sandbox_release(s);
+
+    /* a long or binary value is cut and made printable */
+    const char *kv2[] = {"port:1", "public", "host:1", "\"x\"\tyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy", NULL};
+    s = parse_kv(kv2);
+    ck_assert_uint_eq(s->bad_host_port, 1);
+    ck_assert_uint_eq(strlen(s->bad_host_value), GW_SANDBOX_BAD_HOST_MAX);
+    ck_assert(strncmp(s->bad_host_value, "?x??yyy", 7) == 0);
+    gw_sandbox_release(s);
+
+    const char *kv3[] = {"port:1", "public", "host:1", "preserve", NULL};
+    s = parse_kv(kv3);
+    ck_assert_uint_eq(s->bad_host_port, 0);
+    gw_sandbox_release(s);
+}
+END_TEST
+
 START_TEST(missing_strings_are_empty)
 {
     const char *kv[] = {"state", "paused", NULL};
@@ -360,6 +398,7 @@ int main(void)
     tcase_add_test(tc, link_epochs);
     tcase_add_test(tc, ports);
     tcase_add_test(tc, missing_strings_are_empty);
+    tcase_add_test(tc, host_modes);
     tcase_add_test(tc, binary_safe_strings);
     tcase_add_test(tc, refcount);
     tcase_add_test(tc, id_copied);
