@@ -187,6 +187,19 @@ static int ask_sentinels_blocking(final_t *f, const gw_redis_conf_t *conf, gw_ne
     return -1;
 }
 
+redisContext *gw_metering_connect_blocking(const gw_redis_conf_t *conf, uint64_t timeout_ms, char *why, size_t why_size)
+{
+    final_t f = {mono_ms() + timeout_ms, "?"};
+    gw_netaddr_t primary = conf->addr;
+    redisContext *c = NULL;
+
+    if (conf->num_sentinels == 0 || ask_sentinels_blocking(&f, conf, &primary) == 0)
+        c = connect_blocking(&f, &primary, conf->password);
+    if (c == NULL)
+        snprintf(why, why_size, "%s", f.why);
+    return c;
+}
+
 /* Writes batches until the queue is empty or one fails. Returns the records written. */
 static size_t write_batches(final_t *f, gw_metering_t *m, const gw_redis_conf_t *conf)
 {

@@ -157,9 +157,14 @@ void gw_exchange_detach_upstream(gw_exchange_t *ex)
  * response may complete, and dispose the request, at any time after. */
 static void fail(gw_exchange_t *ex, gw_error_code_t code, const char *detail)
 {
+    gw_error_why_t why = GW_WHY_DEFAULT;
+
     gw_exchange_detach_upstream(ex);
     ex->state = GW_EX_OVER;
-    gw_error_send(ex->req, code, ex->sandbox_id, ex->port, detail);
+    /* "listen on 0.0.0.0, not 127.0.0.1" is wrong advice when the gateway itself connects over loopback */
+    if (code == GW_ERR_PORT_NOT_OPEN && gw_netaddr_is_loopback((const struct sockaddr *)&ex->addr.ss))
+        why = GW_WHY_LOOPBACK_UPSTREAM;
+    gw_error_send_why(ex->req, code, why, ex->sandbox_id, ex->port, detail);
 }
 
 /* No response byte came on this connection: retry once on a fresh
