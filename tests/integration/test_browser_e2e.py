@@ -436,7 +436,7 @@ def test_browser_demo_url_and_a_second_sandbox_with_the_demo_ca(browser_env, tmp
     --cacert."""
     run_dir = str(tmp_path / "demo-run")
     ports = {k: gwtest.free_port() for k in ("DEMO_TLS_PORT", "DEMO_PLAIN_PORT", "DEMO_ADMIN_PORT", "DEMO_APP_PORT",
-                                             "DEMO_REDIS_PORT")}
+                                             "DEMO_APP2_PORT", "DEMO_REDIS_PORT")}
     env = dict(os.environ, DEMO_RUN=run_dir, DEMO_GATEWAY=gwtest.gateway_binary(), DEMO_NO_INSTALL="1",
                **{k: str(v) for k, v in ports.items()})
     env.setdefault("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0")
