@@ -463,19 +463,21 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     /* a connection of its own for pub/sub: each worker hears every invalidation itself */
     if (gw_route_store_subscribe(w->routes, w->routes_sub) != 0)
         return gw_errorf(err, "worker %zu: the route cache subscription did not start", w->index);
-    gw_proxy_conf_t pconf = {.connect_timeout_ms = conf->upstream.connect_timeout_ms,
-                             .first_byte_timeout_ms = conf->upstream.first_byte_timeout_ms,
-                             .idle_timeout_ms = conf->upstream.idle_timeout_ms,
-                             .websocket_idle_timeout_ms = conf->upstream.websocket_idle_timeout_ms,
-                             .max_idle_per_pool = conf->upstream.max_idle_per_pool,
-                             .max_idle_per_worker = conf->upstream.max_idle_per_worker,
-                             .allowed_networks = conf->upstream.allowed_networks,
-                             .num_allowed_networks = conf->upstream.num_allowed_networks,
-                             .response_buffer_bytes = conf->limits.response_buffer_bytes,
-                             .client_stall_timeout_ms = conf->limits.client_stall_timeout_ms,
-                             .max_connection_buffer_bytes = conf->limits.max_connection_buffer_bytes,
-                             .max_worker_buffer_bytes = conf->limits.max_worker_buffer_bytes,
-                             .event_stream_idle_timeout_ms = conf->upstream.event_stream_idle_timeout_ms};
+    gw_proxy_conf_t pconf = {
+        .cookie_rules = {.domains = conf->domains, .num_domains = conf->num_domains, .access_cookie = conf->auth.cookie_name},
+        .connect_timeout_ms = conf->upstream.connect_timeout_ms,
+        .first_byte_timeout_ms = conf->upstream.first_byte_timeout_ms,
+        .idle_timeout_ms = conf->upstream.idle_timeout_ms,
+        .websocket_idle_timeout_ms = conf->upstream.websocket_idle_timeout_ms,
+        .max_idle_per_pool = conf->upstream.max_idle_per_pool,
+        .max_idle_per_worker = conf->upstream.max_idle_per_worker,
+        .allowed_networks = conf->upstream.allowed_networks,
+        .num_allowed_networks = conf->upstream.num_allowed_networks,
+        .response_buffer_bytes = conf->limits.response_buffer_bytes,
+        .client_stall_timeout_ms = conf->limits.client_stall_timeout_ms,
+        .max_connection_buffer_bytes = conf->limits.max_connection_buffer_bytes,
+        .max_worker_buffer_bytes = conf->limits.max_worker_buffer_bytes,
+        .event_stream_idle_timeout_ms = conf->upstream.event_stream_idle_timeout_ms};
     w->proxy = gw_proxy_new(&w->ctx, &pconf); /* aborts on out of memory, never NULL */
     gw_proxy_set_counters(w->proxy, &s->metrics.workers[w->index].proxy);
     gw_proxy_set_revocation(w->proxy, w->revocation);

@@ -72,7 +72,8 @@ typedef struct st_gw_exchange_t {
     uint16_t port;
     gw_netaddr_t addr;
     h2o_iovec_t path;
-    uint16_t client_port; /* 0: unknown, ask the socket */
+    uint16_t client_port;   /* 0: unknown, ask the socket */
+    gw_address_view_t view; /* the app's view of its address (localhost mode), and the Set-Cookie rules */
 
     unsigned is_head : 1;
     unsigned is_idempotent : 1;

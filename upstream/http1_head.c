@@ -332,7 +332,8 @@ int gw_http1_body_decode(gw_http1_body_t *body, char *buf, size_t *len)
     return -1;
 }
 
-void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const gw_http1_response_t *res, int drop_server)
+void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const gw_http1_response_t *res, int drop_server,
+                               const gw_address_view_t *view)
 {
     h2o_iovec_t conn_values[GW_HTTP1_MAX_RESPONSE_HEADERS];
     size_t num_conn_values = 0, i;
@@ -356,6 +357,10 @@ void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const g
             /* h2o writes its own Date (and Server, when configured) */
             if (is_hop_by_hop_token(token) || token == H2O_TOKEN_CONTENT_LENGTH || token == H2O_TOKEN_DATE ||
                 (token == H2O_TOKEN_SERVER && drop_server))
+                continue;
+            /* every rewritten header is one h2o has a token for */
+            if (view != NULL && (token == H2O_TOKEN_SET_COOKIE || view->localhost_port != 0) &&
+                !gw_address_view_response_header(view, pool, token, &value))
                 continue;
             h2o_add_header(pool, out, token, h->name, value.base, value.len);
         } else {

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <h2o.h>
+#include "upstream/address_view.h"
 
 /* picohttpparser is built into libh2o and exported by it, but Debian does
  * not install its header; these match deps/picohttpparser/picohttpparser.h
@@ -101,7 +102,11 @@ int gw_http1_body_decode(gw_http1_body_t *body, char *buf, size_t *len);
 /* Copies the end-to-end headers of res into out (strings from pool, names
  * lowercased, the original case kept as orig_name): hop-by-hop headers and
  * those res's Connection lists are dropped, and so are Content-Length and
- * Date (h2o writes its own) and, when drop_server, Server. */
-void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const gw_http1_response_t *res, int drop_server);
+ * Date (h2o writes its own) and, when drop_server, Server. With a view,
+ * Set-Cookie and (localhost mode) the headers naming the app's own address
+ * are rewritten or dropped as gw_address_view_response_header says; NULL:
+ * none is. */
+void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const gw_http1_response_t *res, int drop_server,
+                               const gw_address_view_t *view);
 
 #endif

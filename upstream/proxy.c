@@ -132,7 +132,8 @@ static h2o_iovec_t build_request_head(gw_exchange_t *ex)
                             .path = ex->path,
                             .authority = req->authority,
                             .scheme = req->scheme->name,
-                            .headers = &req->headers,
+                            .headers = ex->localhost ? gw_address_view_request_headers(&ex->view, &req->pool, &req->headers)
+                                                     : &req->headers,
                             .body = req->entity,
                             .client_port = ex->client_port != 0 ? ex->client_port : local_port(req),
                             .localhost_port = ex->localhost ? ex->port : 0,
@@ -233,7 +234,7 @@ static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
 
     req->res.status = head->status;
     req->res.reason = h2o_strdup(&req->pool, head->reason.base, head->reason.len).base;
-    gw_http1_response_headers(&req->pool, &req->res.headers, head, req->conn->ctx->globalconf->server_name.len != 0);
+    gw_http1_response_headers(&req->pool, &req->res.headers, head, req->conn->ctx->globalconf->server_name.len != 0, &ex->view);
     if (ex->cors_preflight)
         allow_token_header(ex->req);
     h2o_buffer_consume(&ex->sock->input, head->size);
@@ -532,6 +533,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->is_idempotent = method_is_idempotent(req->method);
     ex->cors_preflight = target->cors_preflight != 0;
     ex->localhost = target->localhost != 0;
+    gw_address_view_init(&ex->view, &req->pool, req->authority, ex->localhost ? ex->port : 0, &p->conf.cookie_rules);
     ex->slot = target->conn_limit;
     ex->slot_worker = target->limit_worker;
     if (target->client_limit != NULL) {

@@ -13,6 +13,7 @@
 #include "gateway/conn_limit.h"
 #include "gateway/revocation.h"
 #include "common/netaddr.h"
+#include "upstream/address_view.h"
 
 typedef struct st_gw_proxy_t gw_proxy_t;
 
@@ -51,6 +52,7 @@ typedef void (*gw_proxy_bytes_cb)(void *data, const char *sandbox_id, const gw_p
 /* What the proxy is told of the configuration (gateway/config.h names the
  * keys); a timeout of 0 means none. */
 typedef struct st_gw_proxy_conf_t {
+    gw_cookie_rules_t cookie_rules; /* what a sandbox's Set-Cookie may not do (strings borrowed: must outlive the proxy) */
     uint64_t connect_timeout_ms;
     uint64_t first_byte_timeout_ms;
     uint64_t idle_timeout_ms; /* mid-body silence, and the idle lifetime of a pooled connection */

@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (gw_http1_response_framing(&res, &body) != 0)
         return 0;
     h2o_mem_init_pool(&pool);
-    gw_http1_response_headers(&pool, &out, &res, 1);
+    gw_http1_response_headers(&pool, &out, &res, 1, NULL);
     if (out.size > res.num_headers)
         __builtin_trap();
     h2o_mem_clear_pool(&pool);

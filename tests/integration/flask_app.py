@@ -57,7 +57,9 @@ def cookies():
     r = make_response("cookies")
     parent = DOMAIN.split(".", 1)[1] if "." in DOMAIN else DOMAIN
     r.set_cookie("plain", "1")
-    r.set_cookie("loc", "2", domain="localhost")
+    # werkzeug refuses domain="localhost" in set_cookie; Express, Django and
+    # Rails apps configured with it send this header
+    r.headers.add("Set-Cookie", "loc=2; Domain=localhost; Path=/")
     r.headers.add("Set-Cookie", "ip=3; Domain=127.0.0.1; Path=/")
     r.headers.add("Set-Cookie", "preview=4; Domain=%s; Path=/" % DOMAIN)
     r.headers.add("Set-Cookie", "dotted=5; Path=/; domain=.%s; HttpOnly" % DOMAIN.upper())

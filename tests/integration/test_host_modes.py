@@ -11,6 +11,7 @@ preview domain) nor the gateway's own cookies."""
 
 import json
 import os
+import secrets
 import subprocess
 
 import pytest
@@ -112,3 +113,142 @@ def test_host_mode_change_follows_publish(gateway, register_sandbox, curl, flask
     # requests may still come before it
     want = "%s:%d" % (host, gateway.tls_port)
     gwtest.wait_for(lambda: seen(curl(host, "/echo"))["host"] == want, 5, what="the new host mode")
+
+
+def two_ports(gateway, register_sandbox, flask_app, upstream, prefix):
+    """A sandbox with flask_app on a localhost port and upstream.py on a preserve
+    port: (app host, preserve host)."""
+    sid = gwtest.new_sandbox_id(prefix)
+    register_sandbox(sid, ports={flask_app.port: "public", upstream.port: "public"},
+                     extra={"host:%d" % flask_app.port: "localhost", "host:%d" % upstream.port: "preserve"})
+    return gateway.host(flask_app.port, sid), gateway.host(upstream.port, sid)
+
+
+@H1_H2
+def test_localhost_origin_and_referer(gateway, register_sandbox, curl, flask_app, upstream, http2):
+    """On a localhost port the app sees Origin and Referer on its own origin
+    http://localhost:<n> when the browser sent them on the preview origin;
+    other origins pass unchanged, and so does everything on a preserve port.
+    X-Forwarded-Host and -Proto still say where the browser is."""
+    app_host, other_host = two_ports(gateway, register_sandbox, flask_app, upstream, "ho")
+    preview = "https://%s:%d" % (app_host, gateway.tls_port)
+    r = curl(app_host, "/echo", http2=http2, headers={"Origin": preview, "Referer": preview + "/page?q=1#top"})
+    h = seen(r)
+    assert h["host"] == "localhost:%d" % flask_app.port, h
+    assert h["origin"] == "http://localhost:%d" % flask_app.port, h
+    assert h["referer"] == "http://localhost:%d/page?q=1#top" % flask_app.port, h
+    assert h["x-forwarded-host"] == "%s:%d" % (app_host, gateway.tls_port), h
+    assert h["x-forwarded-proto"] == "https", h
+
+    # another origin (a page of another sandbox, another site) is not the app's own
+    for origin in ("https://evil.example", "https://%s:%d" % (other_host, gateway.tls_port), "null"):
+        h = seen(curl(app_host, "/echo", http2=http2, headers={"Origin": origin, "Referer": origin + "/x"}))
+        assert h["origin"] == origin and h["referer"] == origin + "/x", h
+
+    other = "https://%s:%d" % (other_host, gateway.tls_port)
+    h = seen(curl(other_host, "/echo", http2=http2, headers={"Origin": other, "Referer": other + "/p"}))
+    assert h["host"] == "%s:%d" % (other_host, gateway.tls_port), h
+    assert h["origin"] == other and h["referer"] == other + "/p", h
+
+
+@H1_H2
+def test_localhost_absolute_urls_come_back_as_the_preview(gateway, register_sandbox, curl, flask_app, upstream, http2):
+    """Flask's redirect(url_for(..., _external=True)) builds
+    http://localhost:<n>/... from Host: the client gets the preview URL, and
+    following it lands on the app. Content-Location and Refresh alike."""
+    app_host, _ = two_ports(gateway, register_sandbox, flask_app, upstream, "hr")
+    preview = "https://%s:%d" % (app_host, gateway.tls_port)
+    r = curl(app_host, "/go", http2=http2)
+    assert r.status == 302, r
+    assert r.headers["location"] == preview + "/landing?x=1", r.headers
+    assert r.headers["location"].startswith("https://%s:%d/" % (app_host, gateway.tls_port))
+    path = r.headers["location"][len(preview):]
+    r = curl(app_host, path, http2=http2)
+    assert r.status == 200 and r.body == b"landed", r
+
+    r = curl(app_host, "/moved", http2=http2)
+    assert r.status == 201, r
+    assert r.headers["content-location"] == preview + "/landing", r.headers
+    assert r.headers["refresh"] == "0; url=" + preview + "/landing", r.headers
+
+
+@H1_H2
+def test_localhost_cors_allows_the_preview_origin(gateway, register_sandbox, curl, flask_app, upstream, http2):
+    """An app that allows its own origin (Origin == http://<Host>) answers
+    Access-Control-Allow-Origin: http://localhost:<n>; the browser gets the
+    preview origin, the one it sent, so the response is readable."""
+    app_host, _ = two_ports(gateway, register_sandbox, flask_app, upstream, "hk")
+    preview = "https://%s:%d" % (app_host, gateway.tls_port)
+    r = curl(app_host, "/cors", http2=http2, headers={"Origin": preview})
+    assert r.status == 200, r
+    assert r.headers.get("access-control-allow-origin") == preview, r.headers
+    r = curl(app_host, "/cors", http2=http2, headers={"Origin": "https://evil.example"})
+    assert "access-control-allow-origin" not in r.headers, r.headers
+
+
+def cookies_of(r):
+    """Set-Cookie headers by cookie name: {name: [attribute, ...]} (lowercase attribute names)."""
+    out = {}
+    for v in r.get_all("set-cookie"):
+        parts = [p.strip() for p in v.split(";")]
+        name = parts[0].split("=", 1)[0]
+        assert name not in out, r.header_list
+        out[name] = [p.split("=", 1)[0].lower() + ("=" + p.split("=", 1)[1] if "=" in p else "") for p in parts[1:]]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["localhost", "preserve"])
+@H1_H2
+def test_sandbox_cookies(gateway, register_sandbox, curl, flask_app, http2, mode):
+    """A sandbox's Set-Cookie with a Domain covering the preview domain (the
+    domain itself, .domain, a parent) becomes host-only: it cannot reach other
+    sandboxes' hosts. The gateway's own cookie names never reach the client
+    from a sandbox. Both in every mode; in localhost mode Domain=localhost and
+    Domain=127.0.0.1 become host-only too (the browser would refuse them)."""
+    sid = gwtest.new_sandbox_id("hk")
+    register_sandbox(sid, ports={flask_app.port: "public"}, extra={"host:%d" % flask_app.port: mode})
+    r = curl(gateway.host(flask_app.port, sid), "/cookies", http2=http2)
+    assert r.status == 200, r
+    c = cookies_of(r)
+    assert "__Host-lizard_access" not in c and "__Host-lizard_consent" not in c, r.header_list
+    assert not [v for v in r.get_all("set-cookie") if "lizard_" in v], r.header_list
+    for name in ("preview", "dotted", "parent"):
+        assert name in c, r.header_list
+        assert not [a for a in c[name] if a.startswith("domain")], (name, c[name])
+    assert "path=/" in c["dotted"] and "httponly" in c["dotted"], c["dotted"]
+    assert "path=/" in c["plain"] and not [a for a in c["plain"] if a.startswith("domain")], c["plain"]
+    for name in ("loc", "ip"):
+        domains = [a for a in c[name] if a.startswith("domain")]
+        assert domains == ([] if mode == "localhost" else [{"loc": "domain=localhost", "ip": "domain=127.0.0.1"}[name]]), c
+
+
+def test_websocket_upgrade_sees_localhost(gateway, register_sandbox, ws_up, certs):
+    """A WebSocket upgrade to a localhost port carries Host and Origin as a
+    plain request does (an app checking Origin against Host accepts it); on a
+    preserve port both stay the browser's."""
+    sid = gwtest.new_sandbox_id("hw")
+    register_sandbox(sid, ports={ws_up.port: "public"}, extra={"host:%d" % ws_up.port: "localhost"})
+    host = gateway.host(ws_up.port, sid)
+    preview = "https://%s:%d" % (host, gateway.tls_port)
+
+    def upgrade(cid, origin):
+        async def go():
+            async with ws_connect(gateway, host, "/echo?id=" + cid, certs["ca"], origin=origin) as ws:
+                await ws.send("hi")
+                return await ws.recv()
+
+        assert run(go()) == "hi"
+        return {k.lower(): v for k, v in ws_up.wait_closed(cid)["headers"]}
+
+    h = upgrade("hw-l-" + sid, preview)
+    assert h["host"] == "localhost:%d" % ws_up.port, h
+    assert h["origin"] == "http://localhost:%d" % ws_up.port, h
+    assert h["x-forwarded-host"] == "%s:%d" % (host, gateway.tls_port), h
+    h = upgrade("hw-e-" + sid, "https://evil.example")
+    assert h["origin"] == "https://evil.example", h
+
+    register_sandbox(sid, ports={ws_up.port: "public"}, extra={"host:%d" % ws_up.port: "preserve"})
+    gwtest.wait_for(lambda: upgrade("hw-p%s-%s" % (secrets.token_hex(3), sid), preview)["origin"] == preview, 5,
+                    what="the preserve mode")
+    h = upgrade("hw-p-" + sid, preview)
+    assert h["host"] == "%s:%d" % (host, gateway.tls_port) and h["origin"] == preview, h

@@ -421,7 +421,7 @@ START_TEST(test_connection_lists_many_names)
     const char *few = "HTTP/1.1 200 OK\r\nConnection: close\r\nConnection: X-HOP-A,x-hop-b\r\n"
                       "X-Hop-A: 1\r\nX-HOP-B: 2\r\nX-App: 3\r\nContent-Length: 0\r\n\r\n";
     ck_assert_int_eq(parse(few, &res), GW_HTTP1_HEAD_COMPLETE);
-    gw_http1_response_headers(&pool, &out, &res, 0);
+    gw_http1_response_headers(&pool, &out, &res, 0, NULL);
     ck_assert_uint_eq(out.size, 1);
     ck_assert_int_ne(h2o_find_header_by_str(&out, H2O_STRLIT("x-app"), -1), -1);
 
@@ -429,7 +429,7 @@ START_TEST(test_connection_lists_many_names)
     snprintf(many, sizeof(many), "HTTP/1.1 200 OK\r\nConnection: %s\r\nX-N19: 1\r\nX-N3: 2\r\nX-App: 3\r\n\r\n", list);
     memset(&out, 0, sizeof(out));
     ck_assert_int_eq(parse(many, &res), GW_HTTP1_HEAD_COMPLETE);
-    gw_http1_response_headers(&pool, &out, &res, 0);
+    gw_http1_response_headers(&pool, &out, &res, 0, NULL);
     ck_assert_uint_eq(out.size, 1);
     ck_assert_int_ne(h2o_find_header_by_str(&out, H2O_STRLIT("x-app"), -1), -1);
 }
@@ -455,7 +455,7 @@ START_TEST(test_response_headers_reaching_the_client)
     size_t i;
 
     ck_assert_int_eq(parse(text, &res), GW_HTTP1_HEAD_COMPLETE);
-    gw_http1_response_headers(&pool, &out, &res, 0);
+    gw_http1_response_headers(&pool, &out, &res, 0, NULL);
     ck_assert_uint_eq(out.size, 3);
     ck_assert_int_ne(h2o_find_header(&out, H2O_TOKEN_SERVER, -1), -1);
     ck_assert_int_ne(h2o_find_header(&out, H2O_TOKEN_SET_COOKIE, -1), -1);
@@ -465,9 +465,54 @@ START_TEST(test_response_headers_reaching_the_client)
 
     /* with a server name configured, h2o writes Server */
     memset(&out, 0, sizeof(out));
-    gw_http1_response_headers(&pool, &out, &res, 1);
+    gw_http1_response_headers(&pool, &out, &res, 1, NULL);
     ck_assert_uint_eq(out.size, 2);
     ck_assert_int_eq(h2o_find_header(&out, H2O_TOKEN_SERVER, -1), -1);
+}
+END_TEST
+
+START_TEST(test_response_headers_through_a_view)
+{
+    static char *domains[] = {"lizard.app"};
+    static const gw_cookie_rules_t rules = {domains, 1, "__Host-lizard_access"};
+    gw_address_view_t view;
+    gw_http1_response_t res;
+    h2o_headers_t out = {NULL, 0, 0};
+    const char *text = "HTTP/1.1 302 Found\r\n"
+                       "location: http://localhost:5000/next\r\n"
+                       "Set-Cookie: __Host-lizard_access=forged; Path=/\r\n"
+                       "Set-Cookie: s=1; Domain=localhost; Path=/\r\n"
+                       "Set-Cookie: t=2; Domain=lizard.app\r\n"
+                       "Access-Control-Allow-Origin: http://localhost:5000\r\n"
+                       "Content-Length: 0\r\n"
+                       "\r\n";
+    ssize_t i = -1;
+
+    ck_assert_int_eq(parse(text, &res), GW_HTTP1_HEAD_COMPLETE);
+    gw_address_view_init(&view, &pool, h2o_iovec_init(H2O_STRLIT("3000-sbx1.lizard.app")), 5000, &rules);
+    gw_http1_response_headers(&pool, &out, &res, 0, &view);
+    ck_assert_uint_eq(out.size, 4);
+    i = h2o_find_header(&out, H2O_TOKEN_LOCATION, -1);
+    ck_assert(h2o_memis(out.entries[i].value.base, out.entries[i].value.len, H2O_STRLIT("https://3000-sbx1.lizard.app/next")));
+    ck_assert_str_eq(out.entries[i].orig_name, "location");
+    i = h2o_find_header(&out, H2O_TOKEN_SET_COOKIE, -1);
+    ck_assert(h2o_memis(out.entries[i].value.base, out.entries[i].value.len, H2O_STRLIT("s=1; Path=/")));
+    i = h2o_find_header(&out, H2O_TOKEN_SET_COOKIE, i);
+    ck_assert(h2o_memis(out.entries[i].value.base, out.entries[i].value.len, H2O_STRLIT("t=2")));
+    i = h2o_find_header(&out, H2O_TOKEN_ACCESS_CONTROL_ALLOW_ORIGIN, -1);
+    ck_assert(h2o_memis(out.entries[i].value.base, out.entries[i].value.len, H2O_STRLIT("https://3000-sbx1.lizard.app")));
+
+    /* preserve mode: only the cookie rules */
+    memset(&out, 0, sizeof(out));
+    gw_address_view_init(&view, &pool, h2o_iovec_init(H2O_STRLIT("3000-sbx1.lizard.app")), 0, &rules);
+    gw_http1_response_headers(&pool, &out, &res, 0, &view);
+    ck_assert_uint_eq(out.size, 4);
+    i = h2o_find_header(&out, H2O_TOKEN_LOCATION, -1);
+    ck_assert(h2o_memis(out.entries[i].value.base, out.entries[i].value.len, H2O_STRLIT("http://localhost:5000/next")));
+    i = h2o_find_header(&out, H2O_TOKEN_SET_COOKIE, -1);
+    ck_assert(h2o_memis(out.entries[i].value.base, out.entries[i].value.len, H2O_STRLIT("s=1; Domain=localhost; Path=/")));
+    i = h2o_find_header(&out, H2O_TOKEN_SET_COOKIE, i);
+    ck_assert(h2o_memis(out.entries[i].value.base, out.entries[i].value.len, H2O_STRLIT("t=2")));
 }
 END_TEST
 
@@ -492,6 +537,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_untrusted_response_heads);
     tcase_add_test(tc, test_body_decode);
     tcase_add_test(tc, test_response_headers_reaching_the_client);
+    tcase_add_test(tc, test_response_headers_through_a_view);
     suite_add_tcase(s, tc);
     return s;
 }
