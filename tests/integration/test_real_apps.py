@@ -140,9 +140,14 @@ def apps(gateway, redis, vite, jupyter, upstream):
         redis, a.id, ports={vite.port: "private", jupyter.port: "private", upstream.port: "private"},
         extra={"host:%d" % vite.port: "localhost", "host:%d" % jupyter.port: "preserve",
                "host:%d" % upstream.port: "preserve"})
+    # the same Jupyter on a `localhost` port of another sandbox: Host and Origin both say localhost:<n>
+    a.id_localhost = gwtest.new_sandbox_id("appslh")
+    gwtest.register_sandbox(redis, a.id_localhost, ports={jupyter.port: "private"}, token=a.token,
+                            extra={"host:%d" % jupyter.port: "localhost"})
     a.gw = gateway
     yield a
     gwtest.unregister_sandbox(redis, a.id)
+    gwtest.unregister_sandbox(redis, a.id_localhost)
 
 
 def origin(gw, host):
@@ -278,9 +283,9 @@ def test_vite_hmr_edit_reaches_the_page_without_reload(apps, vite, browser_env, 
 class JupyterClient:
     """curl with a cookie jar, as a browser tab on the preview host would be."""
 
-    def __init__(self, apps, curl, tmp_path):
+    def __init__(self, apps, curl, tmp_path, sandbox_id):
         self.apps, self.curl = apps, curl
-        self.host = apps.gw.host(apps.jupyter, apps.id)
+        self.host = apps.gw.host(apps.jupyter, sandbox_id)
         self.origin = origin(apps.gw, self.host)
         self.jar = str(tmp_path / "jar.txt")
 
@@ -299,8 +304,9 @@ class JupyterClient:
         return None
 
 
-def test_jupyter_notebook_kernel_and_cell(apps, curl, certs, tmp_path, jupyter):
-    j = JupyterClient(apps, curl, tmp_path)
+@pytest.mark.parametrize("mode", ["preserve", "localhost"])
+def test_jupyter_notebook_kernel_and_cell(apps, curl, certs, tmp_path, jupyter, mode):
+    j = JupyterClient(apps, curl, tmp_path, apps.id if mode == "preserve" else apps.id_localhost)
     tree = j.req("/tree", headers={"Accept": "text/html"})
     assert tree.status == 200, "Jupyter's tree: %d %r\n%s" % (tree.status, tree.body[:300], gwtest.tail(jupyter.log))
     assert b"Jupyter" in tree.body
