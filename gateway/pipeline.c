@@ -450,7 +450,7 @@ static void refuse_addr(pending_t *p, const gw_sandbox_t *sbx)
 
     if (r == NULL)
         h2o_fatal("no memory");
-    /* "<id>\n<lifecycle>\n<addr>\n<has addr>": a new addr in the same lifecycle is said too */
+    /* "<id>\n<lifecycle>\n<addr><1 when the field is there>": a new addr in the same lifecycle is said too */
     memcpy(r->key, sbx->id, id_len);
     r->key[id_len] = '\n';
     memcpy(r->key + id_len + 1, sbx->lifecycle.base, sbx->lifecycle.len);
