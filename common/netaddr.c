@@ -327,3 +327,14 @@ int gw_cidr_list_contains(const gw_cidr_t *list, size_t n, const struct sockaddr
             return 1;
     return 0;
 }
+
+int gw_netaddr_is_loopback(const struct sockaddr *sa)
+{
+    gw_cidr_t nets[2];
+    const char *err;
+
+    /* parsed on each call (only error paths ask): no shared state between workers */
+    if (gw_cidr_parse("127.0.0.0/8", &nets[0], &err) != 0 || gw_cidr_parse("::1/128", &nets[1], &err) != 0)
+        return 0;
+    return gw_cidr_list_contains(nets, 2, sa);
+}

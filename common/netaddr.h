@@ -59,4 +59,8 @@ int gw_cidr_contains(const gw_cidr_t *c, const struct sockaddr *sa);
 /* 1 when `sa` lies in any of the n networks. */
 int gw_cidr_list_contains(const gw_cidr_t *list, size_t n, const struct sockaddr *sa);
 
+/* 1 when `sa` is a loopback address: 127.0.0.0/8, ::1, or 127.0.0.0/8
+ * mapped into IPv6. */
+int gw_netaddr_is_loopback(const struct sockaddr *sa);
+
 #endif

@@ -6,9 +6,13 @@
 /           a page with a link to /page2 and a button that calls /api/time
 /page2      a second page
 /api/time   JSON with the server time
+/api/whoami JSON with the Host and Origin the app received: with
+            `host:<n> localhost` (the demo's second app) it sees
+            localhost:<n>, with the default the preview host
 """
 
 import argparse
+import html
 import json
 import sys
 import time
@@ -23,6 +27,7 @@ button{font-size:1rem;padding:.4rem 1rem}pre{background:#f4f4f4;padding:.6rem}</
 <h1>Hello from sandbox demo</h1>
 <p>This page is served by <code>deploy/demo-app.py</code> on 127.0.0.1:3000,
 through lizard-gateway.</p>
+<p>This app received <code>Host: {host}</code>.</p>
 <p><a href="/page2">Go to page 2</a></p>
 <p><button id="time">What time is it in the sandbox?</button></p>
 <pre id="out">(press the button: it calls fetch('/api/time'))</pre>
@@ -66,7 +71,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         path = self.path.split("?", 1)[0]
         if path == "/":
-            self.send(200, "text/html; charset=utf-8", INDEX)
+            self.send(200, "text/html; charset=utf-8", INDEX.replace("{host}", html.escape(self.headers.get("Host", ""))))
         elif path == "/page2":
             self.send(200, "text/html; charset=utf-8", PAGE2)
         elif path == "/api/time":
@@ -75,6 +80,12 @@ class Handler(BaseHTTPRequestHandler):
                 "unix": now,
                 "iso": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
                 "from": "sandbox demo",
+            }))
+        elif path == "/api/whoami":
+            self.send(200, "application/json", json.dumps({
+                "host": self.headers.get("Host"),
+                "origin": self.headers.get("Origin"),
+                "x_forwarded_host": self.headers.get("X-Forwarded-Host"),
             }))
         else:
             self.send(404, "text/plain; charset=utf-8", "not found in the demo app\n")

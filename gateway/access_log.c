@@ -320,7 +320,14 @@ static void log_access(h2o_logger_t *_self, h2o_req_t *req)
     put_num(&line, "status", status);
     put_num(&line, "bytes_sent", (long long)req->bytes_sent);
     {
-        int64_t usec = h2o_timeval_subtract(&req->timestamps.request_begin_at, &req->timestamps.response_end_at);
+        /* A WebSocket upgrade's line is written when the tunnel opens (h2o
+         * disposes the request then), so the response has no end: its
+         * duration is the time to the 101. */
+        struct timeval *end = status == 101 && !h2o_timeval_is_null(&req->timestamps.response_start_at) &&
+                                      h2o_timeval_is_null(&req->timestamps.response_end_at)
+                                  ? &req->timestamps.response_start_at
+                                  : &req->timestamps.response_end_at;
+        int64_t usec = h2o_timeval_subtract(&req->timestamps.request_begin_at, end);
         put_num(&line, "duration_ms", usec >= 0 ? usec / 1000 : -1);
     }
     if (code >= 0) {

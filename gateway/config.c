@@ -128,6 +128,8 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("upstream.max_idle_per_pool", upstream.max_idle_per_pool, 0, 4096, "64"),
     UINT("upstream.max_idle_per_worker", upstream.max_idle_per_worker, 0, 65536, "1024"),
     LIST("upstream.allowed_networks", gw_config_parse_allowed_networks, "[\"10.0.0.0/8\", \"fd00::/8\"]"),
+    /* server-sent events are silent between events: upstream.idle_timeout_ms does not apply to them */
+    UINT("upstream.event_stream_idle_timeout_ms", upstream.event_stream_idle_timeout_ms, 0, MAX_TIMEOUT_MS, "0"),
 
     /* 1 KiB .. 16 GiB; h2o buffers the whole body before the handler runs */
     UINT("limits.max_request_body_bytes", limits.max_request_body_bytes, 1024, UINT64_C(17179869184), "67108864"),

@@ -101,6 +101,7 @@ typedef struct st_gw_config_t {
         size_t max_idle_per_worker; /* idle upstream connections of one worker, all pools */
         gw_cidr_t *allowed_networks;
         size_t num_allowed_networks;
+        uint64_t event_stream_idle_timeout_ms; /* text/event-stream silence that ends the stream cleanly; 0: never */
     } upstream;
 
     struct {

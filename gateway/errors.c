@@ -111,6 +111,22 @@ static const struct {
     gw_error_code_t code;
     error_def_t def;
 } whys[GW_WHY_NUM] = {
+    [GW_WHY_ADDR_MISSING] = {GW_ERR_UPSTREAM_FORBIDDEN,
+                             {502, "Bad Gateway", "Sandbox address missing",
+                              "The gateway cannot connect to $S: its record has no address.",
+                              "This is a problem of the platform, not of your code. Try again later or contact support.", 0,
+                              "Technical detail: the sandbox's Redis record has no addr field."}},
+    [GW_WHY_ADDR_NOT_IP] = {GW_ERR_UPSTREAM_FORBIDDEN,
+                            {502, "Bad Gateway", "Sandbox address refused",
+                             "The gateway refused to connect to $S: its address is not an IP address.",
+                             "This is a problem of the platform, not of your code. Try again later or contact support.", 0,
+                             "Technical detail: the addr field of the sandbox's Redis record must be an IPv4 or IPv6 literal; "
+                             "host names are never resolved."}},
+    [GW_WHY_LOOPBACK_UPSTREAM] = {GW_ERR_PORT_NOT_OPEN,
+                                  {502, "Bad Gateway", "Nothing is listening on this port", "Nothing is listening on $P in $S.",
+                                   "Start your server on this port, listening on 0.0.0.0 or 127.0.0.1, then reload.", 0,
+                                   "Technical detail: this gateway connects to the sandbox over the loopback interface, so a "
+                                   "server listening on either address is reachable; the connection was refused."}},
     [GW_WHY_WRONG_TOKEN_HEADER] = {GW_ERR_INVALID_TOKEN,
                                    {403, "Forbidden", "Access token not valid",
                                     "The X-Lizard-Access-Token header sent for $S does not match its access token.",
@@ -471,6 +487,17 @@ static const error_def_t port_not_open_bad_answer = {
     0,
     NULL};
 
+/* The same over loopback, where 0.0.0.0 is no fix. */
+static const error_def_t port_not_open_bad_answer_loopback = {
+    502,
+    "Bad Gateway",
+    "No valid answer from this port",
+    "The app on $P of $S did not answer with HTTP.",
+    "Make sure the server on this port speaks HTTP/1.1 (listening on 0.0.0.0 or 127.0.0.1: this gateway connects over "
+    "loopback), and check its logs.",
+    0,
+    NULL};
+
 static const error_def_t *def_of_why(gw_error_code_t code, gw_error_why_t why)
 {
     if ((unsigned)why < GW_WHY_NUM && why != GW_WHY_DEFAULT && whys[why].code == code)
@@ -487,7 +514,10 @@ h2o_iovec_t gw_error_render(h2o_mem_pool_t *pool, gw_error_code_t code, int html
 h2o_iovec_t gw_error_render_why(h2o_mem_pool_t *pool, gw_error_code_t code, gw_error_why_t why, int html, const char *sandbox_id,
                                 uint16_t port, const char *detail)
 {
-    const error_def_t *def = code == GW_ERR_PORT_NOT_OPEN && detail != NULL ? &port_not_open_bad_answer : def_of_why(code, why);
+    const error_def_t *def = def_of_why(code, why);
+
+    if (code == GW_ERR_PORT_NOT_OPEN && detail != NULL)
+        def = why == GW_WHY_LOOPBACK_UPSTREAM ? &port_not_open_bad_answer_loopback : &port_not_open_bad_answer;
     sb_t message = {0}, hint = {0}, tech = {0}, out = {0};
     h2o_iovec_t body = {NULL, 0};
 

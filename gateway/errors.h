@@ -49,6 +49,9 @@ typedef enum {
     GW_WHY_LINK_OTHER_PORT,
     GW_WHY_LINK_OTHER_SANDBOX,
     GW_WHY_CONSENT_NOT_VALID, /* invalid_token: a warning page's consent form without a valid CSRF token */
+    GW_WHY_ADDR_MISSING,      /* upstream_forbidden: the record has no addr */
+    GW_WHY_ADDR_NOT_IP,       /* upstream_forbidden: the record's addr is not an IP literal (never resolved) */
+    GW_WHY_LOOPBACK_UPSTREAM, /* port_not_open: the gateway reaches this sandbox over loopback (0.0.0.0 is no fix) */
     GW_WHY_NUM
 } gw_error_why_t;
 

@@ -44,9 +44,12 @@ static rlim_t raise_open_files_limit(const gw_config_t *config)
     if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want)
         fprintf(stderr,
                 "lizard-gateway: open files limit %llu is below the %llu that %u workers x "
-                "limits.max_client_connections_per_worker %llu (x2: client and sandbox side) can use; raise LimitNOFILE\n",
+                "limits.max_client_connections_per_worker %llu (x2: client and sandbox side) can use; raise LimitNOFILE= "
+                "(systemd), or the hard limit of the shell that starts it (ulimit -Hn %llu, as root, then ulimit -n %llu), "
+                "or lower limits.max_client_connections_per_worker\n",
                 (unsigned long long)rl.rlim_cur, (unsigned long long)want, config->workers,
-                (unsigned long long)config->limits.max_client_connections_per_worker);
+                (unsigned long long)config->limits.max_client_connections_per_worker, (unsigned long long)want,
+                (unsigned long long)want);
     return rl.rlim_cur;
 }
 

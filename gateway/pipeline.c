@@ -7,11 +7,14 @@
  * asynchronous step, and its state is detached when the request dies.
  */
 #include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "auth/cookie.h"
 #include "auth/query.h"
 #include "auth/warning.h"
+#include "common/hashtab.h"
 #include "common/netaddr.h"
 #include "gateway/credentials.h"
 #include "gateway/errors.h"
@@ -32,10 +35,21 @@ struct st_gw_pipeline_t {
     gw_pipeline_conf_t conf;
 };
 
+/* A (sandbox, lifecycle) whose addr was refused and logged. */
+typedef struct st_refused_addr_t {
+    gw_hashtab_node_t node;
+    char key[]; /* sandbox id, lifecycle, addr (refuse_addr) */
+} refused_addr_t;
+
+/* At most this many refused (sandbox, lifecycle) pairs are remembered per
+ * context; past it the memo starts again (a line more, never unbounded). */
+#define MAX_REFUSED_ADDRS 1024
+
 /* What the preview handler keeps per h2o context. */
 typedef struct st_pipeline_context_t {
     gw_pipeline_thread_t thread;  /* from gw_pipeline_attach */
     gw_metrics_worker_t *metrics; /* the counters of the context's worker, found at on_context_init */
+    gw_hashtab_t refused_addrs;   /* of refused_addr_t: the upstream_forbidden lines already written */
 } pipeline_context_t;
 
 typedef struct st_redirect_handler_t {
@@ -51,6 +65,7 @@ typedef struct st_pending_t {
     const gw_pipeline_conf_t *conf;
     gw_pipeline_thread_t *thread;
     gw_metrics_worker_t *metrics;
+    pipeline_context_t *pc;
     gw_host_t host;
     gw_route_lookup_t *lookup;
     h2o_iovec_t path;             /* request target to forward: lizard_token removed */
@@ -422,6 +437,42 @@ static int client_address(pending_t *p, char *buf, size_t bufsize)
 }
 
 static void hold(pending_t *p, gw_sandbox_t *sbx);
+static void forget_refused_addrs(gw_hashtab_t *t);
+
+/* upstream_forbidden, saying which: no addr, not an IP literal, or outside
+ * upstream.allowed_networks; the operator reads the record's addr and why in
+ * the log, once per (sandbox, lifecycle, addr) in each worker. */
+static void refuse_addr(pending_t *p, const gw_sandbox_t *sbx)
+{
+    gw_error_why_t why = !sbx->has_addr_field ? GW_WHY_ADDR_MISSING : !sbx->has_addr ? GW_WHY_ADDR_NOT_IP : GW_WHY_DEFAULT;
+    gw_hashtab_t *memo = &p->pc->refused_addrs;
+    size_t id_len = strlen(sbx->id), addr_len = sbx->has_addr_field ? strlen(sbx->addr_text) : 0;
+    size_t key_len = id_len + 1 + sbx->lifecycle.len + 1 + addr_len + 1;
+    refused_addr_t *r = malloc(sizeof(*r) + key_len);
+
+    if (r == NULL)
+        h2o_fatal("no memory");
+    /* "<id>\n<lifecycle>\n<addr><1 when the field is there>": a new addr in the same lifecycle is said too */
+    memcpy(r->key, sbx->id, id_len);
+    r->key[id_len] = '\n';
+    memcpy(r->key + id_len + 1, sbx->lifecycle.base, sbx->lifecycle.len);
+    r->key[id_len + 1 + sbx->lifecycle.len] = '\n';
+    memcpy(r->key + id_len + 2 + sbx->lifecycle.len, sbx->addr_text, addr_len);
+    r->key[key_len - 1] = sbx->has_addr_field ? '1' : '0';
+    if (gw_hashtab_find(memo, r->key, key_len) != NULL) {
+        free(r);
+    } else {
+        if (gw_hashtab_size(memo) >= MAX_REFUSED_ADDRS)
+            forget_refused_addrs(memo);
+        gw_hashtab_insert(memo, &r->node, r->key, key_len);
+        fprintf(stderr, "pipeline: sandbox %s: addr %s%s%s refused: %s\n", sbx->id, sbx->has_addr_field ? "\"" : "",
+                sbx->has_addr_field ? sbx->addr_text : "(absent)", sbx->has_addr_field ? "\"" : "",
+                why == GW_WHY_ADDR_MISSING  ? "the record has no addr field"
+                : why == GW_WHY_ADDR_NOT_IP ? "not an IP literal (host names are never resolved)"
+                                            : "outside upstream.allowed_networks");
+    }
+    send_error_why(p, GW_ERR_UPSTREAM_FORBIDDEN, why);
+}
 
 /* The port's host mode: host:<n>, else upstream.host_header. */
 static int uses_localhost(const gw_config_t *conf, const gw_sandbox_t *sbx, uint16_t port)
@@ -487,7 +538,7 @@ static void decide(pending_t *p, gw_route_status_t status, gw_sandbox_t *sbx)
     /* A wrong or poisoned addr must never reach the gateway host's own services. */
     if (!sbx->has_addr ||
         !gw_cidr_list_contains(conf->upstream.allowed_networks, conf->upstream.num_allowed_networks, (void *)&sbx->addr.ss)) {
-        send_error(p, GW_ERR_UPSTREAM_FORBIDDEN, NULL);
+        refuse_addr(p, sbx);
         return;
     }
 
@@ -692,7 +743,7 @@ static int on_req(h2o_handler_t *_self, h2o_req_t *req)
         return 0;
 
     pending_t *p = h2o_mem_alloc_shared(&req->pool, sizeof(*p), on_pending_dispose);
-    *p = (pending_t){.req = req, .conf = &self->conf, .thread = &pc->thread, .metrics = pc->metrics, .host = host};
+    *p = (pending_t){.req = req, .conf = &self->conf, .thread = &pc->thread, .metrics = pc->metrics, .pc = pc, .host = host};
     GW_COUNTER_ADD(&pc->metrics->in_flight, 1);
     GW_COUNTER_ADD(&pc->metrics->route_lookups, 1);
     if ((p->lookup = gw_route_store_lookup(pc->thread.routes, host.sandbox_id, on_route, p)) == NULL) {
@@ -724,12 +775,28 @@ static void on_context_init(h2o_handler_t *_self, h2o_context_t *ctx)
     pipeline_context_t *pc = h2o_mem_alloc(sizeof(*pc));
 
     *pc = (pipeline_context_t){.metrics = gw_metrics_worker_of(self->conf.metrics, ctx)};
+    gw_hashtab_init(&pc->refused_addrs);
     h2o_context_set_handler_context(ctx, _self, pc);
+}
+
+static void forget_refused_addrs(gw_hashtab_t *t)
+{
+    gw_hashtab_node_t *n, *next;
+
+    for (n = gw_hashtab_first(t); n != NULL; n = next) {
+        next = gw_hashtab_next(t, n);
+        gw_hashtab_remove(t, n);
+        free(H2O_STRUCT_FROM_MEMBER(refused_addr_t, node, n));
+    }
 }
 
 static void on_context_dispose(h2o_handler_t *self, h2o_context_t *ctx)
 {
-    free(h2o_context_get_handler_context(ctx, self));
+    pipeline_context_t *pc = h2o_context_get_handler_context(ctx, self);
+
+    forget_refused_addrs(&pc->refused_addrs);
+    gw_hashtab_dispose(&pc->refused_addrs);
+    free(pc);
 }
 
 gw_pipeline_t *gw_pipeline_register(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf)

@@ -14,6 +14,49 @@
 #include "auth/share_link.h"
 #include "gateway/config.h"
 #include "gateway/sign_link.h"
+#include "gateway/worker.h"
+#include "metering/final_flush.h"
+
+/* How long sign-link waits for Redis when it reads link_epoch. */
+#define EPOCH_READ_TIMEOUT_MS 3000
+
+/* The sandbox's link_epoch as the gateway will check it: HGET
+ * <prefix>sbx:{<id>} link_epoch, absent = 0. Returns 0 with *epoch, or -1
+ * having said why on stderr (a link with a guessed epoch would be refused). */
+static int read_link_epoch(const gw_config_t *config, const char *sandbox, uint64_t *epoch)
+{
+    gw_redis_conf_t rconf;
+    char why[256], key[512];
+    redisContext *c;
+    redisReply *reply;
+    int ret = -1;
+
+    gw_server_redis_conf(config, &rconf);
+    if ((c = gw_metering_connect_blocking(&rconf, EPOCH_READ_TIMEOUT_MS, why, sizeof(why))) == NULL) {
+        fprintf(stderr,
+                "lizard-gateway sign-link: cannot read the sandbox's link_epoch from Redis (%s); pass --epoch N to sign "
+                "without Redis\n",
+                why);
+        return -1;
+    }
+    snprintf(key, sizeof(key), "%ssbx:{%s}", config->redis.prefix, sandbox);
+    const char *argv[] = {"HGET", key, "link_epoch"};
+    size_t argvlen[] = {4, strlen(key), 10};
+    reply = redisCommandArgv(c, 3, argv, argvlen);
+    if (reply == NULL) {
+        fprintf(stderr, "lizard-gateway sign-link: no answer from Redis to HGET %s link_epoch\n", key);
+    } else if (reply->type == REDIS_REPLY_NIL) {
+        *epoch = 0;
+        ret = 0;
+    } else if (reply->type == REDIS_REPLY_STRING && (*epoch = h2o_strtosize(reply->str, reply->len)) != SIZE_MAX) {
+        ret = 0;
+    } else {
+        fprintf(stderr, "lizard-gateway sign-link: %s link_epoch is not a decimal: the gateway refuses every link of it\n", key);
+    }
+    freeReplyObject(reply);
+    redisFree(c);
+    return ret;
+}
 
 static void usage(FILE *out)
 {
@@ -21,7 +64,8 @@ static void usage(FILE *out)
                  "\n"
                  "Prints a share link for one port of one sandbox: the preview URL, then the token.\n"
                  "Keys come from auth.link_keys_env or auth.link_keys_file of FILE; the first signs\n"
-                 "unless --kid names another. --epoch is the sandbox's link_epoch (default 0).\n");
+                 "unless --kid names another. --epoch is the sandbox's link_epoch; without it the\n"
+                 "sandbox's current link_epoch is read from the configured Redis (absent = 0).\n");
 }
 
 /* A decimal from 0 to max (at most 19 digits), nothing else: -1 otherwise. */
@@ -50,6 +94,7 @@ int gw_sign_link_main(int argc, char **argv)
                                              {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
     const char *config_path = NULL, *sandbox = NULL, *kid = NULL;
     uint64_t port = 0, ttl = 0, epoch = 0;
+    int epoch_given = 0;
     gw_config_t *config = NULL;
     gw_link_key_t *keys = NULL;
     size_t num_keys = 0, i;
@@ -76,6 +121,7 @@ int gw_sign_link_main(int argc, char **argv)
         case 'e':
             if (parse_number(optarg, SIZE_MAX - 1, &epoch) != 0)
                 return usage_error("--epoch: expected the sandbox's link_epoch, a decimal integer");
+            epoch_given = 1;
             break;
         case 'k':
             kid = optarg;
@@ -123,6 +169,9 @@ int gw_sign_link_main(int argc, char **argv)
         goto Exit;
     }
 
+    if (!epoch_given && read_link_epoch(config, sandbox, &epoch) != 0)
+        goto Exit;
+
     h2o_mem_pool_t pool;
     h2o_mem_init_pool(&pool);
     uint64_t expires_at = (uint64_t)time(NULL) + ttl;
@@ -140,8 +189,8 @@ int gw_sign_link_main(int argc, char **argv)
         snprintf(port_suffix, sizeof(port_suffix), ":%u", (unsigned)https_port);
     printf("https://%u-%s.%s%s/?lizard_token=%s\n%s\n", (unsigned)port, sandbox, config->domains[0], port_suffix, token.base,
            token.base);
-    fprintf(stderr, "lizard-gateway sign-link: key %s, expires at %" PRIu64 " (in %" PRIu64 " s), link_epoch %" PRIu64 "\n",
-            key->kid, expires_at, ttl, epoch);
+    fprintf(stderr, "lizard-gateway sign-link: key %s, expires at %" PRIu64 " (in %" PRIu64 " s), link_epoch %" PRIu64 " (%s)\n",
+            key->kid, expires_at, ttl, epoch, epoch_given ? "from --epoch" : "read from Redis");
     h2o_mem_clear_pool(&pool);
     ret = 0;
 

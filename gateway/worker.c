@@ -497,7 +497,8 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
         .response_buffer_bytes = conf->limits.response_buffer_bytes,
         .client_stall_timeout_ms = conf->limits.client_stall_timeout_ms,
         .max_connection_buffer_bytes = conf->limits.max_connection_buffer_bytes,
-        .max_worker_buffer_bytes = conf->limits.max_worker_buffer_bytes};
+        .max_worker_buffer_bytes = conf->limits.max_worker_buffer_bytes,
+        .event_stream_idle_timeout_ms = conf->upstream.event_stream_idle_timeout_ms};
     w->proxy = gw_proxy_new(&w->ctx, &pconf); /* aborts on out of memory, never NULL */
     gw_proxy_set_counters(w->proxy, &s->metrics.workers[w->index].proxy);
     gw_proxy_set_revocation(w->proxy, w->revocation);

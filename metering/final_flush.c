@@ -234,6 +234,19 @@ static void write_activity_blocking(final_t *f, redisContext *c, gw_metering_t *
     }
 }
 
+redisContext *gw_metering_connect_blocking(const gw_redis_conf_t *conf, uint64_t timeout_ms, char *why, size_t why_size)
+{
+    final_t f = {mono_ms() + timeout_ms, "?"};
+    gw_netaddr_t primary = conf->addr;
+    redisContext *c = NULL;
+
+    if (conf->num_sentinels == 0 || ask_sentinels_blocking(&f, conf, &primary) == 0)
+        c = connect_blocking(&f, &primary, conf->password);
+    if (c == NULL)
+        snprintf(why, why_size, "%s", f.why);
+    return c;
+}
+
 /* Writes the activity, then EXECs every batch in order until one fails,
  * then one ROLE/WAIT for all of them (WAIT counts up to the connection's
  * last write): without a replica's acknowledgement none counts as written,

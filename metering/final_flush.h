@@ -21,4 +21,11 @@
  * counted in records_lost). */
 int gw_metering_final_flush(gw_metering_t *m, const gw_redis_conf_t *conf, uint64_t timeout_ms);
 
+/* The same blocking connection for a one-off command outside the server
+ * (sign-link reads link_epoch with it): conf->addr, or the primary the
+ * sentinels name, AUTH done, every call bounded by timeout_ms from now.
+ * Returns the context (redisFree it), or NULL with the reason in why
+ * (why_size bytes, never a password). */
+redisContext *gw_metering_connect_blocking(const gw_redis_conf_t *conf, uint64_t timeout_ms, char *why, size_t why_size);
+
 #endif

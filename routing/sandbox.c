@@ -65,12 +65,22 @@ static gw_sandbox_port_t *find_port(const gw_sandbox_t *s, uint16_t port)
     return NULL;
 }
 
+/* A record value as a log line may show it: at most max bytes, unprintable
+ * bytes and '"' as '?', NUL-terminated (dst holds max + 1). */
+static void copy_printable(char *dst, size_t max, const redisReply *v)
+{
+    size_t i, n = (size_t)v->len < max ? (size_t)v->len : max;
+
+    for (i = 0; i != n; ++i)
+        dst[i] = v->str[i] >= 0x20 && v->str[i] < 0x7f && v->str[i] != '"' ? v->str[i] : '?';
+    dst[n] = '\0';
+}
+
 /* host:<n> of an exposed port: its mode, or the fallback and a note of the
  * value for the operator (the first such field only). */
 static void set_host_mode(gw_sandbox_t *s, uint16_t port, const redisReply *v)
 {
     gw_sandbox_port_t *p = find_port(s, port);
-    size_t i, n;
 
     if (p == NULL)
         return; /* not exposed: never proxied, whatever it says */
@@ -83,10 +93,7 @@ static void set_host_mode(gw_sandbox_t *s, uint16_t port, const redisReply *v)
         if (s->bad_host_port != 0)
             return;
         s->bad_host_port = port;
-        n = (size_t)v->len < GW_SANDBOX_BAD_HOST_MAX ? (size_t)v->len : GW_SANDBOX_BAD_HOST_MAX;
-        for (i = 0; i != n; ++i)
-            s->bad_host_value[i] = v->str[i] >= 0x20 && v->str[i] < 0x7f && v->str[i] != '"' ? v->str[i] : '?';
-        s->bad_host_value[n] = '\0';
+        copy_printable(s->bad_host_value, GW_SANDBOX_BAD_HOST_MAX, v);
     }
 }
 
@@ -199,6 +206,8 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
             s->state = parse_state(v);
         } else if (field_is(f, "addr")) {
             s->has_addr = gw_netaddr_parse_ip(v->str, (size_t)v->len, 0, &s->addr) == 0;
+            s->has_addr_field = 1;
+            copy_printable(s->addr_text, GW_SANDBOX_ADDR_TEXT_MAX, v);
         } else if (field_is(f, "token_sha256")) {
             s->has_token = parse_token(v, s->token_sha256);
         } else if (field_is(f, "resume")) {

@@ -41,14 +41,22 @@ typedef struct st_gw_sandbox_port_t {
     gw_port_host_t host;
 } gw_sandbox_port_t;
 
+/* Bytes of the addr field kept for the operator's log line. */
+#define GW_SANDBOX_ADDR_TEXT_MAX 64
+
 /* Bytes of an unrecognised host:<n> value kept for the operator's log line. */
 #define GW_SANDBOX_BAD_HOST_MAX 32
 
 typedef struct st_gw_sandbox_t {
     char id[GW_SANDBOX_ID_MAX + 1];
     gw_sandbox_state_t state;
-    int has_addr;             /* 0 when addr is missing or not an IP literal */
-    gw_netaddr_t addr;        /* port 0; the caller sets the route's port */
+    int has_addr;      /* 0 when addr is missing or not an IP literal */
+    gw_netaddr_t addr; /* port 0; the caller sets the route's port */
+    /* the addr field as the record has it, for the operator's log line when
+     * it is refused: cut at GW_SANDBOX_ADDR_TEXT_MAX bytes, unprintable bytes
+     * (and '"') as '?', NUL-terminated; has_addr_field 0: the field is absent */
+    int has_addr_field;
+    char addr_text[GW_SANDBOX_ADDR_TEXT_MAX + 1];
     h2o_iovec_t lifecycle;    /* NUL-terminated; "" when missing */
     h2o_iovec_t project;      /* NUL-terminated; "" when missing */
     int has_token;            /* token_sha256 present and 64 hex digits */

@@ -29,6 +29,7 @@ struct st_gw_proxy_t {
     gw_opt_timeout_t io_timeout; /* upstream.idle_timeout_ms, while a body is read */
     gw_opt_timeout_t websocket_timeout;
     gw_opt_timeout_t client_stall_timeout; /* limits.client_stall_timeout_ms, while an h2o_send waits for proceed */
+    gw_opt_timeout_t event_stream_timeout; /* upstream.event_stream_idle_timeout_ms: io_timeout of text/event-stream bodies */
     int rcvbuf;                            /* SO_RCVBUF of upstream sockets */
     size_t read_pause_at;                  /* response bytes held at which the upstream is no longer read */
     h2o_linklist_t websockets;             /* of websocket_t (websocket.c) */
@@ -85,6 +86,7 @@ typedef struct st_gw_exchange_t {
     unsigned localhost : 1;       /* the app sees itself at http://localhost:<port> */
     unsigned no_activity : 1;     /* X-Lizard-No-Activity: reported with its bytes */
     unsigned cut : 1;             /* gw_exchange_reset ran: what it still holds goes when h2o closes the connection */
+    unsigned event_stream : 1;    /* the response is text/event-stream: its silences are event_stream_timeout's */
     gw_conn_limit_t *slot;        /* the sandbox's connection slot, given back at dispose; NULL: none */
     gw_conn_limit_t *client_slot; /* the client address's slot (client_addr), given back with slot; NULL: none */
     char *client_addr;

@@ -185,9 +185,14 @@ void gw_exchange_detach_upstream(gw_exchange_t *ex)
  * response may complete, and dispose the request, at any time after. */
 static void fail(gw_exchange_t *ex, gw_error_code_t code, const char *detail)
 {
+    gw_error_why_t why = GW_WHY_DEFAULT;
+
     gw_exchange_detach_upstream(ex);
     ex->state = GW_EX_OVER;
-    gw_error_send(ex->req, code, ex->sandbox_id, ex->port, detail);
+    /* "listen on 0.0.0.0, not 127.0.0.1" is wrong advice when the gateway itself connects over loopback */
+    if (code == GW_ERR_PORT_NOT_OPEN && gw_netaddr_is_loopback((const struct sockaddr *)&ex->addr.ss))
+        why = GW_WHY_LOOPBACK_UPSTREAM;
+    gw_error_send_why(ex->req, code, why, ex->sandbox_id, ex->port, detail);
 }
 
 /* No response byte came on this connection: retry once on a fresh
@@ -503,6 +508,7 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     gw_opt_timeout_init(ctx->loop, &p->io_timeout, conf->idle_timeout_ms);
     gw_opt_timeout_init(ctx->loop, &p->websocket_timeout, conf->websocket_idle_timeout_ms);
     gw_opt_timeout_init(ctx->loop, &p->client_stall_timeout, conf->client_stall_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->event_stream_timeout, conf->event_stream_idle_timeout_ms);
     h2o_linklist_init_anchor(&p->websockets);
     h2o_linklist_init_anchor(&p->waiting);
     p->deliveries = gw_deliveries_new(ctx->loop, DELIVERY_CHECK_MS, on_delivered, p);
@@ -539,6 +545,7 @@ void gw_proxy_free(gw_proxy_t *p)
     gw_opt_timeout_dispose(p->ctx->loop, &p->io_timeout);
     gw_opt_timeout_dispose(p->ctx->loop, &p->websocket_timeout);
     gw_opt_timeout_dispose(p->ctx->loop, &p->client_stall_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->event_stream_timeout);
     free(p);
 }
 

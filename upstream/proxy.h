@@ -65,6 +65,7 @@ typedef struct st_gw_proxy_conf_t {
     uint64_t client_stall_timeout_ms;
     size_t max_connection_buffer_bytes;
     size_t max_worker_buffer_bytes;
+    uint64_t event_stream_idle_timeout_ms; /* a text/event-stream response silent this long ends cleanly; 0: never */
 } gw_proxy_conf_t;
 
 /* A proxy for the worker of ctx; conf is copied. */

@@ -193,6 +193,15 @@ static void do_send(gw_exchange_t *ex)
 
 static void on_io_timeout(h2o_timeout_entry_t *entry);
 
+/* The deadline of the app's silence mid-body: server-sent events are quiet
+ * between events for as long as the app likes (a dashboard, a build log), so
+ * upstream.idle_timeout_ms would cut healthy streams; they have their own,
+ * off by default. */
+static void set_body_timer(gw_exchange_t *ex)
+{
+    gw_exchange_set_timer(ex, ex->event_stream ? &ex->proxy->event_stream_timeout : &ex->proxy->io_timeout, on_io_timeout);
+}
+
 /* Back-pressure: the upstream is read only while less than read_pause_at of
  * this response is held (received and not yet confirmed sent by h2o). */
 static void update_reading(gw_exchange_t *ex)
@@ -209,7 +218,7 @@ static void update_reading(gw_exchange_t *ex)
     } else if (ex->res.read_paused) {
         ex->res.read_paused = 0;
         h2o_socket_read_start(ex->sock, on_body_read);
-        gw_exchange_set_timer(ex, &ex->proxy->io_timeout, on_io_timeout);
+        set_body_timer(ex);
     }
 }
 
@@ -326,8 +335,12 @@ static void on_io_timeout(h2o_timeout_entry_t *entry)
     gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, timer, entry);
 
     /* mid-body: the client gets a truncated response (HTTP/1: the
-     * connection closes; HTTP/2: RST_STREAM) */
-    ex->res.body_error = 1;
+     * connection closes; HTTP/2: RST_STREAM). An event stream without a
+     * length ends cleanly instead (last chunk, END_STREAM): it is a sequence
+     * of events, not a document, and EventSource reconnects from a clean end
+     * (with Last-Event-ID) where it would report an error for a cut one. */
+    if (!ex->event_stream || ex->res.body.framing == GW_HTTP1_LENGTH)
+        ex->res.body_error = 1;
     release_upstream(ex, 0);
     if (!ex->res.sending)
         do_send(ex);
@@ -364,7 +377,7 @@ static void on_body_bytes(gw_exchange_t *ex, size_t newbytes, const char *err)
     } else {
         h2o_buffer_t *in = ex->sock->input;
         size_t len = newbytes;
-        gw_exchange_set_timer(ex, &ex->proxy->io_timeout, on_io_timeout);
+        set_body_timer(ex);
         ret = gw_http1_body_decode(&ex->res.body, in->bytes + in->size - newbytes, &len);
         in->size -= newbytes - len;
     }
@@ -386,6 +399,17 @@ int gw_exchange_decode_first(gw_exchange_t *ex, size_t head_size)
         return -1;
     in->size = head_size + len;
     return 0;
+/* Content-Type text/event-stream, parameters and case aside. */
+static int is_event_stream(h2o_req_t *req)
+{
+    ssize_t i = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
+    static const char type[] = "text/event-stream";
+
+    if (i == -1)
+        return 0;
+    h2o_iovec_t v = req->res.headers.entries[i].value;
+    size_t n = sizeof(type) - 1;
+    return v.len >= n && h2o_lcstris(v.base, n, type, n) && (v.len == n || v.base[n] == ';' || v.base[n] == ' ');
 }
 
 void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
@@ -393,6 +417,7 @@ void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
     h2o_socket_t *sock = ex->sock;
 
     ex->state = GW_EX_BODY;
+    ex->event_stream = is_event_stream(ex->req);
     h2o_start_response(ex->req, &ex->super);
     if (no_body) {
         if (sock->input->size != 0) {

@@ -144,6 +144,10 @@ void gw_exchange_upgrade(gw_exchange_t *ex)
     GW_PROXY_COUNT(p, websockets_opened, 1);
     GW_PROXY_COUNT(p, websockets_open, 1);
     ws->head_bytes = gw_exchange_response_head_size(ex->req) + sizeof("connection: upgrade\r\n") - 1;
+    /* h2o's upgrade path stamps no response time: the access log's duration
+     * of an upgrade is the time to this 101 (the line is written as the
+     * tunnel opens, when the request is disposed) */
+    ex->req->timestamps.response_start_at = *h2o_get_timestamp(ex->req->conn->ctx, NULL, NULL);
     h2o_http1_upgrade(ex->req, NULL, 0, on_upgrade_complete, ws);
 }
 

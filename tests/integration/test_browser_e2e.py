@@ -436,7 +436,7 @@ def test_browser_demo_url_and_a_second_sandbox_with_the_demo_ca(browser_env, tmp
     --cacert."""
     run_dir = str(tmp_path / "demo-run")
     ports = {k: gwtest.free_port() for k in ("DEMO_TLS_PORT", "DEMO_PLAIN_PORT", "DEMO_ADMIN_PORT", "DEMO_APP_PORT",
-                                             "DEMO_REDIS_PORT")}
+                                             "DEMO_APP2_PORT", "DEMO_REDIS_PORT")}
     env = dict(os.environ, DEMO_RUN=run_dir, DEMO_GATEWAY=gwtest.gateway_binary(), DEMO_NO_INSTALL="1",
                **{k: str(v) for k, v in ports.items()})
     env.setdefault("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0")
@@ -444,7 +444,9 @@ def test_browser_demo_url_and_a_second_sandbox_with_the_demo_ca(browser_env, tmp
     try:
         r = subprocess.run(["bash", demo], env=env, capture_output=True, text=True, timeout=240)
         assert r.returncode == 0, "demo.sh failed: %s\n%s" % (r.stdout, r.stderr)
-        urls = [w for w in r.stdout.split() if w.startswith("https://") and "lizard_token=" in w]
+        # the demo app's URL (the second app's, on DEMO_APP2_PORT, is printed too)
+        urls = [w for w in r.stdout.split() if w.startswith("https://%d-demo." % ports["DEMO_APP_PORT"])
+                and "lizard_token=" in w]
         assert len(urls) == 1, r.stdout
         demo_url = urls[0]
         assert demo_url.startswith("https://%d-demo.lizard.localhost:%d/?lizard_token=" % (

@@ -393,3 +393,39 @@ def test_streaming_response_with_a_link_cut_by_epoch_bump(link_gw, redis, upstre
             p.wait()
             p.stdout.close()
             p.stderr.close()
+
+
+def test_sign_link_without_epoch_reads_the_current_one_from_redis(link_gw, redis, upstream, lcurl):
+    """After a revocation (link_epoch bumped), a link minted without --epoch
+    carries the new epoch and opens the port; stderr says where the epoch
+    came from."""
+    s = Sbx(redis, link_gw, upstream.port)
+    redis.cmd("HINCRBY", "lizard:sbx:{%s}" % s.id, "link_epoch", "1")
+    redis.cmd("HINCRBY", "lizard:sbx:{%s}" % s.id, "link_epoch", "1")
+    redis.cmd("PUBLISH", "lizard:routes", s.id)
+    args = [gwtest.gateway_binary(), "sign-link", "-c", link_gw.config_path, "--sandbox", s.id, "--port", str(s.port),
+            "--ttl", "600"]
+    r = subprocess.run(args, capture_output=True, timeout=30, env=link_gw.env())
+    assert r.returncode == 0, r.stderr.decode()
+    assert "link_epoch 2 (read from Redis)" in r.stderr.decode(), r.stderr
+    token = r.stdout.decode().splitlines()[1]
+    assert ref.parse(token)["epoch"] == 2
+    echoed(lcurl(s.host, headers={bh.TOKEN_HEADER: token}))
+    # --epoch still wins, and says so
+    r = subprocess.run(args + ["--epoch", "0"], capture_output=True, timeout=30, env=link_gw.env())
+    assert r.returncode == 0 and "link_epoch 0 (from --epoch)" in r.stderr.decode(), r.stderr
+    stale = r.stdout.decode().splitlines()[1]
+    refused(lcurl(s.host, headers={bh.TOKEN_HEADER: stale}), stale, "revoked")
+
+
+def test_sign_link_without_epoch_and_without_redis_says_so(link_gw, tmp_path):
+    cfg = json.load(open(link_gw.config_path))
+    cfg["redis"]["address"] = "127.0.0.1:%d" % gwtest.free_port()  # nothing listens there
+    path = str(tmp_path / "gw.json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    r = subprocess.run([gwtest.gateway_binary(), "sign-link", "-c", path, "--sandbox", "abc", "--port", "3000", "--ttl",
+                        "60"], capture_output=True, timeout=30, env=link_gw.env())
+    assert r.returncode == 1 and r.stdout == b"", r
+    assert "cannot read the sandbox's link_epoch from Redis" in r.stderr.decode() and "--epoch" in r.stderr.decode(), \
+        r.stderr

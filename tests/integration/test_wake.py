@@ -439,7 +439,7 @@ def test_demo_wakes_a_paused_sandbox(tmp_path):
     preview URL wakes the demo sandbox and loads."""
     run_dir = str(tmp_path / "demo-run")
     ports = {k: gwtest.free_port() for k in ("DEMO_TLS_PORT", "DEMO_PLAIN_PORT", "DEMO_ADMIN_PORT", "DEMO_APP_PORT",
-                                             "DEMO_REDIS_PORT")}
+                                             "DEMO_APP2_PORT", "DEMO_REDIS_PORT")}
     env = dict(os.environ, DEMO_RUN=run_dir, DEMO_GATEWAY=gwtest.gateway_binary(), DEMO_NO_INSTALL="1",
                **{k: str(v) for k, v in ports.items()})
     env.setdefault("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0")

@@ -24,6 +24,11 @@ GW_DEB_PACKAGES=(
 # database through which Chromium trusts the demo's CA.
 GW_DEB_BROWSER_PACKAGES=(chromium libnss3-tools)
 
+# The real applications the gateway is tested in front of
+# (tests/integration/test_real_apps.py): Debian's Jupyter Notebook and Flask;
+# Vite comes from npm into tests/integration/apps/vite (gw_deps_apps).
+GW_DEB_APP_PACKAGES=(jupyter-notebook python3-flask)
+
 # gw_deps_install [package...]: installs the given packages (default: all of
 # GW_DEB_PACKAGES) that dpkg does not report as installed.
 gw_deps_install() {
@@ -74,5 +79,22 @@ gw_deps_browser() {
         else
             npm install --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
         fi
+    fi
+}
+
+# gw_deps_apps: the real applications of test_real_apps.py: Debian's Jupyter
+# Notebook and Flask, and Vite from the npm registry into
+# tests/integration/apps/vite/node_modules (npm ci, only when it is missing or
+# older than package-lock.json).
+gw_deps_apps() {
+    local dir=tests/integration/apps/vite
+    gw_deps_install "${GW_DEB_APP_PACKAGES[@]}"
+    [ -f "$dir/package.json" ] || return 0
+    if ! command -v npm >/dev/null 2>&1; then
+        gw_deps_install nodejs npm
+    fi
+    if [ ! -d "$dir/node_modules/vite" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+        echo "deps: npm ci in $dir" >&2
+        npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
     fi
 }

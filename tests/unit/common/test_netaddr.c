@@ -230,6 +230,23 @@ START_TEST(cidr_contains)
 }
 END_TEST
 
+START_TEST(is_loopback)
+{
+    static const struct {
+        const char *ip;
+        int loopback;
+    } cases[] = {{"127.0.0.1", 1}, {"127.255.1.2", 1}, {"::1", 1},     {"::ffff:127.0.0.1", 1}, {"10.0.0.7", 0},
+                 {"128.0.0.1", 0}, {"::2", 0},         {"fd00::1", 0}, {"::ffff:10.0.0.1", 0},  {"0.0.0.0", 0}};
+    size_t i;
+
+    for (i = 0; i != sizeof(cases) / sizeof(cases[0]); ++i) {
+        gw_netaddr_t a;
+        ck_assert_int_eq(gw_netaddr_parse_ip(cases[i].ip, strlen(cases[i].ip), 80, &a), 0);
+        ck_assert_msg(gw_netaddr_is_loopback((const struct sockaddr *)&a.ss) == cases[i].loopback, "%s", cases[i].ip);
+    }
+}
+END_TEST
+
 START_TEST(cidr_list)
 {
     gw_cidr_t list[2];
@@ -258,6 +275,7 @@ int main(void)
     tcase_add_test(tc, cidr_parse);
     tcase_add_test(tc, cidr_contains);
     tcase_add_test(tc, cidr_list);
+    tcase_add_test(tc, is_loopback);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);

@@ -1,0 +1,1 @@
+export const message = 'hello from vite';
