@@ -254,8 +254,9 @@ int main(int argc, char **argv)
         free(err);
         return 1;
     }
-    fprintf(stderr, "lizard-gateway %s: %zu workers, %zu listeners, instance %s, open files limit %llu\n", GW_VERSION,
-            server.num_workers, config->num_listen, config->instance_id, (unsigned long long)nofile);
+    fprintf(stderr, "lizard-gateway %s: %zu workers (%s), %zu listeners, instance %s, open files limit %llu\n", GW_VERSION,
+            server.num_workers, config->workers_from[0] != '\0' ? config->workers_from : "workers in the config",
+            config->num_listen, config->instance_id, (unsigned long long)nofile);
 
     for (;;) {
         int sig;
