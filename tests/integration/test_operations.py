@@ -21,7 +21,7 @@ import gwtest
 SECRET_A = "A" * 40 + "-first-secret"
 SECRET_B = "B" * 40 + "-second-secret"
 COOKIE = "__Host-lizard_access"
-DRAIN_BOUND_S = 10.0  # DRAIN_MS in gateway/main.c
+DRAIN_BOUND_S = 6.0  # DRAIN_MS in gateway/main.c
 
 
 # ---------------------------------------------------------------------------
