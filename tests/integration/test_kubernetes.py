@@ -375,3 +375,21 @@ def test_kustomize_base_and_overlay():
     sts = [d for d in out if d["kind"] == "StatefulSet"][0]
     assert sts["metadata"]["namespace"] == overlay["namespace"]
     assert sts["spec"]["template"]["spec"]["containers"][0]["image"].startswith(overlay["images"][0]["newName"])
+
+
+def test_compose_runs_as_the_manifests_do(k8s):
+    """deploy/compose.yaml: the same user, read-only root and dropped
+    capabilities as the StatefulSet, the spill directory on a named volume,
+    and a stop grace period the stop fits in."""
+    with open(os.path.join(DEPLOY, "compose.yaml")) as f:
+        svc = yaml.safe_load(f)["services"]["gateway"]
+    assert svc["user"] == "%d:%d" % (k8s["pod"]["securityContext"]["runAsUser"], k8s["pod"]["securityContext"]["runAsGroup"])
+    assert svc["read_only"] is True and svc["cap_drop"] == ["ALL"]
+    assert "no-new-privileges:true" in svc["security_opt"]
+    spill_dir = os.path.dirname(k8s["config"]["metering"]["spill_file"])
+    named = [v for v in svc["volumes"] if v.split(":")[1] == spill_dir]
+    assert named and not named[0].startswith((".", "/")), "the spill directory must be a named volume: %s" % named
+    grace = int(svc["stop_grace_period"].rstrip("s"))
+    stop = (c_constant("gateway/main.c", "DRAIN_MS") + c_constant("gateway/main.c", "METERING_FINAL_FLUSH_MS")
+            + c_constant("gateway/worker.c", "METERING_EXEC_WAIT_MS")) / 1000
+    assert grace >= stop + 1, (grace, stop)
