@@ -325,8 +325,8 @@ int main(int argc, char **argv)
             perror("lizard-gateway: poll");
             continue;
         }
-        if (pfd[1].revents & POLLIN && gw_secret_watch_read(secret_watch) && reload_at == 0)
-            reload_at = now_ms() + SECRET_QUIET_MS;
+        if (pfd[1].revents & POLLIN && gw_secret_watch_read(secret_watch))
+            reload_at = now_ms() + SECRET_QUIET_MS; /* each event of a change moves it on */
         if (reload_at != 0 && now_ms() >= reload_at) {
             /* as SIGHUP does: what fails to load keeps the current set and says why */
             fprintf(stderr, "lizard-gateway: a secret file changed, reloading\n");
