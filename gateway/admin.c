@@ -1,7 +1,8 @@
 /*
  * The admin listener (loopback by default): /healthz says the process
- * answers, /readyz that every worker reaches Redis and certificates are
- * loaded, /metrics exposes the counters in Prometheus text format.
+ * answers, /readyz that the listeners are open and the certificates loaded
+ * (and reports Redis, which never makes it unready), /metrics exposes the
+ * counters in Prometheus text format.
  */
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +33,17 @@ int gw_admin_certificates_ready(int tls_listeners, gw_tls_t *tls)
            SSL_CTX_get0_privatekey(ctx) != NULL;
 }
 
+int gw_admin_readyz(int certificates, int redis, char *body, size_t *len)
+{
+    /* Redis is reported, never a verdict: cached routes keep serving through an outage, and
+     * failing readiness on it would take every gateway out of the load balancer at once
+     * (CONTRACT.md, Operations). The listeners are open: this answer comes from a started server. */
+    int n = snprintf(body, GW_ADMIN_READYZ_MAX, "{\"ready\":%s,\"redis\":%s,\"certificates\":%s}\n",
+                     certificates ? "true" : "false", redis ? "true" : "false", certificates ? "true" : "false");
+    *len = (size_t)n;
+    return certificates ? 200 : 503;
+}
+
 static void send_metrics(h2o_req_t *req, gw_metrics_t *m)
 {
     h2o_iovec_t body;
@@ -56,15 +68,11 @@ static int on_req(h2o_handler_t *_self, h2o_req_t *req)
     if (h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/healthz"))) {
         send_text(req, 200, "OK", "text/plain", H2O_STRLIT("ok\n"));
     } else if (h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/readyz"))) {
-        int redis = gw_metrics_redis_ready(conf->metrics);
-        int certs = gw_admin_certificates_ready(conf->tls_listeners, conf->tls);
-        char body[128];
-        int n = snprintf(body, sizeof(body), "{\"ready\":%s,\"redis\":%s,\"certificates\":%s}\n", redis && certs ? "true" : "false",
-                         redis ? "true" : "false", certs ? "true" : "false");
-        if (redis && certs)
-            send_text(req, 200, "OK", "application/json", body, (size_t)n);
-        else
-            send_text(req, 503, "Service Unavailable", "application/json", body, (size_t)n);
+        char body[GW_ADMIN_READYZ_MAX];
+        size_t len;
+        int status = gw_admin_readyz(gw_admin_certificates_ready(conf->tls_listeners, conf->tls),
+                                     gw_metrics_redis_ready(conf->metrics), body, &len);
+        send_text(req, status, status == 200 ? "OK" : "Service Unavailable", "application/json", body, len);
     } else if (h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/metrics"))) {
         send_metrics(req, conf->metrics);
     } else {

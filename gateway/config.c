@@ -322,13 +322,11 @@ static char *default_instance_id(void)
     return h2o_strdup(NULL, host, SIZE_MAX).base;
 }
 
-static unsigned resolve_workers(void)
+static unsigned resolve_workers(char *from, size_t len)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned n = gw_cpus_usable(NULL, from, len);
 
-    if (n < 1)
-        return 1;
-    return n > MAX_WORKERS ? MAX_WORKERS : (unsigned)n;
+    return n > MAX_WORKERS ? MAX_WORKERS : n;
 }
 
 /* Every key was valid on its own; now what holds across keys. */
@@ -388,7 +386,7 @@ int gw_config_load_string(const char *json, const char *name, gw_config_t **out,
     if (c->instance_id == NULL)
         c->instance_id = default_instance_id();
     if (c->workers == 0)
-        c->workers = resolve_workers();
+        c->workers = resolve_workers(c->workers_from, sizeof(c->workers_from));
     *out = c;
     return 0;
 }

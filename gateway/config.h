@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "auth/cookie.h"
+#include "common/cpus.h"
 #include "common/netaddr.h"
 
 typedef enum {
@@ -133,8 +134,9 @@ typedef struct st_gw_config_t {
         uint64_t access_max_lines_per_second; /* per worker; 0: no limit */
     } log;
 
-    char *instance_id; /* default: hostname */
-    unsigned workers;  /* 0 = number of CPUs, resolved at load */
+    char *instance_id;                     /* default: hostname */
+    unsigned workers;                      /* 0 = the CPUs this process may use (common/cpus.h), resolved at load */
+    char workers_from[GW_CPUS_SOURCE_MAX]; /* where `workers: 0` took its number from; "" when set */
 } gw_config_t;
 
 /* Loads and validates `path`. On success returns 0 and a config owned by

@@ -1,10 +1,13 @@
 /*
  * lizard-gateway: the process. Reads and freezes the configuration, loads
  * certificates, binds listeners, starts the workers, then waits for signals:
- * SIGHUP reloads certificates, session ticket keys and cookie secrets,
+ * SIGHUP, or a change of one of their files, reloads certificates, session
+ * ticket keys, cookie secrets and share-link keys,
  * SIGUSR1 reopens the access log, SIGTERM/SIGINT drain and exit 0.
  */
+#include <errno.h>
 #include <getopt.h>
+#include <poll.h>
 #include <pthread.h>
 #include <openssl/crypto.h>
 #include <signal.h>
@@ -12,14 +15,25 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
 #include "gateway/access_log.h"
 #include "gateway/config.h"
+#include "gateway/secret_watch.h"
 #include "gateway/sign_link.h"
 #include "gateway/worker.h"
 #include "gw_h2o_version.h" /* GW_H2O_VERSION: Debian's h2o version + our patch level */
 #include "tls/tls.h"
 
-#define DRAIN_MS 10000
+/* Bound of the drain of in-flight requests at SIGTERM. With METERING_EXEC_WAIT_MS
+ * (worker.c) and METERING_FINAL_FLUSH_MS the whole stop takes at most 9 s: within
+ * the 10 s that `docker stop`, `podman stop` and compose give before SIGKILL, so
+ * the last interval's metering is never killed with the process (README, Deploying). */
+#define DRAIN_MS 6000
+/* a change of a secret file is reloaded once this long after the last event of the
+ * change (kubelet's swap, an editor's write and rename are several events) */
+#define SECRET_QUIET_MS 200
 /* bound of the blocking metering flush after the workers stopped */
 #define METERING_FINAL_FLUSH_MS 2000
 
@@ -150,6 +164,37 @@ static void reopen_access_log(const gw_config_t *config, gw_server_t *server)
     fprintf(stderr, "lizard-gateway: access log reopened: %s\n", config->log.access);
 }
 
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The secret files, watched so that a replaced one reloads without a signal
+ * (a Kubernetes Secret update). Without inotify: SIGHUP only, said once. */
+static gw_secret_watch_t *watch_secrets(const gw_config_t *config, gw_tls_t *tls)
+{
+    const char *paths[GW_SECRET_WATCH_MAX];
+    gw_secret_watch_t *w;
+    size_t n = 0, i;
+    char *err = NULL;
+
+    for (i = 0; tls != NULL && i != config->tls.num_certificates && n + 2 <= GW_SECRET_WATCH_MAX - 3; ++i) {
+        paths[n++] = config->tls.certificates[i].cert;
+        paths[n++] = config->tls.certificates[i].key;
+    }
+    paths[n++] = tls != NULL ? config->tls.ticket_keys_file : NULL;
+    paths[n++] = config->auth.cookie_secrets_file;
+    paths[n++] = config->auth.link_keys_file;
+    if ((w = gw_secret_watch_new(paths, n, &err)) == NULL) {
+        fprintf(stderr, "lizard-gateway: %s; secret files reload on SIGHUP only\n", err);
+        free(err);
+    }
+    return w;
+}
+
 static gw_tls_t *load_tls(const gw_config_t *config, char **err)
 {
     gw_tls_cert_conf_t *certs;
@@ -186,6 +231,9 @@ int main(int argc, char **argv)
     char *err = NULL;
     sigset_t sigs;
     rlim_t nofile;
+    gw_secret_watch_t *secret_watch;
+    uint64_t reload_at = 0; /* when a change of a secret file is reloaded (ms, CLOCK_MONOTONIC); 0: none pending */
+    int sigfd;
 
     if (argc > 1 && strcmp(argv[1], "sign-link") == 0)
         return gw_sign_link_main(argc - 1, argv + 1);
@@ -257,24 +305,53 @@ int main(int argc, char **argv)
         free(err);
         return 1;
     }
-    fprintf(stderr, "lizard-gateway %s: %zu workers, %zu listeners, instance %s, open files limit %llu\n", GW_VERSION,
-            server.num_workers, config->num_listen, config->instance_id, (unsigned long long)nofile);
+    fprintf(stderr, "lizard-gateway %s: %zu workers (%s), %zu listeners, instance %s, open files limit %llu\n", GW_VERSION,
+            server.num_workers, config->workers_from[0] != '\0' ? config->workers_from : "workers in the config",
+            config->num_listen, config->instance_id, (unsigned long long)nofile);
 
+    secret_watch = watch_secrets(config, tls);
+    if ((sigfd = signalfd(-1, &sigs, SFD_CLOEXEC)) == -1) {
+        perror("lizard-gateway: signalfd");
+        return 1;
+    }
     for (;;) {
-        int sig;
-        if (sigwait(&sigs, &sig) != 0)
+        struct pollfd pfd[2] = {{.fd = sigfd, .events = POLLIN}, {.fd = -1, .events = POLLIN}};
+        struct signalfd_siginfo si;
+        int timeout = -1;
+        if (secret_watch != NULL)
+            pfd[1].fd = gw_secret_watch_fd(secret_watch);
+        if (reload_at != 0) {
+            uint64_t now = now_ms();
+            timeout = reload_at > now ? (int)(reload_at - now) : 0;
+        }
+        if (poll(pfd, 2, timeout) == -1 && errno != EINTR) {
+            perror("lizard-gateway: poll");
             continue;
-        if (sig == SIGHUP) {
+        }
+        if (pfd[1].revents & POLLIN && gw_secret_watch_read(secret_watch))
+            reload_at = now_ms() + SECRET_QUIET_MS; /* each event of a change moves it on */
+        if (reload_at != 0 && now_ms() >= reload_at) {
+            /* as SIGHUP does: what fails to load keeps the current set and says why */
+            fprintf(stderr, "lizard-gateway: a secret file changed, reloading\n");
+            reload(tls, server.cookie_keys);
+            reload_link_keys(server.link_keys);
+            reload_at = 0;
+        }
+        if (!(pfd[0].revents & POLLIN) || read(sigfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+            continue;
+        if (si.ssi_signo == SIGHUP) {
             reload(tls, server.cookie_keys);
             reload_link_keys(server.link_keys);
             continue;
         }
-        if (sig == SIGUSR1) {
+        if (si.ssi_signo == SIGUSR1) {
             reopen_access_log(config, &server);
             continue;
         }
         break; /* SIGTERM or SIGINT */
     }
+    gw_secret_watch_free(secret_watch);
+    close(sigfd);
 
     fprintf(stderr, "lizard-gateway: stopping (draining up to %d ms)\n", DRAIN_MS);
     gw_server_stop(&server, DRAIN_MS);

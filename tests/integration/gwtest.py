@@ -495,6 +495,12 @@ class Gateway:
         except urllib.error.HTTPError as e:
             return e.code, e.read()
 
+    def redis_connected(self):
+        """/readyz's report on Redis (every worker's connection up). /readyz's
+        status does not depend on Redis (CONTRACT.md, Operations)."""
+        status, body = self.admin_get("/readyz")
+        return status == 200 and json.loads(body)["redis"] is True
+
     def stop(self):
         """SIGTERM; returns the exit code (None if it had to be killed)."""
         rc = stop_process(self.proc, timeout=15)

@@ -1,6 +1,11 @@
 """deploy/: the Kubernetes manifests and the container build file, checked
 against each other, against the config in the ConfigMap and against the
-real binary: every manifest parses; probes hit /readyz and /healthz on the
+real binary: every manifest parses; the pods meet Pod Security "restricted"
+and carry no service-account token; the spill file is on a per-pod volume
+claim, never an emptyDir; the NetworkPolicy opens exactly the listeners'
+ports and reaches only Redis and the microVM network; the HPA scales the
+StatefulSet and fits the PodDisruptionBudget; Prometheus finds the admin
+port; the stop fits the engines' default 10 s; probes hit /readyz and /healthz on the
 admin listener the config opens; container, Service and config agree on
 ports; every file and environment variable the config names comes from a
 mounted Secret/ConfigMap key that exists; the grace period covers preStop,
@@ -26,8 +31,12 @@ K8S = os.path.join(DEPLOY, "kubernetes")
 
 
 def manifests():
+    """Every object of deploy/kubernetes (the kustomize base and secrets/);
+    kustomization files and overlays (patches) are not objects."""
     docs = []
     for path in sorted(glob.glob(os.path.join(K8S, "**", "*.yaml"), recursive=True)):
+        if os.path.basename(path) == "kustomization.yaml" or os.path.join(K8S, "overlays") in path:
+            continue
         with open(path) as f:
             for doc in yaml.safe_load_all(f):
                 if doc is not None:
@@ -56,7 +65,7 @@ def c_constant(path, name):
 @pytest.fixture(scope="module")
 def k8s():
     docs = manifests()
-    dep = one(docs, "Deployment")
+    dep = one(docs, "StatefulSet")
     cm = one(docs, "ConfigMap")
     pod = dep["spec"]["template"]["spec"]
     assert len(pod["containers"]) == 1
@@ -64,6 +73,8 @@ def k8s():
     args = c["args"]
     config_path = args[args.index("-c") + 1]
     volumes = {v["name"]: v for v in pod["volumes"]}
+    for claim in dep["spec"].get("volumeClaimTemplates", []):  # a volume claim per pod
+        volumes[claim["metadata"]["name"]] = {"name": claim["metadata"]["name"], "persistentVolumeClaim": claim}
     secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
 
     def source_of(path):
@@ -99,7 +110,7 @@ def test_ports_agree(k8s):
     tls = [port_of(l["address"]) for l in config["listen"] if l.get("tls", True)]
     plain = [port_of(l["address"]) for l in config["listen"] if not l.get("tls", True)]
     assert ports["https"] in tls and ports["http"] in plain, (ports, config["listen"])
-    svc = one(docs, "Service")
+    svc = one([d for d in docs if d["kind"] == "Service" and d["spec"].get("type") == "LoadBalancer"], "Service")
     assert svc["spec"]["type"] == "LoadBalancer"
     by_port = {p["port"]: p for p in svc["spec"]["ports"]}
     assert set(by_port) == {443, 80}, by_port  # the admin port stays inside the cluster
@@ -107,6 +118,7 @@ def test_ports_agree(k8s):
     assert all(p.get("protocol", "TCP") == "TCP" for p in svc["spec"]["ports"])  # L4: TLS ends in the gateway
     labels = k8s["dep"]["spec"]["template"]["metadata"]["labels"]
     for sel in (svc["spec"]["selector"], one(docs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+                one(docs, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"],
                 k8s["dep"]["spec"]["selector"]["matchLabels"]):
         assert all(labels.get(k) == v for k, v in sel.items()), (sel, labels)
 
@@ -136,7 +148,7 @@ def test_secrets_and_files_come_from_the_manifests(k8s):
     # a read-only root: whatever the gateway writes is on a writable volume
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     vol, _, mount = source_of(config["metering"]["spill_file"])
-    assert "emptyDir" in vol or "persistentVolumeClaim" in vol
+    assert "persistentVolumeClaim" in vol  # not an emptyDir: spilled counts outlive the pod
     assert not mount.get("readOnly", False)
     assert config.get("log", {}).get("access") in (None, "-")
 
@@ -233,3 +245,151 @@ def test_image_holds_the_binary_and_its_libraries(tmp_path):
     r = subprocess.run([os.path.join(DEPLOY, "container", "smoke.sh"), gwtest.gateway_binary()], capture_output=True,
                        env=dict(os.environ, SMOKE_CONFIG=str(smoke)), timeout=30)
     assert r.returncode == 0 and b": ok" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_pod_security_restricted(k8s):
+    """Pod Security Standards, "restricted": what an admission controller
+    enforcing it checks, on the pod and on the container."""
+    pod, c = k8s["pod"], k8s["c"]
+    psc, csc = pod["securityContext"], c["securityContext"]
+    assert psc["runAsNonRoot"] is True and psc["runAsUser"] == 10001
+    for sc in (psc, csc):
+        assert sc.get("seccompProfile", {"type": "RuntimeDefault"})["type"] == "RuntimeDefault"
+    assert psc["seccompProfile"]["type"] == "RuntimeDefault"
+    assert csc["allowPrivilegeEscalation"] is False
+    assert csc["readOnlyRootFilesystem"] is True
+    assert csc["capabilities"]["drop"] == ["ALL"] and not csc["capabilities"].get("add")
+    assert not csc.get("privileged", False) and "hostNetwork" not in pod and "hostPID" not in pod
+    assert all("hostPath" not in v for v in k8s["volumes"].values())
+    assert pod["automountServiceAccountToken"] is False  # the gateway never calls the API server
+    spread = {t["topologyKey"] for t in pod["topologySpreadConstraints"]}
+    assert {"topology.kubernetes.io/zone", "kubernetes.io/hostname"} <= spread, spread
+
+
+def test_spill_directory_is_a_volume_claim(k8s):
+    """Nothing under the spill file's directory is an emptyDir (deleted with
+    the pod); the claim is per pod and kept when pods go away."""
+    config, c, dep = k8s["config"], k8s["c"], k8s["dep"]
+    spill_dir = os.path.dirname(config["metering"]["spill_file"]).rstrip("/") + "/"
+    for m in c["volumeMounts"]:
+        mp = m["mountPath"].rstrip("/") + "/"
+        if spill_dir.startswith(mp) or mp.startswith(spill_dir):
+            assert "emptyDir" not in k8s["volumes"][m["name"]], m
+    vol, _, _ = k8s["source_of"](config["metering"]["spill_file"])
+    claim = vol["persistentVolumeClaim"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert dep["spec"]["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+
+
+def test_network_policy(k8s):
+    """Ingress: exactly the listeners' ports and the admin port. Egress: the
+    Redis ports on the network of the sentinels, and the microVM network,
+    which equals upstream.allowed_networks (and holds no Redis address)."""
+    import ipaddress
+
+    config, docs = k8s["config"], k8s["docs"]
+    np_ = one(docs, "NetworkPolicy")["spec"]
+    assert set(np_["policyTypes"]) == {"Ingress", "Egress"}
+    ingress = {p["port"] for rule in np_["ingress"] for p in rule["ports"]}
+    listeners = {port_of(l["address"]) for l in config["listen"]} | {port_of(config["admin"]["address"])}
+    assert ingress == listeners, (ingress, listeners)
+    admin_rule = [r for r in np_["ingress"] if any(p["port"] == port_of(config["admin"]["address"]) for p in r["ports"])]
+    assert len(admin_rule) == 1 and admin_rule[0].get("from"), "the admin port is for the cluster only"
+    redis_rules = [r for r in np_["egress"] if r.get("ports")]
+    vm_rules = [r for r in np_["egress"] if not r.get("ports")]
+    redis_nets = [ipaddress.ip_network(t["ipBlock"]["cidr"]) for r in redis_rules for t in r["to"]]
+    for sentinel in config["redis"]["sentinels"]:
+        host, port = sentinel.rsplit(":", 1)
+        assert any(ipaddress.ip_address(host) in n for n in redis_nets), sentinel
+        assert any(p["port"] == int(port) for r in redis_rules for p in r["ports"]), sentinel
+    vm_nets = {t["ipBlock"]["cidr"] for r in vm_rules for t in r["to"]}
+    assert vm_nets == set(config["upstream"]["allowed_networks"]), (vm_nets, config["upstream"]["allowed_networks"])
+    for vm in vm_nets:
+        assert not any(ipaddress.ip_network(vm).overlaps(n) for n in redis_nets), vm
+        # the microVM network only: not a whole private range that also holds the cluster
+        assert ipaddress.ip_network(vm).prefixlen >= 12, vm
+
+
+def test_hpa_scales_the_statefulset_and_fits_the_pdb(k8s):
+    docs, dep, c = k8s["docs"], k8s["dep"], k8s["c"]
+    hpa = one(docs, "HorizontalPodAutoscaler")["spec"]
+    ref = hpa["scaleTargetRef"]
+    assert (ref["kind"], ref["name"]) == ("StatefulSet", dep["metadata"]["name"])
+    assert [m["resource"]["name"] for m in hpa["metrics"]] == ["cpu"]
+    assert 0 < hpa["metrics"][0]["resource"]["target"]["averageUtilization"] < 100
+    assert "cpu" in c["resources"]["requests"], "a CPU utilization target needs a CPU request"
+    pdb = one(docs, "PodDisruptionBudget")["spec"]
+    assert pdb["maxUnavailable"] == 1 and hpa["minReplicas"] >= 2, "a drain must never take the last gateway"
+    assert hpa["minReplicas"] <= dep["spec"]["replicas"] <= hpa["maxReplicas"]
+
+
+def test_prometheus_finds_the_admin_port(k8s):
+    docs, pod_meta, c, config = k8s["docs"], k8s["dep"]["spec"]["template"]["metadata"], k8s["c"], k8s["config"]
+    ann = pod_meta["annotations"]
+    assert ann["prometheus.io/scrape"] == "true" and ann["prometheus.io/path"] == "/metrics"
+    assert int(ann["prometheus.io/port"]) == port_of(config["admin"]["address"])
+    sm = one(docs, "ServiceMonitor")["spec"]
+    svc = [d for d in docs if d["kind"] == "Service"
+           and all(d["metadata"]["labels"].get(k) == v for k, v in sm["selector"]["matchLabels"].items())]
+    assert len(svc) == 1 and svc[0]["spec"].get("clusterIP") == "None", svc
+    ports = {p["name"]: p for p in svc[0]["spec"]["ports"]}
+    assert [e["port"] for e in sm["endpoints"]] == ["admin"] and "admin" in ports
+    assert svc[0]["metadata"]["name"] == k8s["dep"]["spec"]["serviceName"]
+
+
+def test_stop_fits_the_engines_default_timeout():
+    """docker stop, podman stop and compose send SIGKILL 10 s after SIGTERM:
+    the drain, the wait for a transaction in flight and the final flush fit
+    within it with a second to spare (tests/container/run measures it)."""
+    drain = c_constant("gateway/main.c", "DRAIN_MS")
+    flush = c_constant("gateway/main.c", "METERING_FINAL_FLUSH_MS")
+    exec_wait = c_constant("gateway/worker.c", "METERING_EXEC_WAIT_MS")
+    assert drain + exec_wait + flush <= 9000, (drain, exec_wait, flush)
+
+
+def test_kustomize_base_and_overlay():
+    """The base lists every object file of deploy/kubernetes (not the
+    Secrets); the overlay builds on it. With kubectl on the machine, both
+    build and the overlay's output carries its image and namespace."""
+    with open(os.path.join(K8S, "base", "kustomization.yaml")) as f:
+        base = yaml.safe_load(f)
+    files = {os.path.basename(p) for p in glob.glob(os.path.join(K8S, "base", "*.yaml"))} - {"kustomization.yaml"}
+    assert set(base["resources"]) == files, (base["resources"], files)
+    overlay_dir = os.path.join(K8S, "overlays", "example")
+    with open(os.path.join(overlay_dir, "kustomization.yaml")) as f:
+        overlay = yaml.safe_load(f)
+    assert overlay["resources"] == ["../../base"]
+    images = {i["name"] for i in overlay["images"]}
+    with open(os.path.join(K8S, "base", "statefulset.yaml")) as f:
+        sts = yaml.safe_load(f)
+    assert sts["spec"]["template"]["spec"]["containers"][0]["image"].split(":")[0] in images
+    import shutil
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not on this machine: the kustomize build itself is not run")
+    for d in (os.path.join(K8S, "base"), overlay_dir):
+        r = subprocess.run([kubectl, "kustomize", d], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+    out = list(yaml.safe_load_all(r.stdout))
+    sts = [d for d in out if d["kind"] == "StatefulSet"][0]
+    assert sts["metadata"]["namespace"] == overlay["namespace"]
+    assert sts["spec"]["template"]["spec"]["containers"][0]["image"].startswith(overlay["images"][0]["newName"])
+
+
+def test_compose_runs_as_the_manifests_do(k8s):
+    """deploy/compose.yaml: the same user, read-only root and dropped
+    capabilities as the StatefulSet, the spill directory on a named volume,
+    and a stop grace period the stop fits in."""
+    with open(os.path.join(DEPLOY, "compose.yaml")) as f:
+        svc = yaml.safe_load(f)["services"]["gateway"]
+    assert svc["user"] == "%d:%d" % (k8s["pod"]["securityContext"]["runAsUser"], k8s["pod"]["securityContext"]["runAsGroup"])
+    assert svc["read_only"] is True and svc["cap_drop"] == ["ALL"]
+    assert "no-new-privileges:true" in svc["security_opt"]
+    spill_dir = os.path.dirname(k8s["config"]["metering"]["spill_file"])
+    named = [v for v in svc["volumes"] if v.split(":")[1] == spill_dir]
+    assert named and not named[0].startswith((".", "/")), "the spill directory must be a named volume: %s" % named
+    grace = int(svc["stop_grace_period"].rstrip("s"))
+    stop = (c_constant("gateway/main.c", "DRAIN_MS") + c_constant("gateway/main.c", "METERING_FINAL_FLUSH_MS")
+            + c_constant("gateway/worker.c", "METERING_EXEC_WAIT_MS")) / 1000
+    assert grace >= stop + 1, (grace, stop)

@@ -553,3 +553,32 @@ def test_records_lost_at_exit_are_said(gw_factory, mredis, msandbox, upstream, c
     assert g.stop() == 3, gwtest.tail(g.log)
     log = gwtest.tail(g.log, 50)
     assert "1 records lost at exit" in log, log
+
+
+def test_spill_handover_to_another_instance(gw_factory, mredis, msandbox, upstream, curl):
+    """Spilled counts outlive the pod (deploy/kubernetes: a StatefulSet whose
+    per-pod volume claim holds the spill file): gateway A spills at SIGTERM
+    (Redis down) and exits; gateway B, another instance_id, starts on the
+    same volume and spill_file: the stream then holds A's records, with A's
+    gateway and seq, exactly once (B's restart replays nothing again)."""
+    a = start_gw(gw_factory, mredis, flush_ms=60000, instance_id="handover-a")
+    spill = a.config()["metering"]["spill_file"]
+    body_out, body_in, n = traffic(curl, a, msandbox, upstream)
+    mredis.kill()
+    assert a.stop() == 0, gwtest.tail(a.log)
+    spilled = [r for r in spill_lines(spill) if r["sandbox"] == msandbox.id]
+    assert len(spilled) == 1 and spilled[0]["gateway"] == "handover-a", spilled
+
+    mredis.start()
+    b = start_gw(gw_factory, mredis, flush_ms=FLUSH_MS, instance_id="handover-b",
+                 metering={"flush_interval_ms": FLUSH_MS, "spill_file": spill})
+    gwtest.wait_for(lambda: records(mredis, msandbox.id), 10, what="A's records replayed by B")
+    gwtest.wait_for(lambda: not os.path.exists(spill), 10, what="the spill file removed after the replay")
+    assert b.stop() == 0
+    b.start()  # a second start finds nothing to replay
+    gwtest.wait_for(lambda: metric(b, "lizard_workers") > 0, 10, what="B started again")
+    assert b.stop() == 0
+    recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
+    assert [(r["gateway"], int(r["seq"])) for r in recs] == [("handover-a", spilled[0]["seq"])], recs
+    check_bounds(recs, body_out, body_in, n)
+    assert incr_total(mredis, msandbox.id) == spilled[0]["egress"]

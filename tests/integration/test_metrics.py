@@ -74,7 +74,7 @@ def test_metrics_over_16_kib_is_whole(gw_factory):
     sample, up to the last series of the last worker."""
     workers = 128
     g = gw_factory({"workers": workers}, name="gw-metrics-big")
-    gwtest.wait_for(lambda: g.admin_get("/readyz")[0] == 200, 30, what="every worker connected to Redis")
+    gwtest.wait_for(g.redis_connected, 30, what="every worker connected to Redis")
     status, body = g.admin_get("/metrics")
     assert status == 200
     assert len(body) > 16384, len(body)

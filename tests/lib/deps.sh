@@ -18,6 +18,10 @@ GW_DEB_PACKAGES=(
     clang libclang-rt-14-dev clang-format
 )
 
+# tests/container/run: the image built and run with podman on a Debian 12
+# base made by mmdebstrap; runc for hosts whose cgroups crun refuses (hybrid).
+GW_DEB_CONTAINER_PACKAGES=(podman mmdebstrap runc)
+
 # The browser end-to-end tests (tests/integration/test_browser_e2e.py) drive
 # Debian's Chromium with playwright-core from npm (node and npm are on the
 # machine; never a browser download); certutil (libnss3-tools) makes the NSS

@@ -1,11 +1,13 @@
 /*
  * Unit tests for gateway/admin.c: /readyz's verdict on certificates follows
- * what is loaded (it once said true whatever was).
+ * what is loaded (it once said true whatever was); a Redis outage is
+ * reported and does not make the gateway unready (it once answered 503).
  */
 #define _GNU_SOURCE /* mkdtemp */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include "gateway/admin.h"
 
@@ -35,6 +37,21 @@ START_TEST(tls_listener_with_a_loaded_certificate_is_ready)
 }
 END_TEST
 
+START_TEST(redis_down_is_reported_not_unready)
+{
+    char body[GW_ADMIN_READYZ_MAX];
+    size_t len;
+
+    ck_assert_int_eq(gw_admin_readyz(1, 0, body, &len), 200);
+    ck_assert_str_eq(body, "{\"ready\":true,\"redis\":false,\"certificates\":true}\n");
+    ck_assert_uint_eq(len, strlen(body));
+    ck_assert_int_eq(gw_admin_readyz(1, 1, body, &len), 200);
+    ck_assert_str_eq(body, "{\"ready\":true,\"redis\":true,\"certificates\":true}\n");
+    ck_assert_int_eq(gw_admin_readyz(0, 1, body, &len), 503);
+    ck_assert_str_eq(body, "{\"ready\":false,\"redis\":true,\"certificates\":false}\n");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("admin");
@@ -51,6 +68,7 @@ int main(void)
     tcase_add_test(tc, no_tls_listener_needs_no_certificate);
     tcase_add_test(tc, tls_listener_without_certificates_is_not_ready);
     tcase_add_test(tc, tls_listener_with_a_loaded_certificate_is_ready);
+    tcase_add_test(tc, redis_down_is_reported_not_unready);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
