@@ -399,6 +399,8 @@ int gw_exchange_decode_first(gw_exchange_t *ex, size_t head_size)
         return -1;
     in->size = head_size + len;
     return 0;
+}
+
 /* Content-Type text/event-stream, parameters and case aside. */
 static int is_event_stream(h2o_req_t *req)
 {
