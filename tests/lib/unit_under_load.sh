@@ -26,7 +26,7 @@ trap 'kill "$BUSY" 2>/dev/null || true' EXIT
 failed_runs=0
 for i in $(seq 1 "$RUNS"); do
     log=$(mktemp)
-    if meson test -C "$BUILD_DIR" --no-rebuild --suite unit --print-errorlogs >"$log" 2>&1; then
+    if meson test -C "$BUILD_DIR" --no-rebuild --suite unit --print-errorlogs --timeout-multiplier 3 >"$log" 2>&1; then
         echo "run $i/$RUNS: ok ($(grep -c ' OK ' "$log") tests)"
     else
         failed_runs=$((failed_runs + 1))
