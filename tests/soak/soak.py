@@ -821,8 +821,10 @@ class Soak:
                 "billed %d, received %d (difference %d)" % (billed, expect, billed - expect))
             total = primary.cmd("GET", "%segress:{%s}" % (PREFIX, sid))
             total = int(total) if total is not None else 0
-            inv("%s: the INCRBY running total equals the stream" % name, total == billed,
-                "total %d, stream %d" % (total, billed))
+            # never below the stream; above it only by batches a promoted replica had received
+            # before the gateway's WAIT saw them (README "Redis Sentinel": the one case left)
+            inv("%s: the INCRBY running total is never below the stream" % name, total >= billed,
+                "total %d, stream %d (over by %d)" % (total, billed, total - billed))
         sid = self.ids["noisy"]
         billed, got = self.billed(sid, primary), self.received_loose.get(sid, 0)
         inv("noisy: billed at least what its clients read", billed >= got, "billed %d, read %d" % (billed, got))
