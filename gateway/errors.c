@@ -49,6 +49,7 @@ static const char code_names[GW_ERR_NUM_CODES][CODE_NAME_SIZE] = {
     [GW_ERR_TOO_MANY_CONNECTIONS] = "too_many_connections",
     [GW_ERR_ROUTING_UNAVAILABLE] = "routing_unavailable",
     [GW_ERR_BODY_TOO_LARGE] = "body_too_large",
+    [GW_ERR_HEADERS_TOO_LARGE] = "headers_too_large",
 };
 
 /* The module of the error_logs entry that carries a request's code. */
@@ -98,6 +99,10 @@ static const error_def_t defs[GW_ERR_NUM_CODES] = {
     [GW_ERR_BODY_TOO_LARGE] = {413, "Payload Too Large", "Request body too large",
                                "The request body is larger than this gateway accepts.",
                                "Send a smaller body, or split the upload into several requests.", 0, NULL},
+    [GW_ERR_HEADERS_TOO_LARGE] = {431, "Request Header Fields Too Large", "Request headers too large",
+                                  "The request's headers are larger than this gateway accepts.",
+                                  "Send fewer or shorter headers. In a browser, clearing this site's cookies usually helps.", 0,
+                                  NULL},
 };
 
 /* The finer causes (gw_error_why_t): the code each belongs to, and its text. */

@@ -24,6 +24,7 @@ typedef enum {
     GW_ERR_TOO_MANY_CONNECTIONS,
     GW_ERR_ROUTING_UNAVAILABLE,
     GW_ERR_BODY_TOO_LARGE,
+    GW_ERR_HEADERS_TOO_LARGE,
     /* not in the contract's table (README, Errors): requests HTTP itself rules out */
     GW_ERR_NUM_CODES
 } gw_error_code_t;
