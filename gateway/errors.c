@@ -220,6 +220,10 @@ void gw_error_note(h2o_req_t *req, gw_error_code_t code)
     /* an error_logs entry (not printed: the pathconfs have emit_request_errors off) lives as long as the request */
     h2o_vector_reserve(&req->pool, &req->error_logs, req->error_logs.size + 1);
     req->error_logs.entries[req->error_logs.size++] = (h2o_req_error_log_t){CODE_LOG_MODULE, h2o_iovec_init(name, strlen(name))};
+    /* refused before reaching a sandbox: such a request does not refill HTTP/2's reset budget (h2o patch 0170); the two codes
+     * of a sandbox that was tried do */
+    if (code != GW_ERR_PORT_NOT_OPEN && code != GW_ERR_UPSTREAM_TIMEOUT)
+        req->refused_early = 1;
 }
 
 int gw_error_code_of(h2o_req_t *req)
