@@ -133,6 +133,9 @@ const gw_config_key_t gw_config_keys[] = {
 
     /* 1 KiB .. 16 GiB; h2o buffers the whole body before the handler runs */
     UINT("limits.max_request_body_bytes", limits.max_request_body_bytes, 1024, UINT64_C(17179869184), "67108864"),
+    /* 1 KiB .. 256 KiB (h2o reads at most H2O_MAX_REQLEN, 408 KiB, of a head); nginx's large_client_header_buffers and
+     * HAProxy's tune.bufsize are in this range */
+    UINT("limits.max_request_head_bytes", limits.max_request_head_bytes, 1024, 262144, "65536"),
     /* 4 KiB .. 12 MiB per response: refused above, rather than silently capped (see config.h) */
     UINT("limits.response_buffer_bytes", limits.response_buffer_bytes, 4096, GW_MAX_RESPONSE_BUFFER_BYTES, "1048576"),
     UINT("limits.max_connections_per_sandbox", limits.max_connections_per_sandbox, 1, 1000000, "1000"),

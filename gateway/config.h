@@ -107,7 +107,8 @@ typedef struct st_gw_config_t {
 
     struct {
         uint64_t max_request_body_bytes;
-        uint64_t response_buffer_bytes; /* at most GW_MAX_RESPONSE_BUFFER_BYTES */
+        uint64_t max_request_head_bytes; /* request line and headers (HTTP/2: decoded), trailers included */
+        uint64_t response_buffer_bytes;  /* at most GW_MAX_RESPONSE_BUFFER_BYTES */
         uint64_t max_connections_per_sandbox;
         uint64_t client_stall_timeout_ms;           /* 0: responses may wait for the client forever */
         uint64_t max_connection_buffer_bytes;       /* response bytes held for one client connection, all its streams */

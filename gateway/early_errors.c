@@ -1,10 +1,12 @@
 /*
- * h2o 2.2.5 checks the request body against max_request_entity_size while
- * reading it, before the request is routed, and answers HTTP/1 with
- * h2o_send_error_generic(413, "text/plain"). Such a request is bound to its
- * hostconf's fallback path (lib/core/request.c, h2o_send_error_generic), so a
- * filter there sees the response at h2o_start_response and replaces its
- * headers and body with the contract's body_too_large.
+ * h2o checks the request body against max_request_entity_size while reading
+ * it, and the request head against max_request_head_size while parsing or
+ * decoding it (patches 0130, 0150), before the request is routed, and answers
+ * with h2o_send_error_generic(413 or 431, "text/plain"). Such a request is
+ * bound to its hostconf's fallback path (lib/core/request.c,
+ * h2o_send_error_generic), so a filter there sees the response at
+ * h2o_start_response and replaces its headers and body with the contract's
+ * body_too_large or headers_too_large.
  */
 #include <string.h>
 #include "gateway/early_errors.h"
@@ -37,8 +39,8 @@ static void replace_do_send(h2o_ostream_t *_self, h2o_req_t *req, h2o_iovec_t *b
     h2o_ostream_send_next(&self->super, req, bufcnt != 0 ? &self->body : NULL, bufcnt != 0 ? 1 : 0, state);
 }
 
-/* h2o's 413 is in req->res: make it the contract's body_too_large. */
-static void rewrite_413(early_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
+/* h2o's 413 or 431 is in req->res: make it the contract's `code`. */
+static void rewrite(early_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot, gw_error_code_t code)
 {
     const gw_config_t *config = self->config;
     h2o_iovec_t origin = request_header(req, NULL, H2O_STRLIT("origin"));
@@ -58,10 +60,10 @@ static void rewrite_413(early_filter_t *self, h2o_req_t *req, h2o_ostream_t **sl
 
     replace = (void *)h2o_add_ostream(req, sizeof(*replace), slot);
     replace->super.do_send = replace_do_send;
-    replace->body = gw_error_render(&req->pool, GW_ERR_BODY_TOO_LARGE, html, sandbox_id, port, NULL);
+    replace->body = gw_error_render(&req->pool, code, html, sandbox_id, port, NULL);
 
     /* the same head as gw_error_send gives (errors.c); h2o set only Content-Type */
-    gw_error_note(req, GW_ERR_BODY_TOO_LARGE);
+    gw_error_note(req, code);
     memset(&req->res.headers, 0, sizeof(req->res.headers));
     req->res.content_length = replace->body.len;
     if (html) {
@@ -82,9 +84,9 @@ static void on_setup_ostream(h2o_filter_t *_self, h2o_req_t *req, h2o_ostream_t 
     early_filter_t *self = (void *)_self;
 
     /* The fallback path has no handler, so every response on it is h2o's
-     * own; its only 413 is the body limit (lib/http1.c). */
-    if (req->res.status == 413) {
-        rewrite_413(self, req, slot);
+     * own; its only 413 is the body limit, its only 431 the head limit. */
+    if (req->res.status == 413 || req->res.status == 431) {
+        rewrite(self, req, slot, req->res.status == 413 ? GW_ERR_BODY_TOO_LARGE : GW_ERR_HEADERS_TOO_LARGE);
         slot = &(*slot)->next;
     }
     h2o_setup_next_ostream(req, slot);

@@ -50,6 +50,7 @@ static const char code_names[GW_ERR_NUM_CODES][CODE_NAME_SIZE] = {
     [GW_ERR_ROUTING_UNAVAILABLE] = "routing_unavailable",
     [GW_ERR_BODY_TOO_LARGE] = "body_too_large",
     [GW_ERR_BAD_UPSTREAM_RESPONSE] = "bad_upstream_response",
+    [GW_ERR_HEADERS_TOO_LARGE] = "headers_too_large",
 };
 
 /* The module of the error_logs entry that carries a request's code. */
@@ -104,6 +105,10 @@ static const error_def_t defs[GW_ERR_NUM_CODES] = {
                                       "Check the server's logs and that it speaks HTTP/1.1 on this port: a status line, "
                                       "headers, then the body as the headers frame it (Content-Length or chunked).",
                                       0, NULL},
+    [GW_ERR_HEADERS_TOO_LARGE] = {431, "Request Header Fields Too Large", "Request headers too large",
+                                  "The request's headers are larger than this gateway accepts.",
+                                  "Send fewer or shorter headers. In a browser, clearing this site's cookies usually helps.", 0,
+                                  NULL},
 };
 
 /* The finer causes (gw_error_why_t): the code each belongs to, and its text. */
@@ -237,6 +242,10 @@ void gw_error_note(h2o_req_t *req, gw_error_code_t code)
     /* an error_logs entry (not printed: the pathconfs have emit_request_errors off) lives as long as the request */
     h2o_vector_reserve(&req->pool, &req->error_logs, req->error_logs.size + 1);
     req->error_logs.entries[req->error_logs.size++] = (h2o_req_error_log_t){CODE_LOG_MODULE, h2o_iovec_init(name, strlen(name))};
+    /* refused before reaching a sandbox: such a request does not refill HTTP/2's reset budget (h2o patch 0170); the two codes
+     * of a sandbox that was tried do */
+    if (code != GW_ERR_PORT_NOT_OPEN && code != GW_ERR_UPSTREAM_TIMEOUT && code != GW_ERR_BAD_UPSTREAM_RESPONSE)
+        req->refused_early = 1;
 }
 
 int gw_error_code_of(h2o_req_t *req)

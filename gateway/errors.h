@@ -25,6 +25,7 @@ typedef enum {
     GW_ERR_ROUTING_UNAVAILABLE,
     GW_ERR_BODY_TOO_LARGE,
     GW_ERR_BAD_UPSTREAM_RESPONSE,
+    GW_ERR_HEADERS_TOO_LARGE,
     /* not in the contract's table (README, Errors): requests HTTP itself rules out */
     GW_ERR_NUM_CODES
 } gw_error_code_t;
@@ -59,7 +60,9 @@ typedef enum {
 const char *gw_error_code_name(gw_error_code_t code);
 
 /* Records on req that `code` answered it (gw_error_send does this), for the
- * access log and the metrics; the record lives in req->pool. */
+ * access log and the metrics; the record lives in req->pool. Marks req
+ * refused_early (it does not refill HTTP/2's reset budget) unless the code
+ * says a sandbox was tried (port_not_open, upstream_timeout). */
 void gw_error_note(h2o_req_t *req, gw_error_code_t code);
 
 /* The code recorded on req by gw_error_note, or -1 when none was. */

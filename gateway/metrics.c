@@ -180,6 +180,9 @@ static const struct {
     {"event=\"header_block_timeout\"", offsetof(h2o_context_t, http2.events.header_block_timeouts)},
     {"event=\"unknown_frame\"", offsetof(h2o_context_t, http2.events.unknown_frames)},
     {"event=\"malformed_request\"", offsetof(h2o_context_t, http2.events.malformed_requests)},
+    {"event=\"request_head_too_large\"", offsetof(h2o_context_t, http2.events.request_heads_too_large)},
+    {"event=\"header_amplification_exceeded\"", offsetof(h2o_context_t, http2.events.header_amplification_exceeded)},
+    {"event=\"idle_frame_budget_exceeded\"", offsetof(h2o_context_t, http2.events.idle_frame_budget_exceeded)},
 };
 
 static unsigned long long http2_event_sum(gw_metrics_t *m, size_t offset)

@@ -165,6 +165,8 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     h2o_config_init(&s->globalconf);
     s->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("lizard-gateway"));
     s->globalconf.max_request_entity_size = config->limits.max_request_body_bytes;
+    /* h2o answers 431 past it, HTTP/2 while decoding (patch 0150): the head never reaches the pipeline */
+    s->globalconf.max_request_head_size = config->limits.max_request_head_bytes;
     /* an "Upgrade: h2c" from a client must not turn into HTTP/2 behind our back */
     s->globalconf.http1.upgrade_to_http2 = 0;
 

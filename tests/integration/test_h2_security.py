@@ -516,16 +516,17 @@ def test_unfinished_header_block_is_closed_in_time(h2gw, certs):
 
 
 def test_unknown_frames_are_counted_not_logged(h2gw, certs):
-    """10,000 frames of an unknown type are skipped as RFC 9113 says, without
-    a line each on the gateway's stderr (2.2.5 wrote 8 million lines, 203 MB
-    in 15 s); /metrics counts them."""
+    """900 frames of an unknown type (within the budget of frames that do no
+    work, patch 0160; a flood of them is test_h2_limits.py's) are skipped as
+    RFC 9113 says, without a line each on the gateway's stderr (2.2.5 wrote
+    8 million lines, 203 MB in 15 s); /metrics counts them."""
     g = h2gw
     log_before = os.path.getsize(g.log)
     with WellBehavedClient(g, g.good_host, certs["ca"]) as good:
         c = RawH2(g, g.sbx_host, certs["ca"])
         try:
-            unknown = frame(0xFA, 0, 0, b"lizard") * 1000
-            for _ in range(10):
+            unknown = frame(0xFA, 0, 0, b"lizard") * 100
+            for _ in range(9):
                 assert c.send(unknown)
             # handled in order: the answer to this comes after all of them were read
             status, _, body = c.get("/bytes/100", timeout=30)
@@ -534,7 +535,7 @@ def test_unknown_frames_are_counted_not_logged(h2gw, certs):
         finally:
             c.close()
     good.assert_served()
-    assert h2_event(g, "unknown_frame") >= 10000
+    assert h2_event(g, "unknown_frame") >= 900
     with open(g.log, "rb") as f:
         f.seek(log_before)
         grown = f.read()
