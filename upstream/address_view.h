@@ -14,11 +14,12 @@
 #include <stdint.h>
 #include <h2o.h>
 
-/* The gateway's own cookies all start with one of these (the consent cookie,
- * and any the gateway adds): a sandbox cannot set them, whatever the case. */
+/* The gateway's own cookies all start with one of these (the consent and
+ * warning-nonce cookies of auth/warning.h, __Host-Http-lizard_*, and any the
+ * gateway adds): a sandbox cannot set them, whatever the case. */
 #define GW_ADDRESS_VIEW_RESERVED_COOKIE_PREFIXES                                                                                   \
     {                                                                                                                              \
-        "__Host-lizard_", "__Secure-lizard_"                                                                                       \
+        "__Host-lizard_", "__Secure-lizard_", "__Host-Http-lizard_", "__Http-lizard_"                                              \
     }
 
 /* What Set-Cookie from any sandbox is checked against; borrowed, must outlive

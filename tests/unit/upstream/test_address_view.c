@@ -293,6 +293,10 @@ START_TEST(test_set_cookie_gateway_names)
     ck_assert_ptr_null(res(&v, t, "__Host-lizard_consent=1; Path=/; Secure"));
     ck_assert_ptr_null(res(&v, t, "__Host-lizard_anything=1"));
     ck_assert_ptr_null(res(&v, t, "__Secure-lizard_x=1"));
+    /* the warning page's consent and nonce (auth/warning.h) */
+    ck_assert_ptr_null(res(&v, t, "__Host-Http-lizard_consent=1; Path=/; Secure; HttpOnly"));
+    ck_assert_ptr_null(res(&v, t, "__Host-Http-lizard_warning=n"));
+    ck_assert_ptr_null(res(&v, t, "__Http-lizard_x=1"));
     /* nameless cookies are sent as their value alone */
     ck_assert_ptr_null(res(&v, t, "__Host-lizard_access"));
     ck_assert_ptr_null(res(&v, t, "=__Host-lizard_access; Path=/"));
