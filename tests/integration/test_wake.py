@@ -216,6 +216,12 @@ def test_concurrent_requests_one_resume_request(gateway, redis, upstream, consum
     start.wait(30)
     # the control plane starts only once requests are held: they pile up on a paused sandbox
     gwtest.wait_for(lambda: resume_requests(redis, sid), 30, what="the resume request")
+    # the consumer's group starts at "$" when it makes it: made here first from 0, so that the request
+    # already written is read however this test is ordered (alone, it was missed and every request got 503)
+    try:
+        redis.cmd("XGROUP", "CREATE", "lizard:resume", "control-plane", "0", "MKSTREAM")
+    except gwtest.RespError as e:
+        assert "BUSYGROUP" in str(e), e
     consumer(delay=1.0)
     for t in threads:
         t.join(120)
