@@ -432,7 +432,7 @@ void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
         return;
     }
     h2o_socket_read_start(sock, on_body_read);
-    gw_exchange_set_timer(ex, &ex->proxy->io_timeout, on_io_timeout);
+    set_body_timer(ex);
     /* with the bytes that came with the head; this sends the head too */
     on_body_decoded(ex, ex->res.first_decoded);
 }

@@ -76,7 +76,7 @@ def test_failover_mid_traffic(cluster, gw_factory, upstream, certs):
     # The gateway counts a response head as the HTTP/1.1 text it built from the upstream's head,
     # which is a fixed number of bytes shorter than what the client reads (h2o adds its own
     # fields): measured once here, so that the totals below can be compared exactly.
-    gwtest.wait_for(lambda: fleet.egress_of(fleet.stream_records(primary), {cached}) > 0, 10, what="the first record")
+    gwtest.wait_for(lambda: fleet.egress_of(fleet.stream_records(primary), {cached}) >= 5000, 10, what="the first response billed")
     head_gap = n - fleet.egress_of(fleet.stream_records(primary), {cached})
     assert 0 <= head_gap < 512, head_gap
 
