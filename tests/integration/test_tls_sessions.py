@@ -200,8 +200,12 @@ def test_ticket_keys_rotation_on_sighup(gw_factory, certs, tmpdir_):
     path = os.path.join(tmpdir_, "rotate.keys")
     old, new = new_key(80), new_key(80)
     write_keys(path, [old[1]])
+    # b reads its own copy: it reloads a changed file by itself (inotify, README Operations), and here it
+    # stands for a gateway whose file has not been rotated yet
+    path_b = os.path.join(tmpdir_, "rotate-b.keys")
+    write_keys(path_b, [old[1]])
     a = gw_factory({"tls": {"ticket_keys_file": path}}, name="gw-rotate-a")
-    b = gw_factory({"tls": {"ticket_keys_file": path}}, name="gw-rotate-b")
+    b = gw_factory({"tls": {"ticket_keys_file": path_b}}, name="gw-rotate-b")
 
     sessions_old = {}
     for label, flags in TICKET_MODES:

@@ -537,7 +537,9 @@ def test_idle_websocket_frame_is_activity(activity_gw, redis, upstream, certs):
     async def go():
         async with tp.ws_connect(g, host, "/ws", certs["ca"], token_hdr(token)) as ws:
             await asyncio.to_thread(gwtest.wait_for, lambda: activity_of(redis, sid), 10, 0.05, "activity")
-            await asyncio.sleep(0.6)  # the upgrade's own bytes are flushed by now
+            # the upgrade's own bytes are billed once the client's TCP acknowledged them (checked every
+            # second, README Metering) and flushed: by now
+            await asyncio.sleep(1.8)
             idle = activity_of(redis, sid)
             await asyncio.sleep(0.6)  # three more flushes with the tunnel open and nothing moving
             still = activity_of(redis, sid)
