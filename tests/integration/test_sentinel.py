@@ -245,12 +245,15 @@ def test_replica_in_first_sync_does_not_count(cluster, gw_factory, upstream, cer
     head_gap = n0 - fleet.egress_total(primary, sid)
     assert 0 <= head_gap < 512, head_gap
 
+    recs_before = len(records_of(primary, sid))
     fleet.stall_first_sync(primary, replica)
     status, n, _ = c.get("/bytes/1000000")
     assert status == 200 and n > 1000000, (status, n)
     c.close()
     expected = n - head_gap  # what the new primary must hold (the first request went with the replica's restart)
-    gwtest.wait_for(lambda: fleet.egress_total(primary, sid) > n0, 10, what="a batch executed on the primary")
+    # a batch of this request executed on the primary: its ingress at least (its egress is billed once
+    # acknowledged and may wait, queued behind that batch, which no replica acknowledges)
+    gwtest.wait_for(lambda: len(records_of(primary, sid)) > recs_before, 10, what="a batch executed on the primary")
     time.sleep(2 * 0.2 + 0.2)  # two flush intervals (200 ms) after the bytes
     primary.kill()
 
