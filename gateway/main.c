@@ -18,8 +18,8 @@
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
-#include "gateway/access_log.h"
-#include "gateway/config.h"
+#include "observe/access_log.h"
+#include "config/config.h"
 #include "gateway/secret_watch.h"
 #include "gateway/sign_link.h"
 #include "gateway/worker.h"

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <h2o/string_.h>
 #include "auth/share_link.h"
-#include "gateway/config.h"
+#include "config/config.h"
 #include "gateway/sign_link.h"
 #include "gateway/worker.h"
 #include "metering/final_flush.h"

@@ -17,10 +17,10 @@
 #include <time.h>
 #include <unistd.h>
 #include "common/errfmt.h"
-#include "gateway/access_log.h"
-#include "gateway/admin.h"
-#include "gateway/early_errors.h"
-#include "gateway/pipeline.h"
+#include "observe/access_log.h"
+#include "observe/admin.h"
+#include "http/early_errors.h"
+#include "http/pipeline.h"
 #include "gateway/worker.h"
 
 #define LISTEN_BACKLOG 1024

@@ -105,7 +105,7 @@ int gw_route_store_subscribe(gw_route_store_t *s, gw_redis_t *subscriber);
  * still waiting for the loop when one comes is looked up again. So whatever
  * the answer lets in and registers with revocation from the callback is
  * either checked against the new record or there before the publish's own
- * read (gateway/revocation.h). */
+ * read (limits/revocation.h). */
 gw_route_lookup_t *gw_route_store_lookup(gw_route_store_t *s, const char *sandbox_id, gw_route_cb cb, void *data);
 
 /* gw_route_store_lookup that reads Redis even when the cache holds a fresh

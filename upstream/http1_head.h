@@ -52,7 +52,7 @@ typedef struct st_gw_http1_request_t {
  * not forwarded; cookies go in one Cookie
  * header; Host, X-Forwarded-*, Content-Length (with a body, and for POST and
  * PUT) and Connection are the gateway's. The request line is written as
- * given: the caller has checked it (gateway/request_line.h). */
+ * given: the caller has checked it (upstream/request_line.h). */
 h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t *r);
 
 typedef enum {

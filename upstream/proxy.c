@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <h2o.h>
-#include "gateway/errors.h"
-#include "gateway/request_line.h"
+#include "errors/errors.h"
+#include "upstream/request_line.h"
 #include "common/netaddr.h"
 #include "upstream/exchange.h"
 

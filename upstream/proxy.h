@@ -10,8 +10,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <h2o.h>
-#include "gateway/conn_limit.h"
-#include "gateway/revocation.h"
+#include "limits/conn_limit.h"
+#include "limits/revocation.h"
 #include "common/netaddr.h"
 #include "upstream/address_view.h"
 
@@ -49,7 +49,7 @@ typedef struct st_gw_proxy_bytes_t {
  * valid during the call. */
 typedef void (*gw_proxy_bytes_cb)(void *data, const char *sandbox_id, const gw_proxy_bytes_t *delta);
 
-/* What the proxy is told of the configuration (gateway/config.h names the
+/* What the proxy is told of the configuration (config/config.h names the
  * keys); a timeout of 0 means none. */
 typedef struct st_gw_proxy_conf_t {
     gw_cookie_rules_t cookie_rules; /* what a sandbox's Set-Cookie may not do (strings borrowed: must outlive the proxy) */
@@ -61,7 +61,7 @@ typedef struct st_gw_proxy_conf_t {
     size_t max_idle_per_worker;        /* idle connections of all pools; past it the one idle longest is closed */
     const gw_cidr_t *allowed_networks; /* borrowed: must outlive the proxy */
     size_t num_allowed_networks;
-    size_t response_buffer_bytes; /* 4 KiB to 12 MiB (gateway/config.h, GW_MAX_RESPONSE_BUFFER_BYTES) */
+    size_t response_buffer_bytes; /* 4 KiB to 12 MiB (config/config.h, GW_MAX_RESPONSE_BUFFER_BYTES) */
     uint64_t client_stall_timeout_ms;
     size_t max_connection_buffer_bytes;
     size_t max_worker_buffer_bytes;

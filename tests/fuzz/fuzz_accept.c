@@ -1,8 +1,8 @@
-/* libFuzzer target: error negotiation (gateway/errors.c): any Accept and
+/* libFuzzer target: error negotiation (errors/errors.c): any Accept and
  * Sec-Fetch-Mode pair, and rendering with any reflected value. */
 #include <stdint.h>
 #include <string.h>
-#include "gateway/errors.h"
+#include "errors/errors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

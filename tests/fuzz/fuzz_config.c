@@ -1,9 +1,9 @@
-/* libFuzzer target: the configuration loader (gateway/config.c). Any JSON
+/* libFuzzer target: the configuration loader (config/config.c). Any JSON
  * text either loads or is refused with a message; never a crash or a leak. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gateway/config.h"
+#include "config/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,11 +1,11 @@
-/* libFuzzer target: request lines (gateway/request_line.c). The input is
+/* libFuzzer target: request lines (upstream/request_line.c). The input is
  * "<method> <target>" (split at the first space). Invariants: no crash; an
  * absolute-form target yields a non-empty authority without '@' and an
  * origin starting with '/'; a line that passes gw_request_line_check is one
  * token method and a target of visible ASCII only. */
 #include <stdint.h>
 #include <string.h>
-#include "gateway/request_line.h"
+#include "upstream/request_line.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,0 +1,61 @@
+/*
+ * The request pipeline: a preview request is parsed (host), routed (Redis),
+ * authenticated, checked against the allowed networks, then handed to the
+ * proxy. Plain listeners get the redirect handler instead.
+ */
+#ifndef GW_HTTP_PIPELINE_H
+#define GW_HTTP_PIPELINE_H
+
+#include <sys/socket.h>
+#include <h2o.h>
+#include "config/config.h"
+#include "limits/conn_limit.h"
+#include "http/hangup.h"
+#include "auth/cookie_keys.h"
+#include "auth/link_keys.h"
+#include "metering/metering.h"
+#include "observe/metrics.h"
+#include "upstream/proxy.h"
+#include "routing/route_store.h"
+#include "routing/wake.h"
+
+/* What the handlers share across workers; every pointer is borrowed and must
+ * outlive the server. */
+typedef struct st_gw_pipeline_conf_t {
+    const gw_config_t *config;
+    gw_metrics_t *metrics;                /* each context counts into its worker's block (gw_metrics_worker_of) */
+    gw_cookie_keys_t *cookie_keys;        /* the live cookie secrets */
+    gw_link_keys_t *link_keys;            /* the live share-link keys */
+    gw_conn_limit_t *conn_limit;          /* limits.max_connections_per_sandbox */
+    gw_conn_limit_t *client_reqs;         /* limits.max_connections_per_client: requests in flight per address */
+    h2o_hostconf_t *(*listener_hosts)[2]; /* per listener (config->listen[i]): the `hosts` its connections carry */
+    uint16_t https_port;                  /* where the redirect handler sends plain requests */
+} gw_pipeline_conf_t;
+
+/* What one worker's preview handler uses: its own route store, proxy,
+ * meter, held-request registry and hang-up watch (borrowed; they outlive the
+ * worker's loop). */
+typedef struct st_gw_pipeline_thread_t {
+    gw_route_store_t *routes;
+    gw_proxy_t *proxy;
+    gw_meter_t *meter;
+    gw_wake_t *wake;
+    gw_hangup_t *hangup; /* NULL: held HTTP/1 requests are not watched */
+    size_t worker;       /* the worker's index: the one its connection slots are taken and given back with */
+} gw_pipeline_thread_t;
+
+typedef struct st_gw_pipeline_t gw_pipeline_t;
+
+/* Installs the preview handler on `pathconf` (conf is copied). The handler
+ * keeps a gw_pipeline_thread_t per h2o context, empty until
+ * gw_pipeline_attach; aborts on out of memory. */
+gw_pipeline_t *gw_pipeline_register(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf);
+
+/* Gives the handler its objects on `ctx` (initialized with the handler's
+ * globalconf), from that context's thread, before it accepts. */
+void gw_pipeline_attach(gw_pipeline_t *p, h2o_context_t *ctx, const gw_pipeline_thread_t *thread);
+
+/* Installs the handler that redirects preview requests to https (conf is copied). */
+void gw_pipeline_register_redirect(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf);
+
+#endif

@@ -1,0 +1,368 @@
+/*
+ * /metrics (see metrics.h): the counters, the logger that counts responses,
+ * and the Prometheus text exposition (version 0.0.4), rendered into a buffer
+ * that grows up to a bound and is never cut.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include "observe/metrics.h"
+
+/* The buffer's first size: the exposition of a few workers fits. */
+#define TEXT_INITIAL_SIZE 8192
+
+typedef struct st_counting_logger_t {
+    h2o_logger_t super;
+    gw_metrics_t *metrics;
+} counting_logger_t;
+
+static void count_response(h2o_logger_t *self, h2o_req_t *req)
+{
+    gw_metrics_worker_t *mw = h2o_context_get_logger_context(req->conn->ctx, self);
+    int status = req->res.status, code = gw_error_code_of(req);
+
+    GW_COUNTER_ADD(&mw->responses_by_class[status >= 100 && status < 600 ? status / 100 : 0], 1);
+    if (code >= 0)
+        GW_COUNTER_ADD(&mw->errors_by_code[code], 1);
+    if (status == 0)
+        GW_COUNTER_ADD(&mw->abandoned_requests, 1);
+}
+
+/* The logger finds its worker's block once per context, as h2o's own loggers keep per-thread state. */
+static void on_logger_context_init(h2o_logger_t *self, h2o_context_t *ctx)
+{
+    h2o_context_set_logger_context(ctx, self, gw_metrics_worker_of(((counting_logger_t *)self)->metrics, ctx));
+}
+
+void gw_metrics_register(h2o_pathconf_t *pathconf, gw_metrics_t *m)
+{
+    counting_logger_t *self = (void *)h2o_create_logger(pathconf, sizeof(*self));
+    self->super.on_context_init = on_logger_context_init;
+    self->super.log_access = count_response;
+    self->metrics = m;
+}
+
+gw_metrics_worker_t *gw_metrics_worker_of(gw_metrics_t *m, h2o_context_t *ctx)
+{
+    size_t i;
+
+    for (i = 0; i != m->num_workers; ++i)
+        if (m->workers[i].ctx == ctx)
+            return m->workers + i;
+    h2o_fatal("metrics: an h2o context of no worker");
+    return NULL;
+}
+
+void gw_metrics_init(gw_metrics_t *m, size_t num_workers)
+{
+    /* whole cache lines (sizeof is a multiple of the alignment), so no block shares one with another, nor with malloc's
+     * neighbours */
+    size_t size = sizeof(*m->workers) * (num_workers != 0 ? num_workers : 1);
+
+    memset(m, 0, sizeof(*m));
+    m->num_workers = num_workers;
+    if ((m->workers = aligned_alloc(_Alignof(gw_metrics_worker_t), size)) == NULL)
+        h2o_fatal("no memory");
+    memset(m->workers, 0, size);
+}
+
+void gw_metrics_dispose(gw_metrics_t *m)
+{
+    free(m->workers);
+    m->workers = NULL;
+}
+
+void gw_metrics_set_redis(gw_metrics_t *m, size_t index, int connected)
+{
+    /* only worker `index` writes its flag */
+    if (atomic_exchange_explicit(&m->workers[index].redis_connected, connected, memory_order_relaxed) == connected)
+        return;
+    atomic_fetch_add_explicit(&m->redis_ready_workers, connected ? 1 : -1, memory_order_relaxed);
+}
+
+int gw_metrics_redis_ready(gw_metrics_t *m)
+{
+    return (size_t)atomic_load_explicit(&m->redis_ready_workers, memory_order_relaxed) == m->num_workers;
+}
+
+/* A counter of every worker's block, at `offset` in gw_metrics_worker_t, summed. */
+static uint64_t sum_at(gw_metrics_t *m, size_t offset)
+{
+    uint64_t sum = 0;
+    size_t i;
+
+    for (i = 0; i != m->num_workers; ++i)
+        sum += atomic_load_explicit((atomic_uint_fast64_t *)((char *)(m->workers + i) + offset), memory_order_relaxed);
+    return sum;
+}
+
+/* A gauge kept as a signed count per worker, summed; never shown below zero. */
+static uint64_t sum_gauge_at(gw_metrics_t *m, size_t offset)
+{
+    int64_t sum = 0;
+    size_t i;
+
+    for (i = 0; i != m->num_workers; ++i)
+        sum += atomic_load_explicit((atomic_int_fast64_t *)((char *)(m->workers + i) + offset), memory_order_relaxed);
+    return sum > 0 ? (uint64_t)sum : 0;
+}
+
+#define SUM(field) sum_at(m, offsetof(gw_metrics_worker_t, field))
+#define SUM_ELEMENT(array, i) sum_at(m, offsetof(gw_metrics_worker_t, array) + (size_t)(i) * sizeof(atomic_uint_fast64_t))
+
+uint64_t gw_metrics_in_flight(gw_metrics_t *m)
+{
+    return SUM(in_flight);
+}
+
+/* The exposition being written: grows from the pool up to `max` bytes; once
+ * over, it stays failed and nothing more is written. */
+typedef struct st_text_t {
+    h2o_mem_pool_t *pool;
+    H2O_VECTOR(char) buf;
+    size_t max;
+    int over;
+} text_t;
+
+__attribute__((format(printf, 2, 3))) static void append(text_t *t, const char *fmt, ...)
+{
+    va_list args;
+    int n;
+
+    while (!t->over) {
+        size_t room = t->buf.capacity - t->buf.size;
+        va_start(args, fmt);
+        n = vsnprintf(t->buf.entries + t->buf.size, room, fmt, args);
+        va_end(args);
+        if (n < 0 || t->buf.size + (size_t)n > t->max) {
+            t->over = 1;
+        } else if ((size_t)n < room) {
+            t->buf.size += (size_t)n;
+            return;
+        } else {
+            /* room for the terminating NUL vsnprintf writes, too */
+            h2o_vector_reserve(t->pool, &t->buf, t->buf.size + (size_t)n + 1);
+        }
+    }
+}
+
+/* "# HELP" and "# TYPE" lines of one metric family. */
+static void family(text_t *out, const char *name, const char *type, const char *help)
+{
+    append(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One sample; `labels` is NULL or "key=\"value\"". */
+static void sample(text_t *out, const char *name, const char *labels, unsigned long long value)
+{
+    if (labels != NULL)
+        append(out, "%s{%s} %llu\n", name, labels, value);
+    else
+        append(out, "%s %llu\n", name, value);
+}
+
+/* A family with a single unlabelled sample. */
+static void metric(text_t *out, const char *name, const char *type, const char *help, unsigned long long value)
+{
+    family(out, name, type, help);
+    sample(out, name, NULL, value);
+}
+
+/* The HTTP/2 front's defences (the project's h2o patches, third_party/h2o/patches/01xx): counters that h2o
+ * keeps per context with relaxed atomics, summed here over the workers. */
+static const struct {
+    const char *label;
+    size_t offset;
+} HTTP2_EVENTS[] = {
+    {"event=\"reset_budget_exceeded\"", offsetof(h2o_context_t, http2.events.reset_budget_exceeded)},
+    {"event=\"empty_continuations_exceeded\"", offsetof(h2o_context_t, http2.events.empty_continuations_exceeded)},
+    {"event=\"header_block_timeout\"", offsetof(h2o_context_t, http2.events.header_block_timeouts)},
+    {"event=\"unknown_frame\"", offsetof(h2o_context_t, http2.events.unknown_frames)},
+    {"event=\"malformed_request\"", offsetof(h2o_context_t, http2.events.malformed_requests)},
+    {"event=\"request_head_too_large\"", offsetof(h2o_context_t, http2.events.request_heads_too_large)},
+    {"event=\"header_amplification_exceeded\"", offsetof(h2o_context_t, http2.events.header_amplification_exceeded)},
+    {"event=\"idle_frame_budget_exceeded\"", offsetof(h2o_context_t, http2.events.idle_frame_budget_exceeded)},
+};
+
+static unsigned long long http2_event_sum(gw_metrics_t *m, size_t offset)
+{
+    unsigned long long sum = 0;
+    size_t i;
+
+    for (i = 0; i != m->num_workers; ++i)
+        sum += __atomic_load_n((uint64_t *)((char *)m->workers[i].ctx + offset), __ATOMIC_RELAXED);
+    return sum;
+}
+
+/* Waking paused sandboxes (routing/wake.h), all workers. */
+static void wake_metrics(text_t *out, gw_metrics_t *m)
+{
+    static const uint64_t bounds[GW_WAKE_HISTOGRAM_BUCKETS] = GW_WAKE_HISTOGRAM_BOUNDS;
+    unsigned long long cumulative = 0;
+    char label[32];
+    size_t i;
+
+    metric(out, "lizard_wake_held_requests", "gauge", "Requests held now while their sandbox wakes.",
+           sum_gauge_at(m, offsetof(gw_metrics_worker_t, wake.held)));
+    metric(out, "lizard_wake_held_requests_total", "counter", "Requests that were held while their sandbox woke.",
+           SUM(wake.held_total));
+    family(out, "lizard_wake_resume_requests_total", "counter",
+           "Resume requests: sent (this gateway won SET <prefix>resume:{id} NX and wrote XADD <prefix>resume), "
+           "deduplicated (the lock was taken: asked for less than 30 s ago), failed (Redis did not take it).");
+    sample(out, "lizard_wake_resume_requests_total", "result=\"sent\"", SUM(wake.resume_requests));
+    sample(out, "lizard_wake_resume_requests_total", "result=\"deduplicated\"", SUM(wake.resume_deduped));
+    sample(out, "lizard_wake_resume_requests_total", "result=\"failed\"", SUM(wake.resume_failures));
+    metric(out, "lizard_wake_timeouts_total", "counter",
+           "Held requests answered 503 sandbox_not_running after routing.resume_timeout_ms.", SUM(wake.timeouts));
+    metric(out, "lizard_wake_abandoned_total", "counter", "Held requests whose client went away.", SUM(wake.abandoned));
+    metric(out, "lizard_wake_refused_total", "counter",
+           "Requests refused 429 because too many were held (limits.max_held_requests_per_sandbox, "
+           "limits.max_held_requests_per_worker).",
+           SUM(wake.refused));
+    metric(out, "lizard_wake_refused_bytes_total", "counter",
+           "Requests refused 503 because their body would take the held bodies past limits.max_held_request_bytes.",
+           SUM(wake.refused_bytes));
+    metric(out, "lizard_wake_held_bytes", "gauge", "Body bytes of the requests held now while their sandbox wakes.",
+           sum_gauge_at(m, offsetof(gw_metrics_worker_t, wake.held_bytes)));
+    /* milliseconds, not seconds: every sample of the exposition stays an integer */
+    family(out, "lizard_wake_milliseconds", "histogram",
+           "From the first request held for a sandbox to the read that showed it running, per wake seen by a worker.");
+    for (i = 0; i != GW_WAKE_HISTOGRAM_BUCKETS; ++i) {
+        cumulative += SUM_ELEMENT(wake.wake_ms_buckets, i);
+        snprintf(label, sizeof(label), "le=\"%llu\"", (unsigned long long)bounds[i]);
+        sample(out, "lizard_wake_milliseconds_bucket", label, cumulative);
+    }
+    cumulative += SUM_ELEMENT(wake.wake_ms_buckets, GW_WAKE_HISTOGRAM_BUCKETS);
+    sample(out, "lizard_wake_milliseconds_bucket", "le=\"+Inf\"", cumulative);
+    sample(out, "lizard_wake_milliseconds_sum", NULL, SUM(wake.wake_ms_sum));
+    /* the +Inf bucket, not wake_count: a scrape between two increments must not see them disagree */
+    sample(out, "lizard_wake_milliseconds_count", NULL, cumulative);
+}
+
+int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iovec_t *result)
+{
+    text_t out = {.pool = pool, .max = max};
+    gw_metering_stats_t ms = {0};
+    gw_access_log_stats_t ls = {0};
+    char label[64];
+    size_t w;
+    int i;
+
+    h2o_vector_reserve(pool, &out.buf, TEXT_INITIAL_SIZE);
+
+    metric(&out, "lizard_requests_total", "counter", "Preview requests received.", SUM(requests));
+    family(&out, "lizard_responses_total", "counter", "Responses sent, by status class.");
+    for (i = 1; i <= 5; ++i) {
+        snprintf(label, sizeof(label), "class=\"%dxx\"", i);
+        sample(&out, "lizard_responses_total", label, SUM_ELEMENT(responses_by_class, i));
+    }
+    family(&out, "lizard_errors_total", "counter", "Errors the gateway produced, by contract code.");
+    for (i = 0; i != GW_ERR_NUM_CODES; ++i) {
+        snprintf(label, sizeof(label), "code=\"%s\"", gw_error_code_name(i));
+        sample(&out, "lizard_errors_total", label, SUM_ELEMENT(errors_by_code, i));
+    }
+
+    metric(&out, "lizard_route_lookups_total", "counter", "Route lookups started.", SUM(route_lookups));
+    family(&out, "lizard_route_cache_total", "counter",
+           "Route cache outcomes: hit (no Redis call), fetch (HGETALL sent), coalesced (joined a fetch in flight), "
+           "stale (expired route served while Redis could not answer), unavailable.");
+    sample(&out, "lizard_route_cache_total", "result=\"hit\"", SUM(routes.hits));
+    sample(&out, "lizard_route_cache_total", "result=\"fetch\"", SUM(routes.fetches));
+    sample(&out, "lizard_route_cache_total", "result=\"coalesced\"", SUM(routes.coalesced));
+    sample(&out, "lizard_route_cache_total", "result=\"stale\"", SUM(routes.stale));
+    sample(&out, "lizard_route_cache_total", "result=\"unavailable\"", SUM(routes.unavailable));
+    metric(&out, "lizard_route_cache_invalidations_total", "counter", "Cached sandboxes evicted by a message on <prefix>routes.",
+           SUM(routes.invalidations));
+    metric(&out, "lizard_route_cache_flushes_total", "counter", "Whole-cache drops on a (re)confirmed subscription.",
+           SUM(routes.flushes));
+    metric(&out, "lizard_route_cache_evictions_total", "counter", "Entries dropped to keep the cache under its size bound.",
+           SUM(routes.evictions));
+
+    metric(&out, "lizard_upstream_connects_total", "counter", "Fresh connections to sandboxes started.", SUM(proxy.connects));
+    metric(&out, "lizard_upstream_reuses_total", "counter", "Requests sent on a pooled keep-alive connection.", SUM(proxy.reuses));
+    metric(&out, "lizard_upstream_retries_total", "counter", "Requests retried after a pooled connection was found dead.",
+           SUM(proxy.retries));
+    metric(&out, "lizard_websockets_opened_total", "counter", "WebSocket tunnels opened.", SUM(proxy.websockets_opened));
+    metric(&out, "lizard_client_stalls_total", "counter",
+           "Responses reset because the client took no byte for limits.client_stall_timeout_ms.", SUM(proxy.client_stalls));
+    metric(&out, "lizard_buffer_budget_resets_total", "counter",
+           "Responses waiting for their client reset because a connection's or the worker's buffer budget was reached.",
+           SUM(proxy.budget_resets));
+    metric(&out, "lizard_websockets_open", "gauge", "WebSocket tunnels open now.",
+           sum_gauge_at(m, offsetof(gw_metrics_worker_t, proxy.websockets_open)));
+    family(&out, "lizard_proxied_bytes_total", "counter", "HTTP-level bytes of proxied exchanges, by direction.");
+    sample(&out, "lizard_proxied_bytes_total", "direction=\"egress\"", SUM(proxy.egress_bytes));
+    sample(&out, "lizard_proxied_bytes_total", "direction=\"ingress\"", SUM(proxy.ingress_bytes));
+
+    family(&out, "lizard_http2_events_total", "counter",
+           "HTTP/2 abuse the front refused: connections closed for too many stream resets (rapid reset), too many empty "
+           "CONTINUATION frames or an unfinished header block; unknown frame types skipped; malformed requests reset.");
+    for (i = 0; i != (int)(sizeof(HTTP2_EVENTS) / sizeof(HTTP2_EVENTS[0])); ++i)
+        sample(&out, "lizard_http2_events_total", HTTP2_EVENTS[i].label, http2_event_sum(m, HTTP2_EVENTS[i].offset));
+
+    metric(&out, "lizard_in_flight_requests", "gauge", "Preview requests being served.", SUM(in_flight));
+    family(&out, "lizard_refused_connections_total", "counter",
+           "Client connections closed at accept: their address (limits.max_connections_per_client) or the worker "
+           "(limits.max_client_connections_per_worker) was at its limit.");
+    sample(&out, "lizard_refused_connections_total", "limit=\"client\"", SUM(refused_per_client));
+    sample(&out, "lizard_refused_connections_total", "limit=\"worker\"", SUM(refused_per_worker));
+    if (m->access_log != NULL)
+        gw_access_log_stats(m->access_log, &ls);
+    metric(&out, "lizard_access_log_lines_total", "counter", "Access-log lines handed to the writer thread.", ls.written);
+    family(&out, "lizard_access_log_dropped_lines_total", "counter",
+           "Access-log lines not written: the writer's buffer was full, or a worker's lines-per-second budget "
+           "(log.access_max_lines_per_second) was spent.");
+    sample(&out, "lizard_access_log_dropped_lines_total", "reason=\"buffer_full\"", ls.dropped_full);
+    sample(&out, "lizard_access_log_dropped_lines_total", "reason=\"over_budget\"", ls.dropped_over_budget);
+    metric(&out, "lizard_abandoned_requests_total", "counter",
+           "Requests that ended before any response began (client reset or closed); summed per connection in the log.",
+           SUM(abandoned_requests));
+    wake_metrics(&out, m);
+    metric(&out, "lizard_redis_connected_workers", "gauge", "Workers whose Redis connection is up.",
+           (unsigned long long)atomic_load(&m->redis_ready_workers));
+
+    if (m->metering != NULL)
+        gw_metering_get_stats(m->metering, &ms);
+    metric(&out, "lizard_metering_pending_records", "gauge", "Metering records counted and not yet written to Redis.",
+           ms.pending_records);
+    metric(&out, "lizard_metering_pending_batches", "gauge", "Sealed metering batches waiting for Redis.", ms.pending_batches);
+    metric(&out, "lizard_metering_records_written_total", "counter", "Metering records written to Redis (XADD + INCRBY).",
+           ms.records_written);
+    metric(&out, "lizard_metering_flush_failures_total", "counter", "Metering MULTI/EXEC that failed or timed out (retried).",
+           ms.flush_failures);
+    metric(&out, "lizard_metering_records_lost_total", "counter",
+           "Metering records lost: a command Redis refused inside an EXEC that ran (not retried), or at exit neither "
+           "written nor spilled.",
+           ms.records_lost);
+    family(&out, "lizard_metering_spill_records_total", "counter",
+           "Spill file records: written at exit, replayed at start, malformed lines skipped.");
+    sample(&out, "lizard_metering_spill_records_total", "op=\"written\"", ms.spill_written);
+    sample(&out, "lizard_metering_spill_records_total", "op=\"replayed\"", ms.spill_replayed);
+    sample(&out, "lizard_metering_spill_records_total", "op=\"malformed\"", ms.spill_malformed);
+
+    metric(&out, "lizard_cookie_secrets", "gauge",
+           "Cookie secrets in the live set (the first signs); changes on a SIGHUP reload of auth.cookie_secrets_file.",
+           m->cookie_keys != NULL ? gw_cookie_keys_count(m->cookie_keys) : 0);
+    metric(&out, "lizard_share_link_keys", "gauge",
+           "Share-link keys in the live set; changes on a SIGHUP reload of auth.link_keys_file.",
+           m->link_keys != NULL ? gw_link_keys_count(m->link_keys) : 0);
+    metric(&out, "lizard_workers", "gauge", "Worker threads.", m->num_workers);
+
+    family(&out, "lizard_worker_client_connections", "gauge", "Client connections open, by worker.");
+    for (w = 0; w != m->num_workers; ++w) {
+        snprintf(label, sizeof(label), "worker=\"%zu\"", w);
+        sample(&out, "lizard_worker_client_connections", label,
+               atomic_load_explicit(&m->workers[w].client_connections, memory_order_relaxed));
+    }
+    family(&out, "lizard_worker_redis_connected", "gauge", "1 when the worker's Redis connection is up, by worker.");
+    for (w = 0; w != m->num_workers; ++w) {
+        snprintf(label, sizeof(label), "worker=\"%zu\"", w);
+        sample(&out, "lizard_worker_redis_connected", label, (unsigned long long)atomic_load(&m->workers[w].redis_connected));
+    }
+
+    if (out.over)
+        return -1;
+    *result = h2o_iovec_init(out.buf.entries, out.buf.size);
+    return 0;
+}
