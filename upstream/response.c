@@ -9,7 +9,6 @@
 #include <sys/socket.h>
 #include <h2o.h>
 #include <h2o/http2.h>
-#include <h2o/http2_internal.h>
 #include "common/numfmt.h"
 #include "upstream/exchange.h"
 
@@ -124,22 +123,12 @@ static void send_chunked(gw_exchange_t *ex, h2o_iovec_t data, h2o_send_state_t s
  * is never billed. *credit is 0 when that small send is beyond the credit. */
 static size_t send_limit(gw_exchange_t *ex, int *credit)
 {
-    h2o_req_t *req = ex->req;
-    h2o_http2_stream_t *stream;
-    h2o_http2_conn_t *conn;
-    ssize_t window, conn_window;
+    ssize_t window;
 
     *credit = 1;
-    if (req->version < 0x200)
+    if (ex->req->version < 0x200)
         return SEND_CHUNK_BYTES;
-    /* every HTTP/2 request of h2o 2.2.5 lives in an h2o_http2_stream_t */
-    stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
-    conn = (h2o_http2_conn_t *)req->conn;
-    window = h2o_http2_window_get_window(&stream->output_window);
-    conn_window = h2o_http2_window_get_window(&conn->_write.window);
-    if (conn_window < window)
-        window = conn_window;
-    if (window <= 0) {
+    if ((window = h2o_http2_get_send_window(ex->req)) <= 0) { /* patch 0230 */
         *credit = 0;
         return STALLED_SEND_BYTES;
     }
@@ -270,13 +259,7 @@ static void reset_exchange(gw_exchange_t *ex)
     ex->state = GW_EX_OVER;
     gw_exchange_release_slots(ex);
     if (req->version >= 0x200) {
-        h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
-        h2o_http2_conn_t *conn = (h2o_http2_conn_t *)req->conn;
-        if (conn->state < H2O_HTTP2_CONN_STATE_IS_CLOSING) {
-            h2o_http2_encode_rst_stream_frame(&conn->_write.buf, stream->stream_id, -H2O_HTTP2_ERROR_CANCEL);
-            h2o_http2_conn_request_write(conn);
-        }
-        h2o_http2_stream_reset(conn, stream);
+        h2o_http2_reset_request(req, H2O_HTTP2_ERROR_CANCEL); /* patch 0230 */
     } else {
         /* the write in flight fails (EPIPE) and h2o closes the connection;
          * no linger: what the kernel holds for the client is dropped */
