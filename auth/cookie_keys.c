@@ -145,20 +145,26 @@ const char *gw_cookie_keys_file(gw_cookie_keys_t *keys)
     return gw_live_keys_file(&keys->live);
 }
 
-int gw_cookie_keys_sign(gw_cookie_keys_t *keys, h2o_mem_pool_t *pool, const char *sandbox_id, uint16_t port, uint64_t expires_at,
-                        const char *token_sha256_hex, h2o_iovec_t *value)
+/* The signing secret (the first), with the read lock held: NULL when there
+ * is none. Either way gw_live_keys_read_end follows. */
+static const gw_cookie_secret_t *signer_begin(gw_cookie_keys_t *keys)
 {
     size_t num;
     const gw_cookie_secret_t *secrets = gw_live_keys_read_begin(&keys->live, &num);
-    int ret = -1;
 
-    if (num != 0) {
-        /* the value is copied into `pool`: nothing of the set escapes the lock */
-        *value = gw_cookie_sign(pool, &secrets[0], sandbox_id, port, expires_at, token_sha256_hex);
-        ret = 0;
-    }
+    return num != 0 ? &secrets[0] : NULL;
+}
+
+int gw_cookie_keys_sign(gw_cookie_keys_t *keys, h2o_mem_pool_t *pool, const char *sandbox_id, uint16_t port, uint64_t expires_at,
+                        const char *token_sha256_hex, h2o_iovec_t *value)
+{
+    const gw_cookie_secret_t *secret = signer_begin(keys);
+
+    /* the value is copied into `pool`: nothing of the set escapes the lock */
+    if (secret != NULL)
+        *value = gw_cookie_sign(pool, secret, sandbox_id, port, expires_at, token_sha256_hex);
     gw_live_keys_read_end(&keys->live);
-    return ret;
+    return secret != NULL ? 0 : -1;
 }
 
 gw_cookie_result_t gw_cookie_keys_verify(gw_cookie_keys_t *keys, h2o_iovec_t value, const char *sandbox_id, uint16_t port,
@@ -166,10 +172,9 @@ gw_cookie_result_t gw_cookie_keys_verify(gw_cookie_keys_t *keys, h2o_iovec_t val
 {
     size_t num;
     const gw_cookie_secret_t *secrets = gw_live_keys_read_begin(&keys->live, &num);
-    gw_cookie_result_t result = GW_COOKIE_BAD_SIGNATURE;
+    gw_cookie_result_t result =
+        num != 0 ? gw_cookie_verify(value, secrets, num, sandbox_id, port, now, token_sha256_hex) : GW_COOKIE_BAD_SIGNATURE;
 
-    if (num != 0)
-        result = gw_cookie_verify(value, secrets, num, sandbox_id, port, now, token_sha256_hex);
     gw_live_keys_read_end(&keys->live);
     return result;
 }
@@ -177,16 +182,12 @@ gw_cookie_result_t gw_cookie_keys_verify(gw_cookie_keys_t *keys, h2o_iovec_t val
 int gw_cookie_keys_sign_link(gw_cookie_keys_t *keys, h2o_mem_pool_t *pool, const char *sandbox_id, uint16_t port,
                              uint64_t expires_at, uint64_t link_epoch, h2o_iovec_t *value)
 {
-    size_t num;
-    const gw_cookie_secret_t *secrets = gw_live_keys_read_begin(&keys->live, &num);
-    int ret = -1;
+    const gw_cookie_secret_t *secret = signer_begin(keys);
 
-    if (num != 0) {
-        *value = gw_cookie_sign_link(pool, &secrets[0], sandbox_id, port, expires_at, link_epoch);
-        ret = 0;
-    }
+    if (secret != NULL)
+        *value = gw_cookie_sign_link(pool, secret, sandbox_id, port, expires_at, link_epoch);
     gw_live_keys_read_end(&keys->live);
-    return ret;
+    return secret != NULL ? 0 : -1;
 }
 
 gw_cookie_result_t gw_cookie_keys_verify_link(gw_cookie_keys_t *keys, h2o_iovec_t value, const char *sandbox_id, uint16_t port,
@@ -194,10 +195,9 @@ gw_cookie_result_t gw_cookie_keys_verify_link(gw_cookie_keys_t *keys, h2o_iovec_
 {
     size_t num;
     const gw_cookie_secret_t *secrets = gw_live_keys_read_begin(&keys->live, &num);
-    gw_cookie_result_t result = GW_COOKIE_BAD_SIGNATURE;
+    gw_cookie_result_t result =
+        num != 0 ? gw_cookie_verify_link(value, secrets, num, sandbox_id, port, now, link_epoch) : GW_COOKIE_BAD_SIGNATURE;
 
-    if (num != 0)
-        result = gw_cookie_verify_link(value, secrets, num, sandbox_id, port, now, link_epoch);
     gw_live_keys_read_end(&keys->live);
     return result;
 }
