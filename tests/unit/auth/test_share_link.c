@@ -364,8 +364,13 @@ int main(void)
     tcase_add_test(tc, test_sign_refuses_outside_format);
     tcase_add_test(tc, test_keys_errors);
     tcase_add_test(tc, test_keys_load);
-    tcase_add_test(tc, test_bytes);
     suite_add_tcase(s, tc);
+    TCase *bytes = tcase_create("bytes");
+    /* thousands of parses each, under ASan on a loaded machine: not a time bound, just room */
+    tcase_set_timeout(bytes, 120);
+    tcase_add_checked_fixture(bytes, setup, teardown);
+    tcase_add_test(bytes, test_bytes);
+    suite_add_tcase(s, bytes);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);
