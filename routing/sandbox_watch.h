@@ -72,8 +72,8 @@ void gw_sandbox_watch_remove(gw_sandbox_watch_entry_t *e);
  * one more is sent once it is answered). */
 void gw_sandbox_watch_read(gw_sandbox_watch_entry_t *e);
 /* gw_sandbox_watch_read on the entry of `sandbox_id`, if there is one;
- * NULL: on every entry. Adds and removes none. Matches gw_route_invalidate_cb
- * once the owner has found its watch. */
+ * NULL: on every entry (a resubscription). Adds and removes none. What an
+ * owner's gw_route_invalidate_cb calls. */
 void gw_sandbox_watch_on_publish(gw_sandbox_watch_t *w, const char *sandbox_id);
 
 static inline const char *gw_sandbox_watch_id(const gw_sandbox_watch_entry_t *e)
