@@ -1,7 +1,7 @@
 /*
- * The request pipeline: a preview request is parsed (host), routed (Redis),
- * authenticated, checked against the allowed networks, then handed to the
- * proxy. Plain listeners get the redirect handler instead.
+ * The request pipeline: a preview request runs through its phases (host,
+ * route, credentials, hold, address, limits, forward; http/phases.h) and is
+ * handed to the proxy. Plain listeners get the redirect handler instead.
  */
 #ifndef GW_HTTP_PIPELINE_H
 #define GW_HTTP_PIPELINE_H
