@@ -577,7 +577,7 @@ static void decide(pending_t *p, gw_route_status_t status, gw_sandbox_t *sbx)
     target.client_port = listener_port(p->conf, p->req->conn);
 
     /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */
-    gw_meter_set_project(p->thread->meter, sbx->id, sbx->project, h2o_now(p->req->conn->ctx->loop));
+    gw_worker_meter_set_project(p->thread->meter, sbx->id, sbx->project);
     gw_proxy_forward(p->thread->proxy, p->req, &target);
 }
 
