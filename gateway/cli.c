@@ -3,14 +3,17 @@
  */
 #include "gateway/cli.h"
 
-int gw_cli_parse(int argc, char **argv, const char *shortopts, const struct option *longopts, gw_cli_option_cb on_option,
-                 void (*usage)(FILE *out), void *data)
+int gw_cli_parse(int argc, char **argv, const char *shortopts, const struct option *longopts, const char **config_path,
+                 gw_cli_option_cb on_option, void (*usage)(FILE *out), void *data)
 {
     int opt, ret;
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         switch (opt) {
+        case 'c':
+            *config_path = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;

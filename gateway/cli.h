@@ -14,11 +14,12 @@
 typedef int (*gw_cli_option_cb)(void *data, int opt, const char *arg);
 
 /* Parses argv (argv[0] the program or the subcommand) from its start.
+ * -c/--config FILE, the option of every command, sets *config_path;
  * -h/--help prints usage to stdout and ends with 0; an unknown option or a
  * missing argument prints usage to stderr and ends with 2; every other
  * option goes to on_option. Returns -1 when every option was taken (the
  * operands start at optind), else the exit code. */
-int gw_cli_parse(int argc, char **argv, const char *shortopts, const struct option *longopts, gw_cli_option_cb on_option,
-                 void (*usage)(FILE *out), void *data);
+int gw_cli_parse(int argc, char **argv, const char *shortopts, const struct option *longopts, const char **config_path,
+                 gw_cli_option_cb on_option, void (*usage)(FILE *out), void *data);
 
 #endif

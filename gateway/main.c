@@ -226,18 +226,14 @@ static int on_option(void *data, int opt, const char *arg)
 {
     args_t *args = data;
 
-    switch (opt) {
-    case 'c':
-        args->config_path = arg;
-        break;
-    case 't':
+    (void)arg; /* -t and -v take none */
+    if (opt == 't') {
         args->check_only = 1;
-        break;
-    case 'v':
-        printf("lizard-gateway %s (libh2o %s, %s)\n", GW_VERSION, GW_H2O_VERSION, OpenSSL_version(OPENSSL_VERSION));
-        return 0;
+        return -1;
     }
-    return -1;
+    /* 'v' */
+    printf("lizard-gateway %s (libh2o %s, %s)\n", GW_VERSION, GW_H2O_VERSION, OpenSSL_version(OPENSSL_VERSION));
+    return 0;
 }
 
 /* Returns -1 to go on with *args, or the exit code. */
@@ -250,7 +246,7 @@ static int parse_args(int argc, char **argv, args_t *args)
                                              {NULL, 0, NULL, 0}};
     int ret;
 
-    if ((ret = gw_cli_parse(argc, argv, "c:tvh", longopts, on_option, usage, args)) != -1)
+    if ((ret = gw_cli_parse(argc, argv, "c:tvh", longopts, &args->config_path, on_option, usage, args)) != -1)
         return ret;
     if (optind != argc || args->config_path == NULL) {
         fprintf(stderr, "lizard-gateway: %s\n", args->config_path == NULL ? "-c FILE is required" : "unexpected argument");

@@ -98,9 +98,6 @@ static int on_option(void *data, int opt, const char *arg)
     args_t *args = data;
 
     switch (opt) {
-    case 'c':
-        args->config_path = arg;
-        break;
     case 's':
         args->sandbox = arg;
         break;
@@ -135,7 +132,7 @@ static int parse_args(int argc, char **argv, args_t *args)
     size_t i;
     int ret;
 
-    if ((ret = gw_cli_parse(argc, argv, "c:h", longopts, on_option, usage, args)) != -1)
+    if ((ret = gw_cli_parse(argc, argv, "c:h", longopts, &args->config_path, on_option, usage, args)) != -1)
         return ret;
     if (optind != argc)
         return usage_error("unexpected argument");
