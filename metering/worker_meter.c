@@ -84,6 +84,7 @@ void gw_worker_meter_free(gw_worker_meter_t *wm)
     if (wm == NULL)
         return;
     gw_worker_meter_stop_tick(wm);
+    h2o_timeout_dispose(wm->loop, &wm->tick_timeout);
     gw_metering_submit(wm->metering, wm->meter, wall_ms());
     gw_metering_submit_activity(wm->metering, wm->activity); /* the last interval's ZADD, by the final flush */
     gw_meter_free(wm->meter);
