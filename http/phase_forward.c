@@ -129,7 +129,7 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r)
     r->client_limit = NULL;
     r->conn_limit = NULL;
     /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */
-    gw_meter_set_project(r->thread->meter, sbx->id, sbx->project, h2o_now(r->req->conn->ctx->loop));
+    gw_worker_meter_set_project(r->thread->meter, sbx->id, sbx->project);
     gw_proxy_forward(r->thread->proxy, r->req, &target);
     return GW_PHASE_ASYNC;
 }

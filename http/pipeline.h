@@ -38,7 +38,7 @@ typedef struct st_gw_pipeline_conf_t {
 typedef struct st_gw_pipeline_thread_t {
     gw_route_store_t *routes;
     gw_proxy_t *proxy;
-    gw_meter_t *meter;
+    gw_worker_meter_t *meter; /* where the route names the project of the bytes the proxy bills */
     gw_wake_t *wake;
     gw_hangup_t *hangup; /* NULL: held HTTP/1 requests are not watched */
     size_t worker;       /* the worker's index: the one its connection slots are taken and given back with */
