@@ -84,6 +84,7 @@ struct st_gw_worker_t {
     gw_hangup_t *hangup;         /* notices HTTP/1 clients that leave while held; NULL: not watched */
     h2o_timeout_t meter_timeout;
     h2o_timeout_entry_t meter_tick;
+    h2o_timeout_t proxy_header_timeout; /* limits.proxy_header_timeout_ms (gateway/proxy_protocol.h) */
 };
 
 /* Builds the shared server state: h2o configuration, handlers, listening
