@@ -58,11 +58,6 @@ int gw_config_parse_listen(const gw_config_key_t *key, const json_t *v, gw_confi
             gw_config_path_key(key_path, sizeof(key_path), path, "trusted");
             return gw_config_fail(err, key_path, "only a plain (\"tls\": false) listener can be trusted");
         }
-        if (l->trusted && l->proxy_protocol) {
-            gw_config_path_key(key_path, sizeof(key_path), path, "proxy_protocol");
-            return gw_config_fail(err, key_path,
-                                  "a trusted listener takes the client's address from X-Forwarded-For: set one of the two");
-        }
         for (j = 0; j != i; ++j)
             if (c->listen[j].addr.len == l->addr.len && memcmp(&c->listen[j].addr.ss, &l->addr.ss, l->addr.len) == 0)
                 return gw_config_fail(err, key_path, "\"%s\" is already used by listen[%zu]", l->address, j);

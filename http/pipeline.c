@@ -394,11 +394,13 @@ static uint16_t listener_port(const gw_pipeline_conf_t *conf, const h2o_conn_t *
     return i != -1 ? gw_netaddr_port(&conf->config->listen[i].addr) : 0;
 }
 
-/* 1 when `conn` came through a trusted plain listener (a load balancer: X-Forwarded-For names the client). */
+/* 1 when `conn` came through a trusted plain listener (a load balancer: X-Forwarded-For names the client).
+ * With proxy_protocol the PROXY header named the client (the socket's peer): an L4 balancer adds no
+ * X-Forwarded-For, so one there is the client's own and is not believed. */
 static int listener_trusted(const gw_pipeline_conf_t *conf, const h2o_conn_t *conn)
 {
     ssize_t i = listener_of(conf, conn);
-    return i != -1 && conf->config->listen[i].trusted;
+    return i != -1 && conf->config->listen[i].trusted && !conf->config->listen[i].proxy_protocol;
 }
 
 /* The client's address as text, for limits.max_connections_per_client:

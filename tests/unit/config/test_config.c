@@ -302,9 +302,6 @@ START_TEST(test_addresses)
                      "config: listen[1].address: \"0.0.0.0:443\" is already used by listen[0]");
     ck_assert_err_eq("{" BASE ",'listen':[{'address':'0.0.0.0:443','trusted':true}]}",
                      "config: listen[0].trusted: only a plain (\"tls\": false) listener can be trusted");
-    ck_assert_err_eq("{" BASE ",'listen':[{'address':'0.0.0.0:80','tls':false,'trusted':true,'proxy_protocol':true}]}",
-                     "config: listen[0].proxy_protocol: a trusted listener takes the client's address from X-Forwarded-For: set "
-                     "one of the two");
     ck_assert_err_prefix("{" BASE ",'listen':[{'address':'0.0.0.0:443','proxy_protocol':'yes'}]}",
                          "config: listen[0].proxy_protocol: expected");
     ck_assert_err_prefix("{" BASE ",'redis':{'address':'redis.local:6379'}}", "config: redis.address: expected");
