@@ -15,6 +15,7 @@
 #include "auth/query.h"
 #include "auth/warning.h"
 #include "common/hashtab.h"
+#include "common/client_addr.h"
 #include "common/netaddr.h"
 #include "http/credentials.h"
 #include "errors/errors.h"
@@ -406,12 +407,11 @@ static int listener_trusted(const gw_pipeline_conf_t *conf, const h2o_conn_t *co
 /* The client's address as text, for limits.max_connections_per_client:
  * behind a trusted listener (a load balancer) the last X-Forwarded-For
  * entry, the one the balancer appended, when it is an IP address; else the
- * socket's peer. Returns 0, or -1 when unknown (then not limited). */
+ * connection's client (common/client_addr.h: the socket's peer, or the
+ * PROXY header's). Returns 0, or -1 when unknown (then not limited). */
 static int client_address(pending_t *p, char *buf, size_t bufsize)
 {
     h2o_req_t *req = p->req;
-    struct sockaddr_storage ss;
-    socklen_t len;
     ssize_t i = -1, last = -1;
 
     if (listener_trusted(p->conf, req->conn)) {
@@ -433,9 +433,7 @@ static int client_address(pending_t *p, char *buf, size_t bufsize)
             }
         }
     }
-    if (req->conn->callbacks->get_peername == NULL || (len = req->conn->callbacks->get_peername(req->conn, (void *)&ss)) == 0)
-        return -1;
-    return gw_netaddr_peer_text((void *)&ss, len, buf, bufsize) < 0 ? -1 : 0;
+    return gw_client_addr_text(req->conn, buf, bufsize) < 0 ? -1 : 0;
 }
 
 static void hold(pending_t *p, gw_sandbox_t *sbx);
