@@ -145,6 +145,8 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("limits.max_connection_buffer_bytes", limits.max_connection_buffer_bytes, 65536, UINT64_C(68719476736), "8388608"),
     UINT("limits.max_worker_buffer_bytes", limits.max_worker_buffer_bytes, 65536, UINT64_C(68719476736), "33554432"),
     UINT("limits.max_connections_per_client", limits.max_connections_per_client, 1, 1000000, "256"),
+    /* 1 ms .. 1 hour; the balancer writes the header first: 10 s, like h2o's TLS handshake and request-head timeouts */
+    UINT("limits.proxy_header_timeout_ms", limits.proxy_header_timeout_ms, 1, MAX_TIMEOUT_MS, "10000"),
     UINT("limits.max_client_connections_per_worker", limits.max_client_connections_per_worker, 1, 1000000, "10000"),
     UINT("limits.max_held_requests_per_sandbox", limits.max_held_requests_per_sandbox, 1, 1000000, "256"),
     UINT("limits.max_held_requests_per_worker", limits.max_held_requests_per_worker, 1, 1000000, "4096"),

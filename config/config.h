@@ -32,6 +32,8 @@ typedef struct st_gw_config_listen_t {
     gw_netaddr_t addr;
     int tls;     /* default true */
     int trusted; /* plain listener that serves instead of redirecting; default false */
+    /* connections open with a PROXY protocol header naming the client; default false */
+    int proxy_protocol;
 } gw_config_listen_t;
 
 typedef struct st_gw_config_cert_t {
@@ -114,6 +116,7 @@ typedef struct st_gw_config_t {
         uint64_t max_connection_buffer_bytes;       /* response bytes held for one client connection, all its streams */
         uint64_t max_worker_buffer_bytes;           /* response bytes held by one worker, all its responses */
         uint64_t max_connections_per_client;        /* client connections, and requests in flight, per client address */
+        uint64_t proxy_header_timeout_ms;           /* closes a proxy_protocol connection still without its header */
         uint64_t max_client_connections_per_worker; /* beyond it new connections are closed at accept */
         uint64_t max_held_requests_per_sandbox;     /* requests the gateway (all workers) holds while one sandbox wakes */
         uint64_t max_held_requests_per_worker;      /* requests one worker holds for all waking sandboxes */

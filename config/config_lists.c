@@ -31,6 +31,7 @@ int gw_config_parse_listen(const gw_config_key_t *key, const json_t *v, gw_confi
             return -1;
         l->tls = 1;
         l->trusted = 0;
+        l->proxy_protocol = 0;
         json_object_foreach(item, name, value)
         {
             gw_config_path_key(key_path, sizeof(key_path), path, name);
@@ -42,6 +43,9 @@ int gw_config_parse_listen(const gw_config_key_t *key, const json_t *v, gw_confi
                     return -1;
             } else if (strcmp(name, "trusted") == 0) {
                 if (gw_config_get_bool(err, key_path, value, &l->trusted) != 0)
+                    return -1;
+            } else if (strcmp(name, "proxy_protocol") == 0) {
+                if (gw_config_get_bool(err, key_path, value, &l->proxy_protocol) != 0)
                     return -1;
             } else {
                 return gw_config_fail(err, key_path, "unknown key");

@@ -21,6 +21,7 @@
 #include "observe/admin.h"
 #include "http/early_errors.h"
 #include "http/pipeline.h"
+#include "gateway/proxy_protocol.h"
 #include "gateway/worker.h"
 
 #define LISTEN_BACKLOG 1024
@@ -243,7 +244,7 @@ static atomic_uint_fast64_t *client_connections(gw_worker_t *w)
 typedef struct st_client_conn_t {
     gw_worker_t *worker;
     h2o_socket_t *sock;
-    char addr[INET6_ADDRSTRLEN]; /* "": not counted per address (trusted listener) */
+    char addr[INET6_ADDRSTRLEN]; /* "": not counted per address (trusted listener, unknown, PROXY header not read yet) */
 } client_conn_t;
 
 static void on_client_close(void *data)
@@ -259,16 +260,37 @@ static void on_client_close(void *data)
     free(cc);
 }
 
-/* Counts a new client connection against the worker's and its address's
- * limits: 0 when it may be served, -1 when it must be closed. The peer of
- * a trusted listener is the load balancer, not a client: not counted per
- * address there (requests are, by X-Forwarded-For: see the pipeline). */
-static int admit(gw_worker_t *w, h2o_socket_t *sock, int trusted)
+/* Counts the address of an admitted connection (cc) against
+ * limits.max_connections_per_client: 0, or -1 when it is at its limit (the
+ * caller closes the socket; cc->addr stays empty, nothing to give back). */
+static int admit_address(gw_worker_t *w, client_conn_t *cc)
+{
+    gw_server_t *s = w->server;
+    char addr[sizeof(cc->addr)];
+    struct sockaddr_storage ss;
+    socklen_t len;
+
+    if ((len = h2o_socket_getpeername(cc->sock, (void *)&ss)) == 0 ||
+        gw_netaddr_peer_text((void *)&ss, len, addr, sizeof(addr)) < 0)
+        return 0; /* unknown: not limited */
+    if (!gw_conn_limit_acquire(s->client_conns, w->index, addr)) {
+        GW_COUNTER_ADD(&s->metrics.workers[w->index].refused_per_client, 1);
+        return -1;
+    }
+    memcpy(cc->addr, addr, sizeof(addr));
+    return 0;
+}
+
+/* Counts a new client connection against the worker's limit and, with
+ * count_address, its address's: 0 when it may be served, -1 when it must be
+ * closed. The peer of a trusted listener is the load balancer, not a client:
+ * not counted per address there (requests are, by X-Forwarded-For: see the
+ * pipeline); on a proxy_protocol listener the address is counted once the
+ * header has named the client (on_proxy_header). */
+static int admit(gw_worker_t *w, h2o_socket_t *sock, int count_address)
 {
     gw_server_t *s = w->server;
     client_conn_t *cc;
-    struct sockaddr_storage ss;
-    socklen_t len;
 
     if (atomic_load_explicit(client_connections(w), memory_order_relaxed) >= s->config->limits.max_client_connections_per_worker) {
         GW_COUNTER_ADD(&s->metrics.workers[w->index].refused_per_worker, 1);
@@ -277,20 +299,27 @@ static int admit(gw_worker_t *w, h2o_socket_t *sock, int trusted)
     cc = alloc_zeroed(sizeof(*cc));
     cc->worker = w;
     cc->sock = sock;
-    if (!trusted && (len = h2o_socket_getpeername(sock, (void *)&ss)) != 0 &&
-        gw_netaddr_peer_text((void *)&ss, len, cc->addr, sizeof(cc->addr)) >= 0) {
-        if (!gw_conn_limit_acquire(s->client_conns, w->index, cc->addr)) {
-            GW_COUNTER_ADD(&s->metrics.workers[w->index].refused_per_client, 1);
-            free(cc);
-            return -1;
-        }
-    } else {
-        cc->addr[0] = '\0';
+    if (count_address && admit_address(w, cc) != 0) {
+        free(cc);
+        return -1;
     }
     atomic_fetch_add_explicit(client_connections(w), 1, memory_order_relaxed);
     sock->on_close.cb = on_client_close;
     sock->on_close.data = cc;
     return 0;
+}
+
+/* A proxy_protocol listener's connection whose header is read: its peer is
+ * now the client the balancer named (gateway/proxy_protocol.h). */
+static void on_proxy_header(h2o_socket_t *sock, void *data)
+{
+    h2o_accept_ctx_t *actx = data;
+
+    if (admit_address(worker_of(actx->ctx), sock->on_close.data) != 0) {
+        h2o_socket_close(sock);
+        return;
+    }
+    h2o_accept(actx, sock);
 }
 
 /* The admin listener (worker 0's admin context): not limited. */
@@ -312,7 +341,7 @@ static void on_accept(h2o_socket_t *listener, const char *err)
 {
     h2o_accept_ctx_t *actx = listener->data;
     gw_worker_t *w = worker_of(actx->ctx);
-    int trusted = w->server->config->listen[actx - w->accept_ctxs].trusted;
+    const gw_config_listen_t *l = w->server->config->listen + (actx - w->accept_ctxs);
     h2o_socket_t *sock;
 
     if (err != NULL)
@@ -321,12 +350,16 @@ static void on_accept(h2o_socket_t *listener, const char *err)
     for (int i = 0; i != 16; ++i) {
         if ((sock = h2o_evloop_socket_accept(listener)) == NULL)
             break;
-        if (admit(w, sock, trusted) != 0) {
+        if (admit(w, sock, !l->trusted && !l->proxy_protocol) != 0) {
             /* over a limit: closed before TLS, nothing read */
             h2o_socket_close(sock);
             continue;
         }
-        h2o_accept(actx, sock);
+        if (l->proxy_protocol)
+            gw_proxy_protocol_read(sock, &w->proxy_header_timeout, &w->server->metrics.workers[w->index].proxy_header,
+                                   on_proxy_header, actx);
+        else
+            h2o_accept(actx, sock);
     }
 }
 
@@ -532,6 +565,7 @@ static int init_listeners(gw_worker_t *w, char **err)
     size_t i;
 
     (void)err;
+    h2o_timeout_init(loop, &w->proxy_header_timeout, conf->limits.proxy_header_timeout_ms);
     w->accept_ctxs = alloc_zeroed(conf->num_listen * sizeof(*w->accept_ctxs));
     w->listeners = alloc_zeroed(conf->num_listen * sizeof(*w->listeners));
     for (i = 0; i != conf->num_listen; ++i) {

@@ -6,7 +6,8 @@
  * unwinding when a later phase answers.
  */
 #include <string.h>
-#include "common/netaddr.h"
+#include <arpa/inet.h>
+#include "common/client_addr.h"
 #include "http/phases.h"
 
 ssize_t gw_pipeline_listener_of(const gw_pipeline_conf_t *conf, const h2o_conn_t *conn)
@@ -20,22 +21,23 @@ ssize_t gw_pipeline_listener_of(const gw_pipeline_conf_t *conf, const h2o_conn_t
     return -1;
 }
 
-/* 1 when `conn` came through a trusted plain listener (a load balancer: X-Forwarded-For names the client). */
+/* 1 when `conn` came through a trusted plain listener (a load balancer: X-Forwarded-For names the client).
+ * With proxy_protocol the PROXY header named the client (the socket's peer): an L4 balancer adds no
+ * X-Forwarded-For, so one there is the client's own and is not believed. */
 static int listener_trusted(const gw_pipeline_conf_t *conf, const h2o_conn_t *conn)
 {
     ssize_t i = gw_pipeline_listener_of(conf, conn);
-    return i != -1 && conf->config->listen[i].trusted;
+    return i != -1 && conf->config->listen[i].trusted && !conf->config->listen[i].proxy_protocol;
 }
 
 /* The client's address as text, for limits.max_connections_per_client:
  * behind a trusted listener (a load balancer) the last X-Forwarded-For
  * entry, the one the balancer appended, when it is an IP address; else the
- * socket's peer. Returns 0, or -1 when unknown (then not limited). */
+ * connection's client (common/client_addr.h: the socket's peer, or the
+ * PROXY header's). Returns 0, or -1 when unknown (then not limited). */
 static int client_address(gw_pipeline_req_t *r, char *buf, size_t bufsize)
 {
     h2o_req_t *req = r->req;
-    struct sockaddr_storage ss;
-    socklen_t len;
     ssize_t i = -1, last = -1;
 
     if (listener_trusted(r->conf, req->conn)) {
@@ -57,9 +59,7 @@ static int client_address(gw_pipeline_req_t *r, char *buf, size_t bufsize)
             }
         }
     }
-    if (req->conn->callbacks->get_peername == NULL || (len = req->conn->callbacks->get_peername(req->conn, (void *)&ss)) == 0)
-        return -1;
-    return gw_netaddr_peer_text((void *)&ss, len, buf, bufsize) < 0 ? -1 : 0;
+    return gw_client_addr_text(req->conn, buf, bufsize) < 0 ? -1 : 0;
 }
 
 /* One client address cannot take every slot of a sandbox, nor one sandbox

@@ -22,6 +22,7 @@
 #include "observe/access_log.h"
 #include "errors/errors.h"
 #include "observe/log_writer.h"
+#include "common/client_addr.h"
 #include "common/errfmt.h"
 #include "common/netaddr.h"
 #include "common/numfmt.h"
@@ -135,9 +136,7 @@ static void put_num(line_t *l, const char *key, long long v)
  * bytes at least): its length, 0 (and "") when unknown. */
 static size_t client_of(h2o_conn_t *conn, char *host)
 {
-    struct sockaddr_storage ss;
-    socklen_t sslen = conn->callbacks->get_peername(conn, (void *)&ss);
-    int n = gw_netaddr_peer_text((void *)&ss, sslen, host, INET6_ADDRSTRLEN);
+    int n = gw_client_addr_text(conn, host, INET6_ADDRSTRLEN);
 
     if (n < 0)
         n = 0;

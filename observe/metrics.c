@@ -240,6 +240,19 @@ static void wake_metrics(text_t *out, gw_metrics_t *m)
     sample(out, "lizard_wake_milliseconds_count", NULL, cumulative);
 }
 
+/* The PROXY protocol headers of proxy_protocol listeners (gateway/proxy_protocol.h), all workers. */
+static void proxy_header_metrics(text_t *out, gw_metrics_t *m)
+{
+    family(out, "lizard_proxy_protocol_connections_total", "counter",
+           "Connections of proxy_protocol listeners by their PROXY header: accepted (read, the connection went on); "
+           "closed without one: invalid (other bytes, or a malformed or oversized header), timeout "
+           "(limits.proxy_header_timeout_ms), closed (the peer left first).");
+    sample(out, "lizard_proxy_protocol_connections_total", "result=\"accepted\"", SUM(proxy_header.accepted));
+    sample(out, "lizard_proxy_protocol_connections_total", "result=\"invalid\"", SUM(proxy_header.invalid));
+    sample(out, "lizard_proxy_protocol_connections_total", "result=\"timeout\"", SUM(proxy_header.timeout));
+    sample(out, "lizard_proxy_protocol_connections_total", "result=\"closed\"", SUM(proxy_header.closed));
+}
+
 /* Requests, responses by status class, errors by contract code. */
 static void response_metrics(text_t *out, gw_metrics_t *m)
 {
@@ -318,6 +331,7 @@ static void front_metrics(text_t *out, gw_metrics_t *m)
            "(limits.max_client_connections_per_worker) was at its limit.");
     sample(out, "lizard_refused_connections_total", "limit=\"client\"", SUM(refused_per_client));
     sample(out, "lizard_refused_connections_total", "limit=\"worker\"", SUM(refused_per_worker));
+    proxy_header_metrics(out, m);
     if (m->access_log != NULL)
         gw_access_log_stats(m->access_log, &ls);
     metric(out, "lizard_access_log_lines_total", "counter", "Access-log lines handed to the writer thread.", ls.written);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <h2o.h>
 #include "common/counter.h"
+#include "common/proxy_header.h"
 #include "observe/access_log.h"
 #include "auth/cookie_keys.h"
 #include "auth/link_keys.h"
@@ -48,6 +49,7 @@ typedef struct st_gw_metrics_worker_t {
     gw_wake_counters_t wake;          /* the worker's held-request registry; its held gauge likewise */
     h2o_context_t *ctx;               /* its HTTP/2 event counters (h2o's relaxed atomics); borrowed, set before the worker runs */
     atomic_int redis_connected;
+    gw_proxy_header_counters_t proxy_header; /* the proxy_protocol listeners' headers (gateway/proxy_protocol.h) */
 } gw_metrics_worker_t;
 
 typedef struct st_gw_metrics_t {

@@ -13,6 +13,7 @@
 #include <h2o.h>
 #include "errors/errors.h"
 #include "upstream/request_line.h"
+#include "common/client_addr.h"
 #include "common/netaddr.h"
 #include "upstream/exchange.h"
 
@@ -126,17 +127,12 @@ static size_t request_size(h2o_req_t *req)
 
 /* --- the request to the upstream ---------------------------------------- */
 
-/* The client's address as text (gw_netaddr_peer_text). Returns the length,
+/* The client's address as text (common/client_addr.h). Returns the length,
  * or 0 when unknown. */
 static size_t client_address(h2o_req_t *req, char *buf, size_t bufsize)
 {
-    struct sockaddr_storage ss;
-    socklen_t len;
-    int n;
-
-    if (req->conn->callbacks->get_peername == NULL || (len = req->conn->callbacks->get_peername(req->conn, (void *)&ss)) == 0)
-        return 0;
-    return (n = gw_netaddr_peer_text((void *)&ss, len, buf, bufsize)) < 0 ? 0 : (size_t)n;
+    int n = gw_client_addr_text(req->conn, buf, bufsize);
+    return n < 0 ? 0 : (size_t)n;
 }
 
 /* The port the client connected to, or -1. */

@@ -15,7 +15,8 @@ START_TEST(test_full)
     setenv("GW_TEST_REDIS_PW", "hunter2-redis", 1);
     setenv("GW_TEST_COOKIES", SECRET_A, 1);
     c = load_ok("{"
-                "'listen':[{'address':'127.0.0.1:8443','tls':true},{'address':'[::1]:8080','tls':false,'trusted':true}],"
+                "'listen':[{'address':'127.0.0.1:8443','tls':true,'proxy_protocol':true},{'address':'[::1]:8080','tls':false,'"
+                "trusted':true}],"
                 "'domains':['Lizard.App','preview.example.com'],"
                 "'tls':{'certificates':[{'cert':'/a.pem','key':'/a.key'},{'cert':'/b.pem','key':'/b.key'}]},"
                 "'redis':{'address':'unix:/run/redis.sock','password_env':'GW_TEST_REDIS_PW','prefix':'lz:',"
@@ -45,6 +46,8 @@ START_TEST(test_full)
     ck_assert_uint_eq(port_of(&c->listen[1].addr), 8080);
     ck_assert_int_eq(c->listen[1].tls, 0);
     ck_assert_int_eq(c->listen[1].trusted, 1);
+    ck_assert_int_eq(c->listen[0].proxy_protocol, 1);
+    ck_assert_int_eq(c->listen[1].proxy_protocol, 0);
 
     ck_assert_uint_eq(c->num_domains, 2);
     ck_assert_str_eq(c->domains[0], "lizard.app");
@@ -164,6 +167,8 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(c->limits.response_buffer_bytes, 1048576);
     ck_assert_uint_eq(c->limits.max_connections_per_sandbox, 1000);
     ck_assert_uint_eq(c->limits.client_stall_timeout_ms, 60000);
+    ck_assert_uint_eq(c->limits.proxy_header_timeout_ms, 10000);
+    ck_assert_int_eq(c->listen[0].proxy_protocol, 0);
     ck_assert_uint_eq(c->limits.max_connection_buffer_bytes, 8 * 1024 * 1024);
     ck_assert_uint_eq(c->limits.max_worker_buffer_bytes, 32 * 1024 * 1024);
     ck_assert_uint_eq(c->limits.max_connections_per_client, 256);
@@ -297,6 +302,8 @@ START_TEST(test_addresses)
                      "config: listen[1].address: \"0.0.0.0:443\" is already used by listen[0]");
     ck_assert_err_eq("{" BASE ",'listen':[{'address':'0.0.0.0:443','trusted':true}]}",
                      "config: listen[0].trusted: only a plain (\"tls\": false) listener can be trusted");
+    ck_assert_err_prefix("{" BASE ",'listen':[{'address':'0.0.0.0:443','proxy_protocol':'yes'}]}",
+                         "config: listen[0].proxy_protocol: expected");
     ck_assert_err_prefix("{" BASE ",'redis':{'address':'redis.local:6379'}}", "config: redis.address: expected");
     ck_assert_err_prefix("{" BASE ",'admin':{'address':'unix:/x.sock'}}", "config: admin.address: ");
 

@@ -227,6 +227,38 @@ START_TEST(test_documented_keys)
 }
 END_TEST
 
+/* The keys of a listen[] item (config_lists.c), which the key table does not
+ * list: each is accepted, named in the README's listen[] row and used by a
+ * listener of the example. */
+START_TEST(test_listener_keys)
+{
+    static const char *const keys[] = {"address", "tls", "trusted", "proxy_protocol"};
+    char *readme = read_source_file("README.md"), *text = read_source_file("deploy/gateway.example.json"), *row, *row_end;
+    json_t *example = json_loads(text, 0, NULL), *item;
+    size_t i, j;
+
+    ck_assert_ptr_nonnull(row = strstr(readme, "\n| `listen[]` | "));
+    ck_assert_ptr_nonnull(row_end = strchr(row + 1, '\n'));
+    *row_end = '\0';
+    for (i = 0; i != sizeof(keys) / sizeof(keys[0]); ++i) {
+        char quoted[64], json[256];
+        int used = 0;
+        snprintf(quoted, sizeof(quoted), "\"%s\"", keys[i]);
+        ck_assert_msg(strstr(row, quoted) != NULL, "README.md: the listen[] row does not name %s", quoted);
+        json_array_foreach(json_object_get(example, "listen"), j, item) used |= json_object_get(item, keys[i]) != NULL;
+        ck_assert_msg(used, "deploy/gateway.example.json: no listener sets %s", quoted);
+        /* the key is one the parser takes (a value it refuses names the key) */
+        snprintf(json, sizeof(json), "{" BASE ",'listen':[{'address':'0.0.0.0:443','%s':[]}]}", keys[i]);
+        char *err = load_err(json);
+        ck_assert_msg(strstr(err, "unknown key") == NULL, "%s", err);
+        free(err);
+    }
+    json_decref(example);
+    free(text);
+    free(readme);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config_documented");
@@ -234,6 +266,7 @@ static Suite *config_suite(void)
 
     tcase_add_test(tc, test_example_file);
     tcase_add_test(tc, test_documented_keys);
+    tcase_add_test(tc, test_listener_keys);
     suite_add_tcase(s, tc);
     return s;
 }
