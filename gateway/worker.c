@@ -125,11 +125,19 @@ static void register_front(gw_server_t *s)
                                 .https_port = s->https_port};
 
     s->preview_hosts[0] = register_catch_all(&s->globalconf, "preview.lizard-gateway.invalid");
+    s->redirect_hosts[0] = register_catch_all(&s->globalconf, "redirect.lizard-gateway.invalid");
+    /* ACME HTTP-01 on every listener, before "/" (h2o takes the first path that matches); the pathconf
+     * pointer is used before the next registration moves it */
+    gw_acme_conf_t aconf = {.prefix = config->redis.prefix, .lookup_timeout_ms = config->redis.lookup_timeout_ms};
+    for (i = 0; i != 2; ++i) {
+        pathconf = h2o_config_register_path(i == 0 ? s->preview_hosts[0] : s->redirect_hosts[0], GW_ACME_PATH, 0);
+        s->acme[i] = gw_acme_register(pathconf, &aconf);
+        register_loggers(s, pathconf);
+    }
     pathconf = h2o_config_register_path(s->preview_hosts[0], "/", 0);
     s->pipeline = gw_pipeline_register(pathconf, &pconf);
     register_loggers(s, pathconf);
 
-    s->redirect_hosts[0] = register_catch_all(&s->globalconf, "redirect.lizard-gateway.invalid");
     pathconf = h2o_config_register_path(s->redirect_hosts[0], "/", 0);
     gw_pipeline_register_redirect(pathconf, &pconf);
     register_loggers(s, pathconf);
@@ -412,6 +420,16 @@ static void on_route_invalidate(void *data, const char *sandbox_id)
 
     gw_revocation_on_publish(w->revocation, sandbox_id);
     gw_wake_on_publish(w->wake, sandbox_id);
+    if (sandbox_id == NULL)
+        gw_domain_store_flush(w->domains);
+}
+
+/* A publish on <prefix>routes that names no sandbox ("domain:<host>", "cert:<name>"). */
+static void on_route_other(void *data, const char *payload, size_t len)
+{
+    gw_worker_t *w = data;
+
+    gw_domain_store_on_message(w->domains, payload, len);
 }
 
 /* Every metering.flush_interval_ms: this worker's counts go to the shared
@@ -469,8 +487,18 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
                                    .on_lifecycle = on_route_lifecycle,
                                    .lifecycle_data = w,
                                    .on_invalidate = on_route_invalidate,
-                                   .invalidate_data = w};
+                                   .invalidate_data = w,
+                                   .on_other = on_route_other,
+                                   .other_data = w};
     w->routes = gw_route_store_new(loop, w->redis, &sconf);
+    gw_domain_store_conf_t dconf = {.prefix = conf->redis.prefix,
+                                    .lookup_timeout_ms = conf->redis.lookup_timeout_ms,
+                                    .cache_ttl_ms = conf->routing.cache_ttl_ms,
+                                    .negative_ttl_ms = conf->routing.negative_ttl_ms,
+                                    .stale_ttl_ms = conf->routing.stale_ttl_ms,
+                                    .counters = &s->metrics.workers[w->index].domains,
+                                    .routes = w->routes};
+    w->domains = gw_domain_store_new(loop, w->redis, &dconf); /* never NULL */
     gw_revocation_set_routes(w->revocation, w->routes);
     gw_wake_conf_t wconf = {.prefix = conf->redis.prefix,
                             .instance_id = conf->instance_id,
@@ -511,10 +539,14 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     h2o_timeout_link(loop, &w->meter_timeout, &w->meter_tick);
     if (w->index == 0) /* cannot fail: a Redis outage is the flusher's to retry, out of memory aborts */
         gw_metering_start_flusher(s->metering, loop, &rconf);
-    gw_pipeline_attach(
-        s->pipeline, &w->ctx,
-        &(gw_pipeline_thread_t){
-            .routes = w->routes, .proxy = w->proxy, .meter = w->meter, .wake = w->wake, .hangup = w->hangup, .worker = w->index});
+    gw_pipeline_attach(s->pipeline, &w->ctx,
+                       &(gw_pipeline_thread_t){.routes = w->routes,
+                                               .domains = w->domains,
+                                               .proxy = w->proxy,
+                                               .meter = w->meter,
+                                               .wake = w->wake,
+                                               .hangup = w->hangup,
+                                               .worker = w->index});
 
     w->accept_ctxs = alloc_zeroed(conf->num_listen * sizeof(*w->accept_ctxs));
     w->listeners = alloc_zeroed(conf->num_listen * sizeof(*w->listeners));
@@ -526,6 +558,8 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
         actx->ssl_ctx = l->tls ? gw_tls_listener_ctx(s->tls) : NULL;
         w->listeners[i] = start_listener(loop, s->listen_fds[w->index * conf->num_listen + i], actx, on_accept);
     }
+    for (i = 0; i != 2; ++i)
+        gw_acme_attach(s->acme[i], &w->ctx, w->redis);
     if (w->index == 0 && s->admin_fd != -1) {
         h2o_context_init(&w->admin_ctx, loop, &s->admin_globalconf);
         w->admin_accept_ctx = (h2o_accept_ctx_t){.ctx = &w->admin_ctx, .hosts = s->admin_hosts};

@@ -68,13 +68,14 @@ typedef struct st_pending_t {
     pipeline_context_t *pc;
     gw_host_t host;
     gw_route_lookup_t *lookup;
-    h2o_iovec_t path;             /* request target to forward: lizard_token removed */
-    h2o_iovec_t query_token;      /* first lizard_token value, decoded */
-    size_t query_token_count;     /* 0: no lizard_token parameter */
-    h2o_iovec_t cookie;           /* the gateway's cookie, {NULL, 0} if absent */
-    gw_warning_cookies_t warning; /* the warning page's consent and nonce cookies, {NULL, 0} if absent */
-    gw_wake_waiter_t *waiter;     /* held while the sandbox wakes, or NULL */
-    gw_hangup_watch_t hangup;     /* HTTP/1: the client is watched while held */
+    gw_domain_lookup_t *domain_lookup; /* a custom domain's record being read, or NULL */
+    h2o_iovec_t path;                  /* request target to forward: lizard_token removed */
+    h2o_iovec_t query_token;           /* first lizard_token value, decoded */
+    size_t query_token_count;          /* 0: no lizard_token parameter */
+    h2o_iovec_t cookie;                /* the gateway's cookie, {NULL, 0} if absent */
+    gw_warning_cookies_t warning;      /* the warning page's consent and nonce cookies, {NULL, 0} if absent */
+    gw_wake_waiter_t *waiter;          /* held while the sandbox wakes, or NULL */
+    gw_hangup_watch_t hangup;          /* HTTP/1: the client is watched while held */
 } pending_t;
 
 static void on_pending_dispose(void *_p)
@@ -83,6 +84,8 @@ static void on_pending_dispose(void *_p)
 
     if (p->lookup != NULL)
         gw_route_lookup_cancel(p->lookup);
+    if (p->domain_lookup != NULL)
+        gw_domain_lookup_cancel(p->domain_lookup);
     if (p->waiter != NULL) {
         /* an HTTP/2 reset, or the connection closed, while held */
         gw_hangup_unwatch(p->thread->hangup, &p->hangup);
@@ -706,9 +709,12 @@ static int origin_form_target(h2o_req_t *req)
 }
 
 /* Counts the request, checks its request line and parses its host: 1 with
- * *host filled, or 0 when the request has been answered (a refused request
- * line, bad_host, unknown_host). */
-static int preview_host(h2o_req_t *req, const gw_pipeline_conf_t *pconf, gw_metrics_worker_t *metrics, gw_host_t *host)
+ * *host filled, 2 when the host is not under a preview domain but may be a
+ * custom domain (custom_host holds its normalized name; custom_host NULL: it
+ * is not looked up), or 0 when the request has been answered (a refused
+ * request line, bad_host, unknown_host). */
+static int preview_host(h2o_req_t *req, const gw_pipeline_conf_t *pconf, gw_metrics_worker_t *metrics, gw_host_t *host,
+                        char *custom_host)
 {
     const gw_config_t *conf = pconf->config;
 
@@ -725,6 +731,8 @@ static int preview_host(h2o_req_t *req, const gw_pipeline_conf_t *pconf, gw_metr
     case GW_HOST_OK:
         return 1;
     case GW_HOST_UNKNOWN:
+        if (custom_host != NULL && gw_domain_host_normalize(req->authority, custom_host) != 0)
+            return 2;
         gw_error_send(req, GW_ERR_UNKNOWN_HOST, NULL, 0, NULL);
         return 0;
     default:
@@ -733,23 +741,57 @@ static int preview_host(h2o_req_t *req, const gw_pipeline_conf_t *pconf, gw_metr
     }
 }
 
+/* The host's route: the rest of the pipeline runs in on_route. */
+static void lookup_route(pending_t *p)
+{
+    GW_COUNTER_ADD(&p->metrics->route_lookups, 1);
+    if ((p->lookup = gw_route_store_lookup(p->thread->routes, p->host.sandbox_id, on_route, p)) == NULL) {
+        /* the lookup did not start, so on_route will never run: answered here */
+        send_error(p, GW_ERR_ROUTING_UNAVAILABLE, NULL);
+    }
+}
+
+/* A custom domain's record (CONTRACT.md, "Custom domains"): an active one
+ * makes the request its preview host's, <port>-<sandbox>, from here on. */
+static void on_domain(void *data, gw_domain_status_t status, const gw_domain_t *domain)
+{
+    pending_t *p = data;
+
+    p->domain_lookup = NULL;
+    switch (status) {
+    case GW_DOMAIN_ACTIVE:
+        p->host.port = domain->port;
+        memcpy(p->host.sandbox_id, domain->sandbox_id, sizeof(p->host.sandbox_id));
+        p->host.domain_index = SIZE_MAX;
+        lookup_route(p);
+        break;
+    case GW_DOMAIN_NOT_SERVED:
+        gw_error_send(p->req, GW_ERR_UNKNOWN_HOST, NULL, 0, NULL);
+        break;
+    default:
+        gw_error_send(p->req, GW_ERR_ROUTING_UNAVAILABLE, NULL, 0, NULL);
+        break;
+    }
+}
+
 static int on_req(h2o_handler_t *_self, h2o_req_t *req)
 {
     gw_pipeline_t *self = (void *)_self;
     pipeline_context_t *pc = h2o_context_get_handler_context(req->conn->ctx, _self);
-    gw_host_t host;
+    gw_host_t host = {0};
+    char custom_host[GW_DOMAIN_HOST_MAX + 1];
+    int kind;
 
-    if (!preview_host(req, &self->conf, pc->metrics, &host))
+    if ((kind = preview_host(req, &self->conf, pc->metrics, &host, pc->thread.domains != NULL ? custom_host : NULL)) == 0)
         return 0;
 
     pending_t *p = h2o_mem_alloc_shared(&req->pool, sizeof(*p), on_pending_dispose);
     *p = (pending_t){.req = req, .conf = &self->conf, .thread = &pc->thread, .metrics = pc->metrics, .pc = pc, .host = host};
     GW_COUNTER_ADD(&pc->metrics->in_flight, 1);
-    GW_COUNTER_ADD(&pc->metrics->route_lookups, 1);
-    if ((p->lookup = gw_route_store_lookup(pc->thread.routes, host.sandbox_id, on_route, p)) == NULL) {
-        /* the lookup did not start, so on_route will never run: answered here */
-        send_error(p, GW_ERR_ROUTING_UNAVAILABLE, NULL);
-    }
+    if (kind == 2)
+        p->domain_lookup = gw_domain_store_lookup(pc->thread.domains, custom_host, on_domain, p);
+    else
+        lookup_route(p);
     return 0;
 }
 
@@ -759,7 +801,7 @@ static int on_req_redirect(h2o_handler_t *_self, h2o_req_t *req)
     redirect_handler_t *self = (void *)_self;
     gw_host_t host;
 
-    if (!preview_host(req, &self->conf, h2o_context_get_handler_context(req->conn->ctx, _self), &host))
+    if (preview_host(req, &self->conf, h2o_context_get_handler_context(req->conn->ctx, _self), &host, NULL) == 0)
         return 0;
 
     /* The host is a valid preview name (so it is safe to reflect): the same

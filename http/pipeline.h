@@ -16,6 +16,7 @@
 #include "metering/metering.h"
 #include "observe/metrics.h"
 #include "upstream/proxy.h"
+#include "routing/domain_store.h"
 #include "routing/route_store.h"
 #include "routing/wake.h"
 
@@ -37,6 +38,7 @@ typedef struct st_gw_pipeline_conf_t {
  * worker's loop). */
 typedef struct st_gw_pipeline_thread_t {
     gw_route_store_t *routes;
+    gw_domain_store_t *domains; /* custom domains; NULL: a host not under a preview domain is unknown_host */
     gw_proxy_t *proxy;
     gw_meter_t *meter;
     gw_wake_t *wake;

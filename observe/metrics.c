@@ -278,6 +278,16 @@ int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iov
            SUM(routes.flushes));
     metric(&out, "lizard_route_cache_evictions_total", "counter", "Entries dropped to keep the cache under its size bound.",
            SUM(routes.evictions));
+    family(&out, "lizard_domain_cache_total", "counter",
+           "Custom-domain cache outcomes (HGETALL <prefix>domain:{<host>}): hit, fetch, coalesced, stale, unavailable, "
+           "invalidation (a publish of domain:<host>), eviction (size bound).");
+    sample(&out, "lizard_domain_cache_total", "result=\"hit\"", SUM(domains.hits));
+    sample(&out, "lizard_domain_cache_total", "result=\"fetch\"", SUM(domains.fetches));
+    sample(&out, "lizard_domain_cache_total", "result=\"coalesced\"", SUM(domains.coalesced));
+    sample(&out, "lizard_domain_cache_total", "result=\"stale\"", SUM(domains.stale));
+    sample(&out, "lizard_domain_cache_total", "result=\"unavailable\"", SUM(domains.unavailable));
+    sample(&out, "lizard_domain_cache_total", "result=\"invalidation\"", SUM(domains.invalidations));
+    sample(&out, "lizard_domain_cache_total", "result=\"eviction\"", SUM(domains.evictions));
 
     metric(&out, "lizard_upstream_connects_total", "counter", "Fresh connections to sandboxes started.", SUM(proxy.connects));
     metric(&out, "lizard_upstream_reuses_total", "counter", "Requests sent on a pooled keep-alive connection.", SUM(proxy.reuses));

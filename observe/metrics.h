@@ -43,10 +43,11 @@ typedef struct st_gw_metrics_worker_t {
     atomic_uint_fast64_t refused_per_client; /* connections closed at accept: their address is at its limit */
     atomic_uint_fast64_t refused_per_worker; /* connections closed at accept: the worker is at its limit */
     atomic_uint_fast64_t client_connections;
-    gw_route_store_counters_t routes; /* the worker's route cache */
-    gw_proxy_counters_t proxy;        /* the worker's proxy; its websockets_open gauge goes up and down on this worker */
-    gw_wake_counters_t wake;          /* the worker's held-request registry; its held gauge likewise */
-    h2o_context_t *ctx;               /* its HTTP/2 event counters (h2o's relaxed atomics); borrowed, set before the worker runs */
+    gw_route_store_counters_t routes;  /* the worker's route cache */
+    gw_route_store_counters_t domains; /* the worker's custom-domain cache (routing/domain_store.h), counted alike */
+    gw_proxy_counters_t proxy;         /* the worker's proxy; its websockets_open gauge goes up and down on this worker */
+    gw_wake_counters_t wake;           /* the worker's held-request registry; its held gauge likewise */
+    h2o_context_t *ctx;                /* its HTTP/2 event counters (h2o's relaxed atomics); borrowed, set before the worker runs */
     atomic_int redis_connected;
 } gw_metrics_worker_t;
 

@@ -49,6 +49,11 @@ typedef void (*gw_route_lifecycle_cb)(void *data, const char *sandbox_id, const 
  * call only. Must not free the store. */
 typedef void (*gw_route_invalidate_cb)(void *data, const char *sandbox_id);
 
+/* Called with a message on <prefix>routes that is not a sandbox id (it holds
+ * a ':', e.g. "domain:<host>", "cert:<name>"), as published; the payload is
+ * valid during the call only. Must not free the store. */
+typedef void (*gw_route_other_cb)(void *data, const char *payload, size_t len);
+
 typedef struct st_gw_route_store_conf_t {
     const char *prefix;                  /* key prefix, e.g. "lizard:" */
     uint64_t lookup_timeout_ms;          /* deadline of one lookup */
@@ -60,6 +65,8 @@ typedef struct st_gw_route_store_conf_t {
     void *lifecycle_data;
     gw_route_invalidate_cb on_invalidate; /* NULL: none */
     void *invalidate_data;
+    gw_route_other_cb on_other; /* NULL: such messages are ignored */
+    void *other_data;
 } gw_route_store_conf_t;
 
 typedef enum {
@@ -118,6 +125,10 @@ gw_route_lookup_t *gw_route_store_lookup_fresh(gw_route_store_t *s, const char *
 /* After this, the lookup's callback is never called. Not from inside that
  * callback. */
 void gw_route_lookup_cancel(gw_route_lookup_t *l);
+
+/* 1 while the subscription is confirmed: a cache kept in step by its
+ * messages (the route store's, or one fed from on_other) can be trusted. */
+int gw_route_store_listening(const gw_route_store_t *s);
 
 /* Entries currently held (tests, metrics). */
 size_t gw_route_store_num_entries(const gw_route_store_t *s);
