@@ -424,8 +424,8 @@ static void on_route_invalidate(void *data, const char *sandbox_id)
         gw_domain_store_flush(w->domains);
 }
 
-/* A publish on <prefix>routes that names no sandbox ("domain:<host>", "cert:<name>"). */
-static void on_route_other(void *data, const char *payload, size_t len)
+/* A message on <prefix>routes that names no sandbox: "domain:<host>" evicts a custom domain. */
+static void on_route_other_message(void *data, const char *payload, size_t len)
 {
     gw_worker_t *w = data;
 
@@ -488,8 +488,8 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
                                    .lifecycle_data = w,
                                    .on_invalidate = on_route_invalidate,
                                    .invalidate_data = w,
-                                   .on_other = on_route_other,
-                                   .other_data = w};
+                                   .on_other_message = on_route_other_message,
+                                   .other_message_data = w};
     w->routes = gw_route_store_new(loop, w->redis, &sconf);
     gw_domain_store_conf_t dconf = {.prefix = conf->redis.prefix,
                                     .lookup_timeout_ms = conf->redis.lookup_timeout_ms,

@@ -343,9 +343,8 @@ static void on_message(void *data, const char *payload, size_t len)
     entry_t *e;
 
     if (memchr(payload, ':', len) != NULL) {
-        /* "domain:<host>", "cert:<name>": another cache's (routing/domain_store.h) */
-        if (s->conf.on_other != NULL)
-            s->conf.on_other(s->conf.other_data, payload, len);
+        if (s->conf.on_other_message != NULL)
+            s->conf.on_other_message(s->conf.other_message_data, payload, len);
         return;
     }
     if (len == 0 || len > GW_SANDBOX_ID_MAX)

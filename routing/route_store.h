@@ -49,11 +49,6 @@ typedef void (*gw_route_lifecycle_cb)(void *data, const char *sandbox_id, const 
  * call only. Must not free the store. */
 typedef void (*gw_route_invalidate_cb)(void *data, const char *sandbox_id);
 
-/* Called with a message on <prefix>routes that is not a sandbox id (it holds
- * a ':', e.g. "domain:<host>", "cert:<name>"), as published; the payload is
- * valid during the call only. Must not free the store. */
-typedef void (*gw_route_other_cb)(void *data, const char *payload, size_t len);
-
 typedef struct st_gw_route_store_conf_t {
     const char *prefix;                  /* key prefix, e.g. "lizard:" */
     uint64_t lookup_timeout_ms;          /* deadline of one lookup */
@@ -65,8 +60,10 @@ typedef struct st_gw_route_store_conf_t {
     void *lifecycle_data;
     gw_route_invalidate_cb on_invalidate; /* NULL: none */
     void *invalidate_data;
-    gw_route_other_cb on_other; /* NULL: such messages are ignored */
-    void *other_data;
+    /* a message holding ':' ("domain:<host>", "cert:<name>": not a sandbox id) goes here as is, and nowhere
+     * else; NULL: ignored */
+    void (*on_other_message)(void *data, const char *payload, size_t len);
+    void *other_message_data;
 } gw_route_store_conf_t;
 
 typedef enum {
