@@ -139,7 +139,7 @@ static void register_front(gw_server_t *s)
     register_loggers(s, pathconf);
 
     pathconf = h2o_config_register_path(s->redirect_hosts[0], "/", 0);
-    gw_pipeline_register_redirect(pathconf, &pconf);
+    s->redirect = gw_pipeline_register_redirect(pathconf, &pconf);
     register_loggers(s, pathconf);
 
     /* h2o binds the requests it fails before routing to the fallback paths:
@@ -558,6 +558,7 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
         actx->ssl_ctx = l->tls ? gw_tls_listener_ctx(s->tls) : NULL;
         w->listeners[i] = start_listener(loop, s->listen_fds[w->index * conf->num_listen + i], actx, on_accept);
     }
+    gw_pipeline_attach_redirect(s->redirect, &w->ctx, w->domains);
     for (i = 0; i != 2; ++i)
         gw_acme_attach(s->acme[i], &w->ctx, w->redis);
     if (w->index == 0 && s->admin_fd != -1) {

@@ -48,12 +48,13 @@ typedef struct st_gw_server_t {
     uint16_t https_port;                  /* port of the first TLS listener, for redirects */
     h2o_globalconf_t admin_globalconf;
     h2o_hostconf_t *admin_hosts[2];
-    int access_log_fd;           /* -1: off */
-    gw_access_log_t *access_log; /* NULL: off */
-    gw_pipeline_t *pipeline;     /* the preview handler: each worker attaches its objects to it */
-    gw_acme_t *acme[2];          /* the ACME HTTP-01 responders of the preview and redirect hostconfs */
-    int *listen_fds;             /* [worker * num_listen + i] */
-    int admin_fd;                /* -1: none; accepted by worker 0 */
+    int access_log_fd;                /* -1: off */
+    gw_access_log_t *access_log;      /* NULL: off */
+    gw_pipeline_t *pipeline;          /* the preview handler: each worker attaches its objects to it */
+    gw_pipeline_redirect_t *redirect; /* the plain listeners' handler: each worker attaches its custom domains */
+    gw_acme_t *acme[2];               /* the ACME HTTP-01 responders of the preview and redirect hostconfs */
+    int *listen_fds;                  /* [worker * num_listen + i] */
+    int admin_fd;                     /* -1: none; accepted by worker 0 */
     gw_worker_t *workers;
     size_t num_workers;
     atomic_int stopping; /* set by main on SIGTERM/SIGINT */

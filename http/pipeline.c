@@ -52,7 +52,7 @@ typedef struct st_pipeline_context_t {
     gw_hashtab_t refused_addrs;   /* of refused_addr_t: the upstream_forbidden lines already written */
 } pipeline_context_t;
 
-typedef struct st_redirect_handler_t {
+typedef struct st_gw_pipeline_redirect_t {
     h2o_handler_t super;
     gw_pipeline_conf_t conf;
 } redirect_handler_t;
@@ -795,19 +795,68 @@ static int on_req(h2o_handler_t *_self, h2o_req_t *req)
     return 0;
 }
 
-/* Plain listener: preview requests go to https on the same host and path. */
+/* What the redirect handler keeps per h2o context. */
+typedef struct st_redirect_context_t {
+    gw_metrics_worker_t *metrics;
+    gw_domain_store_t *domains; /* from gw_pipeline_attach_redirect; NULL: custom hosts are unknown_host */
+} redirect_context_t;
+
+/* A custom host on a plain listener while its record is read (req->pool). */
+typedef struct st_redirect_pending_t {
+    h2o_req_t *req;
+    uint16_t https_port;
+    gw_domain_lookup_t *lookup;
+    char host[GW_DOMAIN_HOST_MAX + 1]; /* normalized: safe to reflect */
+} redirect_pending_t;
+
+/* 308 to https on the same host (lowercased) and path ("OPTIONS *" goes to the root). */
+static void redirect_to_https(h2o_req_t *req, h2o_iovec_t host, uint16_t https_port)
+{
+    gw_redirect_send(req, 308, "Permanent Redirect", gw_redirect_url(&req->pool, host, https_port, req->path));
+}
+
+static void on_redirect_pending_dispose(void *_p)
+{
+    redirect_pending_t *p = _p;
+
+    if (p->lookup != NULL)
+        gw_domain_lookup_cancel(p->lookup);
+}
+
+/* An active custom domain is redirected as its preview host would be. */
+static void on_redirect_domain(void *data, gw_domain_status_t status, const gw_domain_t *domain)
+{
+    redirect_pending_t *p = data;
+
+    (void)domain;
+    p->lookup = NULL;
+    if (status == GW_DOMAIN_ACTIVE)
+        redirect_to_https(p->req, h2o_iovec_init(p->host, strlen(p->host)), p->https_port);
+    else
+        gw_error_send(p->req, status == GW_DOMAIN_NOT_SERVED ? GW_ERR_UNKNOWN_HOST : GW_ERR_ROUTING_UNAVAILABLE, NULL, 0, NULL);
+}
+
+/* Plain listener: preview requests (and active custom domains) go to https on the same host and path. */
 static int on_req_redirect(h2o_handler_t *_self, h2o_req_t *req)
 {
     redirect_handler_t *self = (void *)_self;
+    redirect_context_t *rc = h2o_context_get_handler_context(req->conn->ctx, _self);
     gw_host_t host;
+    char custom_host[GW_DOMAIN_HOST_MAX + 1];
+    int kind;
 
-    if (preview_host(req, &self->conf, h2o_context_get_handler_context(req->conn->ctx, _self), &host, NULL) == 0)
+    if ((kind = preview_host(req, &self->conf, rc->metrics, &host, rc->domains != NULL ? custom_host : NULL)) == 0)
         return 0;
-
-    /* The host is a valid preview name (so it is safe to reflect): the same
-     * host, lowercased, with the https port ("OPTIONS *" goes to the root). */
-    h2o_iovec_t url = gw_redirect_url(&req->pool, gw_host_strip_port(req->authority), self->conf.https_port, req->path);
-    gw_redirect_send(req, 308, "Permanent Redirect", url);
+    if (kind == 2) {
+        redirect_pending_t *p = h2o_mem_alloc_shared(&req->pool, sizeof(*p), on_redirect_pending_dispose);
+        p->req = req;
+        p->https_port = self->conf.https_port;
+        memcpy(p->host, custom_host, sizeof(p->host));
+        p->lookup = gw_domain_store_lookup(rc->domains, p->host, on_redirect_domain, p);
+        return 0;
+    }
+    /* the host is a valid preview name, so it is safe to reflect */
+    redirect_to_https(req, gw_host_strip_port(req->authority), self->conf.https_port);
     return 0;
 }
 
@@ -858,19 +907,34 @@ void gw_pipeline_attach(gw_pipeline_t *p, h2o_context_t *ctx, const gw_pipeline_
     pc->thread = *thread;
 }
 
-/* The redirect handler's per-context state is its worker's counters (nothing to free). */
+/* The redirect handler's per-context state: its worker's counters and custom domains. */
 static void on_redirect_context_init(h2o_handler_t *_self, h2o_context_t *ctx)
 {
     redirect_handler_t *self = (void *)_self;
+    redirect_context_t *rc = h2o_mem_alloc(sizeof(*rc));
 
-    h2o_context_set_handler_context(ctx, _self, gw_metrics_worker_of(self->conf.metrics, ctx));
+    *rc = (redirect_context_t){.metrics = gw_metrics_worker_of(self->conf.metrics, ctx)};
+    h2o_context_set_handler_context(ctx, _self, rc);
 }
 
-void gw_pipeline_register_redirect(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf)
+static void on_redirect_context_dispose(h2o_handler_t *self, h2o_context_t *ctx)
+{
+    free(h2o_context_get_handler_context(ctx, self));
+}
+
+gw_pipeline_redirect_t *gw_pipeline_register_redirect(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf)
 {
     redirect_handler_t *self = (void *)h2o_create_handler(pathconf, sizeof(*self));
 
     self->super.on_context_init = on_redirect_context_init;
+    self->super.on_context_dispose = on_redirect_context_dispose;
     self->super.on_req = on_req_redirect;
     self->conf = *conf;
+    return self;
+}
+
+void gw_pipeline_attach_redirect(gw_pipeline_redirect_t *r, h2o_context_t *ctx, gw_domain_store_t *domains)
+{
+    redirect_context_t *rc = h2o_context_get_handler_context(ctx, &r->super);
+    rc->domains = domains;
 }

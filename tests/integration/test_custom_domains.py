@@ -264,6 +264,18 @@ def test_egress_is_metered_under_the_sandbox(dgw, curl_runner, redis, site):
     gwtest.wait_for(lambda: int(redis.cmd("GET", key) or 0) >= before + 50000, 15, what="egress billed")
 
 
+def test_plain_listener_redirects_active_custom_domains_to_https(dgw, curl_runner, redis, site):
+    r = get(curl_runner, dgw, site.host.upper(), "/page?a=1", port=dgw.plain_port)
+    assert r.status == 308, r
+    assert r.headers["location"] == "https://%s:%d/page?a=1" % (site.host, dgw.tls_port)
+    # not active, or unknown: no redirect to reflect
+    pending = new_host()
+    write_domain(redis, pending, site.id, site.port, state="pending")
+    for host in (pending, new_host()):
+        r = get(curl_runner, dgw, host, "/", port=dgw.plain_port)
+        assert (r.status, r.error_code()) == (404, "unknown_host"), r
+
+
 # --- ACME HTTP-01 --------------------------------------------------------------
 
 
