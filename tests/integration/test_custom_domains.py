@@ -37,7 +37,10 @@ def dgw(workdir, certs, redis):
         f.write(ref.keys_text(dict([LINK_KEY])))
     os.chmod(keys, 0o600)
     g = gwtest.Gateway(d, certs, redis.port, name="gw-domains",
-                       overrides={"auth": {"link_keys_file": keys, "public_warning": True}})
+                       overrides={"auth": {"link_keys_file": keys, "public_warning": True},
+                                  # "not served" remembered long enough that a loaded machine's slow curls stay
+                                  # within it (the default is 1 s); publishes still end it at once
+                                  "routing": {"negative_ttl_ms": 60000}})
     cfg = g.config()
     g.trusted_port = gwtest.free_port()
     # the base plain listener stays untrusted (it redirects), a third one is trusted
