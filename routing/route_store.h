@@ -60,6 +60,10 @@ typedef struct st_gw_route_store_conf_t {
     void *lifecycle_data;
     gw_route_invalidate_cb on_invalidate; /* NULL: none */
     void *invalidate_data;
+    /* a message holding ':' ("domain:<host>", "cert:<name>": not a sandbox id) goes here as is, and nowhere
+     * else; NULL: ignored */
+    void (*on_other_message)(void *data, const char *payload, size_t len);
+    void *other_message_data;
 } gw_route_store_conf_t;
 
 typedef enum {

@@ -14,7 +14,7 @@ GW_DEB_BUILD_PACKAGES=(
 GW_DEB_PACKAGES=(
     "${GW_DEB_BUILD_PACKAGES[@]}" check
     redis-server redis-sentinel redis-tools curl nghttp2-client openssl
-    python3-pytest python3-h2 python3-websockets python3-yaml
+    python3-pytest python3-h2 python3-websockets python3-yaml python3-cryptography
     clang libclang-rt-14-dev clang-format
 )
 
