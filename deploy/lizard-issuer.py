@@ -20,9 +20,10 @@ renewal asked for by hand), the issuer:
      the CA's GET http://<host>/.well-known/acme-challenge/<token> reaches
      any gateway (the customer's CNAME points at the fleet), which answers it
      from Redis; the cleanup hook DELetes it;
-  2. seals the private key for the gateways (AES-256-GCM under the 64 hex
-     digits of $<--sealed-key-env>, the record's name as associated data:
-     v1.<base64url nonce>.<base64url ciphertext+tag>);
+  2. seals the private key for the gateways with deploy/lizard_seal.py
+     (AES-256-GCM under the 64 hex digits of $<--sealed-key-env>, the
+     record's name as associated data: v1.<base64url nonce>.<base64url
+     ciphertext+tag>);
   3. HSETs <prefix>cert:{<name>} chain <PEM, leaf first> key <sealed>
      not_after <unix s>, PUBLISHes cert:<name> on <prefix>routes;
   4. sets the domain `active`, PUBLISHes domain:<host>;
@@ -48,7 +49,6 @@ stderr. SIGTERM/SIGINT stop it between issuances.
 """
 
 import argparse
-import base64
 import calendar
 import importlib.util
 import os
@@ -60,9 +60,10 @@ import threading
 import time
 
 from cryptography import x509
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from lizard_seal import seal  # noqa: E402  (deploy/lizard_seal.py: the one sealing of the project)
 
 
 def _load_resp():
@@ -78,19 +79,6 @@ Resp = _load_resp()
 
 def log(msg):
     print("lizard-issuer: %s" % msg, file=sys.stderr, flush=True)
-
-
-def b64url(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def seal(key_hex, name, plaintext):
-    """CONTRACT.md's sealed key: v1.<b64url nonce>.<b64url ct+tag>, AAD = the record's name."""
-    key = bytes.fromhex(key_hex)
-    if len(key) != 32:
-        raise ValueError("the sealing key must be 64 hex digits")
-    nonce = os.urandom(12)
-    return "v1.%s.%s" % (b64url(nonce), b64url(AESGCM(key).encrypt(nonce, plaintext, name.encode())))
 
 
 # --- certbot's hooks -----------------------------------------------------------

@@ -226,6 +226,7 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     s->metrics.access_log = s->access_log;
     s->metrics.cookie_keys = s->cookie_keys;
     s->metrics.link_keys = s->link_keys;
+    s->metrics.dyncert = gw_tls_dynamic(tls);
 
     s->workers = alloc_zeroed(s->num_workers * sizeof(*s->workers));
     for (w = 0; w != s->num_workers; ++w) {
@@ -422,14 +423,19 @@ static void on_route_invalidate(void *data, const char *sandbox_id)
     gw_wake_on_publish(w->wake, sandbox_id);
     if (sandbox_id == NULL)
         gw_domain_store_flush(w->domains);
+    if (sandbox_id == NULL && w->cert_fetch != NULL) /* messages may have been lost: custom certificates are confirmed again */
+        gw_cert_fetch_on_publish(w->cert_fetch, NULL, 0);
 }
 
-/* A message on <prefix>routes that names no sandbox: "domain:<host>" evicts a custom domain. */
+/* A message on <prefix>routes that names no sandbox: "domain:<host>" evicts a custom domain (its route) and,
+ * with "cert:<name>", custom-domain certificates. */
 static void on_route_other_message(void *data, const char *payload, size_t len)
 {
     gw_worker_t *w = data;
 
     gw_domain_store_on_message(w->domains, payload, len);
+    if (w->cert_fetch != NULL)
+        gw_cert_fetch_on_publish(w->cert_fetch, payload, len);
 }
 
 /* Every metering.flush_interval_ms: this worker's counts go to the shared
@@ -499,6 +505,8 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
                                     .counters = &s->metrics.workers[w->index].domains,
                                     .routes = w->routes};
     w->domains = gw_domain_store_new(loop, w->redis, &dconf); /* never NULL */
+    if (gw_tls_dynamic(s->tls) != NULL) /* custom-domain certificates are fetched on this loop, with this connection */
+        w->cert_fetch = gw_cert_fetch_new(loop, w->redis, gw_tls_dynamic(s->tls));
     gw_revocation_set_routes(w->revocation, w->routes);
     gw_wake_conf_t wconf = {.prefix = conf->redis.prefix,
                             .instance_id = conf->instance_id,

@@ -20,6 +20,7 @@
 #include "upstream/proxy.h"
 #include "routing/route_store.h"
 #include "routing/wake.h"
+#include "tls/dyncert.h"
 
 /* The largest exposition /metrics renders: far above any real one (about
  * 7 KiB plus 100 bytes per worker); over it /metrics answers 500, never a
@@ -60,6 +61,7 @@ typedef struct st_gw_metrics_t {
     gw_access_log_t *access_log;
     gw_cookie_keys_t *cookie_keys;
     gw_link_keys_t *link_keys;
+    gw_dyncert_t *dyncert; /* custom-domain certificates (tls/dyncert.h) */
 } gw_metrics_t;
 
 /* Zeroes m and allocates its per-worker blocks, zeroed (aborts on out of memory). */

@@ -13,21 +13,24 @@ the test flaky). PEBBLE_VA_ALWAYS_VALID is NOT set: every challenge is
 really fetched from the gateway. Real gateway, redis-server, pebble,
 pebble-challtestsrv, certbot, upstream.py."""
 
-import base64
 import json
 import os
 import secrets
+import shutil
 import ssl
 import subprocess
+import sys
 import time
 import urllib.request
 
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 import gwtest
+
+sys.path.insert(0, os.path.join(gwtest.REPO, "deploy"))
+import lizard_seal  # noqa: E402
 
 ISSUER = os.path.join(gwtest.REPO, "deploy", "lizard-issuer.py")
 SEALED_KEY = secrets.token_hex(32)
@@ -71,7 +74,7 @@ def acme(workdir, certs, redis):
 
     a = A()
     a.dir = d
-    gw = gwtest.Gateway(d, certs, redis.port, name="gw-acme")
+    gw = gwtest.Gateway(d, certs, redis.port, name="gw-acme", overrides={"tls": {"sealed_key_env": "LIZARD_SEALED_KEY"}})
     gw.env_extra = {"LIZARD_SEALED_KEY": SEALED_KEY}
     a.gw = gw
     env_of = gw.env
@@ -125,11 +128,7 @@ def pebble_root(a):
 
 
 def unseal(sealed, name):
-    v, nonce, ct = sealed.split(".")
-    assert v == "v1"
-    pad = lambda s: s + "=" * (-len(s) % 4)  # noqa: E731
-    return AESGCM(bytes.fromhex(SEALED_KEY)).decrypt(base64.urlsafe_b64decode(pad(nonce)),
-                                                     base64.urlsafe_b64decode(pad(ct)), name.encode())
+    return lizard_seal.unseal(SEALED_KEY, name, sealed)
 
 
 def hgetall(redis, key):
@@ -182,9 +181,59 @@ def test_pending_domain_is_issued_over_http01_and_activated(acme, redis, upstrea
     assert redis.cmd("KEYS", "lizard:acme:*") == []
     due = float(redis.cmd("ZSCORE", "lizard:issuer:renew", host))
     assert due == int(rec["not_after"]) - 30 * 86400
-    # the domain now routes (through the plain listener's ACME-free path it is still a redirect target only;
-    # the trusted path is covered in test_custom_domains.py)
     acme.host, acme.name, acme.sid, acme.token = host, name, sid, token
+
+
+# --- served by the gateway (the TLS side: tls/dyncert.c) ------------------------
+
+
+def test_issued_certificate_is_served_for_the_custom_host(acme, redis, tmp_path):
+    """curl with only pebble's root trusted, over the gateway's TLS listener with
+    SNI = the custom host: the handshake presents the issued certificate, and the
+    token reaches the sandbox."""
+    host, gw = acme.host, acme.gw
+    root = os.path.join(acme.dir, "root.pem")
+    curl = gwtest.Curl(str(tmp_path / "curl"), root)
+    url = "https://%s:%d" % (host, gw.tls_port)
+    r = curl.request(url + "/echo", resolve=["%s:%d:127.0.0.1" % (host, gw.tls_port)],
+                     headers={"X-Lizard-Access-Token": acme.token})
+    assert r.status == 200, r
+    headers = {k.lower(): v for k, v in r.json()["headers"]}
+    assert headers["x-forwarded-host"] == "%s:%d" % (host, gw.tls_port)
+    assert "x-lizard-access-token" not in headers
+    # the test CA of the preview certificate is not what signed it: the default certificate is not served
+    with pytest.raises(gwtest.CurlError):
+        gwtest.Curl(str(tmp_path / "curl2"), acme.tls_ca).request(url + "/echo",
+                                                                  resolve=["%s:%d:127.0.0.1" % (host, gw.tls_port)])
+
+
+def test_chromium_opens_the_custom_host_with_lizard_token(acme, tmp_path):
+    """Chromium trusting only pebble's root (an NSS database under $HOME, no
+    certificate error ignored) opens https://<custom host>/?lizard_token=: the
+    302 sets the gateway's cookie for that host alone (host-only), and the
+    redirected page is the sandbox's."""
+    import test_browser_e2e as be  # its Chromium driver (browser/e2e.js) and NSS helper
+
+    if not os.access(be.CHROMIUM, os.X_OK):
+        pytest.fail("%s is missing (apt-get install chromium)" % be.CHROMIUM, pytrace=False)
+    env = {"node": shutil.which("node"), "chromium": be.CHROMIUM}
+    host, gw = acme.host, acme.gw
+    home = str(tmp_path / "home")
+    be._nssdb_trusting(home, os.path.join(acme.dir, "root.pem"))
+    url = "https://%s:%d/?lizard_token=%s" % (host, gw.tls_port, acme.token)
+    out = be.run_browser(env, tmp_path, "load", None, None, urls=[url], resolverRules="MAP %s 127.0.0.1" % host,
+                         browserEnv={"HOME": home})
+    assert not out.get("error"), out
+    (load,) = out["loads"]
+    assert not load.get("error"), load
+    assert load["landed_url"] == "https://%s:%d/" % (host, gw.tls_port), load
+    assert '"upstream": true' in load["text"], load
+    cookies = [c for c in out["cookies"] if c["name"] == "__Host-lizard_access"]
+    assert len(cookies) == 1, out["cookies"]
+    # host-only: the cookie's domain is the host itself, without a leading dot
+    assert cookies[0]["domain"] == host and cookies[0]["secure"] and cookies[0]["httpOnly"], cookies
+    redirects = [r for r in out["responses"] if r["status"] == 302]
+    assert redirects and "domain=" not in (redirects[0]["set_cookie"] or "").lower(), out["responses"]
 
 
 def test_due_renewal_is_issued_again(acme, redis):
@@ -195,3 +244,15 @@ def test_due_renewal_is_issued_again(acme, redis):
                     what="renewal")
     assert redis.cmd("HGET", "lizard:domain:{%s}" % host, "state") == b"active"
     assert float(redis.cmd("ZSCORE", "lizard:issuer:renew", host)) > time.time()
+    # the publish of cert:<name> makes new handshakes present the renewed certificate
+    new_leaf = x509.load_pem_x509_certificate(redis.cmd("HGET", "lizard:cert:{%s}" % name, "chain"))
+    gwtest.wait_for(lambda: served_serial(acme, host) == new_leaf.serial_number, 15, what="renewed certificate served")
+
+
+def served_serial(a, host):
+    ctx = ssl.create_default_context(cafile=os.path.join(a.dir, "root.pem"))
+    import socket
+
+    with socket.create_connection(("127.0.0.1", a.gw.tls_port), timeout=10) as sock:
+        with ctx.wrap_socket(sock, server_hostname=host) as tls:
+            return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
