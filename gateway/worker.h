@@ -81,7 +81,7 @@ struct st_gw_worker_t {
     gw_redis_t *redis;
     gw_redis_t *routes_sub; /* SUBSCRIBEd to <prefix>routes for the route cache */
     gw_route_store_t *routes;
-    gw_domain_store_t *domains; /* custom domains, kept in step by the route store's subscription */
+    gw_domain_store_t *domains;  /* custom domains, kept in step by the route store's subscription */
     gw_cert_fetch_t *cert_fetch; /* NULL without custom-domain certificates */
     gw_proxy_t *proxy;
     gw_revocation_t *revocation; /* the proxy's open exchanges and tunnels by sandbox, rechecked on publishes */
