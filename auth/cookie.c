@@ -15,35 +15,22 @@
 #include <openssl/hmac.h>
 #include <h2o/string_.h>
 #include "auth/cookie.h"
+#include "common/sandbox_id.h"
 
 #define COOKIE_VERSION "v1"
 #define LINK_COOKIE_VERSION "l1" /* same length as COOKIE_VERSION */
-/* sandbox ids are 1-56 characters by contract; leave a little room */
-#define MAX_SANDBOX_LEN 64
 #define MAX_PORT_DIGITS 5
 #define MAX_EXPIRES_DIGITS 20
 /* base64url of 32 bytes without padding */
 #define SIG_LEN 43
 /* the longest well-formed value: "v1." sandbox "." port "." expires "." sig */
-#define MAX_VALUE_LEN (sizeof(COOKIE_VERSION) + MAX_SANDBOX_LEN + 1 + MAX_PORT_DIGITS + 1 + MAX_EXPIRES_DIGITS + 1 + SIG_LEN)
+#define MAX_VALUE_LEN (sizeof(COOKIE_VERSION) + GW_SANDBOX_ID_MAX + 1 + MAX_PORT_DIGITS + 1 + MAX_EXPIRES_DIGITS + 1 + SIG_LEN)
 /* token_sha256 is 64 hex digits by contract; anything longer is not signed */
 #define MAX_TOKEN_HASH_LEN 128
 
 static int is_base64url(int c)
 {
     return ('A' <= c && c <= 'Z') || ('a' <= c && c <= 'z') || ('0' <= c && c <= '9') || c == '-' || c == '_';
-}
-
-static int is_valid_sandbox(const char *s, size_t len)
-{
-    size_t i;
-
-    if (len == 0 || len > MAX_SANDBOX_LEN)
-        return 0;
-    for (i = 0; i != len; ++i)
-        if (!is_base64url((unsigned char)s[i]))
-            return 0;
-    return 1;
 }
 
 /* Computes the signature (SIG_LEN base64url characters + NUL) of `payload`
@@ -93,7 +80,7 @@ static h2o_iovec_t sign_as(h2o_mem_pool_t *pool, const char *version, const gw_c
     int payload_len;
     char *out;
 
-    if (sandbox_id == NULL || !is_valid_sandbox(sandbox_id, strlen(sandbox_id)))
+    if (sandbox_id == NULL || !gw_sandbox_id_valid(sandbox_id, strlen(sandbox_id)))
         return h2o_iovec_init(NULL, 0);
     payload_len = snprintf(payload, sizeof(payload), "%s.%s.%u.%" PRIu64, version, sandbox_id, (unsigned)port, expires_at);
     if (payload_len < 0 || (size_t)payload_len >= sizeof(payload))
@@ -176,7 +163,7 @@ static int parse_value(h2o_iovec_t value, const char *fields[5], size_t lens[5],
     if (!(lens[0] == sizeof(COOKIE_VERSION) - 1 &&
           (memcmp(fields[0], COOKIE_VERSION, lens[0]) == 0 || memcmp(fields[0], LINK_COOKIE_VERSION, lens[0]) == 0)))
         return -1;
-    if (!is_valid_sandbox(fields[1], lens[1]))
+    if (!gw_sandbox_id_valid(fields[1], lens[1]))
         return -1;
     if (parse_decimal(fields[2], lens[2], MAX_PORT_DIGITS, UINT16_MAX, cookie_port) != 0 ||
         parse_decimal(fields[3], lens[3], MAX_EXPIRES_DIGITS, UINT64_MAX, cookie_expires) != 0)

@@ -1,12 +1,9 @@
 /*
- * The live cookie secrets: a set swapped whole under a write lock, read by
- * the workers under a read lock held only for one HMAC. The file is read
- * and checked before the lock is taken, so a reload never stalls requests
- * on I/O and a bad file never replaces a good set. The file's reader is
+ * The live cookie secrets: a gw_live_keys_t of gw_cookie_secret_t, read by
+ * the workers under its read lock for one HMAC and swapped whole on reload
+ * (the lifetime rule is at the lock, auth/live_keys.h). The file's reader is
  * here too: the config reads the same file with the same rules at load.
  */
-#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,17 +12,14 @@
 #include <openssl/crypto.h>
 #include <h2o/string_.h>
 #include "auth/cookie_keys.h"
+#include "auth/live_keys.h"
 #include "common/secret_file.h"
 #include "common/errfmt.h"
 
 #define MAX_SECRETS_FILE_SIZE (64 * 1024)
 
 struct st_gw_cookie_keys_t {
-    pthread_rwlock_t lock;
-    char *file; /* NULL: the set is fixed (environment, or no cookies) */
-    /* guarded by lock */
-    gw_cookie_secret_t *secrets;
-    size_t num_secrets;
+    gw_live_keys_t live; /* of gw_cookie_secret_t */
 };
 
 /* A message without any prefix: the caller says where the file comes from
@@ -109,19 +103,27 @@ static gw_cookie_secret_t *copy_secrets(const gw_cookie_secret_t *src, size_t nu
     return dst;
 }
 
+static void free_secrets(void *list, size_t num)
+{
+    gw_cookie_secrets_free(list, num);
+}
+
+static int load_secrets(const char *file, void **list, size_t *num, char **err)
+{
+    gw_cookie_secret_t *secrets;
+
+    if (gw_cookie_secrets_read_file(file, &secrets, num, err) != 0)
+        return -1;
+    *list = secrets;
+    return 0;
+}
+
 gw_cookie_keys_t *gw_cookie_keys_new(const gw_cookie_keys_config_t *config)
 {
     gw_cookie_keys_t *keys = h2o_mem_alloc(sizeof(*keys));
-    pthread_rwlockattr_t attr;
 
-    *keys = (gw_cookie_keys_t){.file = config->file != NULL ? h2o_strdup(NULL, config->file, SIZE_MAX).base : NULL,
-                               .secrets = copy_secrets(config->secrets, config->num_secrets),
-                               .num_secrets = config->num_secrets};
-    /* a steady stream of readers (every cookie request) must not starve a reload */
-    pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&keys->lock, &attr);
-    pthread_rwlockattr_destroy(&attr);
+    gw_live_keys_init(&keys->live, config->file, copy_secrets(config->secrets, config->num_secrets), config->num_secrets,
+                      free_secrets);
     return keys;
 }
 
@@ -129,99 +131,78 @@ void gw_cookie_keys_free(gw_cookie_keys_t *keys)
 {
     if (keys == NULL)
         return;
-    pthread_rwlock_destroy(&keys->lock);
-    gw_cookie_secrets_free(keys->secrets, keys->num_secrets);
-    free(keys->file);
+    gw_live_keys_dispose(&keys->live);
     free(keys);
 }
 
 size_t gw_cookie_keys_count(gw_cookie_keys_t *keys)
 {
-    size_t n;
-
-    pthread_rwlock_rdlock(&keys->lock);
-    n = keys->num_secrets;
-    pthread_rwlock_unlock(&keys->lock);
-    return n;
+    return gw_live_keys_count(&keys->live);
 }
 
 const char *gw_cookie_keys_file(gw_cookie_keys_t *keys)
 {
-    return keys->file;
+    return gw_live_keys_file(&keys->live);
+}
+
+/* The signing secret (the first), with the read lock held: NULL when there
+ * is none. Either way gw_live_keys_read_end follows. */
+static const gw_cookie_secret_t *signer_begin(gw_cookie_keys_t *keys)
+{
+    size_t num;
+    const gw_cookie_secret_t *secrets = gw_live_keys_read_begin(&keys->live, &num);
+
+    return num != 0 ? &secrets[0] : NULL;
 }
 
 int gw_cookie_keys_sign(gw_cookie_keys_t *keys, h2o_mem_pool_t *pool, const char *sandbox_id, uint16_t port, uint64_t expires_at,
                         const char *token_sha256_hex, h2o_iovec_t *value)
 {
-    int ret = -1;
+    const gw_cookie_secret_t *secret = signer_begin(keys);
 
-    pthread_rwlock_rdlock(&keys->lock);
-    if (keys->num_secrets != 0) {
-        /* the value is copied into `pool`: nothing of the set escapes the lock */
-        *value = gw_cookie_sign(pool, &keys->secrets[0], sandbox_id, port, expires_at, token_sha256_hex);
-        ret = 0;
-    }
-    pthread_rwlock_unlock(&keys->lock);
-    return ret;
+    /* the value is copied into `pool`: nothing of the set escapes the lock */
+    if (secret != NULL)
+        *value = gw_cookie_sign(pool, secret, sandbox_id, port, expires_at, token_sha256_hex);
+    gw_live_keys_read_end(&keys->live);
+    return secret != NULL ? 0 : -1;
 }
 
 gw_cookie_result_t gw_cookie_keys_verify(gw_cookie_keys_t *keys, h2o_iovec_t value, const char *sandbox_id, uint16_t port,
                                          uint64_t now, const char *token_sha256_hex)
 {
-    gw_cookie_result_t result = GW_COOKIE_BAD_SIGNATURE;
+    size_t num;
+    const gw_cookie_secret_t *secrets = gw_live_keys_read_begin(&keys->live, &num);
+    gw_cookie_result_t result =
+        num != 0 ? gw_cookie_verify(value, secrets, num, sandbox_id, port, now, token_sha256_hex) : GW_COOKIE_BAD_SIGNATURE;
 
-    pthread_rwlock_rdlock(&keys->lock);
-    if (keys->num_secrets != 0)
-        result = gw_cookie_verify(value, keys->secrets, keys->num_secrets, sandbox_id, port, now, token_sha256_hex);
-    pthread_rwlock_unlock(&keys->lock);
+    gw_live_keys_read_end(&keys->live);
     return result;
 }
 
 int gw_cookie_keys_sign_link(gw_cookie_keys_t *keys, h2o_mem_pool_t *pool, const char *sandbox_id, uint16_t port,
                              uint64_t expires_at, uint64_t link_epoch, h2o_iovec_t *value)
 {
-    int ret = -1;
+    const gw_cookie_secret_t *secret = signer_begin(keys);
 
-    pthread_rwlock_rdlock(&keys->lock);
-    if (keys->num_secrets != 0) {
-        *value = gw_cookie_sign_link(pool, &keys->secrets[0], sandbox_id, port, expires_at, link_epoch);
-        ret = 0;
-    }
-    pthread_rwlock_unlock(&keys->lock);
-    return ret;
+    if (secret != NULL)
+        *value = gw_cookie_sign_link(pool, secret, sandbox_id, port, expires_at, link_epoch);
+    gw_live_keys_read_end(&keys->live);
+    return secret != NULL ? 0 : -1;
 }
 
 gw_cookie_result_t gw_cookie_keys_verify_link(gw_cookie_keys_t *keys, h2o_iovec_t value, const char *sandbox_id, uint16_t port,
                                               uint64_t now, uint64_t link_epoch)
 {
-    gw_cookie_result_t result = GW_COOKIE_BAD_SIGNATURE;
+    size_t num;
+    const gw_cookie_secret_t *secrets = gw_live_keys_read_begin(&keys->live, &num);
+    gw_cookie_result_t result =
+        num != 0 ? gw_cookie_verify_link(value, secrets, num, sandbox_id, port, now, link_epoch) : GW_COOKIE_BAD_SIGNATURE;
 
-    pthread_rwlock_rdlock(&keys->lock);
-    if (keys->num_secrets != 0)
-        result = gw_cookie_verify_link(value, keys->secrets, keys->num_secrets, sandbox_id, port, now, link_epoch);
-    pthread_rwlock_unlock(&keys->lock);
+    gw_live_keys_read_end(&keys->live);
     return result;
 }
 
 int gw_cookie_keys_reload(gw_cookie_keys_t *keys, char **err)
 {
-    gw_cookie_secret_t *fresh, *old;
-    size_t num_fresh, num_old;
-
-    *err = NULL;
-    if (keys->file == NULL)
-        return 0; /* from the environment: nothing can have changed */
-    if (gw_cookie_secrets_read_file(keys->file, &fresh, &num_fresh, err) != 0)
-        return -1; /* the current set stays */
-
-    pthread_rwlock_wrlock(&keys->lock);
-    old = keys->secrets;
-    num_old = keys->num_secrets;
-    keys->secrets = fresh;
-    keys->num_secrets = num_fresh;
-    pthread_rwlock_unlock(&keys->lock);
-
-    /* no reader can hold the old set now: readers only use it under the lock */
-    gw_cookie_secrets_free(old, num_old);
-    return 0;
+    return gw_live_keys_reload(&keys->live, load_secrets, err);
 }

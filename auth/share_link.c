@@ -17,14 +17,14 @@
 #include <h2o/string_.h>
 #include "auth/share_link.h"
 #include "common/errfmt.h"
+#include "common/sandbox_id.h"
 #include "common/secret_file.h"
 
 #define PREFIX_LEN (sizeof(GW_SHARE_LINK_PREFIX) - 1)
-#define SANDBOX_MAX 56
 /* base64url of 32 bytes without padding */
 #define SIG_LEN 43
 /* "<sandbox 56>|<port 5>|<exp 20>|<epoch 20>|<kid 64>" */
-#define PAYLOAD_MAX (SANDBOX_MAX + 1 + 5 + 1 + 20 + 1 + 20 + 1 + GW_LINK_KID_MAX)
+#define PAYLOAD_MAX (GW_SANDBOX_ID_MAX + 1 + 5 + 1 + 20 + 1 + 20 + 1 + GW_LINK_KID_MAX)
 #define ENCODED_PAYLOAD_MAX ((PAYLOAD_MAX * 4 + 2) / 3)
 #define TOKEN_MAX (PREFIX_LEN + ENCODED_PAYLOAD_MAX + 1 + SIG_LEN)
 
@@ -177,18 +177,6 @@ static int compute_sig(const gw_link_key_t *key, const char *signed_input, size_
     return 0;
 }
 
-static int is_sandbox_id(const char *s, size_t len)
-{
-    size_t i;
-
-    if (len == 0 || len > SANDBOX_MAX)
-        return 0;
-    for (i = 0; i != len; ++i)
-        if (!(('a' <= s[i] && s[i] <= 'z') || ('0' <= s[i] && s[i] <= '9')))
-            return 0;
-    return 1;
-}
-
 h2o_iovec_t gw_share_link_sign(h2o_mem_pool_t *pool, const gw_link_key_t *key, const char *sandbox_id, uint16_t port,
                                uint64_t expires_at, uint64_t epoch)
 {
@@ -196,7 +184,7 @@ h2o_iovec_t gw_share_link_sign(h2o_mem_pool_t *pool, const gw_link_key_t *key, c
     size_t encoded_len;
     int payload_len;
 
-    if (sandbox_id == NULL || !is_sandbox_id(sandbox_id, strlen(sandbox_id)) || port == 0)
+    if (sandbox_id == NULL || !gw_sandbox_id_valid(sandbox_id, strlen(sandbox_id)) || port == 0)
         return h2o_iovec_init(NULL, 0);
     payload_len = snprintf(payload, sizeof(payload), "%s|%u|%" PRIu64 "|%" PRIu64 "|%s", sandbox_id, (unsigned)port, expires_at,
                            epoch, key->kid);
@@ -249,7 +237,7 @@ static int read_fields(const h2o_iovec_t fields[5], gw_share_link_t *link)
     uint64_t port;
     size_t i;
 
-    if (!is_sandbox_id(fields[0].base, fields[0].len))
+    if (!gw_sandbox_id_valid(fields[0].base, fields[0].len))
         return -1;
     if (parse_uint(fields[1].base, fields[1].len, UINT16_MAX, &port) != 0 || port == 0)
         return -1;

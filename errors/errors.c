@@ -297,79 +297,67 @@ static void sb_puts(sb_t *sb, const char *s)
     sb_append(sb, s, strlen(s));
 }
 
-/* Appends s escaped for HTML text and attribute values, or for the inside of
- * a JSON string. Invalid UTF-8 becomes U+FFFD. */
-static void sb_escape(sb_t *sb, const char *s, size_t len, int html)
+/* Appends s escaped for HTML text and attribute values: h2o_htmlescape's
+ * entities, and &#xFFFD; for what is not well-formed UTF-8 and for control
+ * characters other than tab and newline (so the page always is). */
+static void sb_escape_html(sb_t *sb, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len, *run = p;
+    h2o_mem_pool_t pool;
+
+    h2o_mem_init_pool(&pool);
+    for (;; ++p) {
+        size_t n = p < end ? gw_utf8_char_len(p, end - p) : 0;
+        if (n > 1) {
+            p += n - 1;
+            continue;
+        }
+        if (n == 1 && (*p >= 0x20 || *p == '\t' || *p == '\n'))
+            continue;
+        /* *p ends a run of text: p == end, or a byte replaced by U+FFFD */
+        h2o_iovec_t escaped = h2o_htmlescape(&pool, (const char *)run, p - run);
+        sb_append(sb, escaped.base, escaped.len);
+        if (p == end)
+            break;
+        sb_puts(sb, "&#xFFFD;");
+        run = p + 1;
+    }
+    h2o_mem_clear_pool(&pool);
+}
+
+/* what JSON escapes with a letter, and the letter */
+static const char JSON_SHORTHANDS[] = "\"\\\n\r\t", JSON_SHORTHAND_LETTERS[] = "\"\\nrt";
+
+/* Appends s escaped for the inside of a JSON string; invalid UTF-8 becomes
+ * \ufffd. Written here: libh2o 2.2.5 has no public JSON escaper (its access
+ * log's is static in logconf.c), and jansson's writes \b and \f and leaves
+ * <, > and & as they are, which would change the bodies of the contract. */
+static void sb_escape_json(sb_t *sb, const char *s, size_t len)
 {
     const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    char tmp[8];
 
-    while (p < end) {
+    for (; p < end; ++p) {
         size_t n = gw_utf8_char_len(p, end - p); /* 0: not well-formed, so escaped output always is */
-        char tmp[8];
         if (n == 0) {
-            sb_puts(sb, html ? "&#xFFFD;" : "\\ufffd");
-            ++p;
+            sb_puts(sb, "\\ufffd");
             continue;
         }
         if (n > 1) {
             sb_append(sb, (const char *)p, n);
-            p += n;
+            p += n - 1;
             continue;
         }
-        if (html) {
-            switch (*p) {
-            case '<':
-                sb_puts(sb, "&lt;");
-                break;
-            case '>':
-                sb_puts(sb, "&gt;");
-                break;
-            case '&':
-                sb_puts(sb, "&amp;");
-                break;
-            case '"':
-                sb_puts(sb, "&quot;");
-                break;
-            case '\'':
-                sb_puts(sb, "&#39;");
-                break;
-            default:
-                if (*p < 0x20 && *p != '\t' && *p != '\n') {
-                    sb_puts(sb, "&#xFFFD;");
-                } else {
-                    sb_append(sb, (const char *)p, 1);
-                }
-                break;
-            }
+        const char *shorthand = *p != '\0' ? strchr(JSON_SHORTHANDS, *p) : NULL;
+        if (shorthand != NULL) {
+            sb_append(sb, (char[2]){'\\', JSON_SHORTHAND_LETTERS[shorthand - JSON_SHORTHANDS]}, 2);
+        } else if (*p < 0x20 || *p == '<' || *p == '>' || *p == '&' || *p == 0x7f) {
+            /* <, > and & too: a JSON body must never look like markup to a sniffing client */
+            snprintf(tmp, sizeof(tmp), "\\u%04x", *p);
+            sb_puts(sb, tmp);
         } else {
-            switch (*p) {
-            case '"':
-                sb_puts(sb, "\\\"");
-                break;
-            case '\\':
-                sb_puts(sb, "\\\\");
-                break;
-            case '\n':
-                sb_puts(sb, "\\n");
-                break;
-            case '\r':
-                sb_puts(sb, "\\r");
-                break;
-            case '\t':
-                sb_puts(sb, "\\t");
-                break;
-            default:
-                /* <, > and & too: a JSON body must never look like markup to a sniffing client */
-                if (*p < 0x20 || *p == '<' || *p == '>' || *p == '&' || *p == 0x7f) {
-                    snprintf(tmp, sizeof(tmp), "\\u%04x", *p);
-                    sb_puts(sb, tmp);
-                } else {
-                    sb_append(sb, (const char *)p, 1);
-                }
-                break;
-            }
+            sb_append(sb, (const char *)p, 1);
         }
-        ++p;
     }
 }
 
@@ -431,11 +419,11 @@ static void render_json(sb_t *out, const char *name, const char *message, size_t
     sb_puts(out, "{\"error\":{\"code\":\"");
     sb_puts(out, name);
     sb_puts(out, "\",\"message\":\"");
-    sb_escape(out, message, message_len, 0);
+    sb_escape_json(out, message, message_len);
     sb_puts(out, "\"");
     if (sandbox_id != NULL && sandbox_id[0] != '\0') {
         sb_puts(out, ",\"sandboxId\":\"");
-        sb_escape(out, sandbox_id, bounded_len(sandbox_id), 0);
+        sb_escape_json(out, sandbox_id, bounded_len(sandbox_id));
         sb_puts(out, "\"");
     }
     if (port != 0) {
@@ -469,12 +457,12 @@ static void render_html(sb_t *out, const error_def_t *def, const char *name, con
                  "</style>\n</head>\n<body>\n<main>\n<h1>");
     sb_puts(out, def->title);
     sb_puts(out, "</h1>\n<p>");
-    sb_escape(out, message, message_len, 1);
+    sb_escape_html(out, message, message_len);
     sb_puts(out, "</p>\n<p class=\"next\">");
-    sb_escape(out, hint, hint_len, 1);
+    sb_escape_html(out, hint, hint_len);
     if (tech_len != 0) {
         sb_puts(out, "</p>\n<p class=\"tech\">");
-        sb_escape(out, tech, tech_len, 1);
+        sb_escape_html(out, tech, tech_len);
     }
     sb_puts(out, "</p>\n<p class=\"code\">");
     sb_puts(out, status);

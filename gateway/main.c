@@ -6,7 +6,6 @@
  * SIGUSR1 reopens the access log, SIGTERM/SIGINT drain and exit 0.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <pthread.h>
 #include <openssl/crypto.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 #include "observe/access_log.h"
 #include "config/config.h"
+#include "gateway/cli.h"
 #include "gateway/secret_watch.h"
 #include "gateway/sign_link.h"
 #include "gateway/worker.h"
@@ -234,101 +234,105 @@ static gw_tls_t *load_tls(const gw_config_t *config, char **err)
     return tls;
 }
 
-int main(int argc, char **argv)
+/* The command line of the server (not of sign-link). */
+typedef struct st_args_t {
+    const char *config_path;
+    int check_only;
+} args_t;
+
+static int on_option(void *data, int opt, const char *arg)
+{
+    args_t *args = data;
+
+    (void)arg; /* -t and -v take none */
+    if (opt == 't') {
+        args->check_only = 1;
+        return -1;
+    }
+    /* 'v' */
+    printf("lizard-gateway %s (libh2o %s, %s)\n", GW_VERSION, GW_H2O_VERSION, OpenSSL_version(OPENSSL_VERSION));
+    return 0;
+}
+
+/* Returns -1 to go on with *args, or the exit code. */
+static int parse_args(int argc, char **argv, args_t *args)
 {
     static const struct option longopts[] = {{"config", required_argument, NULL, 'c'},
                                              {"check", no_argument, NULL, 't'},
                                              {"version", no_argument, NULL, 'v'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
-    const char *config_path = NULL;
-    int check_only = 0, opt;
-    gw_config_t *config = NULL;
-    gw_tls_t *tls = NULL;
-    gw_server_t server;
-    char *err = NULL;
-    sigset_t sigs;
-    rlim_t nofile;
-    gw_secret_watch_t *secret_watch;
-    uint64_t reload_at = 0; /* when a change of a secret file is reloaded (ms, CLOCK_MONOTONIC); 0: none pending */
-    int sigfd;
+    int ret;
 
-    if (argc > 1 && strcmp(argv[1], "sign-link") == 0)
-        return gw_sign_link_main(argc - 1, argv + 1);
-    while ((opt = getopt_long(argc, argv, "c:tvh", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'c':
-            config_path = optarg;
-            break;
-        case 't':
-            check_only = 1;
-            break;
-        case 'v':
-            printf("lizard-gateway %s (libh2o %s, %s)\n", GW_VERSION, GW_H2O_VERSION, OpenSSL_version(OPENSSL_VERSION));
-            return 0;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind != argc || config_path == NULL) {
-        fprintf(stderr, "lizard-gateway: %s\n", config_path == NULL ? "-c FILE is required" : "unexpected argument");
+    if ((ret = gw_cli_parse(argc, argv, "c:tvh", longopts, &args->config_path, on_option, usage, args)) != -1)
+        return ret;
+    if (optind != argc || args->config_path == NULL) {
+        fprintf(stderr, "lizard-gateway: %s\n", args->config_path == NULL ? "-c FILE is required" : "unexpected argument");
         usage(stderr);
         return 2;
     }
+    return -1;
+}
 
-    if (gw_config_load(config_path, &config, &err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        free(err);
-        return 1;
-    }
+/* Loads the configuration and the certificates; with --check, checks the
+ * spill file too and says ok. Returns -1 to go on with *config and *tls,
+ * or the exit code (everything freed). */
+static int load(const args_t *args, gw_config_t **config, gw_tls_t **tls)
+{
+    char *err = NULL;
     int needs_tls = 0;
-    for (size_t i = 0; i != config->num_listen; ++i)
-        needs_tls |= config->listen[i].tls;
-    if (needs_tls && (tls = load_tls(config, &err)) == NULL) {
+
+    *tls = NULL;
+    if (gw_config_load(args->config_path, config, &err) != 0) {
         fprintf(stderr, "%s\n", err);
         free(err);
-        gw_config_free(config);
         return 1;
     }
-    if (check_only && gw_metering_check_spill(config->metering.spill_file, config->instance_id, &err) != 0) {
+    for (size_t i = 0; i != (*config)->num_listen; ++i)
+        needs_tls |= (*config)->listen[i].tls;
+    if (needs_tls && (*tls = load_tls(*config, &err)) == NULL) {
+        fprintf(stderr, "%s\n", err);
+        goto Error;
+    }
+    if (!args->check_only)
+        return -1;
+    if (gw_metering_check_spill((*config)->metering.spill_file, (*config)->instance_id, &err) != 0) {
         fprintf(stderr, "config: %s\n", err);
-        free(err);
-        gw_tls_free(tls);
-        gw_config_free(config);
-        return 1;
+        goto Error;
     }
-    if (check_only) {
-        printf("config: %s: ok\n", config_path);
-        gw_tls_free(tls);
-        gw_config_free(config);
-        return 0;
-    }
+    printf("config: %s: ok\n", args->config_path);
+    gw_tls_free(*tls);
+    gw_config_free(*config);
+    return 0;
 
-    /* Workers inherit this mask; signals are taken synchronously below. */
+Error:
+    free(err);
+    gw_tls_free(*tls);
+    gw_config_free(*config);
+    return 1;
+}
+
+/* Blocks the signals main takes synchronously (workers inherit the mask) and returns them in *sigs. */
+static void block_signals(sigset_t *sigs)
+{
     signal(SIGPIPE, SIG_IGN);
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGHUP);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGUSR1);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGHUP);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGINT);
+    sigaddset(sigs, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
+}
 
-    nofile = raise_open_files_limit(config);
-    if (gw_server_init(&server, config, tls, &err) != 0 || gw_server_start(&server, &err) != 0) {
-        fprintf(stderr, "lizard-gateway: %s\n", err);
-        free(err);
-        return 1;
-    }
-    fprintf(stderr, "lizard-gateway %s: %zu workers (%s), %zu listeners, instance %s, open files limit %llu\n", GW_VERSION,
-            server.num_workers, config->workers_from[0] != '\0' ? config->workers_from : "workers in the config",
-            config->num_listen, config->instance_id, (unsigned long long)nofile);
+/* Serves until SIGTERM or SIGINT: SIGHUP and a changed secret file reload,
+ * SIGUSR1 reopens the access log. Returns 0, or 1 when signals cannot be read. */
+static int wait_for_stop(const gw_config_t *config, gw_tls_t *tls, gw_server_t *server, const sigset_t *sigs)
+{
+    gw_secret_watch_t *secret_watch = watch_secrets(config, tls);
+    uint64_t reload_at = 0; /* when a change of a secret file is reloaded (ms, CLOCK_MONOTONIC); 0: none pending */
+    int sigfd;
 
-    secret_watch = watch_secrets(config, tls);
-    if ((sigfd = signalfd(-1, &sigs, SFD_CLOEXEC)) == -1) {
+    if ((sigfd = signalfd(-1, sigs, SFD_CLOEXEC)) == -1) {
         perror("lizard-gateway: signalfd");
         return 1;
     }
@@ -351,40 +355,75 @@ int main(int argc, char **argv)
         if (reload_at != 0 && now_ms() >= reload_at) {
             /* as SIGHUP does: what fails to load keeps the current set and says why */
             fprintf(stderr, "lizard-gateway: a secret file changed, reloading\n");
-            reload(tls, server.cookie_keys);
-            reload_link_keys(server.link_keys);
+            reload(tls, server->cookie_keys);
+            reload_link_keys(server->link_keys);
             reload_at = 0;
         }
         if (!(pfd[0].revents & POLLIN) || read(sigfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
             continue;
         if (si.ssi_signo == SIGHUP) {
-            reload(tls, server.cookie_keys);
-            reload_link_keys(server.link_keys);
-            continue;
+            reload(tls, server->cookie_keys);
+            reload_link_keys(server->link_keys);
+        } else if (si.ssi_signo == SIGUSR1) {
+            reopen_access_log(config, server);
+        } else {
+            break; /* SIGTERM or SIGINT */
         }
-        if (si.ssi_signo == SIGUSR1) {
-            reopen_access_log(config, &server);
-            continue;
-        }
-        break; /* SIGTERM or SIGINT */
     }
     gw_secret_watch_free(secret_watch);
     close(sigfd);
+    return 0;
+}
+
+/* Drains, stops the workers and flushes metering: what Redis cannot take
+ * now goes to metering.spill_file (reported on stderr). Returns the exit code. */
+static int stop(const gw_config_t *config, gw_server_t *server)
+{
+    gw_redis_conf_t rconf;
 
     fprintf(stderr, "lizard-gateway: stopping (draining up to %d ms)\n", DRAIN_MS);
-    gw_server_stop(&server, DRAIN_MS);
-    /* what Redis cannot take now goes to metering.spill_file (reported on stderr) */
-    gw_redis_conf_t rconf;
+    gw_server_stop(server, DRAIN_MS);
     gw_server_redis_conf(config, &rconf);
-    int lost = gw_metering_final_flush(server.metering, &rconf, METERING_FINAL_FLUSH_MS) != 0;
+    int lost = gw_metering_final_flush(server->metering, &rconf, METERING_FINAL_FLUSH_MS) != 0;
     if (lost) {
         gw_metering_stats_t ms;
-        gw_metering_get_stats(server.metering, &ms);
+        gw_metering_get_stats(server->metering, &ms);
         /* the process ends here, so no scrape sees the counter: the exit status says it */
         fprintf(stderr, "lizard-gateway: metering: %llu records lost at exit (neither in Redis nor in the spill file)\n",
                 (unsigned long long)ms.records_lost);
     }
-    gw_server_dispose(&server);
+    gw_server_dispose(server);
     fprintf(stderr, "lizard-gateway: stopped%s\n", lost ? " (exit status 3: metering records lost)" : "");
     return lost ? 3 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    args_t args = {NULL, 0};
+    gw_config_t *config = NULL;
+    gw_tls_t *tls = NULL;
+    gw_server_t server;
+    char *err = NULL;
+    sigset_t sigs;
+    rlim_t nofile;
+    int ret;
+
+    if (argc > 1 && strcmp(argv[1], "sign-link") == 0)
+        return gw_sign_link_main(argc - 1, argv + 1);
+    if ((ret = parse_args(argc, argv, &args)) != -1 || (ret = load(&args, &config, &tls)) != -1)
+        return ret;
+
+    block_signals(&sigs);
+    nofile = raise_open_files_limit(config);
+    if (gw_server_init(&server, config, tls, &err) != 0 || gw_server_start(&server, &err) != 0) {
+        fprintf(stderr, "lizard-gateway: %s\n", err);
+        free(err);
+        return 1;
+    }
+    fprintf(stderr, "lizard-gateway %s: %zu workers (%s), %zu listeners, instance %s, open files limit %llu\n", GW_VERSION,
+            server.num_workers, config->workers_from[0] != '\0' ? config->workers_from : "workers in the config",
+            config->num_listen, config->instance_id, (unsigned long long)nofile);
+    if (wait_for_stop(config, tls, &server, &sigs) != 0)
+        return 1;
+    return stop(config, &server);
 }

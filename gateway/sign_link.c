@@ -4,7 +4,6 @@
  * (or --kid), and refuses what the gateway would refuse (a lifetime beyond
  * auth.link_max_ttl_s), so that a printed link works.
  */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include <h2o/string_.h>
 #include "auth/share_link.h"
 #include "config/config.h"
+#include "gateway/cli.h"
 #include "gateway/sign_link.h"
 #include "gateway/worker.h"
 #include "metering/final_flush.h"
@@ -86,96 +86,75 @@ static int usage_error(const char *what)
     return 2;
 }
 
-int gw_sign_link_main(int argc, char **argv)
+/* The command line of sign-link. */
+typedef struct st_args_t {
+    const char *config_path, *sandbox, *kid;
+    uint64_t port, ttl, epoch;
+    int epoch_given;
+} args_t;
+
+static int on_option(void *data, int opt, const char *arg)
+{
+    args_t *args = data;
+
+    switch (opt) {
+    case 's':
+        args->sandbox = arg;
+        break;
+    case 'p':
+        if (parse_number(arg, UINT16_MAX, &args->port) != 0 || args->port == 0)
+            return usage_error("--port: expected a port from 1 to 65535");
+        break;
+    case 't':
+        if (parse_number(arg, UINT32_MAX, &args->ttl) != 0 || args->ttl == 0)
+            return usage_error("--ttl: expected a number of seconds, at least 1");
+        break;
+    case 'e':
+        if (parse_number(arg, SIZE_MAX - 1, &args->epoch) != 0)
+            return usage_error("--epoch: expected the sandbox's link_epoch, a decimal integer");
+        args->epoch_given = 1;
+        break;
+    case 'k':
+        args->kid = arg;
+        break;
+    }
+    return -1;
+}
+
+/* Returns -1 to go on with *args, or the exit code. */
+static int parse_args(int argc, char **argv, args_t *args)
 {
     static const struct option longopts[] = {{"config", required_argument, NULL, 'c'}, {"sandbox", required_argument, NULL, 's'},
                                              {"port", required_argument, NULL, 'p'},   {"ttl", required_argument, NULL, 't'},
                                              {"epoch", required_argument, NULL, 'e'},  {"kid", required_argument, NULL, 'k'},
                                              {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
-    const char *config_path = NULL, *sandbox = NULL, *kid = NULL;
-    uint64_t port = 0, ttl = 0, epoch = 0;
-    int epoch_given = 0;
-    gw_config_t *config = NULL;
-    gw_link_key_t *keys = NULL;
-    size_t num_keys = 0, i;
-    char *err = NULL;
-    int opt, ret = 1;
+    const char *sandbox;
+    size_t i;
+    int ret;
 
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'c':
-            config_path = optarg;
-            break;
-        case 's':
-            sandbox = optarg;
-            break;
-        case 'p':
-            if (parse_number(optarg, UINT16_MAX, &port) != 0 || port == 0)
-                return usage_error("--port: expected a port from 1 to 65535");
-            break;
-        case 't':
-            if (parse_number(optarg, UINT32_MAX, &ttl) != 0 || ttl == 0)
-                return usage_error("--ttl: expected a number of seconds, at least 1");
-            break;
-        case 'e':
-            if (parse_number(optarg, SIZE_MAX - 1, &epoch) != 0)
-                return usage_error("--epoch: expected the sandbox's link_epoch, a decimal integer");
-            epoch_given = 1;
-            break;
-        case 'k':
-            kid = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
+    if ((ret = gw_cli_parse(argc, argv, "c:h", longopts, &args->config_path, on_option, usage, args)) != -1)
+        return ret;
     if (optind != argc)
         return usage_error("unexpected argument");
-    if (config_path == NULL || sandbox == NULL || port == 0 || ttl == 0)
+    if (args->config_path == NULL || args->sandbox == NULL || args->port == 0 || args->ttl == 0)
         return usage_error("-c, --sandbox, --port and --ttl are required");
-    for (i = 0; sandbox[i] != '\0'; ++i)
+    for (sandbox = args->sandbox, i = 0; sandbox[i] != '\0'; ++i)
         if (!(('a' <= sandbox[i] && sandbox[i] <= 'z') || ('0' <= sandbox[i] && sandbox[i] <= '9')))
             break;
     if (i == 0 || i > 56 || sandbox[i] != '\0')
         return usage_error("--sandbox: expected a sandbox id, 1 to 56 lowercase letters and digits");
+    return -1;
+}
 
-    if (gw_config_load(config_path, &config, &err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        goto Exit;
-    }
-    if (config->auth.link_keys_env == NULL && config->auth.link_keys_file == NULL) {
-        fprintf(stderr, "lizard-gateway sign-link: %s sets neither auth.link_keys_env nor auth.link_keys_file\n", config_path);
-        goto Exit;
-    }
-    if (ttl > config->auth.link_max_ttl_s) {
-        fprintf(stderr,
-                "lizard-gateway sign-link: --ttl %" PRIu64 " is longer than auth.link_max_ttl_s (%" PRIu64
-                "): the gateway would refuse the link\n",
-                ttl, config->auth.link_max_ttl_s);
-        goto Exit;
-    }
-    if (gw_share_link_keys_load(config->auth.link_keys_env, config->auth.link_keys_file, &keys, &num_keys, &err) != 0) {
-        fprintf(stderr, "lizard-gateway sign-link: %s\n", err);
-        goto Exit;
-    }
-    const gw_link_key_t *key = kid != NULL ? gw_share_link_keys_find(keys, num_keys, kid, strlen(kid)) : &keys[0];
-    if (key == NULL) {
-        fprintf(stderr, "lizard-gateway sign-link: --kid %s: no such key in the configured list\n", kid);
-        goto Exit;
-    }
-
-    if (!epoch_given && read_link_epoch(config, sandbox, &epoch) != 0)
-        goto Exit;
-
+/* Prints the preview URL and the token of a link signed with `key`. */
+static void print_link(const gw_config_t *config, const args_t *args, const gw_link_key_t *key)
+{
     h2o_mem_pool_t pool;
+    size_t i;
+
     h2o_mem_init_pool(&pool);
-    uint64_t expires_at = (uint64_t)time(NULL) + ttl;
-    h2o_iovec_t token = gw_share_link_sign(&pool, key, sandbox, (uint16_t)port, expires_at, epoch);
+    uint64_t expires_at = (uint64_t)time(NULL) + args->ttl;
+    h2o_iovec_t token = gw_share_link_sign(&pool, key, args->sandbox, (uint16_t)args->port, expires_at, args->epoch);
     /* the preview URL names the first TLS listener's port unless it is 443 */
     uint16_t https_port = 443;
     for (i = 0; i != config->num_listen; ++i) {
@@ -187,11 +166,52 @@ int gw_sign_link_main(int argc, char **argv)
     char port_suffix[8] = "";
     if (https_port != 443)
         snprintf(port_suffix, sizeof(port_suffix), ":%u", (unsigned)https_port);
-    printf("https://%u-%s.%s%s/?lizard_token=%s\n%s\n", (unsigned)port, sandbox, config->domains[0], port_suffix, token.base,
-           token.base);
+    printf("https://%u-%s.%s%s/?lizard_token=%s\n%s\n", (unsigned)args->port, args->sandbox, config->domains[0], port_suffix,
+           token.base, token.base);
     fprintf(stderr, "lizard-gateway sign-link: key %s, expires at %" PRIu64 " (in %" PRIu64 " s), link_epoch %" PRIu64 " (%s)\n",
-            key->kid, expires_at, ttl, epoch, epoch_given ? "from --epoch" : "read from Redis");
+            key->kid, expires_at, args->ttl, args->epoch, args->epoch_given ? "from --epoch" : "read from Redis");
     h2o_mem_clear_pool(&pool);
+}
+
+int gw_sign_link_main(int argc, char **argv)
+{
+    args_t args = {NULL};
+    gw_config_t *config = NULL;
+    gw_link_key_t *keys = NULL;
+    size_t num_keys = 0;
+    char *err = NULL;
+    int ret;
+
+    if ((ret = parse_args(argc, argv, &args)) != -1)
+        return ret;
+    ret = 1;
+    if (gw_config_load(args.config_path, &config, &err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        goto Exit;
+    }
+    if (config->auth.link_keys_env == NULL && config->auth.link_keys_file == NULL) {
+        fprintf(stderr, "lizard-gateway sign-link: %s sets neither auth.link_keys_env nor auth.link_keys_file\n", args.config_path);
+        goto Exit;
+    }
+    if (args.ttl > config->auth.link_max_ttl_s) {
+        fprintf(stderr,
+                "lizard-gateway sign-link: --ttl %" PRIu64 " is longer than auth.link_max_ttl_s (%" PRIu64
+                "): the gateway would refuse the link\n",
+                args.ttl, config->auth.link_max_ttl_s);
+        goto Exit;
+    }
+    if (gw_share_link_keys_load(config->auth.link_keys_env, config->auth.link_keys_file, &keys, &num_keys, &err) != 0) {
+        fprintf(stderr, "lizard-gateway sign-link: %s\n", err);
+        goto Exit;
+    }
+    const gw_link_key_t *key = args.kid != NULL ? gw_share_link_keys_find(keys, num_keys, args.kid, strlen(args.kid)) : &keys[0];
+    if (key == NULL) {
+        fprintf(stderr, "lizard-gateway sign-link: --kid %s: no such key in the configured list\n", args.kid);
+        goto Exit;
+    }
+    if (!args.epoch_given && read_link_epoch(config, args.sandbox, &args.epoch) != 0)
+        goto Exit;
+    print_link(config, &args, key);
     ret = 0;
 
 Exit:

@@ -389,15 +389,6 @@ static void on_route_lifecycle(void *data, const char *sandbox_id, const char *l
         gw_proxy_drop_pools(w->proxy, sandbox_id, lifecycle);
 }
 
-static void on_proxy_bytes(void *data, const char *sandbox_id, const gw_proxy_bytes_t *delta)
-{
-    gw_worker_t *w = data;
-
-    gw_meter_add(w->meter, sandbox_id, delta->egress, delta->ingress, h2o_now(w->ctx.loop));
-    if (!delta->no_activity)
-        gw_activity_touch(w->activity, sandbox_id, wall_ms());
-}
-
 /* The held-request registry's slots (gw_wake_slots_t): a sandbox's held
  * requests count across workers, as the contract's per-gateway limit reads. */
 static int acquire_held_slot(void *data, const char *sandbox_id)
@@ -438,19 +429,6 @@ static void on_route_other_message(void *data, const char *payload, size_t len)
         gw_cert_fetch_on_publish(w->cert_fetch, payload, len);
 }
 
-/* Every metering.flush_interval_ms: this worker's counts go to the shared
- * queue; worker 0 then seals and sends. */
-static void on_meter_tick(h2o_timeout_entry_t *entry)
-{
-    gw_worker_t *w = H2O_STRUCT_FROM_MEMBER(gw_worker_t, meter_tick, entry);
-
-    gw_metering_submit(w->server->metering, w->meter, h2o_now(w->ctx.loop));
-    if (w->index == 0)
-        gw_metering_flush(w->server->metering);
-    gw_activity_flush(w->activity, w->redis, w->server->config->redis.prefix);
-    h2o_timeout_link(w->ctx.loop, &w->meter_timeout, &w->meter_tick);
-}
-
 void gw_server_redis_conf(const gw_config_t *conf, gw_redis_conf_t *out)
 {
     *out = (gw_redis_conf_t){.addr = conf->redis.addr,
@@ -464,25 +442,27 @@ void gw_server_redis_conf(const gw_config_t *conf, gw_redis_conf_t *out)
                              .sentinel_password = conf->redis.sentinel_password};
 }
 
-/* Builds this worker's objects on its loop. Returns 0, or -1 with *err
- * naming what did not start: a worker without them would serve without
- * routing, revocation or billing, so the process must not start. */
-static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
+/* --- the worker's per-thread state: each module builds its own, from the
+ * frozen config, in THREAD_INITS order (a later one uses what an earlier one
+ * built). An init returns 0, or -1 with *err naming what did not start. */
+
+/* Routing: the worker's Redis connections, its route store (subscribed to
+ * <prefix>routes: each worker hears every invalidation itself), the
+ * requests held while a sandbox wakes, and the revocation watch, which
+ * re-reads the record of a sandbox with open exchanges or tunnels on a
+ * publish and closes what it refuses (on_route_invalidate). */
+static int init_routing(gw_worker_t *w, char **err)
 {
     gw_server_t *s = w->server;
     const gw_config_t *conf = s->config;
+    h2o_loop_t *loop = w->ctx.loop;
     gw_redis_conf_t rconf;
-    size_t i;
-
-    h2o_context_init(&w->ctx, loop, &s->globalconf);
 
     gw_server_redis_conf(conf, &rconf);
     /* constructors that cannot fail (out of memory aborts) are not checked */
     w->redis = gw_redis_new(loop, &rconf);
     w->routes_sub = gw_redis_new(loop, &rconf);
     gw_redis_set_state_cb(w->redis, on_redis_state, w);
-    /* a publish re-reads the record of a sandbox with open exchanges or tunnels, and closes what it refuses,
-     * and of a sandbox with requests held while it wakes (on_route_invalidate) */
     w->revocation = gw_revocation_new(loop, NULL);
     gw_route_store_conf_t sconf = {.prefix = conf->redis.prefix,
                                    .lookup_timeout_ms = conf->redis.lookup_timeout_ms,
@@ -516,12 +496,34 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
                             .max_bytes = conf->limits.max_held_request_bytes,
                             .command_timeout_ms = conf->redis.lookup_timeout_ms,
                             .counters = &s->metrics.workers[w->index].wake};
-    w->wake = gw_wake_new(loop, w->redis, w->routes, &wconf); /* aborts on out of memory, never NULL */
-    w->hangup = gw_hangup_new(loop);                          /* NULL (reported): held HTTP/1 requests are not watched */
-    w->activity = gw_activity_new();                          /* aborts on out of memory, never NULL */
-    /* a connection of its own for pub/sub: each worker hears every invalidation itself */
+    w->wake = gw_wake_new(loop, w->redis, w->routes, &wconf);
+    w->hangup = gw_hangup_new(loop); /* NULL (reported): held HTTP/1 requests are not watched */
     if (gw_route_store_subscribe(w->routes, w->routes_sub) != 0)
         return gw_errorf(err, "worker %zu: the route cache subscription did not start", w->index);
+    return 0;
+}
+
+/* Metering: the worker's meter and activity and their tick; worker 0 runs
+ * the flusher (a Redis outage is the flusher's to retry). */
+static int init_metering(gw_worker_t *w, char **err)
+{
+    const gw_config_t *conf = w->server->config;
+    gw_redis_conf_t rconf;
+
+    (void)err;
+    gw_server_redis_conf(conf, &rconf);
+    w->meter = gw_worker_meter_new(w->ctx.loop, &(gw_worker_meter_conf_t){.metering = w->server->metering,
+                                                                          .redis = w->redis,
+                                                                          .prefix = conf->redis.prefix,
+                                                                          .flush_interval_ms = conf->metering.flush_interval_ms,
+                                                                          .flusher_redis = w->index == 0 ? &rconf : NULL});
+    return 0;
+}
+
+/* The way to the sandboxes: the proxy, its counters, and where it bills and registers what it opens. */
+static int init_upstream(gw_worker_t *w, char **err)
+{
+    const gw_config_t *conf = w->server->config;
     gw_proxy_conf_t pconf = {
         .cookie_rules = {.domains = conf->domains, .num_domains = conf->num_domains, .access_cookie = conf->auth.cookie_name},
         .connect_timeout_ms = conf->upstream.connect_timeout_ms,
@@ -537,17 +539,20 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
         .max_connection_buffer_bytes = conf->limits.max_connection_buffer_bytes,
         .max_worker_buffer_bytes = conf->limits.max_worker_buffer_bytes,
         .event_stream_idle_timeout_ms = conf->upstream.event_stream_idle_timeout_ms};
+
+    (void)err;
     w->proxy = gw_proxy_new(&w->ctx, &pconf); /* aborts on out of memory, never NULL */
-    gw_proxy_set_counters(w->proxy, &s->metrics.workers[w->index].proxy);
+    gw_proxy_set_counters(w->proxy, &w->server->metrics.workers[w->index].proxy);
     gw_proxy_set_revocation(w->proxy, w->revocation);
-    w->meter = gw_meter_new(); /* aborts on out of memory, never NULL */
-    gw_proxy_set_bytes_cb(w->proxy, on_proxy_bytes, w);
-    h2o_timeout_init(loop, &w->meter_timeout, conf->metering.flush_interval_ms);
-    w->meter_tick.cb = on_meter_tick;
-    h2o_timeout_link(loop, &w->meter_timeout, &w->meter_tick);
-    if (w->index == 0) /* cannot fail: a Redis outage is the flusher's to retry, out of memory aborts */
-        gw_metering_start_flusher(s->metering, loop, &rconf);
-    gw_pipeline_attach(s->pipeline, &w->ctx,
+    gw_proxy_set_meter(w->proxy, w->meter);
+    return 0;
+}
+
+/* The preview handler's objects on this worker's context. */
+static int init_pipeline(gw_worker_t *w, char **err)
+{
+    (void)err;
+    gw_pipeline_attach(w->server->pipeline, &w->ctx,
                        &(gw_pipeline_thread_t){.routes = w->routes,
                                                .domains = w->domains,
                                                .proxy = w->proxy,
@@ -555,25 +560,54 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
                                                .wake = w->wake,
                                                .hangup = w->hangup,
                                                .worker = w->index});
+    /* the plain listeners' redirect (active custom domains) and the ACME responders of both hostconfs */
+    gw_pipeline_attach_redirect(w->server->redirect, &w->ctx, w->domains);
+    for (size_t i = 0; i != 2; ++i)
+        gw_acme_attach(w->server->acme[i], &w->ctx, w->redis);
+    return 0;
+}
 
+/* The worker's own SO_REUSEPORT sockets; worker 0 also takes the admin listener. */
+static int init_listeners(gw_worker_t *w, char **err)
+{
+    gw_server_t *s = w->server;
+    const gw_config_t *conf = s->config;
+    h2o_loop_t *loop = w->ctx.loop;
+    size_t i;
+
+    (void)err;
     w->accept_ctxs = alloc_zeroed(conf->num_listen * sizeof(*w->accept_ctxs));
     w->listeners = alloc_zeroed(conf->num_listen * sizeof(*w->listeners));
     for (i = 0; i != conf->num_listen; ++i) {
-        const gw_config_listen_t *l = conf->listen + i;
         h2o_accept_ctx_t *actx = w->accept_ctxs + i;
         actx->ctx = &w->ctx;
         actx->hosts = s->listener_hosts[i];
-        actx->ssl_ctx = l->tls ? gw_tls_listener_ctx(s->tls) : NULL;
+        actx->ssl_ctx = conf->listen[i].tls ? gw_tls_listener_ctx(s->tls) : NULL;
         w->listeners[i] = start_listener(loop, s->listen_fds[w->index * conf->num_listen + i], actx, on_accept);
     }
-    gw_pipeline_attach_redirect(s->redirect, &w->ctx, w->domains);
-    for (i = 0; i != 2; ++i)
-        gw_acme_attach(s->acme[i], &w->ctx, w->redis);
     if (w->index == 0 && s->admin_fd != -1) {
         h2o_context_init(&w->admin_ctx, loop, &s->admin_globalconf);
         w->admin_accept_ctx = (h2o_accept_ctx_t){.ctx = &w->admin_ctx, .hosts = s->admin_hosts};
         w->admin_listener = start_listener(loop, s->admin_fd, &w->admin_accept_ctx, on_admin_accept);
     }
+    return 0;
+}
+
+static int (*const THREAD_INITS[])(gw_worker_t *w, char **err) = {init_routing, init_metering, init_upstream, init_pipeline,
+                                                                  init_listeners};
+
+/* Starts this worker on its loop: h2o's handlers and loggers build their
+ * per-context state in h2o_context_init (on_context_init), then each module
+ * its own. Returns 0, or -1 with *err: a worker without them would serve
+ * without routing, revocation or billing, so the process must not start. */
+static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
+{
+    size_t i;
+
+    h2o_context_init(&w->ctx, loop, &w->server->globalconf);
+    for (i = 0; i != sizeof(THREAD_INITS) / sizeof(THREAD_INITS[0]); ++i)
+        if (THREAD_INITS[i](w, err) != 0)
+            return -1;
     return 0;
 }
 
@@ -619,7 +653,7 @@ static void *worker_main(void *arg)
     while (gw_metrics_in_flight(&s->metrics) != 0 && now_ms() < deadline)
         h2o_evloop_run(loop, LOOP_TICK_MS);
 
-    h2o_timeout_unlink(&w->meter_tick);
+    gw_worker_meter_stop_tick(w->meter);
     if (w->index == 0) {
         /* A MULTI/EXEC in flight is given its answer (and its WAIT): the final
          * flush then has less to do. One it takes over is not executed again on
@@ -632,13 +666,9 @@ static void *worker_main(void *arg)
      * for main's final flush. */
     /* egress still held for open connections: what their clients have */
     gw_proxy_settle_deliveries(w->proxy);
-    gw_proxy_set_bytes_cb(w->proxy, NULL, NULL);
-    gw_metering_submit(s->metering, w->meter, wall_ms());
-    gw_metering_submit_activity(s->metering, w->activity); /* the last interval's ZADD, by the final flush */
-    gw_meter_free(w->meter);
+    gw_proxy_set_meter(w->proxy, NULL);
+    gw_worker_meter_free(w->meter); /* and worker 0's flusher stops */
     w->meter = NULL;
-    if (w->index == 0)
-        gw_metering_stop_flusher(s->metering);
     return NULL;
 }
 

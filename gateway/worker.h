@@ -18,7 +18,7 @@
 #include "auth/link_keys.h"
 #include "observe/metrics.h"
 #include "http/pipeline.h"
-#include "metering/activity.h"
+#include "metering/worker_meter.h"
 #include "metering/metering.h"
 #include "upstream/proxy.h"
 #include "limits/revocation.h"
@@ -85,12 +85,9 @@ struct st_gw_worker_t {
     gw_cert_fetch_t *cert_fetch; /* NULL without custom-domain certificates */
     gw_proxy_t *proxy;
     gw_revocation_t *revocation; /* the proxy's open exchanges and tunnels by sandbox, rechecked on publishes */
-    gw_meter_t *meter;           /* this worker's byte counts, handed to server->metering every flush interval */
-    gw_activity_t *activity;     /* last traffic per sandbox, written (ZADD GT) at every metering tick */
+    gw_worker_meter_t *meter;    /* this worker's byte counts and activity, handed to server->metering every flush interval */
     gw_wake_t *wake;             /* requests held while their sandbox wakes */
     gw_hangup_t *hangup;         /* notices HTTP/1 clients that leave while held; NULL: not watched */
-    h2o_timeout_t meter_timeout;
-    h2o_timeout_entry_t meter_tick;
 };
 
 /* Builds the shared server state: h2o configuration, handlers, listening

@@ -1,7 +1,7 @@
 /*
- * The request pipeline: a preview request is parsed (host), routed (Redis),
- * authenticated, checked against the allowed networks, then handed to the
- * proxy. Plain listeners get the redirect handler instead.
+ * The request pipeline: a preview request runs through its phases (host,
+ * route, credentials, hold, address, limits, forward; http/phases.h) and is
+ * handed to the proxy. Plain listeners get the redirect handler instead.
  */
 #ifndef GW_HTTP_PIPELINE_H
 #define GW_HTTP_PIPELINE_H
@@ -40,7 +40,7 @@ typedef struct st_gw_pipeline_thread_t {
     gw_route_store_t *routes;
     gw_domain_store_t *domains; /* custom domains; NULL: a host not under a preview domain is unknown_host */
     gw_proxy_t *proxy;
-    gw_meter_t *meter;
+    gw_worker_meter_t *meter; /* where the route names the project of the bytes the proxy bills */
     gw_wake_t *wake;
     gw_hangup_t *hangup; /* NULL: held HTTP/1 requests are not watched */
     size_t worker;       /* the worker's index: the one its connection slots are taken and given back with */

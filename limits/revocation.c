@@ -10,24 +10,21 @@
 #include <string.h>
 #include <time.h>
 #include "auth/token.h"
-#include "common/hashtab.h"
 #include "common/recycle.h"
 #include "limits/revocation.h"
+#include "routing/sandbox_watch.h"
 
 typedef struct st_gw_revocation_bucket_t {
-    gw_hashtab_node_t node; /* in owner->buckets, keyed by `id` */
+    gw_sandbox_watch_entry_t entry; /* in owner->watch: the id and the record read in flight */
     gw_revocation_t *owner;
     h2o_linklist_t items; /* gw_revocable_t.link */
     size_t count;
-    gw_route_lookup_t *read; /* the record read in flight, or NULL */
-    unsigned checking : 1;   /* inside gw_revocation_check: not freed by remove */
-    char id[GW_SANDBOX_ID_MAX + 1];
+    unsigned checking : 1; /* inside gw_revocation_check: not freed by remove */
 } bucket_t;
 
 struct st_gw_revocation_t {
     h2o_loop_t *loop;
-    gw_route_store_t *routes;
-    gw_hashtab_t buckets;               /* bucket_t by sandbox id */
+    gw_sandbox_watch_t watch;           /* of bucket_t, CACHED reads (see above) */
     h2o_mem_recycle_t bucket_allocator; /* of bucket_t: a sandbox with one exchange at a time gets one per request */
 };
 
@@ -79,16 +76,38 @@ int gw_grant_recheck(const gw_grant_t *grant, const gw_sandbox_t *now_record, ui
 
 static bucket_t *find(gw_revocation_t *r, const char *id)
 {
-    gw_hashtab_node_t *n = gw_hashtab_find(&r->buckets, id, strlen(id));
-    return n != NULL ? H2O_STRUCT_FROM_MEMBER(bucket_t, node, n) : NULL;
+    gw_sandbox_watch_entry_t *e = gw_sandbox_watch_find(&r->watch, id);
+    return e != NULL ? H2O_STRUCT_FROM_MEMBER(bucket_t, entry, e) : NULL;
 }
 
 static void bucket_free(gw_revocation_t *r, bucket_t *b)
 {
-    gw_hashtab_remove(&r->buckets, &b->node);
-    if (b->read != NULL)
-        gw_route_lookup_cancel(b->read);
+    gw_sandbox_watch_remove(&b->entry);
     h2o_mem_free_recycle(&r->bucket_allocator, b);
+}
+
+static void check_bucket(gw_revocation_t *r, bucket_t *b, const gw_sandbox_t *record, uint64_t now_unix);
+
+/* gw_sandbox_watch_cb; CACHED reads owe no read again: 0 */
+static int on_record(gw_sandbox_watch_entry_t *entry, gw_route_status_t status, gw_sandbox_t *record)
+{
+    bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, entry, entry);
+    gw_revocation_t *r = b->owner;
+
+    switch (status) {
+    case GW_ROUTE_FOUND:
+        check_bucket(r, b, record, (uint64_t)time(NULL));
+        break;
+    case GW_ROUTE_NOT_FOUND:
+        check_bucket(r, b, NULL, (uint64_t)time(NULL));
+        break;
+    default:
+        /* Redis cannot tell now: what is open stays open, as cached routes keep serving */
+        if (b->count == 0)
+            bucket_free(r, b);
+        break;
+    }
+    return 0;
 }
 
 gw_revocation_t *gw_revocation_new(h2o_loop_t *loop, gw_route_store_t *routes)
@@ -96,26 +115,25 @@ gw_revocation_t *gw_revocation_new(h2o_loop_t *loop, gw_route_store_t *routes)
     gw_revocation_t *r = h2o_mem_alloc(sizeof(*r));
 
     memset(r, 0, sizeof(*r));
-    gw_hashtab_init(&r->buckets);
+    gw_sandbox_watch_init(&r->watch, routes, GW_SANDBOX_WATCH_CACHED, on_record);
     r->bucket_allocator.max = GW_RECYCLE_MAX;
     r->loop = loop;
-    r->routes = routes;
     return r;
 }
 
 void gw_revocation_set_routes(gw_revocation_t *r, gw_route_store_t *routes)
 {
-    r->routes = routes;
+    gw_sandbox_watch_set_routes(&r->watch, routes);
 }
 
 void gw_revocation_free(gw_revocation_t *r)
 {
-    gw_hashtab_node_t *n;
+    gw_sandbox_watch_entry_t *e;
 
     if (r == NULL)
         return;
-    while ((n = gw_hashtab_first(&r->buckets)) != NULL) {
-        bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, node, n);
+    while ((e = gw_sandbox_watch_next(&r->watch, NULL)) != NULL) {
+        bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, entry, e);
         /* items outlive the registry only at process exit: detach them */
         while (!h2o_linklist_is_empty(&b->items)) {
             gw_revocable_t *item = H2O_STRUCT_FROM_MEMBER(gw_revocable_t, link, b->items.next);
@@ -124,7 +142,7 @@ void gw_revocation_free(gw_revocation_t *r)
         }
         bucket_free(r, b);
     }
-    gw_hashtab_dispose(&r->buckets);
+    gw_sandbox_watch_dispose(&r->watch);
     gw_recycle_clear(&r->bucket_allocator);
     free(r);
 }
@@ -135,13 +153,11 @@ void gw_revocation_add(gw_revocation_t *r, gw_revocable_t *item)
     bucket_t *b = find(r, id);
 
     if (b == NULL) {
-        size_t len = strnlen(id, sizeof(b->id) - 1);
         b = h2o_mem_alloc_recycle(&r->bucket_allocator, sizeof(*b));
         memset(b, 0, sizeof(*b));
         b->owner = r;
-        memcpy(b->id, id, len); /* zeroed: NUL-terminated */
         h2o_linklist_init_anchor(&b->items);
-        gw_hashtab_insert(&r->buckets, &b->node, b->id, len);
+        gw_sandbox_watch_add(&r->watch, &b->entry, id);
     }
     h2o_linklist_insert(&b->items, &item->link);
     ++b->count;
@@ -193,7 +209,7 @@ static void check_bucket(gw_revocation_t *r, bucket_t *b, const gw_sandbox_t *re
         item->on_revoke(item, (gw_error_code_t)code);
     }
     b->checking = 0;
-    if (b->count == 0 && b->read == NULL)
+    if (b->count == 0 && !gw_sandbox_watch_reading(&b->entry))
         bucket_free(r, b);
 }
 
@@ -205,49 +221,9 @@ void gw_revocation_check(gw_revocation_t *r, const char *sandbox_id, const gw_sa
         check_bucket(r, b, record, now_unix);
 }
 
-static void on_record(void *data, gw_route_status_t status, gw_sandbox_t *record)
-{
-    bucket_t *b = data;
-    gw_revocation_t *r = b->owner;
-
-    b->read = NULL;
-    switch (status) {
-    case GW_ROUTE_FOUND:
-        check_bucket(r, b, record, (uint64_t)time(NULL));
-        break;
-    case GW_ROUTE_NOT_FOUND:
-        check_bucket(r, b, NULL, (uint64_t)time(NULL));
-        break;
-    default:
-        /* Redis cannot tell now: what is open stays open, as cached routes keep serving */
-        if (b->count == 0)
-            bucket_free(r, b);
-        break;
-    }
-}
-
-static void start_read(bucket_t *b)
-{
-    gw_revocation_t *r = b->owner;
-
-    /* a read in flight is answered after the publish that brought us here (see above) */
-    if (r->routes == NULL || b->read != NULL)
-        return;
-    b->read = gw_route_store_lookup(r->routes, b->id, on_record, b);
-}
-
 void gw_revocation_on_publish(void *_r, const char *sandbox_id)
 {
     gw_revocation_t *r = _r;
-    gw_hashtab_node_t *n;
 
-    if (sandbox_id != NULL) {
-        bucket_t *b = find(r, sandbox_id);
-        if (b != NULL)
-            start_read(b);
-        return;
-    }
-    /* start_read only starts lookups (answered through the loop, never now): the table stays as it is */
-    for (n = gw_hashtab_first(&r->buckets); n != NULL; n = gw_hashtab_next(&r->buckets, n))
-        start_read(H2O_STRUCT_FROM_MEMBER(bucket_t, node, n));
+    gw_sandbox_watch_on_publish(&r->watch, sandbox_id);
 }

@@ -8,7 +8,7 @@
 #include <string.h>
 #include "common/hashtab.h"
 #include "metering/activity.h"
-#include "routing/host.h"
+#include "common/sandbox_id.h"
 
 typedef struct st_seen_t {
     gw_hashtab_node_t node; /* key: id */

@@ -112,8 +112,6 @@ long gw_metering_emit_batch(const char *prefix, const char *instance_id, const g
             goto Error;
         emitted += 2;
     }
-    /* per flush: commands about the batch as a whole go here, inside the same
-     * transaction (none yet; issue 13 adds ZADD <prefix>activity GT <ms> <id>) */
 
     free(stream);
     free(key);

@@ -15,6 +15,9 @@
  *   flusher      the MULTI/EXEC writer on the event loop
  *   final_flush  the blocking writer at exit
  *   spill        the spill file: lock, replay, write
+ *   activity     last traffic per sandbox (ZADD GT), with each flush
+ *   worker_meter one worker's meter and activity, the way bytes enter them,
+ *                and their hand-over every flush interval
  */
 #ifndef GW_METERING_METERING_H
 #define GW_METERING_METERING_H

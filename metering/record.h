@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "common/hashtab.h"
-#include "routing/host.h"
+#include "common/sandbox_id.h"
 
 /* Longer project ids are cut to this many bytes, between two UTF-8
  * characters; bytes that are not well-formed UTF-8 become '?'. */

@@ -19,6 +19,7 @@
 #include <h2o/string_.h>
 #include "metering/spill.h"
 #include "common/errfmt.h"
+#include "common/sandbox_id.h"
 
 #define GATEWAY_NAME_MAX 128
 #define LOG_PREFIX "lizard-gateway: metering: "
@@ -116,18 +117,6 @@ void gw_metering_spill_close(gw_metering_spill_t *s)
 
 /* --- reading it back ------------------------------------------------------------ */
 
-static int check_sandbox_id(const char *s, size_t len)
-{
-    size_t i;
-
-    if (len == 0 || len > GW_SANDBOX_ID_MAX)
-        return -1;
-    for (i = 0; i != len; ++i)
-        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
-            return -1;
-    return 0;
-}
-
 static int get_uint(json_t *obj, const char *key, uint64_t *out)
 {
     json_t *v = json_object_get(obj, key);
@@ -155,7 +144,7 @@ int gw_metering_parse_spill_line(const char *line, size_t len, gw_metering_recor
         goto Error;
     }
     v = json_object_get(obj, "sandbox");
-    if (!json_is_string(v) || check_sandbox_id(json_string_value(v), json_string_length(v)) != 0) {
+    if (!json_is_string(v) || !gw_sandbox_id_valid(json_string_value(v), json_string_length(v))) {
         *err = "sandbox: expected 1 to 56 of [a-z0-9]";
         goto Error;
     }

@@ -302,138 +302,174 @@ static void dyncert_metrics(text_t *out, gw_dyncert_t *d)
            "Refusals not logged: that name was logged already, or the log's budget was spent.", DYN(logs_suppressed));
 }
 
-int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iovec_t *result)
+/* Requests, responses by status class, errors by contract code. */
+static void response_metrics(text_t *out, gw_metrics_t *m)
 {
-    text_t out = {.pool = pool, .max = max};
-    gw_metering_stats_t ms = {0};
-    gw_access_log_stats_t ls = {0};
     char label[64];
-    size_t w;
     int i;
 
-    h2o_vector_reserve(pool, &out.buf, TEXT_INITIAL_SIZE);
-
-    metric(&out, "lizard_requests_total", "counter", "Preview requests received.", SUM(requests));
-    family(&out, "lizard_responses_total", "counter", "Responses sent, by status class.");
+    metric(out, "lizard_requests_total", "counter", "Preview requests received.", SUM(requests));
+    family(out, "lizard_responses_total", "counter", "Responses sent, by status class.");
     for (i = 1; i <= 5; ++i) {
         snprintf(label, sizeof(label), "class=\"%dxx\"", i);
-        sample(&out, "lizard_responses_total", label, SUM_ELEMENT(responses_by_class, i));
+        sample(out, "lizard_responses_total", label, SUM_ELEMENT(responses_by_class, i));
     }
-    family(&out, "lizard_errors_total", "counter", "Errors the gateway produced, by contract code.");
+    family(out, "lizard_errors_total", "counter", "Errors the gateway produced, by contract code.");
     for (i = 0; i != GW_ERR_NUM_CODES; ++i) {
         snprintf(label, sizeof(label), "code=\"%s\"", gw_error_code_name(i));
-        sample(&out, "lizard_errors_total", label, SUM_ELEMENT(errors_by_code, i));
+        sample(out, "lizard_errors_total", label, SUM_ELEMENT(errors_by_code, i));
     }
+}
 
-    metric(&out, "lizard_route_lookups_total", "counter", "Route lookups started.", SUM(route_lookups));
-    family(&out, "lizard_route_cache_total", "counter",
+/* The route cache (routing/route_store.h), all workers. */
+static void route_metrics(text_t *out, gw_metrics_t *m)
+{
+    metric(out, "lizard_route_lookups_total", "counter", "Route lookups started.", SUM(route_lookups));
+    family(out, "lizard_route_cache_total", "counter",
            "Route cache outcomes: hit (no Redis call), fetch (HGETALL sent), coalesced (joined a fetch in flight), "
            "stale (expired route served while Redis could not answer), unavailable.");
-    sample(&out, "lizard_route_cache_total", "result=\"hit\"", SUM(routes.hits));
-    sample(&out, "lizard_route_cache_total", "result=\"fetch\"", SUM(routes.fetches));
-    sample(&out, "lizard_route_cache_total", "result=\"coalesced\"", SUM(routes.coalesced));
-    sample(&out, "lizard_route_cache_total", "result=\"stale\"", SUM(routes.stale));
-    sample(&out, "lizard_route_cache_total", "result=\"unavailable\"", SUM(routes.unavailable));
-    metric(&out, "lizard_route_cache_invalidations_total", "counter", "Cached sandboxes evicted by a message on <prefix>routes.",
+    sample(out, "lizard_route_cache_total", "result=\"hit\"", SUM(routes.hits));
+    sample(out, "lizard_route_cache_total", "result=\"fetch\"", SUM(routes.fetches));
+    sample(out, "lizard_route_cache_total", "result=\"coalesced\"", SUM(routes.coalesced));
+    sample(out, "lizard_route_cache_total", "result=\"stale\"", SUM(routes.stale));
+    sample(out, "lizard_route_cache_total", "result=\"unavailable\"", SUM(routes.unavailable));
+    metric(out, "lizard_route_cache_invalidations_total", "counter", "Cached sandboxes evicted by a message on <prefix>routes.",
            SUM(routes.invalidations));
-    metric(&out, "lizard_route_cache_flushes_total", "counter", "Whole-cache drops on a (re)confirmed subscription.",
+    metric(out, "lizard_route_cache_flushes_total", "counter", "Whole-cache drops on a (re)confirmed subscription.",
            SUM(routes.flushes));
-    metric(&out, "lizard_route_cache_evictions_total", "counter", "Entries dropped to keep the cache under its size bound.",
+    metric(out, "lizard_route_cache_evictions_total", "counter", "Entries dropped to keep the cache under its size bound.",
            SUM(routes.evictions));
-    family(&out, "lizard_domain_cache_total", "counter",
+    family(out, "lizard_domain_cache_total", "counter",
            "Custom-domain cache outcomes (HGETALL <prefix>domain:{<host>}): hit, fetch, coalesced, stale, unavailable, "
            "invalidation (a publish of domain:<host>), eviction (size bound).");
-    sample(&out, "lizard_domain_cache_total", "result=\"hit\"", SUM(domains.hits));
-    sample(&out, "lizard_domain_cache_total", "result=\"fetch\"", SUM(domains.fetches));
-    sample(&out, "lizard_domain_cache_total", "result=\"coalesced\"", SUM(domains.coalesced));
-    sample(&out, "lizard_domain_cache_total", "result=\"stale\"", SUM(domains.stale));
-    sample(&out, "lizard_domain_cache_total", "result=\"unavailable\"", SUM(domains.unavailable));
-    sample(&out, "lizard_domain_cache_total", "result=\"invalidation\"", SUM(domains.invalidations));
-    sample(&out, "lizard_domain_cache_total", "result=\"eviction\"", SUM(domains.evictions));
+    sample(out, "lizard_domain_cache_total", "result=\"hit\"", SUM(domains.hits));
+    sample(out, "lizard_domain_cache_total", "result=\"fetch\"", SUM(domains.fetches));
+    sample(out, "lizard_domain_cache_total", "result=\"coalesced\"", SUM(domains.coalesced));
+    sample(out, "lizard_domain_cache_total", "result=\"stale\"", SUM(domains.stale));
+    sample(out, "lizard_domain_cache_total", "result=\"unavailable\"", SUM(domains.unavailable));
+    sample(out, "lizard_domain_cache_total", "result=\"invalidation\"", SUM(domains.invalidations));
+    sample(out, "lizard_domain_cache_total", "result=\"eviction\"", SUM(domains.evictions));
+}
 
-    metric(&out, "lizard_upstream_connects_total", "counter", "Fresh connections to sandboxes started.", SUM(proxy.connects));
-    metric(&out, "lizard_upstream_reuses_total", "counter", "Requests sent on a pooled keep-alive connection.", SUM(proxy.reuses));
-    metric(&out, "lizard_upstream_retries_total", "counter", "Requests retried after a pooled connection was found dead.",
+/* Connections and bytes to sandboxes (upstream/proxy.h), and the HTTP/2 abuse the front refused. */
+static void upstream_metrics(text_t *out, gw_metrics_t *m)
+{
+    int i;
+
+    metric(out, "lizard_upstream_connects_total", "counter", "Fresh connections to sandboxes started.", SUM(proxy.connects));
+    metric(out, "lizard_upstream_reuses_total", "counter", "Requests sent on a pooled keep-alive connection.", SUM(proxy.reuses));
+    metric(out, "lizard_upstream_retries_total", "counter", "Requests retried after a pooled connection was found dead.",
            SUM(proxy.retries));
-    metric(&out, "lizard_websockets_opened_total", "counter", "WebSocket tunnels opened.", SUM(proxy.websockets_opened));
-    metric(&out, "lizard_client_stalls_total", "counter",
+    metric(out, "lizard_websockets_opened_total", "counter", "WebSocket tunnels opened.", SUM(proxy.websockets_opened));
+    metric(out, "lizard_client_stalls_total", "counter",
            "Responses reset because the client took no byte for limits.client_stall_timeout_ms.", SUM(proxy.client_stalls));
-    metric(&out, "lizard_buffer_budget_resets_total", "counter",
+    metric(out, "lizard_buffer_budget_resets_total", "counter",
            "Responses waiting for their client reset because a connection's or the worker's buffer budget was reached.",
            SUM(proxy.budget_resets));
-    metric(&out, "lizard_websockets_open", "gauge", "WebSocket tunnels open now.",
+    metric(out, "lizard_websockets_open", "gauge", "WebSocket tunnels open now.",
            sum_gauge_at(m, offsetof(gw_metrics_worker_t, proxy.websockets_open)));
-    family(&out, "lizard_proxied_bytes_total", "counter", "HTTP-level bytes of proxied exchanges, by direction.");
-    sample(&out, "lizard_proxied_bytes_total", "direction=\"egress\"", SUM(proxy.egress_bytes));
-    sample(&out, "lizard_proxied_bytes_total", "direction=\"ingress\"", SUM(proxy.ingress_bytes));
+    family(out, "lizard_proxied_bytes_total", "counter", "HTTP-level bytes of proxied exchanges, by direction.");
+    sample(out, "lizard_proxied_bytes_total", "direction=\"egress\"", SUM(proxy.egress_bytes));
+    sample(out, "lizard_proxied_bytes_total", "direction=\"ingress\"", SUM(proxy.ingress_bytes));
 
-    family(&out, "lizard_http2_events_total", "counter",
+    family(out, "lizard_http2_events_total", "counter",
            "HTTP/2 abuse the front refused: connections closed for too many stream resets (rapid reset), too many empty "
            "CONTINUATION frames or an unfinished header block; unknown frame types skipped; malformed requests reset.");
     for (i = 0; i != (int)(sizeof(HTTP2_EVENTS) / sizeof(HTTP2_EVENTS[0])); ++i)
-        sample(&out, "lizard_http2_events_total", HTTP2_EVENTS[i].label, http2_event_sum(m, HTTP2_EVENTS[i].offset));
+        sample(out, "lizard_http2_events_total", HTTP2_EVENTS[i].label, http2_event_sum(m, HTTP2_EVENTS[i].offset));
+}
 
-    metric(&out, "lizard_in_flight_requests", "gauge", "Preview requests being served.", SUM(in_flight));
-    family(&out, "lizard_refused_connections_total", "counter",
+/* Requests in flight, connections refused at accept, the access log. */
+static void front_metrics(text_t *out, gw_metrics_t *m)
+{
+    gw_access_log_stats_t ls = {0};
+
+    metric(out, "lizard_in_flight_requests", "gauge", "Preview requests being served.", SUM(in_flight));
+    family(out, "lizard_refused_connections_total", "counter",
            "Client connections closed at accept: their address (limits.max_connections_per_client) or the worker "
            "(limits.max_client_connections_per_worker) was at its limit.");
-    sample(&out, "lizard_refused_connections_total", "limit=\"client\"", SUM(refused_per_client));
-    sample(&out, "lizard_refused_connections_total", "limit=\"worker\"", SUM(refused_per_worker));
+    sample(out, "lizard_refused_connections_total", "limit=\"client\"", SUM(refused_per_client));
+    sample(out, "lizard_refused_connections_total", "limit=\"worker\"", SUM(refused_per_worker));
     if (m->access_log != NULL)
         gw_access_log_stats(m->access_log, &ls);
-    metric(&out, "lizard_access_log_lines_total", "counter", "Access-log lines handed to the writer thread.", ls.written);
-    family(&out, "lizard_access_log_dropped_lines_total", "counter",
+    metric(out, "lizard_access_log_lines_total", "counter", "Access-log lines handed to the writer thread.", ls.written);
+    family(out, "lizard_access_log_dropped_lines_total", "counter",
            "Access-log lines not written: the writer's buffer was full, or a worker's lines-per-second budget "
            "(log.access_max_lines_per_second) was spent.");
-    sample(&out, "lizard_access_log_dropped_lines_total", "reason=\"buffer_full\"", ls.dropped_full);
-    sample(&out, "lizard_access_log_dropped_lines_total", "reason=\"over_budget\"", ls.dropped_over_budget);
-    metric(&out, "lizard_abandoned_requests_total", "counter",
+    sample(out, "lizard_access_log_dropped_lines_total", "reason=\"buffer_full\"", ls.dropped_full);
+    sample(out, "lizard_access_log_dropped_lines_total", "reason=\"over_budget\"", ls.dropped_over_budget);
+    metric(out, "lizard_abandoned_requests_total", "counter",
            "Requests that ended before any response began (client reset or closed); summed per connection in the log.",
            SUM(abandoned_requests));
+}
+
+/* The metering queue, its flushes and the spill file (metering/metering.h). */
+static void metering_metrics(text_t *out, gw_metrics_t *m)
+{
+    gw_metering_stats_t ms = {0};
+
+    if (m->metering != NULL)
+        gw_metering_get_stats(m->metering, &ms);
+    metric(out, "lizard_metering_pending_records", "gauge", "Metering records counted and not yet written to Redis.",
+           ms.pending_records);
+    metric(out, "lizard_metering_pending_batches", "gauge", "Sealed metering batches waiting for Redis.", ms.pending_batches);
+    metric(out, "lizard_metering_records_written_total", "counter", "Metering records written to Redis (XADD + INCRBY).",
+           ms.records_written);
+    metric(out, "lizard_metering_flush_failures_total", "counter", "Metering MULTI/EXEC that failed or timed out (retried).",
+           ms.flush_failures);
+    metric(out, "lizard_metering_records_lost_total", "counter",
+           "Metering records lost: a command Redis refused inside an EXEC that ran (not retried), or at exit neither "
+           "written nor spilled.",
+           ms.records_lost);
+    family(out, "lizard_metering_spill_records_total", "counter",
+           "Spill file records: written at exit, replayed at start, malformed lines skipped.");
+    sample(out, "lizard_metering_spill_records_total", "op=\"written\"", ms.spill_written);
+    sample(out, "lizard_metering_spill_records_total", "op=\"replayed\"", ms.spill_replayed);
+    sample(out, "lizard_metering_spill_records_total", "op=\"malformed\"", ms.spill_malformed);
+}
+
+/* The live key sets, and the workers one by one. */
+static void process_metrics(text_t *out, gw_metrics_t *m)
+{
+    char label[64];
+    size_t w;
+
+    metric(out, "lizard_cookie_secrets", "gauge",
+           "Cookie secrets in the live set (the first signs); changes on a SIGHUP reload of auth.cookie_secrets_file.",
+           m->cookie_keys != NULL ? gw_cookie_keys_count(m->cookie_keys) : 0);
+    metric(out, "lizard_share_link_keys", "gauge",
+           "Share-link keys in the live set; changes on a SIGHUP reload of auth.link_keys_file.",
+           m->link_keys != NULL ? gw_link_keys_count(m->link_keys) : 0);
+    metric(out, "lizard_workers", "gauge", "Worker threads.", m->num_workers);
+
+    family(out, "lizard_worker_client_connections", "gauge", "Client connections open, by worker.");
+    for (w = 0; w != m->num_workers; ++w) {
+        snprintf(label, sizeof(label), "worker=\"%zu\"", w);
+        sample(out, "lizard_worker_client_connections", label,
+               atomic_load_explicit(&m->workers[w].client_connections, memory_order_relaxed));
+    }
+    family(out, "lizard_worker_redis_connected", "gauge", "1 when the worker's Redis connection is up, by worker.");
+    for (w = 0; w != m->num_workers; ++w) {
+        snprintf(label, sizeof(label), "worker=\"%zu\"", w);
+        sample(out, "lizard_worker_redis_connected", label, (unsigned long long)atomic_load(&m->workers[w].redis_connected));
+    }
+}
+
+int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iovec_t *result)
+{
+    text_t out = {.pool = pool, .max = max};
+
+    h2o_vector_reserve(pool, &out.buf, TEXT_INITIAL_SIZE);
+    response_metrics(&out, m);
+    route_metrics(&out, m);
+    upstream_metrics(&out, m);
+    front_metrics(&out, m);
     wake_metrics(&out, m);
     dyncert_metrics(&out, m->dyncert);
     metric(&out, "lizard_redis_connected_workers", "gauge", "Workers whose Redis connection is up.",
            (unsigned long long)atomic_load(&m->redis_ready_workers));
-
-    if (m->metering != NULL)
-        gw_metering_get_stats(m->metering, &ms);
-    metric(&out, "lizard_metering_pending_records", "gauge", "Metering records counted and not yet written to Redis.",
-           ms.pending_records);
-    metric(&out, "lizard_metering_pending_batches", "gauge", "Sealed metering batches waiting for Redis.", ms.pending_batches);
-    metric(&out, "lizard_metering_records_written_total", "counter", "Metering records written to Redis (XADD + INCRBY).",
-           ms.records_written);
-    metric(&out, "lizard_metering_flush_failures_total", "counter", "Metering MULTI/EXEC that failed or timed out (retried).",
-           ms.flush_failures);
-    metric(&out, "lizard_metering_records_lost_total", "counter",
-           "Metering records lost: a command Redis refused inside an EXEC that ran (not retried), or at exit neither "
-           "written nor spilled.",
-           ms.records_lost);
-    family(&out, "lizard_metering_spill_records_total", "counter",
-           "Spill file records: written at exit, replayed at start, malformed lines skipped.");
-    sample(&out, "lizard_metering_spill_records_total", "op=\"written\"", ms.spill_written);
-    sample(&out, "lizard_metering_spill_records_total", "op=\"replayed\"", ms.spill_replayed);
-    sample(&out, "lizard_metering_spill_records_total", "op=\"malformed\"", ms.spill_malformed);
-
-    metric(&out, "lizard_cookie_secrets", "gauge",
-           "Cookie secrets in the live set (the first signs); changes on a SIGHUP reload of auth.cookie_secrets_file.",
-           m->cookie_keys != NULL ? gw_cookie_keys_count(m->cookie_keys) : 0);
-    metric(&out, "lizard_share_link_keys", "gauge",
-           "Share-link keys in the live set; changes on a SIGHUP reload of auth.link_keys_file.",
-           m->link_keys != NULL ? gw_link_keys_count(m->link_keys) : 0);
-    metric(&out, "lizard_workers", "gauge", "Worker threads.", m->num_workers);
-
-    family(&out, "lizard_worker_client_connections", "gauge", "Client connections open, by worker.");
-    for (w = 0; w != m->num_workers; ++w) {
-        snprintf(label, sizeof(label), "worker=\"%zu\"", w);
-        sample(&out, "lizard_worker_client_connections", label,
-               atomic_load_explicit(&m->workers[w].client_connections, memory_order_relaxed));
-    }
-    family(&out, "lizard_worker_redis_connected", "gauge", "1 when the worker's Redis connection is up, by worker.");
-    for (w = 0; w != m->num_workers; ++w) {
-        snprintf(label, sizeof(label), "worker=\"%zu\"", w);
-        sample(&out, "lizard_worker_redis_connected", label, (unsigned long long)atomic_load(&m->workers[w].redis_connected));
-    }
-
+    metering_metrics(&out, m);
+    process_metrics(&out, m);
     if (out.over)
         return -1;
     *result = h2o_iovec_init(out.buf.entries, out.buf.size);

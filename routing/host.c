@@ -99,14 +99,12 @@ gw_host_result_t gw_host_parse(h2o_iovec_t host, char *const *domains, size_t nu
     if (gw_port_parse(label, (size_t)(dash - label), &parsed.port) != 0)
         return GW_HOST_BAD;
     id_len = label_len - (size_t)(dash - label) - 1;
-    if (id_len == 0 || id_len > GW_SANDBOX_ID_MAX)
+    if (id_len > GW_SANDBOX_ID_MAX)
         return GW_HOST_BAD;
-    for (i = 0; i != id_len; ++i) {
-        char c = (char)h2o_tolower(dash[1 + i]);
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
-            return GW_HOST_BAD;
-        parsed.sandbox_id[i] = c;
-    }
+    for (i = 0; i != id_len; ++i)
+        parsed.sandbox_id[i] = (char)h2o_tolower(dash[1 + i]);
+    if (!gw_sandbox_id_valid(parsed.sandbox_id, id_len))
+        return GW_HOST_BAD;
     parsed.sandbox_id[id_len] = '\0';
     parsed.domain_index = best;
     *out = parsed;

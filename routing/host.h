@@ -9,8 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <h2o/memory.h>
-
-#define GW_SANDBOX_ID_MAX 56
+#include "common/sandbox_id.h"
 
 typedef enum {
     GW_HOST_OK = 0,

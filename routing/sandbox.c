@@ -150,6 +150,53 @@ static h2o_iovec_t copy_value(char **dst, const redisReply *v)
     return s;
 }
 
+/* The second pass: the fixed fields and the port table (sorted). */
+static void second_pass(gw_sandbox_t *s, const redisReply *reply, size_t max_ports)
+{
+    size_t i;
+
+    for (i = 0; i + 1 < reply->elements; i += 2) {
+        const redisReply *f = reply->element[i], *v = reply->element[i + 1];
+        if (!is_string(f) || !is_string(v))
+            continue;
+        if (field_is(f, "state")) {
+            s->state = parse_state(v);
+        } else if (field_is(f, "addr")) {
+            s->has_addr = gw_netaddr_parse_ip(v->str, (size_t)v->len, 0, &s->addr) == 0;
+            s->has_addr_field = 1;
+            copy_printable(s->addr_text, GW_SANDBOX_ADDR_TEXT_MAX, v);
+        } else if (field_is(f, "token_sha256")) {
+            s->has_token = parse_token(v, s->token_sha256);
+        } else if (field_is(f, "resume")) {
+            s->resume_auto = field_is(v, "auto");
+        } else if (field_is(f, "link_epoch")) {
+            s->link_epoch = 0;
+            s->link_epoch_ok = parse_epoch(v, &s->link_epoch);
+        } else if (s->num_ports < max_ports && parse_port_field(f, v, s->ports + s->num_ports)) {
+            ++s->num_ports;
+        }
+    }
+    if (!s->has_addr)
+        memset(&s->addr, 0, sizeof(s->addr));
+    if (!s->has_token)
+        s->token_sha256[0] = '\0';
+    if (s->num_ports > 1)
+        qsort(s->ports, s->num_ports, sizeof(s->ports[0]), cmp_port);
+}
+
+/* The third pass, once the port table is sorted: host:<n> of the exposed ports. */
+static void third_pass(gw_sandbox_t *s, const redisReply *reply)
+{
+    size_t i;
+
+    for (i = 0; s->num_ports != 0 && i + 1 < reply->elements; i += 2) {
+        const redisReply *f = reply->element[i], *v = reply->element[i + 1];
+        uint16_t port;
+        if (is_string(f) && is_string(v) && parse_host_field(f, &port))
+            set_host_mode(s, port, v);
+    }
+}
+
 int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out, const char **err)
 {
     const redisReply *lifecycle = NULL, *project = NULL;
@@ -197,42 +244,8 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
     s->lifecycle = copy_value(&strings, lifecycle);
     s->project = copy_value(&strings, project);
 
-    /* second pass: the fixed fields and the port table */
-    for (i = 0; i + 1 < reply->elements; i += 2) {
-        const redisReply *f = reply->element[i], *v = reply->element[i + 1];
-        if (!is_string(f) || !is_string(v))
-            continue;
-        if (field_is(f, "state")) {
-            s->state = parse_state(v);
-        } else if (field_is(f, "addr")) {
-            s->has_addr = gw_netaddr_parse_ip(v->str, (size_t)v->len, 0, &s->addr) == 0;
-            s->has_addr_field = 1;
-            copy_printable(s->addr_text, GW_SANDBOX_ADDR_TEXT_MAX, v);
-        } else if (field_is(f, "token_sha256")) {
-            s->has_token = parse_token(v, s->token_sha256);
-        } else if (field_is(f, "resume")) {
-            s->resume_auto = field_is(v, "auto");
-        } else if (field_is(f, "link_epoch")) {
-            s->link_epoch = 0;
-            s->link_epoch_ok = parse_epoch(v, &s->link_epoch);
-        } else if (s->num_ports < max_ports && parse_port_field(f, v, s->ports + s->num_ports)) {
-            ++s->num_ports;
-        }
-    }
-    if (!s->has_addr)
-        memset(&s->addr, 0, sizeof(s->addr));
-    if (!s->has_token)
-        s->token_sha256[0] = '\0';
-    if (s->num_ports > 1)
-        qsort(s->ports, s->num_ports, sizeof(s->ports[0]), cmp_port);
-
-    /* third pass, once the port table is sorted: host:<n> of the exposed ports */
-    for (i = 0; s->num_ports != 0 && i + 1 < reply->elements; i += 2) {
-        const redisReply *f = reply->element[i], *v = reply->element[i + 1];
-        uint16_t port;
-        if (is_string(f) && is_string(v) && parse_host_field(f, &port))
-            set_host_mode(s, port, v);
-    }
+    second_pass(s, reply, max_ports);
+    third_pass(s, reply);
 
     *out = s;
     return 0;

@@ -10,22 +10,19 @@
 #include <string.h>
 #include <time.h>
 #include "common/counter.h"
-#include "common/hashtab.h"
+#include "routing/sandbox_watch.h"
 #include "routing/wake.h"
 
 typedef struct st_bucket_t {
-    gw_hashtab_node_t node; /* in owner->buckets, key: id */
+    gw_sandbox_watch_entry_t entry; /* in owner->watch: the id, the fresh read in flight and `read_again` */
     gw_wake_t *owner;
     h2o_linklist_t waiters; /* gw_wake_waiter_t.link, oldest first */
     size_t count;
-    gw_route_lookup_t *read;     /* the fresh read in flight, or NULL */
     gw_redis_req_t *set_req;     /* the resume request (lock + XADD, one script) in flight, or NULL */
     h2o_timeout_entry_t recheck; /* the fallback re-read */
     uint64_t held_since;         /* when the first of the current waiters came: the wake time starts there */
     uint64_t resume_asked_at;    /* when this worker last asked (0: never, or the ask failed) */
-    unsigned read_again : 1;     /* a publish came while `read` was in flight */
     unsigned busy : 1;           /* answering its waiters: not freed by cancel */
-    char id[GW_SANDBOX_ID_MAX + 1];
 } bucket_t;
 
 struct st_gw_wake_waiter_t {
@@ -40,9 +37,8 @@ struct st_gw_wake_waiter_t {
 struct st_gw_wake_t {
     h2o_loop_t *loop;
     gw_redis_t *redis;
-    gw_route_store_t *routes;
-    gw_wake_conf_t conf;  /* prefix and instance_id point to copies */
-    gw_hashtab_t buckets; /* of bucket_t */
+    gw_wake_conf_t conf;      /* prefix and instance_id point to copies */
+    gw_sandbox_watch_t watch; /* of bucket_t, FRESH reads */
     size_t num_held;
     uint64_t held_bytes;            /* body bytes of the held requests, <= conf.max_bytes */
     h2o_timeout_t deadline_timeout; /* conf.timeout_ms */
@@ -55,7 +51,7 @@ struct st_gw_wake_t {
             GW_COUNTER_ADD(&(w)->conf.counters->name, (n));                                                                        \
     } while (0)
 
-static void read_now(bucket_t *b);
+#define BUCKET_ID(b) gw_sandbox_watch_id(&(b)->entry)
 
 int gw_wake_applies(const gw_sandbox_t *record)
 {
@@ -66,8 +62,8 @@ int gw_wake_applies(const gw_sandbox_t *record)
 
 static bucket_t *bucket_find(gw_wake_t *w, const char *id)
 {
-    gw_hashtab_node_t *n = gw_hashtab_find(&w->buckets, id, strlen(id));
-    return n != NULL ? H2O_STRUCT_FROM_MEMBER(bucket_t, node, n) : NULL;
+    gw_sandbox_watch_entry_t *e = gw_sandbox_watch_find(&w->watch, id);
+    return e != NULL ? H2O_STRUCT_FROM_MEMBER(bucket_t, entry, e) : NULL;
 }
 
 static void on_recheck(h2o_timeout_entry_t *entry)
@@ -75,7 +71,7 @@ static void on_recheck(h2o_timeout_entry_t *entry)
     bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, recheck, entry);
 
     h2o_timeout_link(b->owner->loop, &b->owner->recheck_timeout, &b->recheck);
-    read_now(b);
+    gw_sandbox_watch_read(&b->entry);
 }
 
 static bucket_t *bucket_get(gw_wake_t *w, const char *id)
@@ -87,17 +83,14 @@ static bucket_t *bucket_get(gw_wake_t *w, const char *id)
     b = h2o_mem_alloc(sizeof(*b));
     *b = (bucket_t){.owner = w, .held_since = h2o_now(w->loop), .recheck = {.cb = on_recheck}};
     h2o_linklist_init_anchor(&b->waiters);
-    snprintf(b->id, sizeof(b->id), "%s", id);
-    gw_hashtab_insert(&w->buckets, &b->node, b->id, strlen(b->id));
+    gw_sandbox_watch_add(&w->watch, &b->entry, id);
     h2o_timeout_link(w->loop, &w->recheck_timeout, &b->recheck);
     return b;
 }
 
 static void bucket_free(bucket_t *b)
 {
-    gw_hashtab_remove(&b->owner->buckets, &b->node);
-    if (b->read != NULL)
-        gw_route_lookup_cancel(b->read);
+    gw_sandbox_watch_remove(&b->entry);
     if (b->set_req != NULL)
         gw_redis_req_cancel(b->set_req);
     h2o_timeout_unlink(&b->recheck);
@@ -124,7 +117,7 @@ static void waiter_unlink(gw_wake_waiter_t *h)
     --w->num_held;
     w->held_bytes -= h->bytes;
     if (w->conf.slots.release != NULL)
-        w->conf.slots.release(w->conf.slots.data, h->bucket->id);
+        w->conf.slots.release(w->conf.slots.data, BUCKET_ID(h->bucket));
     COUNT(w, held, -1);
     COUNT(w, held_bytes, -(int64_t)h->bytes);
 }
@@ -170,7 +163,6 @@ static uint64_t unix_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* "<prefix><middle><id><suffix>" into buf; its length, or 0 when it does not fit */
 /* <prefix><middle><id><suffix>, malloc'd at its length (the caller frees it
  * once the command is sent: hiredis formats it before returning). */
 static h2o_iovec_t make_key(const char *prefix, const char *middle, const char *id, const char *suffix)
@@ -196,7 +188,7 @@ static void on_resume_reply(bucket_t *b, const char *err, redisReply *reply)
     if (err != NULL || reply->type != REDIS_REPLY_INTEGER) {
         /* nothing was written (or, after a timeout, both were): asked again at the next re-read,
          * where the lock, if it is there, says the request is too */
-        fprintf(stderr, "wake: resume request for %s: %s\n", b->id, err != NULL ? err : "unexpected reply");
+        fprintf(stderr, "wake: resume request for %s: %s\n", BUCKET_ID(b), err != NULL ? err : "unexpected reply");
         COUNT(b->owner, resume_failures, 1);
         b->resume_asked_at = 0;
         return;
@@ -230,17 +222,17 @@ static void ask_resume(bucket_t *b)
 
     if (b->set_req != NULL || (b->resume_asked_at != 0 && now - b->resume_asked_at < GW_WAKE_LOCK_MS))
         return;
-    lock = make_key(w->conf.prefix, "resume:{", b->id, "}");
+    lock = make_key(w->conf.prefix, "resume:{", BUCKET_ID(b), "}");
     stream = make_key(w->conf.prefix, "resume", "", "");
     px_len = snprintf(px, sizeof(px), "%d", GW_WAKE_LOCK_MS);
     at_len = snprintf(at, sizeof(at), "%llu", (unsigned long long)unix_ms());
-    const char *argv[] = {"EVAL", resume_script, "2", lock.base, stream.base, b->id, w->conf.instance_id, at, px};
+    const char *argv[] = {"EVAL", resume_script, "2", lock.base, stream.base, BUCKET_ID(b), w->conf.instance_id, at, px};
     size_t argvlen[] = {4,
                         sizeof(resume_script) - 1,
                         1,
                         lock.len,
                         stream.len,
-                        strlen(b->id),
+                        strlen(BUCKET_ID(b)),
                         strlen(w->conf.instance_id),
                         (size_t)at_len,
                         (size_t)px_len};
@@ -270,41 +262,29 @@ static void observe_wake(bucket_t *b)
     COUNT(w, wake_count, 1);
 }
 
-static void on_read(void *data, gw_route_status_t status, gw_sandbox_t *record)
+/* gw_sandbox_watch_cb: 0 once the waiters are answered (b may be gone) */
+static int on_read(gw_sandbox_watch_entry_t *entry, gw_route_status_t status, gw_sandbox_t *record)
 {
-    bucket_t *b = data;
+    bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, entry, entry);
 
-    b->read = NULL;
     switch (status) {
     case GW_ROUTE_FOUND:
         if (!gw_wake_applies(record)) {
             if (record->state == GW_SANDBOX_RUNNING)
                 observe_wake(b);
             answer_all(b, GW_WAKE_SETTLED, record);
-            return;
+            return 0;
         }
         if (record->state == GW_SANDBOX_PAUSED)
             ask_resume(b); /* still paused after GW_WAKE_LOCK_MS: the control plane may have lost the request */
         break;
     case GW_ROUTE_NOT_FOUND:
         answer_all(b, GW_WAKE_NOT_FOUND, NULL);
-        return;
+        return 0;
     default:
         break; /* Redis cannot answer now: the next re-read (or the deadline) will */
     }
-    if (b->read_again) {
-        b->read_again = 0;
-        read_now(b);
-    }
-}
-
-static void read_now(bucket_t *b)
-{
-    if (b->read != NULL) {
-        b->read_again = 1;
-        return;
-    }
-    b->read = gw_route_store_lookup_fresh(b->owner->routes, b->id, on_read, b);
+    return 1; /* a publish during the read gets a read of its own */
 }
 
 /* public API */
@@ -313,12 +293,12 @@ gw_wake_t *gw_wake_new(h2o_loop_t *loop, gw_redis_t *redis, gw_route_store_t *ro
 {
     gw_wake_t *w = h2o_mem_alloc(sizeof(*w));
 
-    *w = (gw_wake_t){.loop = loop, .redis = redis, .routes = routes, .conf = *conf};
+    *w = (gw_wake_t){.loop = loop, .redis = redis, .conf = *conf};
     w->conf.prefix = h2o_strdup(NULL, conf->prefix != NULL ? conf->prefix : "", SIZE_MAX).base;
     w->conf.instance_id = h2o_strdup(NULL, conf->instance_id != NULL ? conf->instance_id : "", SIZE_MAX).base;
     if (w->conf.recheck_ms == 0)
         w->conf.recheck_ms = GW_WAKE_RECHECK_MS;
-    gw_hashtab_init(&w->buckets);
+    gw_sandbox_watch_init(&w->watch, routes, GW_SANDBOX_WATCH_FRESH, on_read);
     h2o_timeout_init(loop, &w->deadline_timeout, w->conf.timeout_ms);
     h2o_timeout_init(loop, &w->recheck_timeout, w->conf.recheck_ms);
     return w;
@@ -326,12 +306,12 @@ gw_wake_t *gw_wake_new(h2o_loop_t *loop, gw_redis_t *redis, gw_route_store_t *ro
 
 void gw_wake_free(gw_wake_t *w)
 {
-    gw_hashtab_node_t *n;
+    gw_sandbox_watch_entry_t *e;
 
     if (w == NULL)
         return;
-    while ((n = gw_hashtab_first(&w->buckets)) != NULL) {
-        bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, node, n);
+    while ((e = gw_sandbox_watch_next(&w->watch, NULL)) != NULL) {
+        bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, entry, e);
         while (!h2o_linklist_is_empty(&b->waiters)) {
             gw_wake_waiter_t *h = H2O_STRUCT_FROM_MEMBER(gw_wake_waiter_t, link, b->waiters.next);
             waiter_unlink(h);
@@ -339,7 +319,7 @@ void gw_wake_free(gw_wake_t *w)
         }
         bucket_free(b);
     }
-    gw_hashtab_dispose(&w->buckets);
+    gw_sandbox_watch_dispose(&w->watch);
     h2o_timeout_dispose(w->loop, &w->deadline_timeout);
     h2o_timeout_dispose(w->loop, &w->recheck_timeout);
     free((char *)w->conf.prefix);
@@ -408,26 +388,17 @@ void gw_wake_cancel(gw_wake_waiter_t *h, int abandoned)
 void gw_wake_on_publish(void *_w, const char *sandbox_id)
 {
     gw_wake_t *w = _w;
-    gw_hashtab_node_t *n;
-    bucket_t *b;
 
-    if (sandbox_id != NULL) {
-        if ((b = bucket_find(w, sandbox_id)) != NULL)
-            read_now(b);
-        return;
-    }
-    /* read_now never adds or removes buckets (answers come from the loop): the walk is safe */
-    for (n = gw_hashtab_first(&w->buckets); n != NULL; n = gw_hashtab_next(&w->buckets, n))
-        read_now(H2O_STRUCT_FROM_MEMBER(bucket_t, node, n));
+    gw_sandbox_watch_on_publish(&w->watch, sandbox_id);
 }
 
 void gw_wake_expire_all(gw_wake_t *w)
 {
-    gw_hashtab_node_t *n;
+    gw_sandbox_watch_entry_t *e;
 
     /* one bucket at a time, from the start again after each: callbacks may end buckets */
-    while ((n = gw_hashtab_first(&w->buckets)) != NULL) {
-        bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, node, n);
+    while ((e = gw_sandbox_watch_next(&w->watch, NULL)) != NULL) {
+        bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, entry, e);
         COUNT(w, timeouts, b->count);
         answer_all(b, GW_WAKE_TIMEOUT, NULL);
     }

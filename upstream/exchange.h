@@ -37,8 +37,7 @@ struct st_gw_proxy_t {
     h2o_linklist_t waiting;      /* of exchange_t.waiting */
     gw_deliveries_t *deliveries; /* egress held per client connection until delivered */
     gw_proxy_bytes_t total;
-    gw_proxy_bytes_cb bytes_cb;
-    void *bytes_cb_data;
+    gw_worker_meter_t *meter;      /* NULL: bytes are not billed */
     gw_proxy_counters_t *counters; /* NULL: not counted */
     gw_revocation_t *revocation;   /* NULL: exchanges and tunnels are not revocable */
 };

@@ -136,6 +136,23 @@ static int request_header_is_forwarded(const h2o_header_t *h, const conn_list_t 
     return !listed_in_connection(conn, name->base, name->len);
 }
 
+/* HTTP/2 splits cookies into fields; HTTP/1 wants one (RFC 6265 5.4). */
+static void hb_cookies(head_buf_t *hb, const h2o_headers_t *headers)
+{
+    size_t seen = 0, i;
+
+    HB_LIT(hb, "cookie: ");
+    for (i = 0; i != headers->size; ++i) {
+        const h2o_header_t *h = headers->entries + i;
+        if (h->name != &H2O_TOKEN_COOKIE->buf)
+            continue;
+        if (seen++ != 0)
+            HB_LIT(hb, "; ");
+        hb_append(hb, h->value.base, h->value.len);
+    }
+    HB_LIT(hb, "\r\n");
+}
+
 h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t *r)
 {
     const h2o_headers_t *headers = r->headers;
@@ -189,20 +206,8 @@ h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t
         if (h->name != &H2O_TOKEN_COOKIE->buf && request_header_is_forwarded(h, &conn))
             hb_header(&hb, h->orig_name != NULL ? h->orig_name : h->name->base, h->name->len, h->value.base, h->value.len);
     }
-    if (num_cookies != 0) {
-        /* HTTP/2 splits cookies into fields; HTTP/1 wants one (RFC 6265 5.4) */
-        size_t seen = 0;
-        HB_LIT(&hb, "cookie: ");
-        for (i = 0; i != headers->size; ++i) {
-            const h2o_header_t *h = headers->entries + i;
-            if (h->name != &H2O_TOKEN_COOKIE->buf)
-                continue;
-            if (seen++ != 0)
-                HB_LIT(&hb, "; ");
-            hb_append(&hb, h->value.base, h->value.len);
-        }
-        HB_LIT(&hb, "\r\n");
-    }
+    if (num_cookies != 0)
+        hb_cookies(&hb, headers);
     if (r->client_addr.len != 0)
         hb_header(&hb, H2O_STRLIT("x-forwarded-for"), r->client_addr.base, r->client_addr.len);
     hb_header(&hb, H2O_STRLIT("x-forwarded-proto"), r->scheme.base, r->scheme.len);

@@ -65,16 +65,14 @@ void gw_exchange_set_timer(gw_exchange_t *ex, gw_opt_timeout_t *t, h2o_timeout_c
 
 void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, int no_activity, uint64_t egress, uint64_t ingress)
 {
-    gw_proxy_bytes_t delta = {egress, ingress, no_activity};
-
     if (egress == 0 && ingress == 0)
         return;
     p->total.egress += egress;
     p->total.ingress += ingress;
     GW_PROXY_COUNT(p, egress_bytes, egress);
     GW_PROXY_COUNT(p, ingress_bytes, ingress);
-    if (p->bytes_cb != NULL)
-        p->bytes_cb(p->bytes_cb_data, sandbox_id, &delta);
+    if (p->meter != NULL)
+        gw_worker_meter_add(p->meter, sandbox_id, egress, ingress, no_activity);
 }
 
 void gw_proxy_add_egress(gw_proxy_t *p, h2o_socket_t *client, const char *sandbox_id, int no_activity, uint64_t egress, int written)
@@ -626,10 +624,9 @@ void gw_proxy_set_counters(gw_proxy_t *p, gw_proxy_counters_t *c)
     p->counters = c;
 }
 
-void gw_proxy_set_bytes_cb(gw_proxy_t *p, gw_proxy_bytes_cb cb, void *data)
+void gw_proxy_set_meter(gw_proxy_t *p, gw_worker_meter_t *meter)
 {
-    p->bytes_cb = cb;
-    p->bytes_cb_data = data;
+    p->meter = meter;
 }
 
 gw_proxy_bytes_t gw_proxy_bytes_total(const gw_proxy_t *p)

@@ -12,6 +12,7 @@
 #include <h2o.h>
 #include "limits/conn_limit.h"
 #include "limits/revocation.h"
+#include "metering/worker_meter.h"
 #include "common/netaddr.h"
 #include "upstream/address_view.h"
 
@@ -43,11 +44,6 @@ typedef struct st_gw_proxy_bytes_t {
     uint64_t ingress; /* from the client: request head, body, WebSocket bytes */
     int no_activity;  /* the exchange asked not to count as its sandbox's activity (X-Lizard-No-Activity) */
 } gw_proxy_bytes_t;
-
-/* Called on the worker's thread each time bytes move for a sandbox, with
- * the bytes moved since the previous call (metering). sandbox_id is only
- * valid during the call. */
-typedef void (*gw_proxy_bytes_cb)(void *data, const char *sandbox_id, const gw_proxy_bytes_t *delta);
 
 /* What the proxy is told of the configuration (config/config.h names the
  * keys); a timeout of 0 means none. */
@@ -97,8 +93,9 @@ typedef struct st_gw_proxy_counters_t {
 /* Makes this proxy count into `c` (NULL: stop counting). */
 void gw_proxy_set_counters(gw_proxy_t *p, gw_proxy_counters_t *c);
 
-/* Sets (cb NULL: clears) the byte-count hook. */
-void gw_proxy_set_bytes_cb(gw_proxy_t *p, gw_proxy_bytes_cb cb, void *data);
+/* Bills the bytes of every exchange and tunnel from now on into `meter`
+ * (borrowed, the worker's; NULL: not billed any more), as they move. */
+void gw_proxy_set_meter(gw_proxy_t *p, gw_worker_meter_t *meter);
 
 /* Bytes moved by all exchanges of this proxy since gw_proxy_new. */
 gw_proxy_bytes_t gw_proxy_bytes_total(const gw_proxy_t *p);

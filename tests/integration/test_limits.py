@@ -53,3 +53,36 @@ def test_slots_come_back_after_errors_and_client_aborts(gw_factory, curl, regist
     except Exception:  # noqa: BLE001 - curl's own timeout is the point
         pass
     gwtest.wait_for(lambda: curl(host, "/echo", gw=g).status == 200, 5, what="the slot to come back")
+
+
+def test_refused_by_the_sandbox_limit_gives_the_client_slot_back(gw_factory, curl, register_sandbox, upstream):
+    """A request that got its client's slot and was then refused for the
+    sandbox's (429) gives the client's slot back: after the sandbox's slot
+    is free again, the same client is served, however often it was refused
+    meanwhile (limits.max_connections_per_client 2, counted by the last
+    X-Forwarded-For entry behind a trusted listener)."""
+    g = gw_factory({"limits": {"max_connections_per_sandbox": 1, "max_connections_per_client": 2}},
+                   name=gwtest.new_sandbox_id("gwl"), start=False)
+    cfg_listen = g.base_config()["listen"]
+    cfg_listen[1]["trusted"] = True
+    g.overrides["listen"] = cfg_listen
+    g.start()
+    sid = gwtest.new_sandbox_id()
+    register_sandbox(sid, ports={upstream.port: "public"})
+    host = g.host(upstream.port, sid)
+
+    def get(xff, path="/echo"):
+        return curl(host, path, gw=g, plain=True, timeout=30, headers={"X-Forwarded-For": xff})
+
+    assert get("10.0.0.2").status == 200  # warm: the route is cached
+    slow = []
+    holder = threading.Thread(target=lambda: slow.append(get("10.0.0.1", "/slow-head/5000")))
+    holder.start()
+    # another client takes the sandbox's only slot: this one is refused, more than its own limit of times
+    gwtest.wait_for(lambda: get("10.0.0.2").status == 429, 5, what="the sandbox's slot to be taken")
+    refused = [get("10.0.0.2") for _ in range(3)]
+    holder.join(30)
+    assert [r.status for r in slow] == [200], slow
+    assert [(r.status, r.error_code()) for r in refused] == [(429, "too_many_connections")] * 3, refused
+    # the sandbox's slot is back, and so are the client's
+    assert get("10.0.0.2").status == 200

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <h2o/string_.h>
 #include "auth/cookie.h"
+#include "common/sandbox_id.h"
+#include "../bytes.h"
 
 #define HASH_A "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
 #define HASH_B "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -408,6 +410,72 @@ START_TEST(test_extract_empty_value)
 }
 END_TEST
 
+/* attacker bytes */
+
+typedef struct {
+    size_t full_len; /* the valid value's length: only it verifies */
+} bytes_ctx_t;
+
+static void verify_any(const char *buf, size_t len, void *data)
+{
+    bytes_ctx_t *ctx = data;
+    h2o_iovec_t v = h2o_iovec_init(buf, len), sandbox;
+    uint16_t port;
+    uint64_t expires;
+    gw_cookie_result_t r = gw_cookie_verify(v, &new_secret, 1, "sbx7f3a9", 3000, NOW, HASH_A),
+                       rl = gw_cookie_verify_link(v, &new_secret, 1, "sbx7f3a9", 3000, NOW, 7);
+
+    /* one byte changed, missing or cut off: the signature no longer holds */
+    if (len != ctx->full_len || ctx->full_len == SIZE_MAX) {
+        ck_assert_int_ne(r, GW_COOKIE_OK);
+        ck_assert_int_ne(rl, GW_COOKIE_OK);
+    }
+    (void)gw_cookie_is_link(v);
+    if (gw_cookie_read_fields(v, &sandbox, &port, &expires) == 0) {
+        ck_assert(sandbox.base >= buf && sandbox.base + sandbox.len <= buf + len);
+        ck_assert(gw_sandbox_id_valid(sandbox.base, sandbox.len));
+    }
+}
+
+START_TEST(test_bytes_value)
+{
+    h2o_iovec_t plain = gw_cookie_sign(&pool, &new_secret, "sbx7f3a9", 3000, EXPIRES, HASH_A),
+                link = gw_cookie_sign_link(&pool, &new_secret, "sbx7f3a9", 3000, EXPIRES, 7);
+    bytes_ctx_t ctx;
+
+    ck_assert_int_eq(gw_cookie_verify(plain, &new_secret, 1, "sbx7f3a9", 3000, NOW, HASH_A), GW_COOKIE_OK);
+    ck_assert_int_eq(gw_cookie_verify_link(link, &new_secret, 1, "sbx7f3a9", 3000, NOW, 7), GW_COOKIE_OK);
+    ctx.full_len = plain.len; /* every prefix but the whole */
+    gw_bytes_each_prefix(plain.base, plain.len - 1, verify_any, &ctx);
+    gw_bytes_each_prefix(link.base, link.len - 1, verify_any, &ctx);
+    ctx.full_len = SIZE_MAX; /* every mutation */
+    gw_bytes_each_mutation(plain.base, plain.len, verify_any, &ctx);
+    gw_bytes_each_mutation(link.base, link.len, verify_any, &ctx);
+}
+END_TEST
+
+static void extract_any(const char *buf, size_t len, void *data)
+{
+    h2o_iovec_t field = h2o_iovec_init(buf, len), found, rest;
+    size_t n = gw_cookie_extract(&pool, &field, 1, h2o_iovec_init(H2O_STRLIT("__Host-lizard_access")), &found, &rest);
+
+    (void)data;
+    ck_assert_uint_le(found.len, len);
+    ck_assert_uint_le(rest.len, len);
+    ck_assert(n != 0 || found.base == NULL);
+    if (found.base != NULL)
+        ck_assert(found.len == 0 || memchr(found.base, ';', found.len) == NULL);
+}
+
+START_TEST(test_bytes_header)
+{
+    static const char field[] = "a=1; __Host-lizard_access=v1.sbx.3000.1.sig;b= 2 ;;__Host-lizard_access=x; c";
+
+    gw_bytes_each_prefix(field, sizeof(field) - 1, extract_any, NULL);
+    gw_bytes_each_mutation(field, sizeof(field) - 1, extract_any, NULL);
+}
+END_TEST
+
 static Suite *cookie_suite(void)
 {
     Suite *s = suite_create("cookie");
@@ -441,6 +509,14 @@ static Suite *cookie_suite(void)
     tcase_add_test(ext, test_extract_absent_and_empty);
     tcase_add_test(ext, test_extract_empty_value);
     suite_add_tcase(s, ext);
+
+    TCase *bytes = tcase_create("bytes");
+    /* thousands of parses each, under ASan on a loaded machine: not a time bound, just room */
+    tcase_set_timeout(bytes, 120);
+    tcase_add_checked_fixture(bytes, setup, teardown);
+    tcase_add_test(bytes, test_bytes_value);
+    tcase_add_test(bytes, test_bytes_header);
+    suite_add_tcase(s, bytes);
     return s;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <h2o/string_.h>
 #include "auth/query.h"
+#include "../bytes.h"
 
 static h2o_mem_pool_t pool;
 static char value_buf[256], stripped_buf[512];
@@ -179,6 +180,34 @@ START_TEST(test_question_mark_dropped_only_when_empty)
 }
 END_TEST
 
+static void take_any(const char *buf, size_t len, void *data)
+{
+    h2o_iovec_t path = h2o_iovec_init(buf, len), value, stripped;
+    size_t n = gw_query_take(&pool, path, h2o_iovec_init(H2O_STRLIT("lizard_token")), &value, &stripped);
+
+    (void)data;
+    if (n == 0) {
+        ck_assert(stripped.base == path.base && stripped.len == path.len);
+    } else {
+        /* at least "lizard_token" went */
+        ck_assert_uint_le(stripped.len + sizeof("lizard_token") - 1, len);
+        ck_assert_uint_le(value.len, len);
+    }
+}
+
+START_TEST(test_bytes)
+{
+    static const char *paths[] = {"/app/x?a=1&lizard_token=abc%20d+e&b=%zz&lizard_token&c=#frag",
+                                  "/?lizard%5Ftoken=%41%4&%6c%69zard_token=x", "?lizard_token="};
+    size_t i;
+
+    for (i = 0; i != sizeof(paths) / sizeof(paths[0]); ++i) {
+        gw_bytes_each_prefix(paths[i], strlen(paths[i]), take_any, NULL);
+        gw_bytes_each_mutation(paths[i], strlen(paths[i]), take_any, NULL);
+    }
+}
+END_TEST
+
 static Suite *query_suite(void)
 {
     Suite *s = suite_create("query");
@@ -199,6 +228,12 @@ static Suite *query_suite(void)
     tcase_add_test(tc, test_fragment_ignored);
     tcase_add_test(tc, test_question_mark_dropped_only_when_empty);
     suite_add_tcase(s, tc);
+    TCase *bytes = tcase_create("bytes");
+    /* thousands of parses each, under ASan on a loaded machine: not a time bound, just room */
+    tcase_set_timeout(bytes, 120);
+    tcase_add_checked_fixture(bytes, setup, teardown);
+    tcase_add_test(bytes, test_bytes);
+    suite_add_tcase(s, bytes);
     return s;
 }
 

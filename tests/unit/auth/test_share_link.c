@@ -13,6 +13,7 @@
 #include <openssl/hmac.h>
 #include <h2o/string_.h>
 #include "auth/share_link.h"
+#include "../bytes.h"
 
 #define NOW 1700000000u
 #define EXP (NOW + 3600u)
@@ -320,6 +321,30 @@ START_TEST(test_keys_load)
 }
 END_TEST
 
+static void verify_any(const char *buf, size_t len, void *data)
+{
+    const size_t *full_len = data;
+    gw_share_link_t out;
+    gw_link_result_t r =
+        gw_share_link_verify(h2o_iovec_init(buf, len), keys, num_keys, "sbx7f3a9", 3000, &epoch0, NOW, MAX_TTL, &out);
+
+    (void)gw_share_link_is(h2o_iovec_init(buf, len));
+    /* cut off, one byte changed or missing: never a valid link */
+    if (len != *full_len)
+        ck_assert_msg(r != GW_LINK_OK, "accepted: %.*s", (int)len, buf);
+}
+
+START_TEST(test_bytes)
+{
+    size_t full = sizeof(VECTOR1) - 1;
+
+    ck_assert_int_eq(verify(VECTOR1, "sbx7f3a9", 3000, &epoch0, NOW), GW_LINK_OK);
+    gw_bytes_each_prefix(VECTOR1, full - 1, verify_any, &full);
+    full = SIZE_MAX;
+    gw_bytes_each_mutation(VECTOR1, sizeof(VECTOR1) - 1, verify_any, &full);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("share_link");
@@ -340,6 +365,12 @@ int main(void)
     tcase_add_test(tc, test_keys_errors);
     tcase_add_test(tc, test_keys_load);
     suite_add_tcase(s, tc);
+    TCase *bytes = tcase_create("bytes");
+    /* thousands of parses each, under ASan on a loaded machine: not a time bound, just room */
+    tcase_set_timeout(bytes, 120);
+    tcase_add_checked_fixture(bytes, setup, teardown);
+    tcase_add_test(bytes, test_bytes);
+    suite_add_tcase(s, bytes);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <h2o/string_.h>
 #include "routing/host.h"
+#include "../bytes.h"
 
 static char *domains[] = {"lizard.app", "eu.lizard.app", "preview.example.com"};
 #define NUM_DOMAINS (sizeof(domains) / sizeof(domains[0]))
@@ -195,6 +196,62 @@ START_TEST(strip_port)
 }
 END_TEST
 
+/* What holds for any bytes: no read past the end, and an accepted host is
+ * a port and a contract sandbox id under one of the domains. */
+static void parse_any(const char *buf, size_t len, void *data)
+{
+    int *accepted = data;
+    gw_host_t out;
+    h2o_iovec_t stripped = gw_host_strip_port(h2o_iovec_init(buf, len));
+
+    ck_assert_ptr_eq(stripped.base, buf);
+    ck_assert_uint_le(stripped.len, len);
+    memset(&out, 0xaa, sizeof(out));
+    if (gw_host_parse(h2o_iovec_init(buf, len), domains, NUM_DOMAINS, &out) == GW_HOST_OK) {
+        ck_assert(gw_sandbox_id_valid(out.sandbox_id, strlen(out.sandbox_id)));
+        ck_assert_uint_ne(out.port, 0);
+        ck_assert_uint_lt(out.domain_index, NUM_DOMAINS);
+        ++*accepted;
+    }
+}
+
+START_TEST(every_prefix_and_mutation)
+{
+    static const char *valid[] = {"3000-sbx7f3a9.lizard.app", "8080-abc.eu.lizard.app.:443", "1-Z9.PREVIEW.example.com",
+                                  "[::1]:8080", "65535-a.lizard.app:65535"};
+    size_t i;
+
+    for (i = 0; i != sizeof(valid) / sizeof(valid[0]); ++i) {
+        int accepted = 0;
+        gw_bytes_each_prefix(valid[i], strlen(valid[i]), parse_any, &accepted);
+        gw_bytes_each_mutation(valid[i], strlen(valid[i]), parse_any, &accepted);
+    }
+}
+END_TEST
+
+START_TEST(prefixes_of_a_host)
+{
+    static const char host[] = "3000-sbx7f3a9.lizard.app:443";
+    size_t k;
+    gw_host_t out;
+
+    /* accepted: the name whole (24 bytes), then with ":4", ":44", ":443"; a bare ':' is bad_host */
+    for (k = 0; k <= sizeof(host) - 1; ++k) {
+        char *copy = malloc(k);
+        memcpy(copy, host, k);
+        gw_host_result_t r = gw_host_parse(h2o_iovec_init(copy, k), domains, NUM_DOMAINS, &out);
+        if (k == 24 || k >= 26) {
+            ck_assert_int_eq(r, GW_HOST_OK);
+            ck_assert_str_eq(out.sandbox_id, "sbx7f3a9");
+            ck_assert_uint_eq(out.port, 3000);
+        } else {
+            ck_assert_int_eq(r, k == 25 ? GW_HOST_BAD : GW_HOST_UNKNOWN);
+        }
+        free(copy);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("host");
@@ -210,6 +267,12 @@ int main(void)
     tcase_add_test(tc, not_nul_terminated);
     tcase_add_test(tc, strip_port);
     suite_add_tcase(s, tc);
+    TCase *bytes = tcase_create("bytes");
+    /* thousands of parses each, under ASan on a loaded machine: not a time bound, just room */
+    tcase_set_timeout(bytes, 120);
+    tcase_add_test(bytes, every_prefix_and_mutation);
+    tcase_add_test(bytes, prefixes_of_a_host);
+    suite_add_tcase(s, bytes);
 
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

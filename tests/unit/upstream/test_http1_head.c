@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include "upstream/http1_head.h"
+#include "../bytes.h"
 
 static h2o_mem_pool_t pool;
 static h2o_headers_t headers;
@@ -615,6 +616,133 @@ START_TEST(test_response_headers_through_a_view)
 }
 END_TEST
 
+/* --- attacker bytes --------------------------------------------------------- */
+
+/* A parse of `len` bytes read into an exact-size buffer (ASan sees any read
+ * past them), its strings kept as offsets so that two parses compare. */
+typedef struct {
+    gw_http1_head_result_t result;
+    int minor_version, status;
+    size_t size, num_headers, reason[2], names[GW_HTTP1_MAX_RESPONSE_HEADERS][2], values[GW_HTTP1_MAX_RESPONSE_HEADERS][2];
+} head_view_t;
+
+static head_view_t parse_exact(const char *text, size_t len)
+{
+    char *buf = calloc(1, len);
+    gw_http1_response_t res;
+    head_view_t v;
+    size_t i;
+
+    memcpy(buf, text, len);
+    memset(&v, 0, sizeof(v));
+    v.result = gw_http1_response_parse(buf, len, &res);
+    if (v.result == GW_HTTP1_HEAD_COMPLETE) {
+        ck_assert_uint_le(res.size, len);
+        v.minor_version = res.minor_version;
+        v.status = res.status;
+        v.size = res.size;
+        v.num_headers = res.num_headers;
+        v.reason[0] = (size_t)(res.reason.base - buf);
+        v.reason[1] = res.reason.len;
+        ck_assert_uint_le(v.reason[0] + v.reason[1], res.size);
+        for (i = 0; i != res.num_headers; ++i) {
+            v.names[i][0] = (size_t)(res.headers[i].name - buf);
+            v.names[i][1] = res.headers[i].name_len;
+            v.values[i][0] = (size_t)(res.headers[i].value - buf);
+            v.values[i][1] = res.headers[i].value_len;
+            ck_assert_uint_le(v.values[i][0] + v.values[i][1], res.size);
+        }
+    }
+    free(buf);
+    return v;
+}
+
+static void assert_same_head(const head_view_t *a, const head_view_t *b)
+{
+    size_t i;
+
+    ck_assert_int_eq(a->result, b->result);
+    ck_assert_int_eq(a->minor_version, b->minor_version);
+    ck_assert_int_eq(a->status, b->status);
+    ck_assert_uint_eq(a->size, b->size);
+    ck_assert_uint_eq(a->num_headers, b->num_headers);
+    ck_assert_int_eq(memcmp(a->reason, b->reason, sizeof(a->reason)), 0);
+    for (i = 0; i != a->num_headers; ++i) {
+        ck_assert_int_eq(memcmp(a->names[i], b->names[i], sizeof(a->names[i])), 0);
+        ck_assert_int_eq(memcmp(a->values[i], b->values[i], sizeof(a->values[i])), 0);
+    }
+}
+
+/* What the proxy does with a head arriving in reads (upstream/proxy.c):
+ * parse what has arrived so far after each read. Every cut before the
+ * head's end must leave it partial; the read that completes it must give
+ * what one read gives. */
+static void check_reads(const char *text, size_t len, const size_t *cuts, size_t num_cuts, const head_view_t *whole)
+{
+    size_t i;
+
+    for (i = 0; i != num_cuts; ++i) {
+        head_view_t v = parse_exact(text, cuts[i]);
+        if (cuts[i] < whole->size)
+            ck_assert_msg(v.result == GW_HTTP1_HEAD_PARTIAL, "cut at %zu of %zu: %d", cuts[i], len, (int)v.result);
+        else
+            assert_same_head(&v, whole);
+    }
+    head_view_t last = parse_exact(text, len);
+    assert_same_head(&last, whole);
+}
+
+START_TEST(test_response_head_in_every_split)
+{
+    static const char *heads[] = {
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nSet-Cookie: a=b\r\nContent-Length: 5\r\n\r\nhello",
+        "HTTP/1.0 404 \r\nX:\r\n\r\n",
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\x81\x05hello",
+        "HTTP/1.1 204 No Content\nServer: x\n\n",
+    };
+    size_t h, i;
+
+    for (h = 0; h != sizeof(heads) / sizeof(heads[0]); ++h) {
+        size_t len = strlen(heads[h]);
+        head_view_t whole = parse_exact(heads[h], len);
+        ck_assert_int_eq(whole.result, GW_HTTP1_HEAD_COMPLETE);
+        /* The parser keeps nothing between reads: after each one it parses
+         * all that has arrived (upstream/proxy.c). So a split into any
+         * number of reads is a sequence of these prefixes, one byte at a
+         * time being all of them: every split is covered. */
+        for (i = 1; i < len; ++i)
+            check_reads(heads[h], len, &i, 1, &whole);
+        /* and the reads of two splits spelled out */
+        {
+            size_t cuts[3] = {1, whole.size - 1, whole.size};
+            check_reads(heads[h], len, cuts, 3, &whole);
+        }
+    }
+}
+END_TEST
+
+static void parse_any(const char *buf, size_t len, void *data)
+{
+    gw_http1_response_t res;
+    gw_http1_body_t body;
+
+    (void)data;
+    if (gw_http1_response_parse(buf, len, &res) == GW_HTTP1_HEAD_COMPLETE) {
+        ck_assert_uint_le(res.size, len);
+        ck_assert(res.status >= 100 && res.status <= 599);
+        (void)gw_http1_response_framing(&res, &body, NULL);
+    }
+}
+
+START_TEST(test_response_head_mutations)
+{
+    static const char head[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close, x\r\nContent-Length: 5\r\n\r\n";
+
+    gw_bytes_each_prefix(head, sizeof(head) - 1, parse_any, NULL);
+    gw_bytes_each_mutation(head, sizeof(head) - 1, parse_any, NULL);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("http1_head");
@@ -640,6 +768,13 @@ static Suite *suite(void)
     tcase_add_test(tc, test_response_headers_reaching_the_client);
     tcase_add_test(tc, test_response_headers_through_a_view);
     suite_add_tcase(s, tc);
+    TCase *bytes = tcase_create("bytes");
+    /* thousands of parses each, under ASan on a loaded machine: not a time bound, just room */
+    tcase_set_timeout(bytes, 120);
+    tcase_add_checked_fixture(bytes, setup, teardown);
+    tcase_add_test(bytes, test_response_head_in_every_split);
+    tcase_add_test(bytes, test_response_head_mutations);
+    suite_add_tcase(s, bytes);
     return s;
 }
 

@@ -3,6 +3,7 @@
 #include <check.h>
 #include <string.h>
 #include "upstream/request_line.h"
+#include "../bytes.h"
 
 static h2o_iovec_t iov(const char *s)
 {
@@ -104,6 +105,61 @@ START_TEST(test_line_check)
 }
 END_TEST
 
+/* The target's bytes as they come, under each of a few methods. */
+static void target_any(const char *buf, size_t len, void *data)
+{
+    static const char *methods[] = {"GET", "OPTIONS", "CONNECT", "POST"};
+    h2o_iovec_t target = h2o_iovec_init(buf, len), authority, origin;
+    h2o_mem_pool_t pool;
+    size_t i, j;
+
+    (void)data;
+    h2o_mem_init_pool(&pool);
+    for (i = 0; i != sizeof(methods) / sizeof(methods[0]); ++i) {
+        switch (gw_request_target_parse(&pool, iov(methods[i]), target, &authority, &origin)) {
+        case GW_TARGET_ABSOLUTE:
+            ck_assert(authority.base >= buf && authority.base + authority.len <= buf + len);
+            ck_assert(origin.len != 0 && origin.base[0] == '/');
+            break;
+        default:
+            break;
+        }
+        if (gw_request_line_check(iov(methods[i]), target) == 0) {
+            for (j = 0; j != len; ++j)
+                ck_assert(buf[j] > 0x20 && buf[j] < 0x7f);
+        }
+    }
+    h2o_mem_clear_pool(&pool);
+}
+
+static void method_any(const char *buf, size_t len, void *data)
+{
+    size_t i;
+
+    (void)data;
+    if (gw_request_method_is_token(h2o_iovec_init(buf, len))) {
+        ck_assert_uint_ne(len, 0);
+        for (i = 0; i != len; ++i)
+            ck_assert(buf[i] > 0x20 && buf[i] < 0x7f && strchr("\"(),/:;<=>?@[\\]{}", buf[i]) == NULL);
+    }
+    (void)gw_request_line_check(h2o_iovec_init(buf, len), iov("/"));
+}
+
+START_TEST(test_bytes)
+{
+    static const char *targets[] = {"http://user@Example.COM:8080/a/b?c=d#e", "https://[::1]:443?x", "/a%20b?q=1&r", "*",
+                                    "example.com:443"};
+    size_t i;
+
+    for (i = 0; i != sizeof(targets) / sizeof(targets[0]); ++i) {
+        gw_bytes_each_prefix(targets[i], strlen(targets[i]), target_any, NULL);
+        gw_bytes_each_mutation(targets[i], strlen(targets[i]), target_any, NULL);
+    }
+    gw_bytes_each_prefix("M-SEARCH", 8, method_any, NULL);
+    gw_bytes_each_mutation("M-SEARCH", 8, method_any, NULL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("request_line");
@@ -115,6 +171,11 @@ int main(void)
     tcase_add_test(tc, test_target_forms);
     tcase_add_test(tc, test_line_check);
     suite_add_tcase(s, tc);
+    TCase *bytes = tcase_create("bytes");
+    /* thousands of parses each, under ASan on a loaded machine: not a time bound, just room */
+    tcase_set_timeout(bytes, 120);
+    tcase_add_test(bytes, test_bytes);
+    suite_add_tcase(s, bytes);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     failed = srunner_ntests_failed(sr);

@@ -1,0 +1,80 @@
+/*
+ * The limits phase: a connection slot of the client's address
+ * (limits.max_connections_per_client) and one of the sandbox
+ * (limits.max_connections_per_sandbox), or too_many_connections. Hands on
+ * the slots in r; the proxy gives them back when the request is done, the
+ * unwinding when a later phase answers.
+ */
+#include <string.h>
+#include "common/netaddr.h"
+#include "http/phases.h"
+
+ssize_t gw_pipeline_listener_of(const gw_pipeline_conf_t *conf, const h2o_conn_t *conn)
+{
+    size_t i;
+
+    /* told by the `hosts` its accept context gave the connection */
+    for (i = 0; i != conf->config->num_listen; ++i)
+        if (conn->hosts == conf->listener_hosts[i])
+            return (ssize_t)i;
+    return -1;
+}
+
+/* 1 when `conn` came through a trusted plain listener (a load balancer: X-Forwarded-For names the client). */
+static int listener_trusted(const gw_pipeline_conf_t *conf, const h2o_conn_t *conn)
+{
+    ssize_t i = gw_pipeline_listener_of(conf, conn);
+    return i != -1 && conf->config->listen[i].trusted;
+}
+
+/* The client's address as text, for limits.max_connections_per_client:
+ * behind a trusted listener (a load balancer) the last X-Forwarded-For
+ * entry, the one the balancer appended, when it is an IP address; else the
+ * socket's peer. Returns 0, or -1 when unknown (then not limited). */
+static int client_address(gw_pipeline_req_t *r, char *buf, size_t bufsize)
+{
+    h2o_req_t *req = r->req;
+    struct sockaddr_storage ss;
+    socklen_t len;
+    ssize_t i = -1, last = -1;
+
+    if (listener_trusted(r->conf, req->conn)) {
+        while ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-forwarded-for"), i)) != -1)
+            last = i;
+        if (last != -1) {
+            h2o_iovec_t v = req->headers.entries[last].value;
+            const char *end = v.base + v.len, *start;
+            unsigned char bin[sizeof(struct in6_addr)];
+            while (end != v.base && (end[-1] == ' ' || end[-1] == '\t'))
+                --end;
+            for (start = end; start != v.base && start[-1] != ',' && start[-1] != ' ' && start[-1] != '\t'; --start)
+                ;
+            if ((size_t)(end - start) < bufsize && end != start) {
+                memcpy(buf, start, end - start);
+                buf[end - start] = '\0';
+                if (inet_pton(AF_INET, buf, bin) == 1 || inet_pton(AF_INET6, buf, bin) == 1)
+                    return 0;
+            }
+        }
+    }
+    if (req->conn->callbacks->get_peername == NULL || (len = req->conn->callbacks->get_peername(req->conn, (void *)&ss)) == 0)
+        return -1;
+    return gw_netaddr_peer_text((void *)&ss, len, buf, bufsize) < 0 ? -1 : 0;
+}
+
+/* One client address cannot take every slot of a sandbox, nor one sandbox
+ * every socket of the gateway. */
+gw_phase_result_t gw_phase_limits(gw_pipeline_req_t *r)
+{
+    size_t worker = r->thread->worker;
+
+    if (client_address(r, r->client, sizeof(r->client)) == 0) {
+        if (!gw_conn_limit_acquire(r->conf->client_reqs, worker, r->client))
+            return gw_phase_error(r, GW_ERR_TOO_MANY_CONNECTIONS, NULL);
+        r->client_limit = r->conf->client_reqs;
+    }
+    if (!gw_conn_limit_acquire(r->conf->conn_limit, worker, r->sbx->id))
+        return gw_phase_error(r, GW_ERR_TOO_MANY_CONNECTIONS, NULL); /* the unwinding gives the client's slot back */
+    r->conn_limit = r->conf->conn_limit;
+    return GW_PHASE_NEXT;
+}

@@ -1,0 +1,95 @@
+/*
+ * A worker's metering (see worker_meter.h): the meter and the activity of
+ * one thread, and their hand-over to the process's queue on a timer.
+ */
+#include <stdlib.h>
+#include <time.h>
+#include "metering/activity.h"
+#include "metering/flusher.h"
+#include "metering/meter.h"
+#include "metering/queue.h"
+#include "metering/worker_meter.h"
+
+struct st_gw_worker_meter_t {
+    gw_metering_t *metering;
+    gw_redis_t *redis;
+    const char *prefix;
+    int runs_flusher;
+    h2o_loop_t *loop;
+    gw_meter_t *meter;
+    gw_activity_t *activity;
+    h2o_timeout_t tick_timeout;
+    h2o_timeout_entry_t tick;
+};
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Every metering.flush_interval_ms: this worker's counts go to the shared
+ * queue; the flusher's worker then seals and sends. */
+static void on_tick(h2o_timeout_entry_t *entry)
+{
+    gw_worker_meter_t *wm = H2O_STRUCT_FROM_MEMBER(gw_worker_meter_t, tick, entry);
+
+    gw_metering_submit(wm->metering, wm->meter, h2o_now(wm->loop));
+    if (wm->runs_flusher)
+        gw_metering_flush(wm->metering);
+    gw_activity_flush(wm->activity, wm->redis, wm->prefix);
+    h2o_timeout_link(wm->loop, &wm->tick_timeout, &wm->tick);
+}
+
+gw_worker_meter_t *gw_worker_meter_new(h2o_loop_t *loop, const gw_worker_meter_conf_t *conf)
+{
+    gw_worker_meter_t *wm = h2o_mem_alloc(sizeof(*wm));
+
+    *wm = (gw_worker_meter_t){.metering = conf->metering,
+                              .redis = conf->redis,
+                              .prefix = conf->prefix,
+                              .runs_flusher = conf->flusher_redis != NULL,
+                              .loop = loop,
+                              .meter = gw_meter_new(),
+                              .activity = gw_activity_new()};
+    h2o_timeout_init(loop, &wm->tick_timeout, conf->flush_interval_ms);
+    wm->tick.cb = on_tick;
+    h2o_timeout_link(loop, &wm->tick_timeout, &wm->tick);
+    if (wm->runs_flusher) /* the flusher copies the settings */
+        gw_metering_start_flusher(conf->metering, loop, conf->flusher_redis);
+    return wm;
+}
+
+void gw_worker_meter_set_project(gw_worker_meter_t *wm, const char *sandbox_id, h2o_iovec_t project)
+{
+    gw_meter_set_project(wm->meter, sandbox_id, project, h2o_now(wm->loop));
+}
+
+void gw_worker_meter_add(gw_worker_meter_t *wm, const char *sandbox_id, uint64_t egress, uint64_t ingress, int no_activity)
+{
+    gw_meter_add(wm->meter, sandbox_id, egress, ingress, h2o_now(wm->loop));
+    if (!no_activity)
+        gw_activity_touch(wm->activity, sandbox_id, wall_ms());
+}
+
+void gw_worker_meter_stop_tick(gw_worker_meter_t *wm)
+{
+    if (h2o_timeout_is_linked(&wm->tick))
+        h2o_timeout_unlink(&wm->tick);
+}
+
+void gw_worker_meter_free(gw_worker_meter_t *wm)
+{
+    if (wm == NULL)
+        return;
+    gw_worker_meter_stop_tick(wm);
+    h2o_timeout_dispose(wm->loop, &wm->tick_timeout);
+    gw_metering_submit(wm->metering, wm->meter, wall_ms());
+    gw_metering_submit_activity(wm->metering, wm->activity); /* the last interval's ZADD, by the final flush */
+    gw_meter_free(wm->meter);
+    gw_activity_free(wm->activity);
+    if (wm->runs_flusher)
+        gw_metering_stop_flusher(wm->metering);
+    free(wm);
+}
