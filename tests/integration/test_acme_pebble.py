@@ -143,6 +143,7 @@ def test_pending_domain_is_issued_over_http01_and_activated(acme, redis, upstrea
     name = "crt-" + secrets.token_hex(4)
     redis.cmd("HSET", "lizard:domain:{%s}" % host, "sandbox", sid, "port", str(upstream.port), "state", "pending",
               "cert", name)
+    before_keys = set(redis.cmd("KEYS", "lizard:acme:*"))  # other modules' challenges share this Redis
     redis.cmd("XADD", "lizard:issue", "*", "host", host)
 
     def state():
@@ -178,7 +179,7 @@ def test_pending_domain_is_issued_over_http01_and_activated(acme, redis, upstrea
     with pytest.raises(Exception):
         unseal(rec["key"].decode(), name + "x")
     # the challenge keys were cleaned up, and the renewal is scheduled 30 days before expiry
-    assert redis.cmd("KEYS", "lizard:acme:*") == []
+    assert set(redis.cmd("KEYS", "lizard:acme:*")) - before_keys == set()
     due = float(redis.cmd("ZSCORE", "lizard:issuer:renew", host))
     assert due == int(rec["not_after"]) - 30 * 86400
     acme.host, acme.name, acme.sid, acme.token = host, name, sid, token
