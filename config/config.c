@@ -89,6 +89,9 @@ const gw_config_key_t gw_config_keys[] = {
 
     LIST("tls.certificates", gw_config_parse_certificates, NULL), /* required with a TLS listener */
     STRING("tls.ticket_keys_file", tls.ticket_keys_file, 1, 4096, NULL),
+    ENV_NAME("tls.sealed_key_env", tls.sealed_key_env),
+    UINT("tls.cert_fetch_timeout_ms", tls.cert_fetch_timeout_ms, 1, MAX_TIMEOUT_MS, "500"),
+    UINT("tls.max_dynamic_certs", tls.max_dynamic_certs, 1, 10000000, "10000"),
 
     ADDRESS("redis.address", redis.address, redis.addr, 1, STR("127.0.0.1:6379")),
     ENV_NAME("redis.password_env", redis.password_env),
@@ -449,6 +452,8 @@ void gw_config_free(gw_config_t *c)
     }
     free(c->tls.certificates);
     free(c->tls.ticket_keys_file);
+    free(c->tls.sealed_key_env);
+    OPENSSL_cleanse(c->tls.sealed_key, sizeof(c->tls.sealed_key));
 
     free(c->redis.address);
     free(c->redis.password_env);

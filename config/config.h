@@ -50,7 +50,11 @@ typedef struct st_gw_config_t {
     struct {
         gw_config_cert_t *certificates;
         size_t num_certificates;
-        char *ticket_keys_file; /* NULL: random per-process ticket keys; checked at load, re-read on SIGHUP (tls/tls.h) */
+        char *ticket_keys_file;       /* NULL: random per-process ticket keys; checked at load, re-read on SIGHUP (tls/tls.h) */
+        char *sealed_key_env;         /* NULL: no custom-domain certificates (tls/dyncert.h) */
+        unsigned char sealed_key[32]; /* from sealed_key_env (64 hex digits), at load */
+        uint64_t cert_fetch_timeout_ms;
+        uint64_t max_dynamic_certs;
     } tls;
 
     struct {

@@ -17,6 +17,7 @@
 #include "auth/cookie_keys.h"
 #include "auth/share_link.h"
 #include "config/config_internal.h"
+#include "tls/seal.h"
 #include "tls/tls.h"
 
 /* The value of the environment variable `name` (named by the key `path`). */
@@ -115,6 +116,9 @@ int gw_config_read_secrets(gw_config_t *c, char **err)
 
     if (c->tls.ticket_keys_file != NULL && gw_tls_ticket_keys_check(c->tls.ticket_keys_file, &why) != 0)
         return fail_with(err, "tls.ticket_keys_file", why);
+    if (c->tls.sealed_key_env != NULL && gw_seal_parse_key(getenv(c->tls.sealed_key_env), c->tls.sealed_key) != 0)
+        return gw_config_fail(err, "tls.sealed_key_env", "the environment variable %s does not hold 64 hex digits",
+                              c->tls.sealed_key_env);
     return 0;
 }
 

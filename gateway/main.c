@@ -24,6 +24,7 @@
 #include "gateway/sign_link.h"
 #include "gateway/worker.h"
 #include "gw_h2o_version.h" /* GW_H2O_VERSION: Debian's h2o version + our patch level */
+#include "tls/dyncert.h"
 #include "tls/tls.h"
 
 /* Bound of the drain of in-flight requests at SIGTERM. With METERING_EXEC_WAIT_MS
@@ -195,6 +196,21 @@ static gw_secret_watch_t *watch_secrets(const gw_config_t *config, gw_tls_t *tls
     return w;
 }
 
+/* Custom-domain certificates (tls/dyncert.h): on with tls.sealed_key_env. */
+static void enable_custom_domains(const gw_config_t *config, gw_tls_t *tls)
+{
+    gw_dyncert_conf_t dconf = {.max_certs = config->tls.max_dynamic_certs,
+                               .negative_ttl_ms = config->routing.negative_ttl_ms,
+                               .fetch_timeout_ms = config->tls.cert_fetch_timeout_ms,
+                               .prefix = config->redis.prefix,
+                               .domains = config->domains,
+                               .num_domains = config->num_domains};
+
+    memcpy(dconf.key, config->tls.sealed_key, sizeof(dconf.key));
+    gw_tls_enable_dynamic(tls, &dconf);
+    OPENSSL_cleanse(dconf.key, sizeof(dconf.key));
+}
+
 static gw_tls_t *load_tls(const gw_config_t *config, char **err)
 {
     gw_tls_cert_conf_t *certs;
@@ -213,6 +229,8 @@ static gw_tls_t *load_tls(const gw_config_t *config, char **err)
         gw_tls_free(tls);
         return NULL;
     }
+    if (tls != NULL && config->tls.sealed_key_env != NULL)
+        enable_custom_domains(config, tls);
     return tls;
 }
 

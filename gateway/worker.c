@@ -126,13 +126,21 @@ static void register_front(gw_server_t *s)
                                 .https_port = s->https_port};
 
     s->preview_hosts[0] = register_catch_all(&s->globalconf, "preview.lizard-gateway.invalid");
+    s->redirect_hosts[0] = register_catch_all(&s->globalconf, "redirect.lizard-gateway.invalid");
+    /* ACME HTTP-01 on every listener, before "/" (h2o takes the first path that matches); the pathconf
+     * pointer is used before the next registration moves it */
+    gw_acme_conf_t aconf = {.prefix = config->redis.prefix, .lookup_timeout_ms = config->redis.lookup_timeout_ms};
+    for (i = 0; i != 2; ++i) {
+        pathconf = h2o_config_register_path(i == 0 ? s->preview_hosts[0] : s->redirect_hosts[0], GW_ACME_PATH, 0);
+        s->acme[i] = gw_acme_register(pathconf, &aconf);
+        register_loggers(s, pathconf);
+    }
     pathconf = h2o_config_register_path(s->preview_hosts[0], "/", 0);
     s->pipeline = gw_pipeline_register(pathconf, &pconf);
     register_loggers(s, pathconf);
 
-    s->redirect_hosts[0] = register_catch_all(&s->globalconf, "redirect.lizard-gateway.invalid");
     pathconf = h2o_config_register_path(s->redirect_hosts[0], "/", 0);
-    gw_pipeline_register_redirect(pathconf, &pconf);
+    s->redirect = gw_pipeline_register_redirect(pathconf, &pconf);
     register_loggers(s, pathconf);
 
     /* h2o binds the requests it fails before routing to the fallback paths:
@@ -219,6 +227,7 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     s->metrics.access_log = s->access_log;
     s->metrics.cookie_keys = s->cookie_keys;
     s->metrics.link_keys = s->link_keys;
+    s->metrics.dyncert = gw_tls_dynamic(tls);
 
     s->workers = alloc_zeroed(s->num_workers * sizeof(*s->workers));
     for (w = 0; w != s->num_workers; ++w) {
@@ -436,6 +445,21 @@ static void on_route_invalidate(void *data, const char *sandbox_id)
 
     gw_revocation_on_publish(w->revocation, sandbox_id);
     gw_wake_on_publish(w->wake, sandbox_id);
+    if (sandbox_id == NULL)
+        gw_domain_store_flush(w->domains);
+    if (sandbox_id == NULL && w->cert_fetch != NULL) /* messages may have been lost: custom certificates are confirmed again */
+        gw_cert_fetch_on_publish(w->cert_fetch, NULL, 0);
+}
+
+/* A message on <prefix>routes that names no sandbox: "domain:<host>" evicts a custom domain (its route) and,
+ * with "cert:<name>", custom-domain certificates. */
+static void on_route_other_message(void *data, const char *payload, size_t len)
+{
+    gw_worker_t *w = data;
+
+    gw_domain_store_on_message(w->domains, payload, len);
+    if (w->cert_fetch != NULL)
+        gw_cert_fetch_on_publish(w->cert_fetch, payload, len);
 }
 
 void gw_server_redis_conf(const gw_config_t *conf, gw_redis_conf_t *out)
@@ -482,8 +506,20 @@ static int init_routing(gw_worker_t *w, char **err)
                                    .on_lifecycle = on_route_lifecycle,
                                    .lifecycle_data = w,
                                    .on_invalidate = on_route_invalidate,
-                                   .invalidate_data = w};
+                                   .invalidate_data = w,
+                                   .on_other_message = on_route_other_message,
+                                   .other_message_data = w};
     w->routes = gw_route_store_new(loop, w->redis, &sconf);
+    gw_domain_store_conf_t dconf = {.prefix = conf->redis.prefix,
+                                    .lookup_timeout_ms = conf->redis.lookup_timeout_ms,
+                                    .cache_ttl_ms = conf->routing.cache_ttl_ms,
+                                    .negative_ttl_ms = conf->routing.negative_ttl_ms,
+                                    .stale_ttl_ms = conf->routing.stale_ttl_ms,
+                                    .counters = &s->metrics.workers[w->index].domains,
+                                    .routes = w->routes};
+    w->domains = gw_domain_store_new(loop, w->redis, &dconf); /* never NULL */
+    if (gw_tls_dynamic(s->tls) != NULL) /* custom-domain certificates are fetched on this loop, with this connection */
+        w->cert_fetch = gw_cert_fetch_new(loop, w->redis, gw_tls_dynamic(s->tls));
     gw_revocation_set_routes(w->revocation, w->routes);
     gw_wake_conf_t wconf = {.prefix = conf->redis.prefix,
                             .instance_id = conf->instance_id,
@@ -549,10 +585,18 @@ static int init_upstream(gw_worker_t *w, char **err)
 static int init_pipeline(gw_worker_t *w, char **err)
 {
     (void)err;
-    gw_pipeline_attach(
-        w->server->pipeline, &w->ctx,
-        &(gw_pipeline_thread_t){
-            .routes = w->routes, .proxy = w->proxy, .meter = w->meter, .wake = w->wake, .hangup = w->hangup, .worker = w->index});
+    gw_pipeline_attach(w->server->pipeline, &w->ctx,
+                       &(gw_pipeline_thread_t){.routes = w->routes,
+                                               .domains = w->domains,
+                                               .proxy = w->proxy,
+                                               .meter = w->meter,
+                                               .wake = w->wake,
+                                               .hangup = w->hangup,
+                                               .worker = w->index});
+    /* the plain listeners' redirect (active custom domains) and the ACME responders of both hostconfs */
+    gw_pipeline_attach_redirect(w->server->redirect, &w->ctx, w->domains);
+    for (size_t i = 0; i != 2; ++i)
+        gw_acme_attach(w->server->acme[i], &w->ctx, w->redis);
     return 0;
 }
 

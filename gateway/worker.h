@@ -23,8 +23,11 @@
 #include "upstream/proxy.h"
 #include "limits/revocation.h"
 #include "common/redis.h"
+#include "routing/domain_store.h"
 #include "routing/route_store.h"
+#include "http/acme.h"
 #include "routing/wake.h"
+#include "tls/cert_fetch.h"
 #include "tls/tls.h"
 
 typedef struct st_gw_worker_t gw_worker_t;
@@ -46,11 +49,13 @@ typedef struct st_gw_server_t {
     uint16_t https_port;                  /* port of the first TLS listener, for redirects */
     h2o_globalconf_t admin_globalconf;
     h2o_hostconf_t *admin_hosts[2];
-    int access_log_fd;           /* -1: off */
-    gw_access_log_t *access_log; /* NULL: off */
-    gw_pipeline_t *pipeline;     /* the preview handler: each worker attaches its objects to it */
-    int *listen_fds;             /* [worker * num_listen + i] */
-    int admin_fd;                /* -1: none; accepted by worker 0 */
+    int access_log_fd;                /* -1: off */
+    gw_access_log_t *access_log;      /* NULL: off */
+    gw_pipeline_t *pipeline;          /* the preview handler: each worker attaches its objects to it */
+    gw_pipeline_redirect_t *redirect; /* the plain listeners' handler: each worker attaches its custom domains */
+    gw_acme_t *acme[2];               /* the ACME HTTP-01 responders of the preview and redirect hostconfs */
+    int *listen_fds;                  /* [worker * num_listen + i] */
+    int admin_fd;                     /* -1: none; accepted by worker 0 */
     gw_worker_t *workers;
     size_t num_workers;
     atomic_int stopping; /* set by main on SIGTERM/SIGINT */
@@ -76,6 +81,8 @@ struct st_gw_worker_t {
     gw_redis_t *redis;
     gw_redis_t *routes_sub; /* SUBSCRIBEd to <prefix>routes for the route cache */
     gw_route_store_t *routes;
+    gw_domain_store_t *domains;  /* custom domains, kept in step by the route store's subscription */
+    gw_cert_fetch_t *cert_fetch; /* NULL without custom-domain certificates */
     gw_proxy_t *proxy;
     gw_revocation_t *revocation; /* the proxy's open exchanges and tunnels by sandbox, rechecked on publishes */
     gw_worker_meter_t *meter;    /* this worker's byte counts and activity, handed to server->metering every flush interval */

@@ -65,7 +65,7 @@ static int origin_form_target(h2o_req_t *req)
 }
 
 gw_phase_result_t gw_phase_host_parse(h2o_req_t *req, const gw_pipeline_conf_t *pconf, gw_metrics_worker_t *metrics,
-                                      gw_host_t *host)
+                                      gw_host_t *host, char *custom_host)
 {
     const gw_config_t *conf = pconf->config;
 
@@ -82,6 +82,10 @@ gw_phase_result_t gw_phase_host_parse(h2o_req_t *req, const gw_pipeline_conf_t *
     case GW_HOST_OK:
         return GW_PHASE_NEXT;
     case GW_HOST_UNKNOWN:
+        if (custom_host != NULL && gw_domain_host_normalize(req->authority, custom_host) != 0) {
+            *host = (gw_host_t){.domain_index = SIZE_MAX};
+            return GW_PHASE_NEXT; /* the domain phase reads its record */
+        }
         gw_error_send(req, GW_ERR_UNKNOWN_HOST, NULL, 0, NULL);
         return GW_PHASE_ANSWERED;
     default:
@@ -92,5 +96,9 @@ gw_phase_result_t gw_phase_host_parse(h2o_req_t *req, const gw_pipeline_conf_t *
 
 gw_phase_result_t gw_phase_host(gw_pipeline_req_t *r)
 {
-    return gw_phase_host_parse(r->req, r->conf, r->metrics, &r->host);
+    gw_phase_result_t res =
+        gw_phase_host_parse(r->req, r->conf, r->metrics, &r->host, r->thread->domains != NULL ? r->custom_host : NULL);
+
+    r->custom = res == GW_PHASE_NEXT && r->host.port == 0;
+    return res;
 }

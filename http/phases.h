@@ -17,6 +17,7 @@
 #include "common/hashtab.h"
 #include "errors/errors.h"
 #include "http/pipeline.h"
+#include "routing/domain_store.h"
 #include "routing/host.h"
 
 typedef enum {
@@ -37,6 +38,10 @@ typedef struct st_gw_pipeline_req_t {
     gw_hashtab_t *refused_addrs; /* the context's memo of upstream_forbidden lines (phase_forward.c) */
     /* host */
     gw_host_t host;
+    /* domain: a host under no preview domain, looked up as a custom domain (phase_domain.c) */
+    unsigned custom : 1;                      /* custom_host is to be looked up; host is filled once it is active */
+    gw_domain_lookup_t *domain_lookup;        /* in flight, or NULL */
+    char custom_host[GW_DOMAIN_HOST_MAX + 1]; /* normalized */
     /* route: set when the lookup (or the wake hold) answered */
     unsigned routed : 1;
     unsigned in_flight : 1; /* counted in metrics' in_flight, given back by the dispose */
@@ -63,12 +68,15 @@ typedef struct st_gw_pipeline_req_t {
 /* Runs the phases from the `from`th one (pipeline.c's table) until one does
  * not say GW_PHASE_NEXT. */
 void gw_phases_run(gw_pipeline_req_t *r, size_t from);
+/* The domain phase's place (a custom domain's record is read there). */
+#define GW_PHASE_DOMAIN 1
 /* The route phase's place: where a callback that has a (new) answer about
  * the sandbox runs the phases again. */
-#define GW_PHASE_ROUTE 1
+#define GW_PHASE_ROUTE 2
 
 /* The phases, in their order (route is pipeline.c's own). */
 gw_phase_result_t gw_phase_host(gw_pipeline_req_t *r);
+gw_phase_result_t gw_phase_domain(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_credentials(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_hold(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_address(gw_pipeline_req_t *r);
@@ -77,9 +85,16 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r);
 
 /* The host phase without the request's state (the plain listener's redirect
  * handler runs it alone): counts the request, checks its request line and
- * parses its host into *host. */
+ * parses its host into *host. A host under no preview domain that may be a
+ * custom domain (custom_host non-NULL, GW_DOMAIN_HOST_MAX + 1 bytes): NEXT
+ * with its normalized name in custom_host and *host zeroed; custom_host
+ * NULL, or not a DNS name: answered unknown_host. */
 gw_phase_result_t gw_phase_host_parse(h2o_req_t *req, const gw_pipeline_conf_t *pconf, gw_metrics_worker_t *metrics,
-                                      gw_host_t *host);
+                                      gw_host_t *host, char *custom_host);
+
+/* The plain listener's custom-domain redirect: 308 to https once the record
+ * of custom_host (normalized) says active, else unknown_host (phase_domain.c). */
+void gw_phase_domain_redirect(h2o_req_t *req, gw_domain_store_t *domains, const char *custom_host, uint16_t https_port);
 
 /* Takes the gateway's credentials off the request (into r: the query token,
  * the cookie, the warning page's cookies) and makes r->path a valid

@@ -2,7 +2,7 @@
  * The preview handler: each request runs through named phases (nginx's
  * phase engine, h2o's handler chain), in this order:
  *
- *   host -> route -> credentials -> hold -> address -> limits -> forward
+ *   host -> domain -> route -> credentials -> hold -> address -> limits -> forward
  *
  * each a function of the request's state (http/phases.h) that says next,
  * answered or async. The route lookup and the wake hold are asynchronous:
@@ -31,16 +31,23 @@ typedef struct st_pipeline_context_t {
     gw_hashtab_t refused_addrs;   /* the address phase's memo: the upstream_forbidden lines already written */
 } pipeline_context_t;
 
-typedef struct st_redirect_handler_t {
+typedef struct st_gw_pipeline_redirect_t {
     h2o_handler_t super;
     gw_pipeline_conf_t conf;
 } redirect_handler_t;
+
+/* What the redirect handler keeps per h2o context. */
+typedef struct st_redirect_context_t {
+    gw_metrics_worker_t *metrics;
+    gw_domain_store_t *domains; /* from gw_pipeline_attach_redirect; NULL: custom hosts are unknown_host */
+} redirect_context_t;
 
 static gw_phase_result_t phase_route(gw_pipeline_req_t *r);
 
 /* The phases in their order; the ingress rules (issue 27) come after the route. */
 static gw_phase_result_t (*const phases[])(gw_pipeline_req_t *) = {
-    gw_phase_host, phase_route, gw_phase_credentials, gw_phase_hold, gw_phase_address, gw_phase_limits, gw_phase_forward,
+    gw_phase_host, gw_phase_domain,  phase_route,     gw_phase_credentials,
+    gw_phase_hold, gw_phase_address, gw_phase_limits, gw_phase_forward,
 };
 
 /* The unwinding: what the phases acquired and did not hand on, given back
@@ -76,6 +83,8 @@ static void on_req_dispose(void *_r)
 
     if (r->lookup != NULL)
         gw_route_lookup_cancel(r->lookup);
+    if (r->domain_lookup != NULL)
+        gw_domain_lookup_cancel(r->domain_lookup);
     if (r->waiter != NULL) {
         /* an HTTP/2 reset, or the connection closed, while held */
         gw_hangup_unwatch(r->thread->hangup, &r->hangup);
@@ -136,14 +145,20 @@ static int on_req(h2o_handler_t *_self, h2o_req_t *req)
     return 0;
 }
 
-/* Plain listener: preview requests go to https on the same host and path. */
+/* Plain listener: preview requests (and active custom domains) go to https on the same host and path. */
 static int on_req_redirect(h2o_handler_t *_self, h2o_req_t *req)
 {
     redirect_handler_t *self = (void *)_self;
+    redirect_context_t *rc = h2o_context_get_handler_context(req->conn->ctx, _self);
+    char custom_host[GW_DOMAIN_HOST_MAX + 1];
     gw_host_t host;
 
-    if (gw_phase_host_parse(req, &self->conf, h2o_context_get_handler_context(req->conn->ctx, _self), &host) != GW_PHASE_NEXT)
+    if (gw_phase_host_parse(req, &self->conf, rc->metrics, &host, rc->domains != NULL ? custom_host : NULL) != GW_PHASE_NEXT)
         return 0;
+    if (host.port == 0) {
+        gw_phase_domain_redirect(req, rc->domains, custom_host, self->conf.https_port);
+        return 0;
+    }
 
     /* The host is a valid preview name (so it is safe to reflect): the same
      * host, lowercased, with the https port ("OPTIONS *" goes to the root). */
@@ -188,19 +203,34 @@ void gw_pipeline_attach(gw_pipeline_t *p, h2o_context_t *ctx, const gw_pipeline_
     pc->thread = *thread;
 }
 
-/* The redirect handler's per-context state is its worker's counters (nothing to free). */
+/* The redirect handler's per-context state: its worker's counters and custom domains. */
 static void on_redirect_context_init(h2o_handler_t *_self, h2o_context_t *ctx)
 {
     redirect_handler_t *self = (void *)_self;
+    redirect_context_t *rc = h2o_mem_alloc(sizeof(*rc));
 
-    h2o_context_set_handler_context(ctx, _self, gw_metrics_worker_of(self->conf.metrics, ctx));
+    *rc = (redirect_context_t){.metrics = gw_metrics_worker_of(self->conf.metrics, ctx)};
+    h2o_context_set_handler_context(ctx, _self, rc);
 }
 
-void gw_pipeline_register_redirect(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf)
+static void on_redirect_context_dispose(h2o_handler_t *self, h2o_context_t *ctx)
+{
+    free(h2o_context_get_handler_context(ctx, self));
+}
+
+gw_pipeline_redirect_t *gw_pipeline_register_redirect(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf)
 {
     redirect_handler_t *self = (void *)h2o_create_handler(pathconf, sizeof(*self));
 
     self->super.on_context_init = on_redirect_context_init;
+    self->super.on_context_dispose = on_redirect_context_dispose;
     self->super.on_req = on_req_redirect;
     self->conf = *conf;
+    return self;
+}
+
+void gw_pipeline_attach_redirect(gw_pipeline_redirect_t *r, h2o_context_t *ctx, gw_domain_store_t *domains)
+{
+    redirect_context_t *rc = h2o_context_get_handler_context(ctx, &r->super);
+    rc->domains = domains;
 }

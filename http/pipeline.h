@@ -16,6 +16,7 @@
 #include "metering/metering.h"
 #include "observe/metrics.h"
 #include "upstream/proxy.h"
+#include "routing/domain_store.h"
 #include "routing/route_store.h"
 #include "routing/wake.h"
 
@@ -37,6 +38,7 @@ typedef struct st_gw_pipeline_conf_t {
  * worker's loop). */
 typedef struct st_gw_pipeline_thread_t {
     gw_route_store_t *routes;
+    gw_domain_store_t *domains; /* custom domains; NULL: a host not under a preview domain is unknown_host */
     gw_proxy_t *proxy;
     gw_worker_meter_t *meter; /* where the route names the project of the bytes the proxy bills */
     gw_wake_t *wake;
@@ -55,7 +57,14 @@ gw_pipeline_t *gw_pipeline_register(h2o_pathconf_t *pathconf, const gw_pipeline_
  * globalconf), from that context's thread, before it accepts. */
 void gw_pipeline_attach(gw_pipeline_t *p, h2o_context_t *ctx, const gw_pipeline_thread_t *thread);
 
+typedef struct st_gw_pipeline_redirect_t gw_pipeline_redirect_t;
+
 /* Installs the handler that redirects preview requests to https (conf is copied). */
-void gw_pipeline_register_redirect(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf);
+gw_pipeline_redirect_t *gw_pipeline_register_redirect(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf);
+
+/* Gives the redirect handler the custom domains of the thread that runs `ctx`
+ * (borrowed): an active custom domain is then redirected like a preview
+ * host; without, custom hosts are unknown_host there. */
+void gw_pipeline_attach_redirect(gw_pipeline_redirect_t *r, h2o_context_t *ctx, gw_domain_store_t *domains);
 
 #endif

@@ -253,6 +253,68 @@ static void proxy_header_metrics(text_t *out, gw_metrics_t *m)
     sample(out, "lizard_proxy_protocol_connections_total", "result=\"closed\"", SUM(proxy_header.closed));
 }
 
+#define DYN(f) atomic_load_explicit(&c->f, memory_order_relaxed)
+
+/* Custom-domain certificates (tls/dyncert.h), process-wide; zeroes when off. */
+static void dyncert_metrics(text_t *out, gw_dyncert_t *d)
+{
+    static const gw_dyncert_counters_t zero;
+    static const uint64_t pause_bounds[GW_DYNCERT_PAUSE_BUCKETS] = GW_DYNCERT_PAUSE_BOUNDS;
+    static const uint64_t expiry_bounds[GW_DYNCERT_EXPIRY_BUCKETS] = GW_DYNCERT_EXPIRY_BOUNDS;
+    const gw_dyncert_counters_t *c = d != NULL ? gw_dyncert_counters(d) : &zero;
+    uint64_t expiry[GW_DYNCERT_EXPIRY_BUCKETS + 1] = {0};
+    unsigned long long cumulative = 0;
+    char label[48];
+    int i;
+
+    family(out, "lizard_dynamic_cert_cache_total", "counter",
+           "Handshakes for custom domains: hit (cached certificate), miss (paused for a fetch), negative (refused from "
+           "the negative cache, no Redis call), stale (an unconfirmed certificate served while Redis could not answer).");
+    sample(out, "lizard_dynamic_cert_cache_total", "result=\"hit\"", DYN(hits));
+    sample(out, "lizard_dynamic_cert_cache_total", "result=\"miss\"", DYN(misses));
+    sample(out, "lizard_dynamic_cert_cache_total", "result=\"negative\"", DYN(negative_hits));
+    sample(out, "lizard_dynamic_cert_cache_total", "result=\"stale\"", DYN(stale_served));
+    metric(out, "lizard_dynamic_cert_fetches_total", "counter", "EVALs sent for custom-domain certificates.", DYN(fetches));
+    metric(out, "lizard_dynamic_cert_coalesced_total", "counter", "Misses that joined a fetch in flight on their worker.",
+           DYN(coalesced));
+    family(out, "lizard_dynamic_cert_fetch_errors_total", "counter",
+           "Custom-domain certificate fetches that gave no certificate, by reason.");
+    family(out, "lizard_dynamic_cert_refused_total", "counter",
+           "Custom-domain handshakes refused with unrecognized_name, by reason.");
+    for (i = 1; i != GW_DYNCERT_NUM_REASONS; ++i) {
+        snprintf(label, sizeof(label), "reason=\"%s\"", gw_dyncert_reason_name(i));
+        sample(out, "lizard_dynamic_cert_fetch_errors_total", label, DYN(fetch_errors[i]));
+        sample(out, "lizard_dynamic_cert_refused_total", label, DYN(refused[i]));
+    }
+    metric(out, "lizard_dynamic_cert_evictions_total", "counter", "Cached certificates dropped for tls.max_dynamic_certs.",
+           DYN(evictions));
+    metric(out, "lizard_dynamic_cert_invalidations_total", "counter",
+           "Cached entries dropped by a domain:<host> or cert:<name> message on <prefix>routes.", DYN(invalidations));
+    family(out, "lizard_dynamic_cert_pause_milliseconds", "histogram",
+           "How long handshakes stayed paused for a custom-domain certificate fetch.");
+    for (i = 0; i != GW_DYNCERT_PAUSE_BUCKETS; ++i) {
+        cumulative += DYN(pause_buckets[i]);
+        snprintf(label, sizeof(label), "le=\"%llu\"", (unsigned long long)pause_bounds[i]);
+        sample(out, "lizard_dynamic_cert_pause_milliseconds_bucket", label, cumulative);
+    }
+    cumulative += DYN(pause_buckets[GW_DYNCERT_PAUSE_BUCKETS]);
+    sample(out, "lizard_dynamic_cert_pause_milliseconds_bucket", "le=\"+Inf\"", cumulative);
+    sample(out, "lizard_dynamic_cert_pause_milliseconds_sum", NULL, DYN(pause_us_sum) / 1000);
+    sample(out, "lizard_dynamic_cert_pause_milliseconds_count", NULL, cumulative);
+    if (d != NULL)
+        gw_dyncert_expiry(d, expiry);
+    family(out, "lizard_dynamic_certs", "gauge",
+           "Cached custom-domain certificates by days left until not_after (an expired one counts under the first).");
+    for (i = 0; i != GW_DYNCERT_EXPIRY_BUCKETS; ++i) {
+        snprintf(label, sizeof(label), "expires_in_days=\"<%llu\"", (unsigned long long)expiry_bounds[i]);
+        sample(out, "lizard_dynamic_certs", label, expiry[i]);
+    }
+    snprintf(label, sizeof(label), "expires_in_days=\">=%llu\"", (unsigned long long)expiry_bounds[GW_DYNCERT_EXPIRY_BUCKETS - 1]);
+    sample(out, "lizard_dynamic_certs", label, expiry[GW_DYNCERT_EXPIRY_BUCKETS]);
+    metric(out, "lizard_dynamic_cert_logs_suppressed_total", "counter",
+           "Refusals not logged: that name was logged already, or the log's budget was spent.", DYN(logs_suppressed));
+}
+
 /* Requests, responses by status class, errors by contract code. */
 static void response_metrics(text_t *out, gw_metrics_t *m)
 {
@@ -290,6 +352,16 @@ static void route_metrics(text_t *out, gw_metrics_t *m)
            SUM(routes.flushes));
     metric(out, "lizard_route_cache_evictions_total", "counter", "Entries dropped to keep the cache under its size bound.",
            SUM(routes.evictions));
+    family(out, "lizard_domain_cache_total", "counter",
+           "Custom-domain cache outcomes (HGETALL <prefix>domain:{<host>}): hit, fetch, coalesced, stale, unavailable, "
+           "invalidation (a publish of domain:<host>), eviction (size bound).");
+    sample(out, "lizard_domain_cache_total", "result=\"hit\"", SUM(domains.hits));
+    sample(out, "lizard_domain_cache_total", "result=\"fetch\"", SUM(domains.fetches));
+    sample(out, "lizard_domain_cache_total", "result=\"coalesced\"", SUM(domains.coalesced));
+    sample(out, "lizard_domain_cache_total", "result=\"stale\"", SUM(domains.stale));
+    sample(out, "lizard_domain_cache_total", "result=\"unavailable\"", SUM(domains.unavailable));
+    sample(out, "lizard_domain_cache_total", "result=\"invalidation\"", SUM(domains.invalidations));
+    sample(out, "lizard_domain_cache_total", "result=\"eviction\"", SUM(domains.evictions));
 }
 
 /* Connections and bytes to sandboxes (upstream/proxy.h), and the HTTP/2 abuse the front refused. */
@@ -407,6 +479,7 @@ int gw_metrics_render(gw_metrics_t *m, h2o_mem_pool_t *pool, size_t max, h2o_iov
     upstream_metrics(&out, m);
     front_metrics(&out, m);
     wake_metrics(&out, m);
+    dyncert_metrics(&out, m->dyncert);
     metric(&out, "lizard_redis_connected_workers", "gauge", "Workers whose Redis connection is up.",
            (unsigned long long)atomic_load(&m->redis_ready_workers));
     metering_metrics(&out, m);

@@ -21,6 +21,7 @@
 #include "upstream/proxy.h"
 #include "routing/route_store.h"
 #include "routing/wake.h"
+#include "tls/dyncert.h"
 
 /* The largest exposition /metrics renders: far above any real one (about
  * 7 KiB plus 100 bytes per worker); over it /metrics answers 500, never a
@@ -44,10 +45,11 @@ typedef struct st_gw_metrics_worker_t {
     atomic_uint_fast64_t refused_per_client; /* connections closed at accept: their address is at its limit */
     atomic_uint_fast64_t refused_per_worker; /* connections closed at accept: the worker is at its limit */
     atomic_uint_fast64_t client_connections;
-    gw_route_store_counters_t routes; /* the worker's route cache */
-    gw_proxy_counters_t proxy;        /* the worker's proxy; its websockets_open gauge goes up and down on this worker */
-    gw_wake_counters_t wake;          /* the worker's held-request registry; its held gauge likewise */
-    h2o_context_t *ctx;               /* its HTTP/2 event counters (h2o's relaxed atomics); borrowed, set before the worker runs */
+    gw_route_store_counters_t routes;  /* the worker's route cache */
+    gw_route_store_counters_t domains; /* the worker's custom-domain cache (routing/domain_store.h), counted alike */
+    gw_proxy_counters_t proxy;         /* the worker's proxy; its websockets_open gauge goes up and down on this worker */
+    gw_wake_counters_t wake;           /* the worker's held-request registry; its held gauge likewise */
+    h2o_context_t *ctx;                /* its HTTP/2 event counters (h2o's relaxed atomics); borrowed, set before the worker runs */
     atomic_int redis_connected;
     gw_proxy_header_counters_t proxy_header; /* the proxy_protocol listeners' headers (gateway/proxy_protocol.h) */
 } gw_metrics_worker_t;
@@ -61,6 +63,7 @@ typedef struct st_gw_metrics_t {
     gw_access_log_t *access_log;
     gw_cookie_keys_t *cookie_keys;
     gw_link_keys_t *link_keys;
+    gw_dyncert_t *dyncert; /* custom-domain certificates (tls/dyncert.h) */
 } gw_metrics_t;
 
 /* Zeroes m and allocates its per-worker blocks, zeroed (aborts on out of memory). */

@@ -342,6 +342,11 @@ static void on_message(void *data, const char *payload, size_t len)
     h2o_linklist_t again;
     entry_t *e;
 
+    if (memchr(payload, ':', len) != NULL) {
+        if (s->conf.on_other_message != NULL)
+            s->conf.on_other_message(s->conf.other_message_data, payload, len);
+        return;
+    }
     if (len == 0 || len > GW_SANDBOX_ID_MAX)
         return; /* not a sandbox id: nothing of ours */
     memcpy(id, payload, len);
@@ -604,6 +609,11 @@ void gw_route_lookup_cancel(gw_route_lookup_t *l)
 {
     /* a flight left without waiters goes on: its answer fills the cache */
     lookup_free(l);
+}
+
+int gw_route_store_listening(const gw_route_store_t *s)
+{
+    return s->listening;
 }
 
 size_t gw_route_store_num_entries(const gw_route_store_t *s)

@@ -60,6 +60,10 @@ typedef struct st_gw_route_store_conf_t {
     void *lifecycle_data;
     gw_route_invalidate_cb on_invalidate; /* NULL: none */
     void *invalidate_data;
+    /* a message holding ':' ("domain:<host>", "cert:<name>": not a sandbox id) goes here as is, and nowhere
+     * else; NULL: ignored */
+    void (*on_other_message)(void *data, const char *payload, size_t len);
+    void *other_message_data;
 } gw_route_store_conf_t;
 
 typedef enum {
@@ -118,6 +122,10 @@ gw_route_lookup_t *gw_route_store_lookup_fresh(gw_route_store_t *s, const char *
 /* After this, the lookup's callback is never called. Not from inside that
  * callback. */
 void gw_route_lookup_cancel(gw_route_lookup_t *l);
+
+/* 1 while the subscription is confirmed: a cache kept in step by its
+ * messages (the route store's, or one fed from on_other) can be trusted. */
+int gw_route_store_listening(const gw_route_store_t *s);
 
 /* Entries currently held (tests, metrics). */
 size_t gw_route_store_num_entries(const gw_route_store_t *s);

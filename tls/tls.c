@@ -21,9 +21,12 @@
 #include <openssl/evp.h>
 #include <openssl/x509v3.h>
 #include <h2o/socket.h>
+#include <h2o/string_.h>
 #include "common/secret_file.h"
 #include "tls/ticket_keys.h"
 #include "tls/tls.h"
+#include "tls/cert_fetch.h"
+#include "tls/tls_internal.h"
 #include "common/errfmt.h"
 
 /* Mozilla "intermediate" for TLS 1.2; TLS 1.3 suites are OpenSSL's defaults. */
@@ -60,6 +63,8 @@ struct st_gw_tls_t {
     size_t num_conf;
 
     gw_ticket_keys_t *tickets; /* the session ticket keys, shared by every SSL_CTX of t (ticket_keys.h) */
+
+    gw_dyncert_t *dynamic; /* custom-domain certificates (tls/dyncert.h); NULL: off; set once before any handshake */
 };
 
 static pthread_once_t ex_index_once = PTHREAD_ONCE_INIT;
@@ -99,7 +104,7 @@ static int on_servername(SSL *ssl, int *alert, void *arg)
  * same protocol settings, since after the switch OpenSSL reads some of them
  * (ALPN, certificate, session-id context) from the switched context, and the
  * ticket callback, which OpenSSL takes from the front one. */
-static SSL_CTX *new_ctx(gw_tls_t *t)
+SSL_CTX *gw_tls_new_cert_ctx(gw_tls_t *t)
 {
     SSL_CTX *ctx;
 
@@ -123,7 +128,7 @@ static SSL_CTX *new_ctx(gw_tls_t *t)
  * the same), so that a session made under one certificate is a cache miss
  * under any other, for session IDs and tickets alike, and a renewed
  * certificate starts fresh. */
-static int set_cert_session_id_context(SSL_CTX *ctx)
+int gw_tls_set_cert_session_id_context(SSL_CTX *ctx)
 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned md_len = 0;
@@ -197,13 +202,13 @@ static gw_tls_set_t *load_set(gw_tls_t *t, char **err)
     for (i = 0; i != num; ++i) {
         gw_tls_cert_t *c = &set->certs[i];
         set->num_certs = i + 1;
-        if ((c->ctx = new_ctx(t)) == NULL) {
+        if ((c->ctx = gw_tls_new_cert_ctx(t)) == NULL) {
             gw_errorf(err, "tls: cannot create an SSL_CTX");
             goto Error;
         }
         if (load_pair(c->ctx, conf[i].cert, conf[i].key, err) != 0)
             goto Error;
-        if (set_cert_session_id_context(c->ctx) != 0) {
+        if (gw_tls_set_cert_session_id_context(c->ctx) != 0) {
             ERR_clear_error();
             gw_errorf(err, "tls: %s: cannot derive a session-id context from the certificate", conf[i].cert);
             goto Error;
@@ -227,20 +232,33 @@ int gw_tls_cert_serves(X509 *x, h2o_iovec_t name, int wildcards)
     return X509_check_host(x, name.base, name.len, flags, NULL) == 1;
 }
 
-/* The certificate for `name` (base NULL without SNI): an exact name in any
- * certificate beats a wildcard in an earlier one; the first is the default. */
+/* The certificate for `name`: an exact name in any certificate beats a
+ * wildcard in an earlier one; NULL when none serves it (the first is then
+ * the default, unless the name is a custom domain's). */
 static const gw_tls_cert_t *pick(const gw_tls_set_t *set, h2o_iovec_t name)
 {
     size_t i;
     int wildcards;
 
-    if (name.base == NULL)
-        return &set->certs[0];
     for (wildcards = 0; wildcards <= 1; ++wildcards)
         for (i = 0; i != set->num_certs; ++i)
             if (gw_tls_cert_serves(SSL_CTX_get0_certificate(set->certs[i].ctx), name, wildcards))
                 return &set->certs[i];
-    return &set->certs[0];
+    return NULL;
+}
+
+/* 1 when `name` goes to the custom-domain certificates: no static one serves it and it is not a preview host. */
+static int is_dynamic(gw_tls_t *t, h2o_iovec_t name)
+{
+    char lower[GW_DYNCERT_MAX_NAME + 1];
+
+    if (t->dynamic == NULL || name.base == NULL)
+        return 0;
+    if (name.len > GW_DYNCERT_MAX_NAME)
+        return 1; /* not a host name: refused there */
+    memcpy(lower, name.base, name.len);
+    h2o_strtolower(lower, name.len);
+    return gw_dyncert_is_custom(t->dynamic, lower, name.len);
 }
 
 /* The host_name of the ClientHello's server_name extension; base NULL when
@@ -281,11 +299,17 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg)
 {
     gw_tls_t *t = arg;
     h2o_iovec_t name = client_hello_sni(ssl);
+    const gw_tls_cert_t *c;
     SSL_CTX *ctx;
     int rc = SSL_CLIENT_HELLO_SUCCESS;
 
     pthread_rwlock_rdlock(&t->lock);
-    ctx = pick(t->set, name)->ctx;
+    c = name.base != NULL ? pick(t->set, name) : NULL;
+    if (c == NULL && is_dynamic(t, name)) {
+        pthread_rwlock_unlock(&t->lock);
+        return gw_cert_fetch_client_hello(t->dynamic, ssl, name, alert);
+    }
+    ctx = (c != NULL ? c : &t->set->certs[0])->ctx;
     SSL_CTX_up_ref(ctx);
     pthread_rwlock_unlock(&t->lock);
 
@@ -381,7 +405,7 @@ gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
      * cache (OpenSSL keeps using the first context's), which is why the
      * session-id context of the certificate, not the cache, keeps sessions
      * apart. */
-    if ((t->front = new_ctx(t)) == NULL) {
+    if ((t->front = gw_tls_new_cert_ctx(t)) == NULL) {
         gw_errorf(err, "tls: cannot create an SSL_CTX");
         goto Error;
     }
@@ -429,6 +453,7 @@ void gw_tls_free(gw_tls_t *t)
         return;
     SSL_CTX_free(t->front);
     free_set(t->set);
+    gw_dyncert_free(t->dynamic);
     for (i = 0; i != t->num_conf; ++i) {
         free((char *)t->conf[i].cert);
         free((char *)t->conf[i].key);
@@ -438,4 +463,14 @@ void gw_tls_free(gw_tls_t *t)
     pthread_mutex_destroy(&t->reload_mutex);
     pthread_rwlock_destroy(&t->lock);
     free(t);
+}
+
+void gw_tls_enable_dynamic(gw_tls_t *t, const gw_dyncert_conf_t *conf)
+{
+    t->dynamic = gw_dyncert_new(t, conf);
+}
+
+gw_dyncert_t *gw_tls_dynamic(gw_tls_t *t)
+{
+    return t != NULL ? t->dynamic : NULL;
 }

@@ -75,6 +75,17 @@ void gw_tls_set_ticket_rotation(gw_tls_t *t, uint64_t interval_ms);
  * it. */
 int gw_tls_ticket_keys_check(const char *path, char **err);
 
+/* Custom-domain certificates (tls/dyncert.h): an SNI name that no static
+ * certificate serves and that is not under a preview domain is answered with
+ * its domain's certificate from Redis (tls/cert_fetch.h), or refused with
+ * unrecognized_name. Call once, before the listeners start. */
+typedef struct st_gw_dyncert_conf_t gw_dyncert_conf_t;
+typedef struct st_gw_dyncert_t gw_dyncert_t;
+void gw_tls_enable_dynamic(gw_tls_t *t, const gw_dyncert_conf_t *conf);
+
+/* The custom-domain certificate cache, NULL when off (or t NULL). */
+gw_dyncert_t *gw_tls_dynamic(gw_tls_t *t);
+
 /* Frees; NULL is a no-op. Only after every listener is closed. */
 void gw_tls_free(gw_tls_t *t);
 

@@ -14,8 +14,9 @@ GW_DEB_BUILD_PACKAGES=(
 GW_DEB_PACKAGES=(
     "${GW_DEB_BUILD_PACKAGES[@]}" check
     redis-server redis-sentinel redis-tools curl nghttp2-client openssl
-    python3-pytest python3-h2 python3-websockets python3-yaml
+    python3-pytest python3-h2 python3-websockets python3-yaml python3-cryptography
     clang libclang-rt-14-dev clang-format
+    pebble certbot  # custom domains: a real ACME server and client (test_acme_pebble.py, deploy/lizard-issuer.py)
 )
 
 # tests/container/run: the image built and run with podman on a Debian 12

@@ -76,6 +76,7 @@ static const struct {
     {"auth.cookie_secrets_file", "set instead of auth.cookie_secrets_env, never with it"},
     {"auth.link_keys_env", "share links are off until the control plane shares keys (README, Share links)"},
     {"auth.link_keys_file", "set instead of auth.link_keys_env, never with it"},
+    {"tls.sealed_key_env", "custom domains are off until the control plane shares a sealing key (README, Custom domains)"},
 };
 
 static const gw_config_key_t *table_key(const char *path)

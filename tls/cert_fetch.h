@@ -1,0 +1,34 @@
+/*
+ * Fetching custom-domain certificates on a worker's loop (tls/dyncert.h
+ * holds them): a handshake whose SNI misses the cache is paused (OpenSSL's
+ * client-hello callback returns retry; libh2o patch 0230 resumes it), one
+ * EVAL reads <prefix>domain:{<host>} and the <prefix>cert:{<name>} it names
+ * in one round trip, the key is unsealed (tls/seal.h), and every handshake
+ * waiting for that host on this worker is resumed with the answer. At most
+ * one fetch per host per worker is in flight; each is bounded by
+ * tls.cert_fetch_timeout_ms (the Redis command's deadline).
+ */
+#ifndef GW_TLS_CERT_FETCH_H
+#define GW_TLS_CERT_FETCH_H
+
+#include <h2o.h>
+#include <openssl/ssl.h>
+#include "common/redis.h"
+#include "tls/dyncert.h"
+
+typedef struct st_gw_cert_fetch_t gw_cert_fetch_t;
+
+/* The fetcher of the calling thread (a worker), using its Redis connection (borrowed). Handshakes on threads
+ * without one are refused "unavailable" on a miss. Never NULL. */
+gw_cert_fetch_t *gw_cert_fetch_new(h2o_loop_t *loop, gw_redis_t *redis, gw_dyncert_t *d);
+
+/* A message on <prefix>routes (NULL: the subscription was (re)confirmed): evicts (gw_dyncert_on_publish), and
+ * no fetch already in flight on this worker stores its answer. On the fetcher's thread. */
+void gw_cert_fetch_on_publish(gw_cert_fetch_t *f, const char *message, size_t len);
+
+/* The client-hello callback's part for a custom name (tls.c calls it): switches ssl to the host's certificate
+ * and returns SSL_CLIENT_HELLO_SUCCESS, pauses (SSL_CLIENT_HELLO_RETRY), or refuses (SSL_CLIENT_HELLO_ERROR with
+ * *alert = unrecognized_name). */
+int gw_cert_fetch_client_hello(gw_dyncert_t *d, SSL *ssl, h2o_iovec_t name, int *alert);
+
+#endif

@@ -1,0 +1,14 @@
+/* What tls.c lends the other files of tls/ (not for other modules). */
+#ifndef GW_TLS_TLS_INTERNAL_H
+#define GW_TLS_TLS_INTERNAL_H
+
+#include <openssl/ssl.h>
+#include "tls/tls.h"
+
+/* An SSL_CTX with every protocol setting of the listeners' (ALPN, ticket callback) and no certificate. */
+SSL_CTX *gw_tls_new_cert_ctx(gw_tls_t *t);
+
+/* Gives ctx the session-id context of its certificate, so that sessions never resume across certificates. */
+int gw_tls_set_cert_session_id_context(SSL_CTX *ctx);
+
+#endif
