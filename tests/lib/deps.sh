@@ -16,6 +16,7 @@ GW_DEB_PACKAGES=(
     redis-server redis-sentinel redis-tools curl nghttp2-client openssl
     python3-pytest python3-h2 python3-websockets python3-yaml
     clang libclang-rt-14-dev clang-format
+    openssh-server openssh-client # sshd and ssh through tcp-forward (test_tcp_forward.py)
 )
 
 # tests/container/run: the image built and run with podman on a Debian 12
