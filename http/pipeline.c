@@ -23,6 +23,7 @@
 #include "metering/metering.h"
 #include "upstream/proxy.h"
 #include "upstream/request_line.h"
+#include "upstream/tcp_tunnel.h"
 #include "http/warning_page.h"
 #include "routing/host.h"
 
@@ -524,6 +525,13 @@ static void decide(pending_t *p, gw_route_status_t status, gw_sandbox_t *sbx)
         return;
     }
 
+    /* a raw TCP port takes only its tunnel, after the credential as any request */
+    int tcp = gw_sandbox_port_is_tcp(sbx, p->host.port);
+    if (tcp && !gw_tcp_tunnel_is_handshake(p->req, p->path)) {
+        send_error(p, GW_ERR_NOT_HTTP_PORT, NULL);
+        return;
+    }
+
     if (sbx->state != GW_SANDBOX_RUNNING) {
         /* after the credential: scanners never wake sandboxes */
         if (gw_wake_applies(sbx)) {
@@ -550,7 +558,8 @@ static void decide(pending_t *p, gw_route_status_t status, gw_sandbox_t *sbx)
                                 .cors_preflight = is_cors_preflight(p->req),
                                 .localhost = uses_localhost(conf, sbx, p->host.port),
                                 .no_activity = header_is(p->req, H2O_STRLIT("x-lizard-no-activity"), H2O_STRLIT("1")),
-                                .grant = grant};
+                                .grant = grant,
+                                .tcp = tcp};
     if (target.addr.ss.ss_family == AF_INET)
         ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(p->host.port);
     else

@@ -10,6 +10,7 @@
 
 #define PORT_FIELD_PREFIX "port:"
 #define HOST_FIELD_PREFIX "host:"
+#define PROTO_FIELD_PREFIX "proto:"
 
 static int is_string(const redisReply *r)
 {
@@ -46,6 +47,15 @@ static int parse_host_field(const redisReply *f, uint16_t *port)
     size_t plen = sizeof(HOST_FIELD_PREFIX) - 1;
 
     return (size_t)f->len > plen && memcmp(f->str, HOST_FIELD_PREFIX, plen) == 0 &&
+           gw_port_parse(f->str + plen, (size_t)f->len - plen, port) == 0;
+}
+
+/* The port of a "<prefix><n>" field: returns 1 and sets *port. */
+static int parse_proto_field(const redisReply *f, uint16_t *port)
+{
+    size_t plen = sizeof(PROTO_FIELD_PREFIX) - 1;
+
+    return (size_t)f->len > plen && memcmp(f->str, PROTO_FIELD_PREFIX, plen) == 0 &&
            gw_port_parse(f->str + plen, (size_t)f->len - plen, port) == 0;
 }
 
@@ -232,6 +242,12 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
         uint16_t port;
         if (is_string(f) && is_string(v) && parse_host_field(f, &port))
             set_host_mode(s, port, v);
+        /* proto:<n> = tcp; "http" and anything else: an HTTP port */
+        if (is_string(f) && is_string(v) && parse_proto_field(f, &port) && field_is(v, "tcp")) {
+            gw_sandbox_port_t *p = find_port(s, port);
+            if (p != NULL)
+                p->tcp = 1;
+        }
     }
 
     *out = s;
@@ -248,6 +264,12 @@ gw_port_host_t gw_sandbox_port_host(const gw_sandbox_t *s, uint16_t port)
 {
     const gw_sandbox_port_t *p = find_port(s, port);
     return p != NULL ? p->host : GW_PORT_HOST_DEFAULT;
+}
+
+int gw_sandbox_port_is_tcp(const gw_sandbox_t *s, uint16_t port)
+{
+    const gw_sandbox_port_t *p = find_port(s, port);
+    return p != NULL && p->tcp;
 }
 
 const char *gw_sandbox_state_name(gw_sandbox_state_t st)
