@@ -236,13 +236,15 @@ def test_revocation_closes_4403_other_sandbox_untouched(gateway, register_sandbo
 # --- keep-alive Pings on the TCP tunnel, with a raw client that sees the frames -------------
 
 
-def raw_tunnel(g, host, token, ca):
+def raw_tunnel(g, host, token, ca, path="/.lizard/tcp"):
     """A TLS socket that did the handshake; returns (sock, leftover bytes)."""
     ctx = ssl.create_default_context(cafile=ca)
     s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", g.tls_port), timeout=10), server_hostname=host)
-    s.sendall(("GET /.lizard/tcp HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-               "Sec-WebSocket-Protocol: %s\r\n%s: %s\r\n\r\n" % (host, PROTO, TOKEN_HEADER, token)).encode())
+    extra = ("Sec-WebSocket-Protocol: %s\r\n" % PROTO) if path == "/.lizard/tcp" else ""
+    extra += ("%s: %s\r\n" % (TOKEN_HEADER, token)) if token else ""
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n"
+               % (path, host, extra)).encode())
     buf = b""
     while b"\r\n\r\n" not in buf:
         d = s.recv(4096)
@@ -309,4 +311,88 @@ def test_tcp_tunnel_pings_and_pong_timeout(gw_factory, register_sandbox, sandbox
     assert time.monotonic() - t0 > 1.5, "closed before the idle timeout"
     assert metric(g, "lizard_websocket_pong_timeouts_total") >= 1
     assert metric(g, "lizard_websocket_pings_total") >= pings
+    s.close()
+
+
+# --- keep-alive Pings on HTTP WebSocket tunnels ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ws_upstream(workdir):
+    from test_proxy import WsUpstream
+
+    u = WsUpstream(os.path.join(workdir, "ws-upstream-keepalive"))
+    yield u
+    u.stop()
+
+
+def test_http_websocket_pings_never_reach_the_sandbox(gw_factory, register_sandbox, ws_upstream, certs):
+    """An idle WebSocket to the echo upstream gets the gateway's Pings at the
+    interval; the client's Pongs to them never reach the upstream (which
+    counts every frame it receives), a Pong of the client's own does, and
+    the tunnel still echoes after them. A client that then answers nothing
+    is closed after the idle timeout."""
+    g = gw_factory({"upstream": {"websocket_ping_interval_ms": 300, "websocket_idle_timeout_ms": 2000}})
+    sid = gwtest.new_sandbox_id("wsk")
+    register_sandbox(sid, ports={ws_upstream.port: "public"})
+    host = g.host(ws_upstream.port, sid)
+    cid = "keepalive-" + sid
+    s, buf = raw_tunnel(g, host, None, certs["ca"], path="/echo?id=" + cid)
+    pings = 0
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 3:  # past the idle timeout: answered Pings keep it open
+        op, payload, buf = read_frame(s, buf)
+        assert op == 0x9, "expected a Ping, got opcode %r" % op
+        assert payload.startswith(b"lizard-ping "), payload
+        pings += 1
+        s.sendall(masked(0xA, payload))
+    assert pings >= 3
+    # the answer to the next Ping, an unsolicited Pong (the app's business) and a message, in one write
+    op, payload, buf = read_frame(s, buf)
+    assert op == 0x9
+    s.sendall(masked(0xA, payload) + masked(0xA, b"the client's own") + masked(0x1, b"still there?"))
+    while True:
+        op, payload, buf = read_frame(s, buf)
+        if op != 0x9:
+            break
+    assert (op, payload) == (0x1, b"still there?"), "the tunnel must still echo after the Pings"
+    info = ws_upstream.info(cid)
+    assert info.get("frames_pong", 0) == 1, "only the client's own Pong may reach the app: %r" % info
+    assert info["messages"] == 1, info
+    # now silent: closed once no Pong came for the idle timeout
+    t0 = time.monotonic()
+    while True:
+        op, payload, buf = read_frame(s, buf)
+        if op in (None, 0x8):
+            break
+        assert op == 0x9
+    assert time.monotonic() - t0 > 1.5, "closed before the idle timeout"
+    assert metric(g, "lizard_websocket_pong_timeouts_total") >= 1
+    assert metric(g, "lizard_websocket_pings_total") >= pings
+    s.close()
+    assert ws_upstream.wait_closed(cid)["frames_pong"] == 1
+
+
+def test_http_websocket_flood_intact_with_tracking(gw_factory, register_sandbox, ws_upstream, certs):
+    """Frame tracking on (a short Ping interval), 4 MiB from the app in 64 KiB
+    messages arrive intact and the Pings that come fall between frames
+    (every frame parses, every payload is the app's)."""
+    g = gw_factory({"upstream": {"websocket_ping_interval_ms": 50}})
+    sid = gwtest.new_sandbox_id("wsf")
+    register_sandbox(sid, ports={ws_upstream.port: "public"})
+    host = g.host(ws_upstream.port, sid)
+    s, buf = raw_tunnel(g, host, None, certs["ca"], path="/flood?mib=4&id=flood-" + sid)
+    got = 0
+    while True:
+        op, payload, buf = read_frame(s, buf)
+        if op == 0x9:
+            s.sendall(masked(0xA, payload))
+            continue
+        if op == 0x1:
+            assert payload == b"done"
+            break
+        assert op == 0x2 and payload == b"\x5a" * 65536, (op, len(payload))
+        got += len(payload)
+        time.sleep(0.005)  # a slower reader: the flood takes a while
+    assert got == 4 * MIB
     s.close()
