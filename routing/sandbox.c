@@ -107,6 +107,19 @@ static void set_host_mode(gw_sandbox_t *s, uint16_t port, const redisReply *v)
     }
 }
 
+/* host:<n> and proto:<n> (= tcp; "http" and anything else: an HTTP port) of an exposed port */
+static void set_port_option(gw_sandbox_t *s, const redisReply *f, const redisReply *v)
+{
+    gw_sandbox_port_t *p;
+    uint16_t port;
+
+    if (parse_host_field(f, &port)) {
+        set_host_mode(s, port, v);
+    } else if (parse_proto_field(f, &port) && field_is(v, "tcp") && (p = find_port(s, port)) != NULL) {
+        p->tcp = 1;
+    }
+}
+
 static gw_sandbox_state_t parse_state(const redisReply *v)
 {
     static const gw_sandbox_state_t states[] = {GW_SANDBOX_RUNNING, GW_SANDBOX_STARTING, GW_SANDBOX_PAUSED, GW_SANDBOX_STOPPED};
@@ -239,15 +252,8 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
     /* third pass, once the port table is sorted: host:<n> of the exposed ports */
     for (i = 0; s->num_ports != 0 && i + 1 < reply->elements; i += 2) {
         const redisReply *f = reply->element[i], *v = reply->element[i + 1];
-        uint16_t port;
-        if (is_string(f) && is_string(v) && parse_host_field(f, &port))
-            set_host_mode(s, port, v);
-        /* proto:<n> = tcp; "http" and anything else: an HTTP port */
-        if (is_string(f) && is_string(v) && parse_proto_field(f, &port) && field_is(v, "tcp")) {
-            gw_sandbox_port_t *p = find_port(s, port);
-            if (p != NULL)
-                p->tcp = 1;
-        }
+        if (is_string(f) && is_string(v))
+            set_port_option(s, f, v);
     }
 
     *out = s;
