@@ -15,9 +15,8 @@
 #include "common/ws_frame.h"
 #include "upstream/exchange.h"
 #include "upstream/tcp_tunnel.h"
+#include "upstream/ws_track.h"
 
-/* Prefix of the keep-alive Ping's payload: the Pong that echoes it is the gateway's */
-#define PING_PREFIX "lizard-ping "
 /* After the gateway's Close is written: how long the client may take to answer with its own */
 #define CLOSE_WAIT_MS 2000
 
@@ -187,12 +186,11 @@ static void reset_ping(tcp_tunnel_t *t)
 static void on_ping(h2o_timeout_entry_t *e)
 {
     tcp_tunnel_t *t = H2O_STRUCT_FROM_MEMBER(tcp_tunnel_t, ping_entry, e);
-    char payload[48];
-    int n = snprintf(payload, sizeof(payload), PING_PREFIX "%llu", (unsigned long long)++t->pings);
 
-    t->ping_len = gw_ws_header_encode(t->ping, 1, GW_WS_OP_PING, (size_t)n, NULL);
-    memcpy(t->ping + t->ping_len, payload, (size_t)n);
-    t->ping_len += (size_t)n;
+    /* the client has the whole idle timeout to answer the first unanswered Ping */
+    if (!t->awaiting_pong)
+        reset_idle(t);
+    t->ping_len = gw_ws_ping_encode(t->ping, ++t->pings);
     t->awaiting_pong = 1;
     GW_PROXY_COUNT(t->proxy, pings_sent, 1);
     flush_to_client(t);
@@ -270,7 +268,8 @@ static void flush_to_client(tcp_tunnel_t *t)
         t->client_busy = 1;
         t->down_writing = len;
         t->down_frame = bufs[0].len + len;
-        if (!t->proxy->websocket_ping.enabled)
+        /* bytes to a client that answered its last Ping (or got none) keep the tunnel */
+        if (!t->awaiting_pong)
             reset_idle(t);
         reset_ping(t);
         h2o_socket_write(t->client, bufs, 2, on_client_written);
