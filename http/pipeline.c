@@ -23,6 +23,7 @@
 #include "metering/metering.h"
 #include "upstream/proxy.h"
 #include "upstream/request_line.h"
+#include "upstream/tcp_tunnel.h"
 #include "http/warning_page.h"
 #include "routing/host.h"
 
@@ -487,6 +488,16 @@ static int uses_localhost(const gw_config_t *conf, const gw_sandbox_t *sbx, uint
     }
 }
 
+/* A raw TCP port (proto tcp) takes only its tunnel's handshake, checked
+ * after the credential as any request: else 400 not_http_port (answered). */
+static int tcp_port_allows(pending_t *p, const gw_sandbox_t *sbx)
+{
+    if (!gw_sandbox_port_is_tcp(sbx, p->host.port) || gw_tcp_tunnel_is_handshake(p->req, p->path))
+        return 1;
+    send_error(p, GW_ERR_NOT_HTTP_PORT, NULL);
+    return 0;
+}
+
 /* What the route says about the request: answered, held, or proxied. Runs
  * again with the fresh record when a held request's sandbox has woken. */
 static void decide(pending_t *p, gw_route_status_t status, gw_sandbox_t *sbx)
@@ -524,6 +535,8 @@ static void decide(pending_t *p, gw_route_status_t status, gw_sandbox_t *sbx)
         return;
     }
 
+    if (!tcp_port_allows(p, sbx))
+        return;
     if (sbx->state != GW_SANDBOX_RUNNING) {
         /* after the credential: scanners never wake sandboxes */
         if (gw_wake_applies(sbx)) {
@@ -550,7 +563,8 @@ static void decide(pending_t *p, gw_route_status_t status, gw_sandbox_t *sbx)
                                 .cors_preflight = is_cors_preflight(p->req),
                                 .localhost = uses_localhost(conf, sbx, p->host.port),
                                 .no_activity = header_is(p->req, H2O_STRLIT("x-lizard-no-activity"), H2O_STRLIT("1")),
-                                .grant = grant};
+                                .grant = grant,
+                                .tcp = gw_sandbox_port_is_tcp(sbx, p->host.port)};
     if (target.addr.ss.ss_family == AF_INET)
         ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(p->host.port);
     else
