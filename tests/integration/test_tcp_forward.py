@@ -9,6 +9,7 @@ the gateway's own answers (401, 403, 502) and from TLS and TCP."""
 
 import os
 import signal
+import socket
 import subprocess
 import time
 
@@ -123,6 +124,78 @@ def test_redis_cli_set_get_and_2mb_value(workdir, gateway, certs, redis, sandbox
     fwd.wait_line("connection 4 from")
     assert fwd.text().count("closed by the local application") == 4, fwd.text()
     assert token not in fwd.text()
+
+
+
+def gateway_metric(g, name):
+    status, body = g.admin_get("/metrics")
+    assert status == 200
+    for ln in body.decode().splitlines():
+        if ln.startswith(name + " "):
+            return float(ln.rpartition(" ")[2])
+    return 0.0
+
+
+def local_client(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=CLIENT_TIMEOUT_S)
+    return s
+
+
+def recv_until(s, needle):
+    buf = b""
+    while needle not in buf:
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    return buf
+
+
+def test_idle_tunnel_answers_the_gateways_pings(workdir, gw_factory, certs, redis, sandbox_redis, forwards):
+    """At a 300 ms Ping interval and a 2 s idle timeout, an idle redis
+    connection through tcp-forward outlives the timeout: tcp-forward answers
+    each Ping with a Pong (the gateway closes a tunnel that does not)."""
+    g = gw_factory({"upstream": {"websocket_ping_interval_ms": 300, "websocket_idle_timeout_ms": 2000}})
+    sid, token = tcp_sandbox(redis, sandbox_redis.port)
+    fwd = forward_to(forwards, workdir, g, certs, sandbox_redis.port, sid, token)
+    s = local_client(fwd.port)
+    s.sendall(b"PING\r\n")
+    assert recv_until(s, b"\r\n") == b"+PONG\r\n"
+    pings_before = gateway_metric(g, "lizard_websocket_pings_total")
+    # idle past the idle timeout (2 s) with margin: at least 3 Pings come and are answered
+    gwtest.wait_for(lambda: gateway_metric(g, "lizard_websocket_pings_total") >= pings_before + 3, 30,
+                    what="3 Pings from the gateway")
+    time.sleep(2.5)
+    s.sendall(b"PING\r\n")
+    assert recv_until(s, b"\r\n") == b"+PONG\r\n", fwd.text()
+    assert gateway_metric(g, "lizard_websocket_pong_timeouts_total") == 0
+    s.close()
+    fwd.wait_line("closed by the local application")
+
+
+def test_sandbox_closing_ends_the_local_connection(workdir, gateway, certs, redis, sandbox_redis, forwards):
+    """redis QUIT: the sandbox's FIN comes as close 1000, and the local
+    connection ends after the last bytes (+OK)."""
+    sid, token = tcp_sandbox(redis, sandbox_redis.port)
+    fwd = forward_to(forwards, workdir, gateway, certs, sandbox_redis.port, sid, token)
+    s = local_client(fwd.port)
+    s.sendall(b"QUIT\r\n")
+    assert recv_until(s, b"never") == b"+OK\r\n"  # then EOF
+    fwd.wait_line("closed: the sandbox's server ended the connection")
+    s.close()
+
+
+def test_revocation_closes_with_4403_and_a_clear_line(workdir, gateway, certs, redis, sandbox_redis, forwards):
+    sid, token = tcp_sandbox(redis, sandbox_redis.port)
+    fwd = forward_to(forwards, workdir, gateway, certs, sandbox_redis.port, sid, token)
+    s = local_client(fwd.port)
+    s.sendall(b"PING\r\n")
+    assert recv_until(s, b"\r\n") == b"+PONG\r\n"
+    redis.cmd("HSET", "lizard:sbx:{%s}" % sid, "token_sha256", gwtest.sha256_hex("rotated"))
+    redis.cmd("PUBLISH", "lizard:routes", sid)
+    assert recv_until(s, b"never") == b""  # the local connection ends
+    fwd.wait_line("access to the sandbox was revoked (close 4403)")
+    s.close()
 
 
 def start_sshd(d):
