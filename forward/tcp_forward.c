@@ -243,7 +243,7 @@ static int configure(int argc, char **argv, gw_forward_conf_t *conf, gw_netaddr_
 
 static int listen_on(const gw_netaddr_t *addr)
 {
-    int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    int fd = socket(addr->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
     char text[64];
 
     gw_netaddr_format(addr, text, sizeof(text));
@@ -294,8 +294,11 @@ static void serve(const gw_forward_conf_t *conf, int lfd, int sigfd)
     unsigned long next_id = 1;
 
     for (;;) {
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
             return;
+        }
         if (p[1].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(sigfd, &si, sizeof(si)) == sizeof(si))

@@ -142,8 +142,9 @@ static int take_payload(tunnel_t *t)
     uint64_t left = t->frame.payload_len - t->frame_done;
 
     if (t->frame.opcode >= GW_WS_OP_CLOSE) {
-        /* control frames are taken whole: at most 125 bytes, answered into the reserve of `up` */
-        if (up_room(t) < CONTROL_RESERVE / 2)
+        /* control frames are taken whole: at most 125 bytes, answered into the reserve of `up`,
+         * which keeps room for a Close after the answer (protocol_error queues one unchecked) */
+        if (up_room(t) < CONTROL_RESERVE)
             return 0;
         n = avail < left ? avail : (size_t)left;
         memcpy(t->control + t->frame_done, t->in + t->in_off, n);
