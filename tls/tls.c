@@ -8,7 +8,6 @@
  * a new set and swaps it in; the front context handed to the listeners never
  * changes.
  */
-#define _GNU_SOURCE /* pthread_rwlockattr_setkind_np */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -16,16 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
-#include <openssl/core_names.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
-#include <openssl/rand.h>
 #include <openssl/x509v3.h>
 #include <h2o/socket.h>
 #include "common/secret_file.h"
+#include "tls/ticket_keys.h"
 #include "tls/tls.h"
 #include "common/errfmt.h"
 
@@ -34,23 +31,10 @@
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"         \
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384"
 #define FRONT_SESSION_ID_CONTEXT "lizard-gateway" /* replaced by the certificate's at the switch */
-#define TICKET_KEY_NAME_LEN 16
-#define MAX_TICKET_KEYS 16
-#define MAX_TICKET_KEYS_FILE_SIZE (64 * 1024)
-#define TICKET_KEY_SMALL 48    /* name, AES-128 key, HMAC key of 16 bytes */
-#define TICKET_KEY_LARGE 80    /* name, AES-256 key, HMAC key of 32 bytes */
-#define RETRY_ROTATION_MS 1000 /* after a failed RAND_bytes */
 
 /* What the listeners offer, in order of preference. h2o's own
  * h2o_http2_alpn_protocols lacks http/1.1 and carries old h2 drafts. */
 static const h2o_iovec_t alpn_protocols[] = {{H2O_STRLIT("h2")}, {H2O_STRLIT("http/1.1")}, {NULL, 0}};
-
-typedef struct st_gw_tls_ticket_key_t {
-    unsigned char name[TICKET_KEY_NAME_LEN];
-    unsigned char aes_key[32];
-    unsigned char hmac_key[32];
-    size_t key_len; /* 16 (from a 48-byte key) or 32 (from an 80-byte key), for both keys */
-} gw_tls_ticket_key_t;
 
 typedef struct st_gw_tls_cert_t {
     SSL_CTX *ctx; /* its certificate's names are matched with X509_check_host */
@@ -75,16 +59,7 @@ struct st_gw_tls_t {
     gw_tls_cert_conf_t *conf;     /* owned copies of the paths */
     size_t num_conf;
 
-    /* The ticket callback (any thread) holds ticket_lock for reading while it
-     * hands a key to OpenSSL, which copies it; a reload or a rotation replaces
-     * the list under the write lock. */
-    pthread_rwlock_t ticket_lock;
-    gw_tls_ticket_key_t ticket_keys[MAX_TICKET_KEYS]; /* [0] encrypts, all decrypt */
-    size_t num_ticket_keys;
-    char *ticket_keys_file;              /* NULL: random keys, rotated; set once before any handshake */
-    uint64_t rotation_ms;                /* random keys only */
-    uint64_t rotate_at_ms;               /* CLOCK_MONOTONIC; random keys only */
-    pthread_mutex_t ticket_reload_mutex; /* one file reload at a time */
+    gw_ticket_keys_t *tickets; /* the session ticket keys, shared by every SSL_CTX of t (ticket_keys.h) */
 };
 
 static pthread_once_t ex_index_once = PTHREAD_ONCE_INIT;
@@ -106,7 +81,7 @@ static const char *openssl_reason(char *buf, size_t size)
     return buf;
 }
 
-static int on_ticket_key(SSL *ssl, unsigned char key_name[TICKET_KEY_NAME_LEN], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+static int on_ticket_key(SSL *ssl, unsigned char key_name[GW_TICKET_KEY_NAME_LEN], unsigned char *iv, EVP_CIPHER_CTX *cctx,
                          EVP_MAC_CTX *hctx, int enc);
 
 /* Acknowledges the server name: the context was already chosen from the
@@ -323,359 +298,49 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg)
     return rc;
 }
 
-/* Session ticket keys. */
-
-static uint64_t now_ms(void)
+/* OpenSSL's ticket callback; it takes the front context's, on every handshake. */
+static int on_ticket_key(SSL *ssl, unsigned char key_name[GW_TICKET_KEY_NAME_LEN], unsigned char *iv, EVP_CIPHER_CTX *cctx,
+                         EVP_MAC_CTX *hctx, int enc)
 {
-    struct timespec ts;
+    gw_tls_t *t = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ex_index);
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-/* One key from its 48 or 80 bytes. `hmac_first`: nginx's 80-byte layout
- * (name, HMAC key, AES key); otherwise HAProxy's (name, AES key, HMAC key),
- * which is also nginx's 48-byte one. */
-static void key_from_bytes(gw_tls_ticket_key_t *key, const unsigned char *b, size_t len, int hmac_first)
-{
-    size_t k = len == TICKET_KEY_LARGE ? 32 : 16;
-
-    memset(key, 0, sizeof(*key));
-    key->key_len = k;
-    memcpy(key->name, b, TICKET_KEY_NAME_LEN);
-    if (hmac_first && len == TICKET_KEY_LARGE) {
-        memcpy(key->hmac_key, b + TICKET_KEY_NAME_LEN, k);
-        memcpy(key->aes_key, b + TICKET_KEY_NAME_LEN + k, k);
-    } else {
-        memcpy(key->aes_key, b + TICKET_KEY_NAME_LEN, k);
-        memcpy(key->hmac_key, b + TICKET_KEY_NAME_LEN + k, k);
-    }
-}
-
-static int base64_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '+')
-        return 62;
-    if (c == '/')
-        return 63;
-    return -1;
-}
-
-/* Standard base64, "=" padding optional. Returns the decoded length, or -1
- * when `s` is not base64 or decodes to more than `max` bytes. */
-static ssize_t base64_decode(const char *s, size_t len, unsigned char *out, size_t max)
-{
-    size_t i, n = 0;
-    unsigned acc = 0, bits = 0;
-
-    while (len != 0 && s[len - 1] == '=')
-        --len;
-    if (len % 4 == 1)
-        return -1;
-    for (i = 0; i != len; ++i) {
-        int v = base64_value((unsigned char)s[i]);
-        if (v < 0)
-            return -1;
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            if (n == max)
-                return -1;
-            out[n++] = (unsigned char)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    return (ssize_t)n;
-}
-
-/* 1 when `b` looks like text (printable ASCII and line breaks), the test that
- * tells a base64 file from nginx's raw 48 or 80 bytes. */
-static int is_text(const unsigned char *b, size_t len)
-{
-    size_t i;
-
-    for (i = 0; i != len; ++i)
-        if (!((b[i] >= 0x20 && b[i] < 0x7f) || b[i] == '\n' || b[i] == '\r' || b[i] == '\t'))
-            return 0;
-    return 1;
-}
-
-/* Parses the text format: one base64 key per line. Messages name the line,
- * never its bytes. */
-static int parse_key_lines(const char *path, const char *buf, size_t len, gw_tls_ticket_key_t *keys, size_t *num, char **err)
-{
-    size_t line = 0, line_of[MAX_TICKET_KEYS], i, pos = 0, slen;
-    const char *s;
-    unsigned char bytes[TICKET_KEY_LARGE + 3];
-    ssize_t n;
-    int rc = -1;
-
-    *num = 0;
-    while (gw_secret_file_next_line(buf, len, &pos, &line, &s, &slen)) {
-        if (*num == MAX_TICKET_KEYS) {
-            gw_errorf(err, "%s: line %zu: more than %d keys", path, line, MAX_TICKET_KEYS);
-            goto Exit;
-        }
-        if ((n = base64_decode(s, slen, bytes, sizeof(bytes))) < 0) {
-            gw_errorf(err, "%s: line %zu: not a base64 key of 48 or 80 bytes (make one with: openssl rand 80 | base64 -w0)", path,
-                      line);
-            goto Exit;
-        }
-        if (n != TICKET_KEY_SMALL && n != TICKET_KEY_LARGE) {
-            gw_errorf(err, "%s: line %zu: the key is %zd bytes long, expected 48 or 80", path, line, n);
-            goto Exit;
-        }
-        key_from_bytes(&keys[*num], bytes, (size_t)n, 0);
-        for (i = 0; i != *num; ++i) {
-            if (memcmp(keys[i].name, keys[*num].name, TICKET_KEY_NAME_LEN) == 0) {
-                gw_errorf(err, "%s: line %zu: the same key name (first 16 bytes) as the key on line %zu", path, line, line_of[i]);
-                goto Exit;
-            }
-        }
-        line_of[*num] = line;
-        ++*num;
-    }
-    if (*num == 0) {
-        gw_errorf(err, "%s: holds no key (only blank lines and comments)", path);
-        goto Exit;
-    }
-    rc = 0;
-
-Exit:
-    OPENSSL_cleanse(bytes, sizeof(bytes));
-    return rc;
-}
-
-/* Reads a ticket keys file into `keys` (MAX_TICKET_KEYS of them). Returns 0,
- * or -1 with *err ("<path>: <problem>"). */
-static int read_ticket_keys(const char *path, gw_tls_ticket_key_t *keys, size_t *num, char **err)
-{
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    int rc = -1;
-
-    *num = 0;
-    if (gw_secret_file_read(path, MAX_TICKET_KEYS_FILE_SIZE, (char **)&buf, &len, err) != 0)
-        return -1;
-    if ((len == TICKET_KEY_SMALL || len == TICKET_KEY_LARGE) && !is_text(buf, len)) {
-        /* nginx's ssl_session_ticket_key file: one key, raw */
-        key_from_bytes(&keys[0], buf, len, 1);
-        *num = 1;
-        rc = 0;
-        goto Exit;
-    }
-    if (memchr(buf, '\0', len) != NULL || !is_text(buf, len)) {
-        gw_errorf(
-            err, "%s: not text, and not a raw key of exactly 48 or 80 bytes either (%zu bytes); expected base64 keys, one per line",
-            path, len);
-        goto Exit;
-    }
-    rc = parse_key_lines(path, (const char *)buf, len, keys, num, err);
-
-Exit:
-    OPENSSL_cleanse(buf, len);
-    free(buf);
-    return rc;
+    if (t == NULL)
+        return enc ? -1 : 0;
+    return gw_ticket_keys_cb(t->tickets, key_name, iv, cctx, hctx, enc);
 }
 
 int gw_tls_ticket_keys_check(const char *path, char **err)
 {
-    gw_tls_ticket_key_t keys[MAX_TICKET_KEYS];
-    size_t num;
-    int rc = read_ticket_keys(path, keys, &num, err);
-
-    OPENSSL_cleanse(keys, sizeof(keys));
-    return rc;
-}
-
-static int random_key(gw_tls_ticket_key_t *key)
-{
-    unsigned char bytes[TICKET_KEY_LARGE];
-    int rc = -1;
-
-    if (RAND_bytes(bytes, sizeof(bytes)) == 1) {
-        key_from_bytes(key, bytes, sizeof(bytes), 0);
-        rc = 0;
-    }
-    OPENSSL_cleanse(bytes, sizeof(bytes));
-    return rc;
-}
-
-/* Under the write lock, random keys only: a new first key; the previous one
- * stays for decryption unless a second interval has passed as well (the
- * rotation runs when a handshake needs a key, so it may come late: it acts as
- * if it had run on time). */
-static void rotate_locked(gw_tls_t *t, uint64_t now)
-{
-    gw_tls_ticket_key_t fresh;
-
-    if (random_key(&fresh) != 0) {
-        ERR_clear_error();
-        t->rotate_at_ms = now + RETRY_ROTATION_MS;
-        return;
-    }
-    if (t->num_ticket_keys != 0 && now < t->rotate_at_ms + t->rotation_ms) {
-        t->ticket_keys[1] = t->ticket_keys[0];
-        t->num_ticket_keys = 2;
-    } else {
-        t->num_ticket_keys = 1;
-    }
-    t->ticket_keys[0] = fresh;
-    OPENSSL_cleanse(&fresh, sizeof(fresh));
-    t->rotate_at_ms = now + t->rotation_ms;
-}
-
-static void maybe_rotate(gw_tls_t *t)
-{
-    uint64_t now;
-    int due;
-
-    if (t->ticket_keys_file != NULL)
-        return;
-    now = now_ms();
-    pthread_rwlock_rdlock(&t->ticket_lock);
-    due = now >= t->rotate_at_ms;
-    pthread_rwlock_unlock(&t->ticket_lock);
-    if (!due)
-        return;
-    pthread_rwlock_wrlock(&t->ticket_lock);
-    if (now >= t->rotate_at_ms) /* not done by another thread meanwhile */
-        rotate_locked(t, now);
-    pthread_rwlock_unlock(&t->ticket_lock);
-}
-
-static int init_hmac(EVP_MAC_CTX *hctx, const gw_tls_ticket_key_t *key)
-{
-    OSSL_PARAM params[3];
-
-    params[0] = OSSL_PARAM_construct_octet_string(OSSL_MAC_PARAM_KEY, (void *)key->hmac_key, key->key_len);
-    params[1] = OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0);
-    params[2] = OSSL_PARAM_construct_end();
-    return EVP_MAC_CTX_set_params(hctx, params) == 1 ? 0 : -1;
-}
-
-static const EVP_CIPHER *key_cipher(const gw_tls_ticket_key_t *key)
-{
-    return key->key_len == 32 ? EVP_aes_256_cbc() : EVP_aes_128_cbc();
-}
-
-/* OpenSSL's ticket callback (it takes the front context's, on every
- * handshake). enc: 1 with the first key. Decryption: 0 for an unknown key
- * name (a full handshake follows), 1 for the first key, 2 for an older one
- * (the client gets a fresh ticket), -1 on error. */
-static int on_ticket_key(SSL *ssl, unsigned char key_name[TICKET_KEY_NAME_LEN], unsigned char *iv, EVP_CIPHER_CTX *cctx,
-                         EVP_MAC_CTX *hctx, int enc)
-{
-    gw_tls_t *t = SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), ex_index);
-    const gw_tls_ticket_key_t *key = NULL;
-    size_t i;
-    int rc = -1;
-
-    if (t == NULL)
-        return enc ? -1 : 0;
-    maybe_rotate(t);
-    pthread_rwlock_rdlock(&t->ticket_lock);
-    if (enc) {
-        key = &t->ticket_keys[0];
-        if (t->num_ticket_keys != 0 && RAND_bytes(iv, EVP_CIPHER_get_iv_length(key_cipher(key))) == 1 &&
-            EVP_EncryptInit_ex(cctx, key_cipher(key), NULL, key->aes_key, iv) == 1 && init_hmac(hctx, key) == 0) {
-            memcpy(key_name, key->name, TICKET_KEY_NAME_LEN);
-            rc = 1;
-        }
-    } else {
-        rc = 0;
-        for (i = 0; i != t->num_ticket_keys; ++i) {
-            if (memcmp(key_name, t->ticket_keys[i].name, TICKET_KEY_NAME_LEN) == 0) {
-                key = &t->ticket_keys[i];
-                rc = init_hmac(hctx, key) == 0 && EVP_DecryptInit_ex(cctx, key_cipher(key), NULL, key->aes_key, iv) == 1
-                         ? (i == 0 ? 1 : 2)
-                         : -1;
-                break;
-            }
-        }
-    }
-    pthread_rwlock_unlock(&t->ticket_lock);
-    return rc;
+    return gw_ticket_keys_check(path, err);
 }
 
 int gw_tls_use_ticket_keys_file(gw_tls_t *t, const char *path, char **err)
 {
-    char *copy;
-
-    *err = NULL;
-    if ((copy = strdup(path)) == NULL)
-        return gw_errorf(err, "tls: out of memory");
-    free(t->ticket_keys_file);
-    t->ticket_keys_file = copy;
-    if (gw_tls_reload_ticket_keys(t, err) != 0) {
-        free(t->ticket_keys_file);
-        t->ticket_keys_file = NULL;
-        return -1;
-    }
-    return 0;
+    return gw_ticket_keys_use_file(t->tickets, path, err);
 }
 
 int gw_tls_reload_ticket_keys(gw_tls_t *t, char **err)
 {
-    gw_tls_ticket_key_t fresh[MAX_TICKET_KEYS];
-    size_t num;
-    char *why = NULL;
-    int rc = 0;
-
-    *err = NULL;
-    if (t->ticket_keys_file == NULL)
-        return 0;
-    pthread_mutex_lock(&t->ticket_reload_mutex);
-    /* read and checked before the lock: a bad file never replaces good keys */
-    if (read_ticket_keys(t->ticket_keys_file, fresh, &num, &why) != 0) {
-        rc = gw_errorf(err, "tls: ticket keys: %s", why != NULL ? why : "out of memory");
-        free(why);
-    } else {
-        pthread_rwlock_wrlock(&t->ticket_lock);
-        memcpy(t->ticket_keys, fresh, num * sizeof(fresh[0]));
-        OPENSSL_cleanse(t->ticket_keys + num, (MAX_TICKET_KEYS - num) * sizeof(fresh[0]));
-        t->num_ticket_keys = num;
-        pthread_rwlock_unlock(&t->ticket_lock);
-    }
-    pthread_mutex_unlock(&t->ticket_reload_mutex);
-    OPENSSL_cleanse(fresh, sizeof(fresh));
-    return rc;
+    return gw_ticket_keys_reload(t->tickets, err);
 }
 
 const char *gw_tls_ticket_keys_file(gw_tls_t *t)
 {
-    return t->ticket_keys_file;
+    return gw_ticket_keys_file(t->tickets);
 }
 
 size_t gw_tls_ticket_keys_count(gw_tls_t *t)
 {
-    size_t n;
-
-    maybe_rotate(t);
-    pthread_rwlock_rdlock(&t->ticket_lock);
-    n = t->num_ticket_keys;
-    pthread_rwlock_unlock(&t->ticket_lock);
-    return n;
+    return gw_ticket_keys_count(t->tickets);
 }
 
 void gw_tls_set_ticket_rotation(gw_tls_t *t, uint64_t interval_ms)
 {
-    pthread_rwlock_wrlock(&t->ticket_lock);
-    t->rotation_ms = interval_ms;
-    t->rotate_at_ms = now_ms() + interval_ms;
-    pthread_rwlock_unlock(&t->ticket_lock);
+    gw_ticket_keys_set_rotation(t->tickets, interval_ms);
 }
 
 gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
 {
-    pthread_rwlockattr_t attr;
     gw_tls_t *t;
     size_t i;
 
@@ -690,25 +355,13 @@ gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
     }
     pthread_rwlock_init(&t->lock, NULL);
     pthread_mutex_init(&t->reload_mutex, NULL);
-    /* every handshake reads the keys: a reload or a rotation must not starve */
-    pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&t->ticket_lock, &attr);
-    pthread_rwlockattr_destroy(&attr);
-    pthread_mutex_init(&t->ticket_reload_mutex, NULL);
     pthread_once(&ex_index_once, init_ex_index);
     if (ex_index < 0) {
         gw_errorf(err, "tls: cannot get an SSL_CTX ex_data index");
         goto Error;
     }
-    t->rotation_ms = GW_TLS_TICKET_ROTATION_MS;
-    if (random_key(&t->ticket_keys[0]) != 0) {
-        ERR_clear_error();
-        gw_errorf(err, "tls: cannot make a session ticket key (RAND_bytes failed)");
+    if ((t->tickets = gw_ticket_keys_new(GW_TLS_TICKET_ROTATION_MS, err)) == NULL)
         goto Error;
-    }
-    t->num_ticket_keys = 1;
-    t->rotate_at_ms = now_ms() + t->rotation_ms;
     if ((t->conf = calloc(num, sizeof(t->conf[0]))) == NULL) {
         gw_errorf(err, "tls: out of memory");
         goto Error;
@@ -781,10 +434,7 @@ void gw_tls_free(gw_tls_t *t)
         free((char *)t->conf[i].key);
     }
     free(t->conf);
-    free(t->ticket_keys_file);
-    OPENSSL_cleanse(t->ticket_keys, sizeof(t->ticket_keys));
-    pthread_mutex_destroy(&t->ticket_reload_mutex);
-    pthread_rwlock_destroy(&t->ticket_lock);
+    gw_ticket_keys_free(t->tickets);
     pthread_mutex_destroy(&t->reload_mutex);
     pthread_rwlock_destroy(&t->lock);
     free(t);

@@ -9,16 +9,13 @@
 
 #include <stdatomic.h>
 #include <h2o.h>
-#include "khash.h"
 #include "common/counter.h"
 #include "upstream/delivery.h"
+#include "upstream/held.h"
 #include "upstream/http1_head.h"
 #include "upstream/opt_timeout.h"
 #include "upstream/proxy.h"
 #include "upstream/upstream_pool.h"
-
-/* response bytes held per client connection (h2o_conn_t *), entries with 0 removed */
-KHASH_MAP_INIT_INT64(gw_conn_held, size_t)
 
 struct st_gw_proxy_t {
     h2o_context_t *ctx;
@@ -38,8 +35,7 @@ struct st_gw_proxy_t {
     /* memory budgets: what every response of this worker holds, and per
      * client connection; the exchanges with a send in flight toward the
      * client, the longest-waiting first (the first reset over a budget) */
-    size_t held;
-    khash_t(gw_conn_held) * conn_held;
+    gw_held_t *held;             /* per client connection keyed by its h2o_conn_t * */
     h2o_linklist_t waiting;      /* of exchange_t.waiting */
     gw_deliveries_t *deliveries; /* egress held per client connection until delivered */
     gw_proxy_bytes_t total;

@@ -518,8 +518,7 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     h2o_linklist_init_anchor(&p->tcp_tunnels);
     h2o_linklist_init_anchor(&p->waiting);
     p->deliveries = gw_deliveries_new(ctx->loop, DELIVERY_CHECK_MS, on_delivered, p);
-    if ((p->conn_held = kh_init(gw_conn_held)) == NULL)
-        h2o_fatal("no memory");
+    p->held = gw_held_new();
 
     /* One read event drains the socket's kernel receive queue (h2o reads
      * until EAGAIN), which autotuning grows to tcp_rmem[2] (tens of MB).
@@ -546,7 +545,7 @@ void gw_proxy_free(gw_proxy_t *p)
     gw_proxy_close_tcp_tunnels(p);
     gw_deliveries_free(p->deliveries);
     gw_upstream_pool_free(p->pool);
-    kh_destroy(gw_conn_held, p->conn_held);
+    gw_held_free(p->held);
     gw_opt_timeout_dispose(p->ctx->loop, &p->connect_timeout);
     gw_opt_timeout_dispose(p->ctx->loop, &p->first_byte_timeout);
     gw_opt_timeout_dispose(p->ctx->loop, &p->io_timeout);

@@ -9,7 +9,6 @@
 #include <sys/socket.h>
 #include <h2o.h>
 #include <h2o/http2.h>
-#include <h2o/http2_internal.h>
 #include "common/numfmt.h"
 #include "upstream/exchange.h"
 
@@ -30,32 +29,11 @@
 
 static void on_body_read(h2o_socket_t *sock, const char *err);
 
-static size_t conn_held(gw_proxy_t *p, h2o_conn_t *conn)
-{
-    khiter_t it = kh_get(gw_conn_held, p->conn_held, (uint64_t)(uintptr_t)conn);
-    return it == kh_end(p->conn_held) ? 0 : kh_val(p->conn_held, it);
-}
-
 void gw_exchange_account(gw_exchange_t *ex)
 {
-    gw_proxy_t *p = ex->proxy;
     size_t now = ex->cut ? 0 : ex->rest->size + ex->sending.buf->size + (ex->sock != NULL ? ex->sock->input->size : 0);
-    uint64_t key = (uint64_t)(uintptr_t)ex->req->conn;
-    khiter_t it;
-    int ret;
 
-    if (now == ex->held)
-        return;
-    p->held = p->held - ex->held + now;
-    it = kh_put(gw_conn_held, p->conn_held, key, &ret);
-    /* khash reports out of memory; h2o's policy is to abort */
-    if (ret < 0)
-        h2o_fatal("no memory");
-    if (ret != 0)
-        kh_val(p->conn_held, it) = 0;
-    kh_val(p->conn_held, it) = kh_val(p->conn_held, it) - ex->held + now;
-    if (kh_val(p->conn_held, it) == 0)
-        kh_del(gw_conn_held, p->conn_held, it);
+    gw_held_move(ex->proxy->held, (uint64_t)(uintptr_t)ex->req->conn, ex->held, now);
     ex->held = now;
 }
 
@@ -124,22 +102,12 @@ static void send_chunked(gw_exchange_t *ex, h2o_iovec_t data, h2o_send_state_t s
  * is never billed. *credit is 0 when that small send is beyond the credit. */
 static size_t send_limit(gw_exchange_t *ex, int *credit)
 {
-    h2o_req_t *req = ex->req;
-    h2o_http2_stream_t *stream;
-    h2o_http2_conn_t *conn;
-    ssize_t window, conn_window;
+    ssize_t window;
 
     *credit = 1;
-    if (req->version < 0x200)
+    if (ex->req->version < 0x200)
         return SEND_CHUNK_BYTES;
-    /* every HTTP/2 request of h2o 2.2.5 lives in an h2o_http2_stream_t */
-    stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
-    conn = (h2o_http2_conn_t *)req->conn;
-    window = h2o_http2_window_get_window(&stream->output_window);
-    conn_window = h2o_http2_window_get_window(&conn->_write.window);
-    if (conn_window < window)
-        window = conn_window;
-    if (window <= 0) {
+    if ((window = h2o_http2_get_send_window(ex->req)) <= 0) { /* patch 0230 */
         *credit = 0;
         return STALLED_SEND_BYTES;
     }
@@ -270,13 +238,7 @@ static void reset_exchange(gw_exchange_t *ex)
     ex->state = GW_EX_OVER;
     gw_exchange_release_slots(ex);
     if (req->version >= 0x200) {
-        h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
-        h2o_http2_conn_t *conn = (h2o_http2_conn_t *)req->conn;
-        if (conn->state < H2O_HTTP2_CONN_STATE_IS_CLOSING) {
-            h2o_http2_encode_rst_stream_frame(&conn->_write.buf, stream->stream_id, -H2O_HTTP2_ERROR_CANCEL);
-            h2o_http2_conn_request_write(conn);
-        }
-        h2o_http2_stream_reset(conn, stream);
+        h2o_http2_reset_request(req, H2O_HTTP2_ERROR_CANCEL); /* patch 0230 */
     } else {
         /* the write in flight fails (EPIPE) and h2o closes the connection;
          * no linger: what the kernel holds for the client is dropped */
@@ -306,18 +268,16 @@ void gw_exchange_on_client_stall(h2o_timeout_entry_t *entry)
 static int enforce_budgets(gw_exchange_t *ex)
 {
     gw_proxy_t *p = ex->proxy;
-    h2o_conn_t *conn = ex->req->conn;
+    uint64_t conn = (uint64_t)(uintptr_t)ex->req->conn;
     size_t conn_max = p->conf.max_connection_buffer_bytes;
     size_t worker_max = p->conf.max_worker_buffer_bytes;
     h2o_linklist_t *node, *next;
 
-    for (node = p->waiting.next; node != &p->waiting && (p->held > worker_max || conn_held(p, conn) > conn_max); node = next) {
+    for (node = p->waiting.next; node != &p->waiting && gw_held_over(p->held, conn, conn_max, worker_max); node = next) {
         gw_exchange_t *victim = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, waiting, node);
         next = node->next;
-        if (victim->held == 0)
+        if (!gw_held_is_victim(p->held, conn, worker_max, (uint64_t)(uintptr_t)victim->req->conn, victim->held))
             continue;
-        if (p->held <= worker_max && victim->req->conn != conn)
-            continue; /* only the connection's budget is exceeded */
         GW_PROXY_COUNT(p, budget_resets, 1);
         if (victim == ex) {
             reset_exchange(ex);

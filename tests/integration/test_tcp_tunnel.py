@@ -117,7 +117,7 @@ def test_redis_through_the_tunnel_2mb_both_ways(gateway, register_sandbox, sandb
 def test_without_credential_401_before_upgrade(gateway, register_sandbox, sandbox_redis, certs):
     import websockets
 
-    sid, _ = tcp_sandbox(register_sandbox, sandbox_redis.port)
+    sid, token = tcp_sandbox(register_sandbox, sandbox_redis.port)
     host = gateway.host(sandbox_redis.port, sid)
 
     async def go():
@@ -129,6 +129,11 @@ def test_without_credential_401_before_upgrade(gateway, register_sandbox, sandbo
             async with connect(gateway, host, certs["ca"], "wrong-token"):
                 pass
         assert e.value.status_code == 403
+        # the same handshake with the token: the tunnel (the checks above were the credential's, not the port's)
+        async with connect(gateway, host, certs["ca"], token) as ws:
+            assert ws.subprotocol == PROTO
+            await ws.send(resp("PING"))
+            assert await read_until(ws, 7) == b"+PONG\r\n"
 
     run(go())
 
@@ -169,6 +174,19 @@ def test_nothing_listening_is_502(gateway, register_sandbox, certs):
             async with connect(gateway, host, certs["ca"], token):
                 pass
         assert e.value.status_code == 502
+        # a raw service starts listening there: the same request opens the tunnel, its greeting comes first
+        server = await asyncio.start_server(greet, "127.0.0.1", port)
+        try:
+            async with connect(gateway, host, certs["ca"], token) as ws:
+                assert await read_until(ws, 6) == b"hello\n"
+        finally:
+            server.close()
+
+    async def greet(reader, writer):
+        writer.write(b"hello\n")
+        await writer.drain()
+        await reader.read()
+        writer.close()
 
     run(go())
 

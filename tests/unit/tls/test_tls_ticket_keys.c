@@ -1,5 +1,5 @@
 /*
- * tls/tls.c: session ticket keys: shared through a file (HAProxy and nginx
+ * tls/ticket_keys.c: session ticket keys: shared through a file (HAProxy and nginx
  * layouts), reloaded, refused when the file is wrong, or random and rotating.
  */
 #include <sys/stat.h>
@@ -246,6 +246,48 @@ START_TEST(test_ticket_key_layouts)
 }
 END_TEST
 
+/* The base64 reader (OpenSSL's EVP_DecodeBlock behind an alphabet check):
+ * padding optional, nothing but the alphabet before it. */
+START_TEST(test_ticket_key_base64_forms)
+{
+    unsigned char k80[80];
+    char b64[120], text[200], *err = NULL;
+    size_t n;
+    gw_tls_t *t;
+    SSL_SESSION *sess;
+    static const char *const bad[] = {"=", " ", "\t", "*", "-"};
+    size_t i;
+
+    random_key(80, k80, b64);
+    n = strlen(b64);
+    ck_assert_uint_eq(n, 108);
+    ck_assert_int_eq(b64[n - 1], '=');
+    b64[n - 1] = '\0'; /* without its padding: the same key */
+    snprintf(text, sizeof(text), "%s\n", b64);
+    write_keys("unpadded.keys", text);
+    t = new_with_keys("unpadded.keys");
+    sess = new_session(gw_tls_listener_ctx(t), "a.lizard.test", MODE_TLS13_TICKET);
+    assert_ticket_made_with(sess, k80, k80 + 16, k80 + 48, 32);
+    SSL_SESSION_free(sess);
+    gw_tls_free(t);
+
+    /* one byte inside the key replaced by what is not base64 (EVP_DecodeBlock alone takes the first three) */
+    for (i = 0; i != sizeof(bad) / sizeof(bad[0]); ++i) {
+        snprintf(text, sizeof(text), "%.50s%s%s\n", b64, bad[i], b64 + 51);
+        write_keys("inside.keys", text);
+        ck_assert_int_eq(gw_tls_ticket_keys_check(path_of("inside.keys"), &err), -1);
+        ck_assert_msg(strstr(err, "line 1: not a base64 key") != NULL, "%s: %s", bad[i], err);
+        free(err);
+    }
+    /* a key one character short of a whole byte */
+    snprintf(text, sizeof(text), "%.105s\n", b64);
+    write_keys("ragged.keys", text);
+    ck_assert_int_eq(gw_tls_ticket_keys_check(path_of("ragged.keys"), &err), -1);
+    ck_assert_msg(strstr(err, "line 1:") != NULL, "%s", err);
+    free(err);
+}
+END_TEST
+
 START_TEST(test_ticket_keys_file_errors)
 {
     static const struct {
@@ -364,6 +406,7 @@ static Suite *tls_ticket_keys_suite(void)
     tcase_add_test(tc, test_tickets_shared_through_a_file);
     tcase_add_test(tc, test_ticket_keys_reload);
     tcase_add_test(tc, test_ticket_key_layouts);
+    tcase_add_test(tc, test_ticket_key_base64_forms);
     tcase_add_test(tc, test_ticket_keys_file_errors);
     tcase_add_test(tc, test_random_keys_rotate);
     suite_add_tcase(s, tc);
