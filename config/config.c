@@ -128,6 +128,7 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("upstream.first_byte_timeout_ms", upstream.first_byte_timeout_ms, 1, MAX_TIMEOUT_MS, "60000"),
     UINT("upstream.idle_timeout_ms", upstream.idle_timeout_ms, 1, MAX_TIMEOUT_MS, "60000"),
     UINT("upstream.websocket_idle_timeout_ms", upstream.websocket_idle_timeout_ms, 1, MAX_TIMEOUT_MS, "300000"),
+    UINT("upstream.websocket_ping_interval_ms", upstream.websocket_ping_interval_ms, 0, MAX_TIMEOUT_MS, "25000"),
     UINT("upstream.max_idle_per_pool", upstream.max_idle_per_pool, 0, 4096, "64"),
     UINT("upstream.max_idle_per_worker", upstream.max_idle_per_worker, 0, 65536, "1024"),
     LIST("upstream.allowed_networks", gw_config_parse_allowed_networks, "[\"10.0.0.0/8\", \"fd00::/8\"]"),

@@ -104,6 +104,7 @@ typedef struct st_gw_config_t {
         uint64_t first_byte_timeout_ms;
         uint64_t idle_timeout_ms;
         uint64_t websocket_idle_timeout_ms;
+        uint64_t websocket_ping_interval_ms; /* 0: no keep-alive Pings */
         size_t max_idle_per_pool;
         size_t max_idle_per_worker; /* idle upstream connections of one worker, all pools */
         gw_cidr_t *allowed_networks;

@@ -51,6 +51,7 @@ static const char code_names[GW_ERR_NUM_CODES][CODE_NAME_SIZE] = {
     [GW_ERR_BODY_TOO_LARGE] = "body_too_large",
     [GW_ERR_BAD_UPSTREAM_RESPONSE] = "bad_upstream_response",
     [GW_ERR_HEADERS_TOO_LARGE] = "headers_too_large",
+    [GW_ERR_NOT_HTTP_PORT] = "not_http_port",
 };
 
 /* The module of the error_logs entry that carries a request's code. */
@@ -109,6 +110,11 @@ static const error_def_t defs[GW_ERR_NUM_CODES] = {
                                   "The request's headers are larger than this gateway accepts.",
                                   "Send fewer or shorter headers. In a browser, clearing this site's cookies usually helps.", 0,
                                   NULL},
+    [GW_ERR_NOT_HTTP_PORT] = {400, "Bad Request", "Not an HTTP port",
+                              "$p of $S is a raw TCP service (proto tcp): it does not speak HTTP.",
+                              "Reach it through the TCP tunnel: lizard-gateway tcp-forward --listen 127.0.0.1:<local port> --url "
+                              "wss://<this host>/.lizard/tcp, then point your client (psql, redis-cli, ssh) at the local port.",
+                              0, "Technical detail: the tunnel is a WebSocket at /.lizard/tcp with the subprotocol lizard.tcp.v1."},
 };
 
 /* The finer causes (gw_error_why_t): the code each belongs to, and its text. */

@@ -26,6 +26,7 @@ typedef enum {
     GW_ERR_BODY_TOO_LARGE,
     GW_ERR_BAD_UPSTREAM_RESPONSE,
     GW_ERR_HEADERS_TOO_LARGE,
+    GW_ERR_NOT_HTTP_PORT,
     /* not in the contract's table (README, Errors): requests HTTP itself rules out */
     GW_ERR_NUM_CODES
 } gw_error_code_t;

@@ -20,6 +20,7 @@
 #include "observe/access_log.h"
 #include "config/config.h"
 #include "gateway/cli.h"
+#include "forward/tcp_forward.h"
 #include "gateway/secret_watch.h"
 #include "gateway/sign_link.h"
 #include "gateway/worker.h"
@@ -72,6 +73,7 @@ static void usage(FILE *out)
 {
     fprintf(out, "Usage: lizard-gateway -c FILE [--check]\n"
                  "       lizard-gateway sign-link -c FILE --sandbox ID --port N --ttl SECONDS [--epoch N] [--kid KID]\n"
+                 "       lizard-gateway tcp-forward --listen ADDR:PORT --url wss://HOST/.lizard/tcp [--token-env VAR]\n"
                  "\n"
                  "The lizard preview gateway: terminates TLS for <port>-<sandbox>.<domain>,\n"
                  "authenticates, routes by Redis and proxies to the sandbox.\n"
@@ -81,6 +83,7 @@ static void usage(FILE *out)
                  "  -v, --version      print the version and exit\n"
                  "  -h, --help         print this help and exit\n"
                  "  sign-link          print a share link (URL, then token) signed with the configured keys\n"
+                 "  tcp-forward        carry local TCP connections to a sandbox's tcp port (psql, redis-cli, ssh)\n"
                  "\n"
                  "Signals: SIGHUP reloads certificates, tls.ticket_keys_file, auth.cookie_secrets_file and\n"
                  "auth.link_keys_file;\n"
@@ -410,6 +413,8 @@ int main(int argc, char **argv)
 
     if (argc > 1 && strcmp(argv[1], "sign-link") == 0)
         return gw_sign_link_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "tcp-forward") == 0)
+        return gw_tcp_forward_main(argc - 1, argv + 1);
     if ((ret = parse_args(argc, argv, &args)) != -1 || (ret = load(&args, &config, &tls)) != -1)
         return ret;
 

@@ -563,6 +563,7 @@ static int init_upstream(gw_worker_t *w, char **err)
         .first_byte_timeout_ms = conf->upstream.first_byte_timeout_ms,
         .idle_timeout_ms = conf->upstream.idle_timeout_ms,
         .websocket_idle_timeout_ms = conf->upstream.websocket_idle_timeout_ms,
+        .websocket_ping_interval_ms = conf->upstream.websocket_ping_interval_ms,
         .max_idle_per_pool = conf->upstream.max_idle_per_pool,
         .max_idle_per_worker = conf->upstream.max_idle_per_worker,
         .allowed_networks = conf->upstream.allowed_networks,

@@ -115,6 +115,7 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r)
                                 .localhost = uses_localhost(conf, sbx, r->host.port),
                                 .no_activity = gw_phase_header_is(r->req, H2O_STRLIT("x-lizard-no-activity"), H2O_STRLIT("1")),
                                 .grant = r->grant,
+                                .tcp = gw_sandbox_port_is_tcp(sbx, r->host.port),
                                 .client_limit = r->client_limit,
                                 .client_addr = r->client_limit != NULL ? r->client : NULL,
                                 .conn_limit = r->conn_limit,

@@ -78,6 +78,7 @@ void gw_phases_run(gw_pipeline_req_t *r, size_t from);
 gw_phase_result_t gw_phase_host(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_domain(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_credentials(gw_pipeline_req_t *r);
+gw_phase_result_t gw_phase_protocol(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_hold(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_address(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_limits(gw_pipeline_req_t *r);

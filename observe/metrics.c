@@ -240,6 +240,23 @@ static void wake_metrics(text_t *out, gw_metrics_t *m)
     sample(out, "lizard_wake_milliseconds_count", NULL, cumulative);
 }
 
+/* Tunnels by kind, and the keep-alive Pings of WebSocket tunnels. */
+static void tunnel_metrics(text_t *out, gw_metrics_t *m)
+{
+    family(out, "lizard_tunnels_opened_total", "counter",
+           "Tunnels opened, by kind: websocket (HTTP upgrades), tcp (proto tcp ports).");
+    sample(out, "lizard_tunnels_opened_total", "kind=\"websocket\"", SUM(proxy.websockets_opened));
+    sample(out, "lizard_tunnels_opened_total", "kind=\"tcp\"", SUM(proxy.tcp_tunnels_opened));
+    family(out, "lizard_tunnels_open", "gauge", "Tunnels open now, by kind.");
+    sample(out, "lizard_tunnels_open", "kind=\"websocket\"", sum_gauge_at(m, offsetof(gw_metrics_worker_t, proxy.websockets_open)));
+    sample(out, "lizard_tunnels_open", "kind=\"tcp\"", sum_gauge_at(m, offsetof(gw_metrics_worker_t, proxy.tcp_tunnels_open)));
+    metric(out, "lizard_websocket_pings_total", "counter",
+           "Keep-alive Pings sent to clients of WebSocket tunnels (upstream.websocket_ping_interval_ms).", SUM(proxy.pings_sent));
+    metric(out, "lizard_websocket_pong_timeouts_total", "counter",
+           "Tunnels closed because their client answered no Ping for upstream.websocket_idle_timeout_ms.",
+           SUM(proxy.pong_timeouts));
+}
+
 /* The PROXY protocol headers of proxy_protocol listeners (gateway/proxy_protocol.h), all workers. */
 static void proxy_header_metrics(text_t *out, gw_metrics_t *m)
 {
@@ -381,6 +398,7 @@ static void upstream_metrics(text_t *out, gw_metrics_t *m)
            SUM(proxy.budget_resets));
     metric(out, "lizard_websockets_open", "gauge", "WebSocket tunnels open now.",
            sum_gauge_at(m, offsetof(gw_metrics_worker_t, proxy.websockets_open)));
+    tunnel_metrics(out, m);
     family(out, "lizard_proxied_bytes_total", "counter", "HTTP-level bytes of proxied exchanges, by direction.");
     sample(out, "lizard_proxied_bytes_total", "direction=\"egress\"", SUM(proxy.egress_bytes));
     sample(out, "lizard_proxied_bytes_total", "direction=\"ingress\"", SUM(proxy.ingress_bytes));

@@ -10,6 +10,7 @@
 
 #define PORT_FIELD_PREFIX "port:"
 #define HOST_FIELD_PREFIX "host:"
+#define PROTO_FIELD_PREFIX "proto:"
 
 static int is_string(const redisReply *r)
 {
@@ -46,6 +47,15 @@ static int parse_host_field(const redisReply *f, uint16_t *port)
     size_t plen = sizeof(HOST_FIELD_PREFIX) - 1;
 
     return (size_t)f->len > plen && memcmp(f->str, HOST_FIELD_PREFIX, plen) == 0 &&
+           gw_port_parse(f->str + plen, (size_t)f->len - plen, port) == 0;
+}
+
+/* The port of a "<prefix><n>" field: returns 1 and sets *port. */
+static int parse_proto_field(const redisReply *f, uint16_t *port)
+{
+    size_t plen = sizeof(PROTO_FIELD_PREFIX) - 1;
+
+    return (size_t)f->len > plen && memcmp(f->str, PROTO_FIELD_PREFIX, plen) == 0 &&
            gw_port_parse(f->str + plen, (size_t)f->len - plen, port) == 0;
 }
 
@@ -94,6 +104,19 @@ static void set_host_mode(gw_sandbox_t *s, uint16_t port, const redisReply *v)
             return;
         s->bad_host_port = port;
         copy_printable(s->bad_host_value, GW_SANDBOX_BAD_HOST_MAX, v);
+    }
+}
+
+/* host:<n> and proto:<n> (= tcp; "http" and anything else: an HTTP port) of an exposed port */
+static void set_port_option(gw_sandbox_t *s, const redisReply *f, const redisReply *v)
+{
+    gw_sandbox_port_t *p;
+    uint16_t port;
+
+    if (parse_host_field(f, &port)) {
+        set_host_mode(s, port, v);
+    } else if (parse_proto_field(f, &port) && field_is(v, "tcp") && (p = find_port(s, port)) != NULL) {
+        p->tcp = 1;
     }
 }
 
@@ -191,9 +214,8 @@ static void third_pass(gw_sandbox_t *s, const redisReply *reply)
 
     for (i = 0; s->num_ports != 0 && i + 1 < reply->elements; i += 2) {
         const redisReply *f = reply->element[i], *v = reply->element[i + 1];
-        uint16_t port;
-        if (is_string(f) && is_string(v) && parse_host_field(f, &port))
-            set_host_mode(s, port, v);
+        if (is_string(f) && is_string(v))
+            set_port_option(s, f, v);
     }
 }
 
@@ -261,6 +283,12 @@ gw_port_host_t gw_sandbox_port_host(const gw_sandbox_t *s, uint16_t port)
 {
     const gw_sandbox_port_t *p = find_port(s, port);
     return p != NULL ? p->host : GW_PORT_HOST_DEFAULT;
+}
+
+int gw_sandbox_port_is_tcp(const gw_sandbox_t *s, uint16_t port)
+{
+    const gw_sandbox_port_t *p = find_port(s, port);
+    return p != NULL && p->tcp;
 }
 
 const char *gw_sandbox_state_name(gw_sandbox_state_t st)

@@ -39,6 +39,7 @@ typedef struct st_gw_sandbox_port_t {
     uint16_t port;
     gw_port_access_t access;
     gw_port_host_t host;
+    int tcp; /* proto:<n> is "tcp": reached only through the TCP tunnel (/.lizard/tcp) */
 } gw_sandbox_port_t;
 
 /* Bytes of the addr field kept for the operator's log line. */
@@ -86,6 +87,9 @@ gw_port_access_t gw_sandbox_port_access(const gw_sandbox_t *s, uint16_t port);
 
 /* Host mode of `port` (GW_PORT_HOST_DEFAULT when it is not exposed). */
 gw_port_host_t gw_sandbox_port_host(const gw_sandbox_t *s, uint16_t port);
+
+/* 1 when `port` is exposed with proto:<n> = tcp (a raw TCP service), else 0. */
+int gw_sandbox_port_is_tcp(const gw_sandbox_t *s, uint16_t port);
 
 /* "running", "starting", ... */
 const char *gw_sandbox_state_name(gw_sandbox_state_t st);

@@ -25,11 +25,13 @@ struct st_gw_proxy_t {
     gw_opt_timeout_t first_byte_timeout;
     gw_opt_timeout_t io_timeout; /* upstream.idle_timeout_ms, while a body is read */
     gw_opt_timeout_t websocket_timeout;
+    gw_opt_timeout_t websocket_ping;       /* upstream.websocket_ping_interval_ms: a tunnel silent this long pings its client */
     gw_opt_timeout_t client_stall_timeout; /* limits.client_stall_timeout_ms, while an h2o_send waits for proceed */
     gw_opt_timeout_t event_stream_timeout; /* upstream.event_stream_idle_timeout_ms: io_timeout of text/event-stream bodies */
     int rcvbuf;                            /* SO_RCVBUF of upstream sockets */
     size_t read_pause_at;                  /* response bytes held at which the upstream is no longer read */
     h2o_linklist_t websockets;             /* of websocket_t (websocket.c) */
+    h2o_linklist_t tcp_tunnels;            /* of tcp_tunnel_t (tcp_tunnel.c) */
     /* memory budgets: what every response of this worker holds, and per
      * client connection; the exchanges with a send in flight toward the
      * client, the longest-waiting first (the first reset over a budget) */
@@ -75,6 +77,7 @@ typedef struct st_gw_exchange_t {
     unsigned is_head : 1;
     unsigned is_idempotent : 1;
     unsigned is_websocket : 1;
+    unsigned is_tcp : 1;  /* a TCP tunnel's handshake: connect, then 101 (tcp_tunnel.c) */
     unsigned reused : 1;  /* sock came from the pool */
     unsigned retried : 1; /* one retry on a fresh connection has been made */
     unsigned cors_preflight : 1;
@@ -167,5 +170,12 @@ void gw_exchange_on_stop(h2o_generator_t *generator, h2o_req_t *req);
 void gw_exchange_upgrade(gw_exchange_t *ex);
 /* Closes every WebSocket tunnel of the proxy. */
 void gw_proxy_close_websockets(gw_proxy_t *p);
+
+/* tcp_tunnel.c */
+/* The sandbox accepted the connection of a TCP tunnel's handshake: answer
+ * 101 and relay. Last use of ex. */
+void gw_exchange_tcp_open(gw_exchange_t *ex);
+/* Closes every TCP tunnel of the proxy. */
+void gw_proxy_close_tcp_tunnels(gw_proxy_t *p);
 
 #endif

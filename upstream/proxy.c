@@ -409,6 +409,10 @@ static void on_connect(h2o_socket_t *sock, const char *err)
         fail(ex, GW_ERR_PORT_NOT_OPEN, NULL);
         return;
     }
+    if (ex->is_tcp) {
+        gw_exchange_tcp_open(ex);
+        return;
+    }
     start_request(ex);
 }
 
@@ -501,9 +505,11 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     gw_opt_timeout_init(ctx->loop, &p->first_byte_timeout, conf->first_byte_timeout_ms);
     gw_opt_timeout_init(ctx->loop, &p->io_timeout, conf->idle_timeout_ms);
     gw_opt_timeout_init(ctx->loop, &p->websocket_timeout, conf->websocket_idle_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->websocket_ping, conf->websocket_ping_interval_ms);
     gw_opt_timeout_init(ctx->loop, &p->client_stall_timeout, conf->client_stall_timeout_ms);
     gw_opt_timeout_init(ctx->loop, &p->event_stream_timeout, conf->event_stream_idle_timeout_ms);
     h2o_linklist_init_anchor(&p->websockets);
+    h2o_linklist_init_anchor(&p->tcp_tunnels);
     h2o_linklist_init_anchor(&p->waiting);
     p->deliveries = gw_deliveries_new(ctx->loop, DELIVERY_CHECK_MS, on_delivered, p);
     p->held = gw_held_new();
@@ -530,6 +536,7 @@ void gw_proxy_free(gw_proxy_t *p)
     if (p == NULL)
         return;
     gw_proxy_close_websockets(p);
+    gw_proxy_close_tcp_tunnels(p);
     gw_deliveries_free(p->deliveries);
     gw_upstream_pool_free(p->pool);
     gw_held_free(p->held);
@@ -537,6 +544,7 @@ void gw_proxy_free(gw_proxy_t *p)
     gw_opt_timeout_dispose(p->ctx->loop, &p->first_byte_timeout);
     gw_opt_timeout_dispose(p->ctx->loop, &p->io_timeout);
     gw_opt_timeout_dispose(p->ctx->loop, &p->websocket_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->websocket_ping);
     gw_opt_timeout_dispose(p->ctx->loop, &p->client_stall_timeout);
     gw_opt_timeout_dispose(p->ctx->loop, &p->event_stream_timeout);
     free(p);
@@ -579,6 +587,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
         if (p->revocation != NULL)
             gw_revocation_add(p->revocation, &ex->revocable);
     }
+    ex->is_tcp = target->tcp != 0;
     ex->is_websocket = req->version < 0x200 && req->upgrade.base != NULL &&
                        h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
@@ -604,7 +613,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
 
     ex->up_req.head = build_request_head(ex);
     key = (gw_upstream_key_t){ex->sandbox_id, ex->lifecycle, ex->port, &ex->addr};
-    if (!ex->is_websocket && (sock = gw_upstream_pool_take(p->pool, &key)) != NULL) {
+    if (!ex->is_websocket && !ex->is_tcp && (sock = gw_upstream_pool_take(p->pool, &key)) != NULL) {
         GW_PROXY_COUNT(p, reuses, 1);
         ex->reused = 1;
         ex->sock = sock;

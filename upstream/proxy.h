@@ -34,6 +34,7 @@ typedef struct st_gw_proxy_target_t {
     const char *client_addr;       /* the client's address, the key of client_limit (copied) */
     size_t limit_worker;           /* the worker index the caller took both slots with: this proxy's worker */
     int no_activity;               /* X-Lizard-No-Activity: the bytes moved say so to the bytes callback */
+    int tcp;                       /* a TCP tunnel's handshake to a proto tcp port (upstream/tcp_tunnel.h) */
     gw_grant_t grant;              /* what let the request in (record borrowed: the proxy retains it); record NULL: the
                                       exchange is not revocable */
 } gw_proxy_target_t;
@@ -53,9 +54,10 @@ typedef struct st_gw_proxy_conf_t {
     uint64_t first_byte_timeout_ms;
     uint64_t idle_timeout_ms; /* mid-body silence, and the idle lifetime of a pooled connection */
     uint64_t websocket_idle_timeout_ms;
-    size_t max_idle_per_pool;          /* idle connections a pool keeps for idle_timeout_ms (more are kept 2 s) */
-    size_t max_idle_per_worker;        /* idle connections of all pools; past it the one idle longest is closed */
-    const gw_cidr_t *allowed_networks; /* borrowed: must outlive the proxy */
+    uint64_t websocket_ping_interval_ms; /* a WebSocket tunnel without a frame this long pings its client; 0: never */
+    size_t max_idle_per_pool;            /* idle connections a pool keeps for idle_timeout_ms (more are kept 2 s) */
+    size_t max_idle_per_worker;          /* idle connections of all pools; past it the one idle longest is closed */
+    const gw_cidr_t *allowed_networks;   /* borrowed: must outlive the proxy */
     size_t num_allowed_networks;
     size_t response_buffer_bytes; /* 4 KiB to 12 MiB (config/config.h, GW_MAX_RESPONSE_BUFFER_BYTES) */
     uint64_t client_stall_timeout_ms;
@@ -84,6 +86,10 @@ typedef struct st_gw_proxy_counters_t {
     atomic_uint_fast64_t retries;  /* dead pooled connections retried on a fresh one */
     atomic_uint_fast64_t websockets_opened;
     atomic_int_fast64_t websockets_open; /* gauge */
+    atomic_uint_fast64_t tcp_tunnels_opened;
+    atomic_int_fast64_t tcp_tunnels_open; /* gauge */
+    atomic_uint_fast64_t pings_sent;      /* keep-alive Pings sent to clients of WebSocket tunnels */
+    atomic_uint_fast64_t pong_timeouts;   /* tunnels closed because their client answered no Ping */
     atomic_uint_fast64_t egress_bytes;
     atomic_uint_fast64_t ingress_bytes;
     atomic_uint_fast64_t client_stalls; /* responses reset after limits.client_stall_timeout_ms without progress */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "upstream/tunnel.h"
+#include "upstream/ws_track.h"
 
 enum { SIDE_CLIENT = 0, SIDE_UPSTREAM = 1 };
 
@@ -27,6 +28,14 @@ struct st_gw_tunnel_t {
     const gw_tunnel_callbacks_t *callbacks;
     void *data;
     tunnel_side_t side[2];
+    /* keep-alive Pings (gw_tunnel_set_pings); ping_timeout NULL: off */
+    h2o_timeout_t *ping_timeout;
+    h2o_timeout_entry_t ping_entry;
+    gw_ws_track_t track[2]; /* of the bytes read from each side */
+    int at_boundary;        /* what was written to the client ends between frames */
+    int ping_writing, awaiting_pong;
+    uint64_t pings;
+    uint8_t ping[GW_WS_PING_MAX];
 };
 
 static void on_read(h2o_socket_t *sock, const char *err);
@@ -47,7 +56,55 @@ static void reset_timeout(gw_tunnel_t *tunnel)
 
 static void on_timeout(h2o_timeout_entry_t *entry)
 {
-    gw_tunnel_close(H2O_STRUCT_FROM_MEMBER(gw_tunnel_t, timeout_entry, entry));
+    gw_tunnel_t *tunnel = H2O_STRUCT_FROM_MEMBER(gw_tunnel_t, timeout_entry, entry);
+    if (tunnel->awaiting_pong && tunnel->callbacks->on_keepalive != NULL)
+        tunnel->callbacks->on_keepalive(tunnel->data, 1);
+    gw_tunnel_close(tunnel);
+}
+
+static void relay(gw_tunnel_t *tunnel, int from);
+
+static void reset_ping(gw_tunnel_t *tunnel)
+{
+    if (tunnel->ping_timeout == NULL)
+        return;
+    if (h2o_timeout_is_linked(&tunnel->ping_entry))
+        h2o_timeout_unlink(&tunnel->ping_entry);
+    h2o_timeout_link(tunnel->loop, tunnel->ping_timeout, &tunnel->ping_entry);
+}
+
+static void on_ping_written(h2o_socket_t *sock, const char *err)
+{
+    gw_tunnel_t *tunnel = sock->data;
+    h2o_socket_t *up = tunnel->side[SIDE_UPSTREAM].sock;
+
+    tunnel->ping_writing = 0;
+    if (err != NULL) {
+        gw_tunnel_close(tunnel);
+        return;
+    }
+    if (up->input->size != 0)
+        relay(tunnel, SIDE_UPSTREAM);
+    else if (!tunnel->side[SIDE_UPSTREAM].eof)
+        h2o_socket_read_start(up, on_read);
+}
+
+/* Between two frames with nothing in flight to the client: a Ping now;
+ * otherwise at the next interval. */
+static void on_ping_due(h2o_timeout_entry_t *entry)
+{
+    gw_tunnel_t *tunnel = H2O_STRUCT_FROM_MEMBER(gw_tunnel_t, ping_entry, entry);
+    h2o_iovec_t buf;
+
+    reset_ping(tunnel);
+    if (tunnel->side[SIDE_UPSTREAM].writing != 0 || !tunnel->at_boundary || tunnel->side[SIDE_CLIENT].sock == NULL)
+        return;
+    buf = h2o_iovec_init(tunnel->ping, gw_ws_ping_encode(tunnel->ping, ++tunnel->pings));
+    tunnel->ping_writing = 1;
+    tunnel->awaiting_pong = 1;
+    if (tunnel->callbacks->on_keepalive != NULL)
+        tunnel->callbacks->on_keepalive(tunnel->data, 0);
+    h2o_socket_write(tunnel->side[SIDE_CLIENT].sock, &buf, 1, on_ping_written);
 }
 
 static void on_stall_timeout(h2o_timeout_entry_t *entry)
@@ -71,6 +128,8 @@ static void on_write_complete(h2o_socket_t *dst, const char *err)
     if (tunnel->callbacks->on_bytes != NULL)
         tunnel->callbacks->on_bytes(tunnel->data, to == SIDE_CLIENT ? src->writing : 0, to == SIDE_UPSTREAM ? src->writing : 0);
     h2o_buffer_consume(&src->sock->input, src->writing);
+    if (tunnel->ping_timeout != NULL)
+        gw_ws_track_consumed(&tunnel->track[1 - to], src->writing);
     src->writing = 0;
     if (src->eof) {
         gw_tunnel_close(tunnel);
@@ -78,6 +137,34 @@ static void on_write_complete(h2o_socket_t *dst, const char *err)
     }
     reset_timeout(tunnel);
     h2o_socket_read_start(src->sock, on_read);
+    /* tracking may have held back a Pong that is in the input already */
+    if (tunnel->ping_timeout != NULL && src->sock->input->size != 0)
+        relay(tunnel, 1 - to);
+}
+
+/* With tracking: how many of src's input bytes go now (0: none yet). The
+ * gateway's Pongs are dropped here; a Ping to the client in flight delays
+ * the upstream's bytes until it is written. */
+static size_t track(gw_tunnel_t *tunnel, int from)
+{
+    h2o_socket_t *sock = tunnel->side[from].sock;
+    size_t n;
+
+    if (from == SIDE_UPSTREAM) {
+        if (tunnel->ping_writing)
+            return 0;
+        tunnel->at_boundary = gw_ws_track_to_client(&tunnel->track[from], (uint8_t *)sock->input->bytes, sock->input->size);
+        reset_ping(tunnel);
+        return sock->input->size;
+    }
+    while (gw_ws_track_from_client(&tunnel->track[from], (uint8_t *)sock->input->bytes, sock->input->size, &n) ==
+           GW_WS_TRACK_DROP) {
+        h2o_buffer_consume(&sock->input, n);
+        gw_ws_track_consumed(&tunnel->track[from], n);
+        tunnel->awaiting_pong = 0;
+        reset_timeout(tunnel);
+    }
+    return n;
 }
 
 /* src's input is not empty and nothing from src is being written */
@@ -86,6 +173,15 @@ static void relay(gw_tunnel_t *tunnel, int from)
     tunnel_side_t *src = &tunnel->side[from], *dst = &tunnel->side[1 - from];
     h2o_iovec_t buf = h2o_iovec_init(src->sock->input->bytes, src->sock->input->size);
 
+    if (tunnel->ping_timeout != NULL && (buf.len = track(tunnel, from)) == 0) {
+        /* a Ping in flight (its completion relays), or a Pong to complete */
+        if (from == SIDE_UPSTREAM)
+            h2o_socket_read_stop(src->sock);
+        else
+            h2o_socket_read_start(src->sock, on_read);
+        return;
+    }
+    buf.base = src->sock->input->bytes; /* track() may have consumed a Pong */
     h2o_socket_read_stop(src->sock);
     src->writing = buf.len;
     reset_timeout(tunnel);
@@ -134,6 +230,15 @@ void gw_tunnel_set_stall_timeout(gw_tunnel_t *tunnel, h2o_timeout_t *stall_timeo
     tunnel->stall_timeout = stall_timeout;
 }
 
+void gw_tunnel_set_pings(gw_tunnel_t *tunnel, h2o_timeout_t *interval)
+{
+    tunnel->ping_timeout = interval;
+    tunnel->ping_entry.cb = on_ping_due;
+    tunnel->at_boundary = 1;
+    gw_ws_track_init(&tunnel->track[SIDE_CLIENT], GW_WS_FROM_CLIENT);
+    gw_ws_track_init(&tunnel->track[SIDE_UPSTREAM], GW_WS_FROM_SERVER);
+}
+
 void gw_tunnel_start(gw_tunnel_t *tunnel, h2o_socket_t *client)
 {
     int i;
@@ -141,6 +246,7 @@ void gw_tunnel_start(gw_tunnel_t *tunnel, h2o_socket_t *client)
     tunnel->side[SIDE_CLIENT].sock = client;
     client->data = tunnel;
     reset_timeout(tunnel);
+    reset_ping(tunnel);
     for (i = 0; i != 2; ++i) {
         h2o_socket_t *sock = tunnel->side[i].sock;
         if (sock->input->size != 0) {
@@ -159,6 +265,8 @@ void gw_tunnel_close(gw_tunnel_t *tunnel)
         h2o_timeout_unlink(&tunnel->timeout_entry);
     if (h2o_timeout_is_linked(&tunnel->stall_entry))
         h2o_timeout_unlink(&tunnel->stall_entry);
+    if (h2o_timeout_is_linked(&tunnel->ping_entry))
+        h2o_timeout_unlink(&tunnel->ping_entry);
     for (i = 0; i != 2; ++i) {
         if (tunnel->side[i].sock != NULL)
             h2o_socket_close(tunnel->side[i].sock);

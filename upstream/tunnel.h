@@ -16,6 +16,9 @@ typedef struct st_gw_tunnel_callbacks_t {
     void (*on_bytes)(void *data, uint64_t to_client, uint64_t to_upstream);
     /* the tunnel has closed both sockets and is about to be freed; may be NULL */
     void (*on_close)(void *data);
+    /* keep-alive (gw_tunnel_set_pings): a Ping was sent (pong_timeout 0), or the tunnel closes because its client
+     * answered none for the idle timeout (1); may be NULL */
+    void (*on_keepalive)(void *data, int pong_timeout);
 } gw_tunnel_callbacks_t;
 
 /* Creates a tunnel that owns `upstream` (whose input may already hold bytes
@@ -29,6 +32,13 @@ gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, h2o_timeout
  * the client has not completed for that long, whatever the other direction
  * does; it must outlive the tunnel. Call before gw_tunnel_start. */
 void gw_tunnel_set_stall_timeout(gw_tunnel_t *tunnel, h2o_timeout_t *stall_timeout);
+
+/* WebSocket keep-alive: the frames of both directions are tracked
+ * (ws_track.h); after `interval` (which must outlive the tunnel) without a
+ * write to the client, the client gets a Ping between two of the upstream's
+ * frames, and its Pong to it is not forwarded. Its Pongs keep the tunnel
+ * from the idle timeout. Call before gw_tunnel_start. */
+void gw_tunnel_set_pings(gw_tunnel_t *tunnel, h2o_timeout_t *interval);
 
 /* Starts relaying; takes ownership of `client`, whose input may already
  * hold bytes for the upstream. */

@@ -57,7 +57,16 @@ static void on_websocket_close(void *data)
     free(ws);
 }
 
-static const gw_tunnel_callbacks_t websocket_callbacks = {on_websocket_bytes, on_websocket_close};
+static void on_websocket_keepalive(void *data, int pong_timeout)
+{
+    websocket_t *ws = data;
+    if (pong_timeout)
+        GW_PROXY_COUNT(ws->proxy, pong_timeouts, 1);
+    else
+        GW_PROXY_COUNT(ws->proxy, pings_sent, 1);
+}
+
+static const gw_tunnel_callbacks_t websocket_callbacks = {on_websocket_bytes, on_websocket_close, on_websocket_keepalive};
 
 /* A publish revoked what let the tunnel in: both sockets close (no close
  * frame: the relay may be in the middle of one). */
@@ -128,6 +137,8 @@ void gw_exchange_upgrade(gw_exchange_t *ex)
                                &websocket_callbacks, ws);
     if (p->client_stall_timeout.enabled)
         gw_tunnel_set_stall_timeout(ws->tunnel, &p->client_stall_timeout.timeout);
+    if (p->websocket_ping.enabled)
+        gw_tunnel_set_pings(ws->tunnel, &p->websocket_ping.timeout);
     /* The grant goes from the exchange to the tunnel in one step: a publish
      * handled while the 101 is written finds the tunnel (on_websocket_revoke). */
     ws->writing = ex->req->conn->callbacks->get_socket(ex->req->conn);

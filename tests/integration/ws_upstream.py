@@ -11,7 +11,8 @@ Prints "listening <port>" on stdout once it accepts connections.
 Every upgrade may carry ?id=<name>; what the upstream saw of that connection
 is then available (straight from the upstream, not through the gateway) at
 GET /_info?id=<name>: {"path", "headers": [[name, value], ...], "open": bool,
-"close_code", "close_reason", "messages"}.
+"close_code", "close_reason", "messages", "frames_<opcode>"} (frames received
+by opcode, control frames included: "frames_ping", "frames_pong", ...).
 
 WebSocket endpoints:
   /echo                 echoes every message (text stays text, binary stays
@@ -63,6 +64,18 @@ async def process_request(path, headers):
     return None
 
 
+class CountingProtocol(websockets.legacy.server.WebSocketServerProtocol):
+    """Counts every frame received, by opcode, in the connection's INFO."""
+
+    async def read_frame(self, max_size):
+        frame = await super().read_frame(max_size)
+        info = INFO.get(_query(getattr(self, "path", None) or "").get("id", ""))
+        if info is not None:
+            key = "frames_" + frame.opcode.name.lower()
+            info[key] = info.get(key, 0) + 1
+        return frame
+
+
 async def handler(ws):
     path = ws.path
     url = urllib.parse.urlsplit(path)
@@ -99,6 +112,7 @@ async def handler(ws):
 
 async def serve(host, port):
     server = await websockets.serve(handler, host, port, process_request=process_request, compression=None,
+                                    create_protocol=CountingProtocol,
                                     max_size=16 * 1024 * 1024, ping_interval=None, close_timeout=2)
     print("listening %d" % server.sockets[0].getsockname()[1], flush=True)
     await asyncio.Future()

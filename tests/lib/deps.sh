@@ -17,6 +17,7 @@ GW_DEB_PACKAGES=(
     python3-pytest python3-h2 python3-websockets python3-yaml python3-cryptography
     clang libclang-rt-14-dev clang-format
     pebble certbot  # custom domains: a real ACME server and client (test_acme_pebble.py, deploy/lizard-issuer.py)
+    openssh-server openssh-client # sshd and ssh through tcp-forward (test_tcp_forward.py)
 )
 
 # tests/container/run: the image built and run with podman on a Debian 12

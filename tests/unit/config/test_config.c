@@ -153,6 +153,7 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(c->upstream.first_byte_timeout_ms, 60000);
     ck_assert_uint_eq(c->upstream.idle_timeout_ms, 60000);
     ck_assert_uint_eq(c->upstream.websocket_idle_timeout_ms, 300000);
+    ck_assert_uint_eq(c->upstream.websocket_ping_interval_ms, 25000);
     ck_assert_uint_eq(c->upstream.max_idle_per_pool, 64);
     ck_assert_uint_eq(c->upstream.max_idle_per_worker, 1024);
     ck_assert_uint_eq(c->upstream.num_allowed_networks, 2);

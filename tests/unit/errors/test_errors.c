@@ -62,6 +62,7 @@ START_TEST(test_code_table)
         {GW_ERR_BODY_TOO_LARGE, "body_too_large", 413},
         {GW_ERR_BAD_UPSTREAM_RESPONSE, "bad_upstream_response", 502},
         {GW_ERR_HEADERS_TOO_LARGE, "headers_too_large", 431},
+        {GW_ERR_NOT_HTTP_PORT, "not_http_port", 400},
     };
     size_t i;
 

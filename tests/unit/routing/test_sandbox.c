@@ -306,6 +306,23 @@ START_TEST(host_modes)
 }
 END_TEST
 
+START_TEST(proto_tcp)
+{
+    /* proto:<n> before and after its port; only the exact "tcp" makes a TCP port */
+    const char *kv[] = {"proto:5432", "tcp",       "port:5432",  "private",    "port:6379", "public",  "proto:6379",
+                        "tcp",        "port:3000", "public",     "proto:3000", "http",      "port:22", "public",
+                        "proto:22",   "TCP",       "proto:9999", "tcp",        NULL};
+    gw_sandbox_t *s = parse_kv(kv);
+    ck_assert_int_eq(gw_sandbox_port_is_tcp(s, 5432), 1);
+    ck_assert_int_eq(gw_sandbox_port_is_tcp(s, 6379), 1);
+    ck_assert_int_eq(gw_sandbox_port_is_tcp(s, 3000), 0);
+    ck_assert_int_eq(gw_sandbox_port_is_tcp(s, 22), 0);
+    ck_assert_int_eq(gw_sandbox_port_is_tcp(s, 9999), 0); /* not exposed */
+    ck_assert_int_eq(gw_sandbox_port_access(s, 5432), GW_PORT_PRIVATE);
+    gw_sandbox_release(s);
+}
+END_TEST
+
 START_TEST(missing_strings_are_empty)
 {
     const char *kv[] = {"state", "paused", NULL};
@@ -401,6 +418,7 @@ int main(void)
     tcase_add_test(tc, host_modes);
     tcase_add_test(tc, binary_safe_strings);
     tcase_add_test(tc, refcount);
+    tcase_add_test(tc, proto_tcp);
     tcase_add_test(tc, id_copied);
     suite_add_tcase(s, tc);
 

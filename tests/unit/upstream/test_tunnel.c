@@ -36,7 +36,7 @@ static void on_close(void *data)
     ((counts_t *)data)->closed++;
 }
 
-static const gw_tunnel_callbacks_t callbacks = {on_bytes, on_close};
+static const gw_tunnel_callbacks_t callbacks = {on_bytes, on_close, NULL};
 
 /* a socketpair: the gateway's side as an h2o socket, the peer's as a non-blocking fd */
 static h2o_socket_t *pair(int *peer)

@@ -1,0 +1,121 @@
+/* Unit tests for upstream/ws_track.c: frame boundaries toward the client,
+ * the gateway's Pongs dropped from the client's stream (whole, cut, after
+ * other frames), the client's own Pongs passed. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+#include "upstream/ws_track.h"
+
+static size_t masked(uint8_t *d, int op, const char *p)
+{
+    static const uint8_t k[4] = {1, 2, 3, 4};
+    size_t n = strlen(p), i, h = gw_ws_header_encode(d, 1, op, n, k);
+    for (i = 0; i != n; ++i)
+        d[h + i] = (uint8_t)p[i] ^ k[i % 4];
+    return h + n;
+}
+
+/* Feeds the stream in pieces of `chunk` bytes as a tunnel would (the input
+ * keeps what was not consumed); returns the bytes forwarded in out. */
+static size_t forward(const uint8_t *stream, size_t len, size_t chunk, uint8_t *out, size_t *drops)
+{
+    uint8_t input[4096];
+    size_t have = 0, fed = 0, outlen = 0, n;
+    gw_ws_track_t t;
+
+    gw_ws_track_init(&t, GW_WS_FROM_CLIENT);
+    *drops = 0;
+    while (fed < len || have != 0) {
+        size_t k = chunk < len - fed ? chunk : len - fed;
+        memcpy(input + have, stream + fed, k);
+        have += k, fed += k;
+        while (gw_ws_track_from_client(&t, input, have, &n) == GW_WS_TRACK_DROP) {
+            memmove(input, input + n, have - n);
+            have -= n;
+            gw_ws_track_consumed(&t, n);
+            ++*drops;
+        }
+        memcpy(out + outlen, input, n);
+        outlen += n;
+        memmove(input, input + n, have - n);
+        have -= n;
+        gw_ws_track_consumed(&t, n);
+        if (k == 0 && n == 0)
+            break;
+    }
+    return outlen;
+}
+
+START_TEST(test_gateway_pongs_dropped)
+{
+    uint8_t stream[1024], want[1024], out[1024];
+    size_t len = 0, wlen = 0, chunk, drops, n;
+
+    len += masked(stream + len, GW_WS_OP_PONG, GW_WS_PING_PREFIX "6");
+    wlen += n = masked(want + wlen, GW_WS_OP_PONG, "the client's own");
+    memcpy(stream + len, want + wlen - n, n), len += n;
+    wlen += n = masked(want + wlen, GW_WS_OP_BINARY, "data between");
+    memcpy(stream + len, want + wlen - n, n), len += n;
+    len += masked(stream + len, GW_WS_OP_PONG, GW_WS_PING_PREFIX "7");
+    wlen += n = masked(want + wlen, GW_WS_OP_TEXT, "still there?");
+    memcpy(stream + len, want + wlen - n, n), len += n;
+    for (chunk = 1; chunk <= len; ++chunk) {
+        memset(out, 0, sizeof(out));
+        ck_assert_uint_eq(forward(stream, len, chunk, out, &drops), wlen);
+        ck_assert_int_eq(memcmp(out, want, wlen), 0);
+        ck_assert_uint_eq(drops, 2);
+    }
+}
+END_TEST
+
+START_TEST(test_boundaries_to_client)
+{
+    uint8_t s[300];
+    size_t h = gw_ws_header_encode(s, 1, GW_WS_OP_BINARY, 200, NULL), cut;
+    gw_ws_track_t t;
+
+    memset(s + h, 0x89, 200); /* payload bytes that look like a Ping header */
+    for (cut = 0; cut <= h + 200; ++cut) {
+        gw_ws_track_init(&t, GW_WS_FROM_SERVER);
+        ck_assert_int_eq(gw_ws_track_to_client(&t, s, cut), cut == 0 || cut == h + 200);
+        gw_ws_track_consumed(&t, cut);
+        ck_assert_int_eq(gw_ws_track_to_client(&t, s + cut, h + 200 - cut), 1);
+    }
+    /* a masked frame from a server: not WebSocket as the codec reads it, tracking stops */
+    gw_ws_track_init(&t, GW_WS_FROM_SERVER);
+    ck_assert_int_eq(gw_ws_track_to_client(&t, (const uint8_t *)"\x82\x80\0\0\0\0", 6), 0);
+    ck_assert_int_eq(t.broken, 1);
+}
+END_TEST
+
+START_TEST(test_ping_encode)
+{
+    uint8_t f[GW_WS_PING_MAX];
+    size_t n = gw_ws_ping_encode(f, UINT64_MAX);
+    gw_ws_header_t h;
+
+    ck_assert_uint_le(n, GW_WS_PING_MAX);
+    ck_assert_int_eq(gw_ws_header_decode(f, n, GW_WS_FROM_SERVER, &h, NULL, NULL), 2);
+    ck_assert_uint_eq(h.opcode, GW_WS_OP_PING);
+    ck_assert_int_eq(gw_ws_pong_is_ours(f + 2, n - 2), 1);
+    ck_assert_int_eq(gw_ws_pong_is_ours((const uint8_t *)"lizard", 6), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("ws_track");
+    TCase *tc = tcase_create("core");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_test(tc, test_gateway_pongs_dropped);
+    tcase_add_test(tc, test_boundaries_to_client);
+    tcase_add_test(tc, test_ping_encode);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,531 @@
+/*
+ * The TCP tunnel: the sandbox's connection is up before the 101, then its
+ * bytes go to the client as binary frames and the client's binary frames'
+ * payloads go to the sandbox, unmasked in place. As in tunnel.c each
+ * direction has at most one write in flight and its source is not read
+ * meanwhile; control frames to the client (Pong, the keep-alive Ping,
+ * Close) wait for the data write in flight, so they fall between frames.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <openssl/sha.h>
+#include <h2o.h>
+#include <h2o/http1.h>
+#include "common/ws_frame.h"
+#include "upstream/exchange.h"
+#include "upstream/tcp_tunnel.h"
+#include "upstream/ws_track.h"
+
+/* After the gateway's Close is written: how long the client may take to answer with its own */
+#define CLOSE_WAIT_MS 2000
+
+typedef struct st_tcp_tunnel_t {
+    h2o_linklist_t link; /* in proxy->tcp_tunnels */
+    gw_proxy_t *proxy;
+    char *sandbox_id;
+    int no_activity;
+    gw_conn_limit_t *slot, *client_slot;
+    char *client_addr;
+    size_t slot_worker;
+    gw_revocable_t revocable;
+    size_t head_bytes;
+    h2o_socket_t *sandbox;
+    h2o_socket_t *client;  /* once the 101 is written */
+    h2o_socket_t *writing; /* the client's socket while h2o writes the 101, else NULL */
+    int revoked;           /* while the 101 was being written */
+    /* client -> sandbox */
+    uint64_t payload_left;
+    uint8_t mask[4];
+    uint64_t mask_off;
+    int in_message;
+    size_t up_consumed; /* client input bytes covered by the write to the sandbox in flight; 0: none */
+    /* sandbox -> client: one write in flight, data or control */
+    int client_busy;
+    size_t down_writing; /* sandbox input bytes in that write; 0: a control write */
+    uint8_t down_head[GW_WS_MAX_HEADER];
+    size_t down_frame; /* bytes of that write (frame header included) */
+    uint8_t pong[2 + GW_WS_MAX_CONTROL_PAYLOAD], ping[2 + GW_WS_MAX_CONTROL_PAYLOAD], close[2 + GW_WS_MAX_CONTROL_PAYLOAD];
+    size_t pong_len, ping_len, close_len;             /* pending control frames; 0: none */
+    uint8_t ctl[3 * (2 + GW_WS_MAX_CONTROL_PAYLOAD)]; /* the control write in flight */
+    int close_sent;                                   /* the gateway's Close is out: wait for the client's answer, then end */
+    int sandbox_eof;                                  /* 1: FIN, 2: an error; the close goes once what was read is written */
+    uint64_t pings;                                   /* Pings sent: the next one's number */
+    int awaiting_pong;                                /* the last Ping is unanswered */
+    h2o_timeout_t close_wait;
+    h2o_timeout_entry_t ping_entry, idle_entry, close_entry;
+} tcp_tunnel_t;
+
+static void flush_to_client(tcp_tunnel_t *t);
+static void on_client_read(h2o_socket_t *sock, const char *err);
+static void on_sandbox_read(h2o_socket_t *sock, const char *err);
+
+/* --- the handshake -------------------------------------------------------- */
+
+static h2o_iovec_t header_value(h2o_req_t *req, const char *name, size_t len)
+{
+    ssize_t i = h2o_find_header_by_str(&req->headers, name, len, -1);
+    return i == -1 ? h2o_iovec_init(NULL, 0) : req->headers.entries[i].value;
+}
+
+int gw_tcp_tunnel_is_handshake(h2o_req_t *req, h2o_iovec_t path)
+{
+    size_t plen = sizeof(GW_TCP_TUNNEL_PATH) - 1;
+    h2o_iovec_t version = header_value(req, H2O_STRLIT("sec-websocket-version")),
+                key = header_value(req, H2O_STRLIT("sec-websocket-key")),
+                proto = header_value(req, H2O_STRLIT("sec-websocket-protocol"));
+
+    if (path.len < plen || memcmp(path.base, GW_TCP_TUNNEL_PATH, plen) != 0 || (path.len > plen && path.base[plen] != '?'))
+        return 0;
+    if (req->version != 0x101 || !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) || req->upgrade.base == NULL ||
+        !h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket")))
+        return 0;
+    if (!h2o_memis(version.base, version.len, H2O_STRLIT("13")) || key.len == 0 || key.len > 64)
+        return 0;
+    return proto.base != NULL && h2o_contains_token(proto.base, proto.len, H2O_STRLIT(GW_TCP_TUNNEL_PROTOCOL), ',');
+}
+
+/* Sec-WebSocket-Accept (RFC 6455 4.2.2); key is at most 64 bytes (gw_tcp_tunnel_is_handshake) */
+static h2o_iovec_t accept_key(h2o_mem_pool_t *pool, h2o_iovec_t key)
+{
+    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    unsigned char digest[SHA_DIGEST_LENGTH], in[64 + sizeof(guid)];
+    char *out = h2o_mem_alloc_pool(pool, h2o_base64_encode_capacity(SHA_DIGEST_LENGTH));
+
+    memcpy(in, key.base, key.len);
+    memcpy(in + key.len, guid, sizeof(guid) - 1);
+    SHA1(in, key.len + sizeof(guid) - 1, digest);
+    return h2o_iovec_init(out, h2o_base64_encode(out, digest, sizeof(digest), 0));
+}
+
+/* --- ending --------------------------------------------------------------- */
+
+static void unlink_entry(h2o_timeout_entry_t *e)
+{
+    if (h2o_timeout_is_linked(e))
+        h2o_timeout_unlink(e);
+}
+
+static void tunnel_free(tcp_tunnel_t *t)
+{
+    unlink_entry(&t->ping_entry);
+    unlink_entry(&t->idle_entry);
+    unlink_entry(&t->close_entry);
+    h2o_timeout_dispose(t->proxy->ctx->loop, &t->close_wait);
+    if (t->sandbox != NULL)
+        h2o_socket_close(t->sandbox);
+    if (t->client != NULL)
+        h2o_socket_close(t->client);
+    if (t->revocable.grant.record != NULL) {
+        if (t->proxy->revocation != NULL)
+            gw_revocation_remove(t->proxy->revocation, &t->revocable);
+        gw_sandbox_release(t->revocable.grant.record);
+    }
+    GW_PROXY_COUNT(t->proxy, tcp_tunnels_open, -1);
+    if (t->slot != NULL)
+        gw_conn_limit_release(t->slot, t->slot_worker, t->sandbox_id);
+    if (t->client_slot != NULL)
+        gw_conn_limit_release(t->client_slot, t->slot_worker, t->client_addr);
+    free(t->client_addr);
+    h2o_linklist_unlink(&t->link);
+    free(t->sandbox_id);
+    free(t);
+}
+
+/* Ends the tunnel with a Close frame: the sandbox's side closes now, the
+ * client's once the Close is written and answered (or CLOSE_WAIT_MS). */
+static void begin_close(tcp_tunnel_t *t, uint16_t code, const char *reason)
+{
+    if (t->close_len != 0 || t->close_sent)
+        return;
+    /* a write to the client in flight may point into the sandbox's input: the socket closes after it */
+    if (t->sandbox != NULL && t->down_writing == 0) {
+        h2o_socket_close(t->sandbox);
+        t->sandbox = NULL;
+    } else if (t->sandbox != NULL) {
+        h2o_socket_read_stop(t->sandbox);
+    }
+    t->pong_len = t->ping_len = 0;
+    t->close_len = gw_ws_close_frame_encode(t->close, code, reason, strlen(reason));
+    unlink_entry(&t->ping_entry);
+    flush_to_client(t);
+}
+
+static void on_close_wait(h2o_timeout_entry_t *e)
+{
+    tunnel_free(H2O_STRUCT_FROM_MEMBER(tcp_tunnel_t, close_entry, e));
+}
+
+static void on_idle(h2o_timeout_entry_t *e)
+{
+    tcp_tunnel_t *t = H2O_STRUCT_FROM_MEMBER(tcp_tunnel_t, idle_entry, e);
+
+    if (t->awaiting_pong)
+        GW_PROXY_COUNT(t->proxy, pong_timeouts, 1);
+    begin_close(t, GW_WS_CLOSE_GOING_AWAY, "idle");
+}
+
+static void reset_idle(tcp_tunnel_t *t)
+{
+    if (!t->proxy->websocket_timeout.enabled || t->close_sent)
+        return;
+    unlink_entry(&t->idle_entry);
+    h2o_timeout_link(t->proxy->ctx->loop, &t->proxy->websocket_timeout.timeout, &t->idle_entry);
+}
+
+/* --- toward the client ------------------------------------------------------ */
+
+static void reset_ping(tcp_tunnel_t *t)
+{
+    if (!t->proxy->websocket_ping.enabled || t->close_len != 0 || t->close_sent)
+        return;
+    unlink_entry(&t->ping_entry);
+    h2o_timeout_link(t->proxy->ctx->loop, &t->proxy->websocket_ping.timeout, &t->ping_entry);
+}
+
+static void on_ping(h2o_timeout_entry_t *e)
+{
+    tcp_tunnel_t *t = H2O_STRUCT_FROM_MEMBER(tcp_tunnel_t, ping_entry, e);
+
+    /* the client has the whole idle timeout to answer the first unanswered Ping */
+    if (!t->awaiting_pong)
+        reset_idle(t);
+    t->ping_len = gw_ws_ping_encode(t->ping, ++t->pings);
+    t->awaiting_pong = 1;
+    GW_PROXY_COUNT(t->proxy, pings_sent, 1);
+    flush_to_client(t);
+    reset_ping(t);
+}
+
+static void on_client_written(h2o_socket_t *sock, const char *err)
+{
+    tcp_tunnel_t *t = sock->data;
+
+    t->client_busy = 0;
+    if (err != NULL) {
+        tunnel_free(t);
+        return;
+    }
+    gw_proxy_add_egress(t->proxy, t->client, t->sandbox_id, t->no_activity, t->down_frame, 1);
+    if (t->down_writing != 0 && t->sandbox != NULL) {
+        h2o_buffer_consume(&t->sandbox->input, t->down_writing);
+        if (t->close_len != 0) {
+            /* begin_close waited for this write */
+            h2o_socket_close(t->sandbox);
+            t->sandbox = NULL;
+        } else {
+            h2o_socket_read_start(t->sandbox, on_sandbox_read);
+        }
+    }
+    t->down_writing = 0;
+    if (t->close_sent) {
+        /* the Close is out: the client answers with its own (or not) */
+        shutdown(h2o_socket_get_fd(t->client), SHUT_WR);
+        h2o_timeout_link(t->proxy->ctx->loop, &t->close_wait, &t->close_entry);
+        h2o_socket_read_start(t->client, on_client_read);
+        return;
+    }
+    flush_to_client(t);
+}
+
+static void write_control(tcp_tunnel_t *t)
+{
+    size_t n = 0;
+
+    memcpy(t->ctl + n, t->pong, t->pong_len), n += t->pong_len;
+    memcpy(t->ctl + n, t->ping, t->ping_len), n += t->ping_len;
+    t->pong_len = t->ping_len = 0;
+    if (t->close_len != 0) {
+        memcpy(t->ctl + n, t->close, t->close_len), n += t->close_len;
+        t->close_len = 0;
+        t->close_sent = 1;
+        unlink_entry(&t->idle_entry);
+    }
+    h2o_iovec_t buf = h2o_iovec_init(t->ctl, n);
+    t->client_busy = 1;
+    t->down_writing = 0;
+    t->down_frame = n;
+    h2o_socket_write(t->client, &buf, 1, on_client_written);
+}
+
+/* Starts the next write to the client, if any and none is in flight:
+ * pending control frames first, then what the sandbox sent as one binary
+ * frame, then the Close the sandbox's end calls for. */
+static void flush_to_client(tcp_tunnel_t *t)
+{
+    if (t->client == NULL || t->client_busy || t->close_sent)
+        return;
+    if (t->pong_len != 0 || t->ping_len != 0 || t->close_len != 0) {
+        write_control(t);
+        return;
+    }
+    if (t->sandbox != NULL && t->sandbox->input->size != 0) {
+        h2o_iovec_t bufs[2];
+        size_t len = t->sandbox->input->size;
+        h2o_socket_read_stop(t->sandbox);
+        bufs[0] = h2o_iovec_init(t->down_head, gw_ws_header_encode(t->down_head, 1, GW_WS_OP_BINARY, len, NULL));
+        bufs[1] = h2o_iovec_init(t->sandbox->input->bytes, len);
+        t->client_busy = 1;
+        t->down_writing = len;
+        t->down_frame = bufs[0].len + len;
+        /* bytes to a client that answered its last Ping (or got none) keep the tunnel */
+        if (!t->awaiting_pong)
+            reset_idle(t);
+        reset_ping(t);
+        h2o_socket_write(t->client, bufs, 2, on_client_written);
+        return;
+    }
+    if (t->sandbox_eof != 0)
+        begin_close(t, t->sandbox_eof == 1 ? GW_WS_CLOSE_NORMAL : GW_WS_CLOSE_INTERNAL_ERROR,
+                    t->sandbox_eof == 1 ? "" : "connection to the sandbox failed");
+}
+
+static void on_sandbox_read(h2o_socket_t *sock, const char *err)
+{
+    tcp_tunnel_t *t = sock->data;
+
+    if (err != NULL) {
+        t->sandbox_eof = err == h2o_socket_error_closed ? 1 : 2;
+        h2o_socket_read_stop(sock);
+    }
+    flush_to_client(t);
+}
+
+/* --- toward the sandbox ----------------------------------------------------- */
+
+static void on_sandbox_written(h2o_socket_t *sock, const char *err)
+{
+    tcp_tunnel_t *t = sock->data;
+
+    if (err != NULL) {
+        t->sandbox_eof = 2;
+        t->up_consumed = 0;
+        flush_to_client(t);
+        return;
+    }
+    gw_proxy_add_bytes(t->proxy, t->sandbox_id, t->no_activity, 0, t->up_consumed);
+    h2o_buffer_consume(&t->client->input, t->up_consumed);
+    t->up_consumed = 0;
+    h2o_socket_read_start(t->client, on_client_read);
+    if (t->client->input->size != 0)
+        on_client_read(t->client, NULL);
+}
+
+/* A whole control frame from the client, its payload unmasked. Returns 0,
+ * or -1 when the tunnel is closing. */
+static int on_client_control(tcp_tunnel_t *t, const gw_ws_header_t *h, const uint8_t *payload)
+{
+    const uint8_t *reason;
+    size_t rlen;
+    uint16_t code;
+
+    switch (h->opcode) {
+    case GW_WS_OP_PING:
+        /* only the latest Ping needs its Pong (RFC 6455 5.5.3) */
+        t->pong_len = gw_ws_header_encode(t->pong, 1, GW_WS_OP_PONG, h->payload_len, NULL);
+        memcpy(t->pong + t->pong_len, payload, (size_t)h->payload_len);
+        t->pong_len += (size_t)h->payload_len;
+        flush_to_client(t);
+        return 0;
+    case GW_WS_OP_PONG:
+        t->awaiting_pong = 0;
+        return 0;
+    default: /* Close */
+        if (gw_ws_close_parse(payload, (size_t)h->payload_len, &code, &reason, &rlen) != 0) {
+            begin_close(t, GW_WS_CLOSE_PROTOCOL_ERROR, "bad close frame");
+        } else {
+            begin_close(t, GW_WS_CLOSE_NORMAL, "");
+        }
+        return -1;
+    }
+}
+
+/* Walks the client's input from its start: payload bytes are unmasked and
+ * moved down over the frame headers, so that [0, *out) is what goes to the
+ * sandbox. Returns the input bytes walked (a header or control frame cut by
+ * the end of the input stays), or -1 when the tunnel is closing. */
+static ssize_t walk_client_input(tcp_tunnel_t *t, size_t *out)
+{
+    uint8_t *buf = (uint8_t *)t->client->input->bytes;
+    size_t size = t->client->input->size, pos = 0;
+    gw_ws_header_t h;
+    const char *why;
+    uint16_t code;
+    int n;
+
+    *out = 0;
+    while (pos < size) {
+        if (t->payload_left != 0) {
+            size_t k = t->payload_left < size - pos ? (size_t)t->payload_left : size - pos;
+            gw_ws_mask(buf + pos, k, t->mask, t->mask_off);
+            if (*out != pos)
+                memmove(buf + *out, buf + pos, k);
+            *out += k, pos += k, t->payload_left -= k, t->mask_off += k;
+            continue;
+        }
+        if ((n = gw_ws_header_decode(buf + pos, size - pos, GW_WS_FROM_CLIENT, &h, &why, &code)) < 0) {
+            begin_close(t, code, why);
+            return -1;
+        }
+        if (n == 0)
+            break;
+        if (h.opcode >= GW_WS_OP_CLOSE) {
+            if (size - pos < (size_t)n + h.payload_len)
+                break;
+            gw_ws_mask(buf + pos + n, (size_t)h.payload_len, h.mask, 0);
+            if (on_client_control(t, &h, buf + pos + n) != 0)
+                return -1;
+            pos += (size_t)n + (size_t)h.payload_len;
+            continue;
+        }
+        if (h.opcode == GW_WS_OP_TEXT || gw_ws_sequence_check(&t->in_message, &h) != 0) {
+            begin_close(t, GW_WS_CLOSE_PROTOCOL_ERROR, h.opcode == GW_WS_OP_TEXT ? "text message" : "bad fragmentation");
+            return -1;
+        }
+        t->payload_left = h.payload_len;
+        memcpy(t->mask, h.mask, 4);
+        t->mask_off = 0;
+        pos += (size_t)n;
+    }
+    return (ssize_t)pos;
+}
+
+static void on_client_read(h2o_socket_t *sock, const char *err)
+{
+    tcp_tunnel_t *t = sock->data;
+    ssize_t walked;
+    size_t out;
+
+    if (err != NULL) {
+        /* the client left, or closed after the gateway's Close */
+        tunnel_free(t);
+        return;
+    }
+    if (t->close_sent || t->close_len != 0) {
+        /* its answer to the gateway's Close, or what it sent before seeing it: EOF ends the tunnel */
+        h2o_buffer_consume(&sock->input, sock->input->size);
+        return;
+    }
+    reset_idle(t);
+    if (t->up_consumed != 0 || sock->input->size == 0)
+        return;
+    if ((walked = walk_client_input(t, &out)) < 0)
+        return;
+    if (out == 0 || t->sandbox == NULL) {
+        gw_proxy_add_bytes(t->proxy, t->sandbox_id, t->no_activity, 0, (uint64_t)walked);
+        h2o_buffer_consume(&sock->input, (size_t)walked);
+        return;
+    }
+    h2o_iovec_t buf = h2o_iovec_init(sock->input->bytes, out);
+    h2o_socket_read_stop(sock);
+    t->up_consumed = (size_t)walked;
+    h2o_socket_write(t->sandbox, &buf, 1, on_sandbox_written);
+}
+
+/* --- opening ------------------------------------------------------------- */
+
+static void on_tcp_revoke(gw_revocable_t *item, gw_error_code_t code)
+{
+    tcp_tunnel_t *t = H2O_STRUCT_FROM_MEMBER(tcp_tunnel_t, revocable, item);
+    (void)code;
+
+    if (t->writing != NULL) {
+        /* the 101 is still h2o's to write: end it now (see websocket.c) */
+        t->revoked = 1;
+        shutdown(h2o_socket_get_fd(t->writing), SHUT_RDWR);
+        return;
+    }
+    begin_close(t, GW_WS_CLOSE_REVOKED, "access revoked");
+}
+
+static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize)
+{
+    tcp_tunnel_t *t = data;
+
+    t->writing = NULL;
+    if (client == NULL || t->revoked) {
+        if (client != NULL)
+            h2o_socket_close(client);
+        tunnel_free(t);
+        return;
+    }
+    h2o_buffer_consume(&client->input, reqsize);
+    t->client = client;
+    client->data = t;
+    gw_proxy_add_egress(t->proxy, client, t->sandbox_id, t->no_activity, t->head_bytes, 1);
+    setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &t->proxy->rcvbuf, sizeof(t->proxy->rcvbuf));
+    reset_idle(t);
+    reset_ping(t);
+    h2o_socket_read_start(t->sandbox, on_sandbox_read);
+    h2o_socket_read_start(client, on_client_read);
+    if (t->sandbox->input->size != 0)
+        flush_to_client(t);
+    if (client->input->size != 0)
+        on_client_read(client, NULL);
+}
+
+static void take_over(tcp_tunnel_t *t, gw_exchange_t *ex)
+{
+    t->proxy = ex->proxy;
+    t->sandbox_id = h2o_strdup(NULL, ex->sandbox_id, SIZE_MAX).base;
+    t->no_activity = ex->no_activity;
+    t->slot = ex->slot;
+    t->slot_worker = ex->slot_worker;
+    ex->slot = NULL;
+    if (ex->client_slot != NULL) {
+        t->client_slot = ex->client_slot;
+        t->client_addr = h2o_strdup(NULL, ex->client_addr, SIZE_MAX).base;
+        ex->client_slot = NULL;
+    }
+    t->sandbox = ex->sock;
+    t->sandbox->data = t;
+    ex->sock = NULL;
+    h2o_socket_read_stop(t->sandbox);
+    if (ex->revocable.grant.record != NULL) {
+        if (t->proxy->revocation != NULL)
+            gw_revocation_remove(t->proxy->revocation, &ex->revocable);
+        t->revocable.grant = ex->revocable.grant;
+        ex->revocable.grant.record = NULL;
+        t->revocable.on_revoke = on_tcp_revoke;
+        if (t->proxy->revocation != NULL)
+            gw_revocation_add(t->proxy->revocation, &t->revocable);
+    }
+}
+
+void gw_exchange_tcp_open(gw_exchange_t *ex)
+{
+    gw_proxy_t *p = ex->proxy;
+    h2o_req_t *req = ex->req;
+    tcp_tunnel_t *t = h2o_mem_alloc(sizeof(*t));
+    h2o_iovec_t key = header_value(req, H2O_STRLIT("sec-websocket-key"));
+
+    memset(t, 0, sizeof(*t));
+    gw_exchange_clear_timer(ex);
+    ex->state = GW_EX_OVER;
+    take_over(t, ex);
+    t->ping_entry.cb = on_ping;
+    t->idle_entry.cb = on_idle;
+    t->close_entry.cb = on_close_wait;
+    h2o_timeout_init(p->ctx->loop, &t->close_wait, CLOSE_WAIT_MS);
+    h2o_linklist_insert(&p->tcp_tunnels, &t->link);
+    GW_PROXY_COUNT(p, tcp_tunnels_opened, 1);
+    GW_PROXY_COUNT(p, tcp_tunnels_open, 1);
+
+    req->res.status = 101;
+    req->res.reason = "Switching Protocols";
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_UPGRADE, NULL, H2O_STRLIT("websocket"));
+    h2o_iovec_t accept = accept_key(&req->pool, key);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("sec-websocket-accept"), 0, NULL, accept.base, accept.len);
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("sec-websocket-protocol"), 0, NULL,
+                          H2O_STRLIT(GW_TCP_TUNNEL_PROTOCOL));
+    t->head_bytes = gw_exchange_response_head_size(req) + sizeof("connection: upgrade\r\n") - 1;
+    t->writing = req->conn->callbacks->get_socket(req->conn);
+    req->timestamps.response_start_at = *h2o_get_timestamp(req->conn->ctx, NULL, NULL);
+    h2o_http1_upgrade(req, NULL, 0, on_upgrade_complete, t);
+}
+
+void gw_proxy_close_tcp_tunnels(gw_proxy_t *p)
+{
+    while (!h2o_linklist_is_empty(&p->tcp_tunnels))
+        tunnel_free(H2O_STRUCT_FROM_MEMBER(tcp_tunnel_t, link, p->tcp_tunnels.next));
+}

@@ -1,0 +1,53 @@
+/*
+ * Frame boundaries of an HTTP WebSocket tunnel's two byte streams, found
+ * with the frame codec without copying or altering a byte: toward the
+ * client, whether the bytes written so far end between frames (where the
+ * gateway may put its keep-alive Ping); from the client, the Pongs that
+ * answer the gateway's Pings (never forwarded to the sandbox).
+ */
+#ifndef GW_UPSTREAM_WS_TRACK_H
+#define GW_UPSTREAM_WS_TRACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "common/ws_frame.h"
+
+/* The payload of the gateway's Pings starts with this: a Pong that echoes it is the gateway's. */
+#define GW_WS_PING_PREFIX "lizard-ping "
+/* The longest Ping frame gw_ws_ping_encode writes. */
+#define GW_WS_PING_MAX (2 + 32)
+
+typedef struct st_gw_ws_track_t {
+    gw_ws_parser_t parser;
+    uint64_t payload_left; /* of the frame being walked */
+    size_t scanned;        /* bytes at the start of the input already walked */
+    int broken;            /* the stream is not WebSocket as the codec reads it: tracking stopped, bytes pass as they are */
+} gw_ws_track_t;
+
+typedef enum en_gw_ws_track_t {
+    GW_WS_TRACK_PASS = 0, /* forward the first n bytes (n may be 0: wait for more) */
+    GW_WS_TRACK_DROP      /* the first n bytes are the gateway's Pong: consume them, forward nothing */
+} gw_ws_track_result_t;
+
+void gw_ws_track_init(gw_ws_track_t *t, gw_ws_from_t from);
+
+/* Toward the client: walks input bytes not walked yet; returns 1 when all
+ * `size` bytes end between two frames, else 0 (and 0 once broken). */
+int gw_ws_track_to_client(gw_ws_track_t *t, const uint8_t *buf, size_t size);
+
+/* From the client: walks input bytes not walked yet and says what to do
+ * with the start of the input (*n bytes). A Pong is held back until it is
+ * whole; the gateway's own (GW_WS_PING_PREFIX) is dropped. */
+gw_ws_track_result_t gw_ws_track_from_client(gw_ws_track_t *t, const uint8_t *buf, size_t size, size_t *n);
+
+/* The first n bytes of the input were written or dropped (consumed). */
+void gw_ws_track_consumed(gw_ws_track_t *t, size_t n);
+
+/* Writes the gateway's Ping number `seq` (unmasked) to dst
+ * (GW_WS_PING_MAX bytes); returns its length. */
+size_t gw_ws_ping_encode(uint8_t *dst, uint64_t seq);
+
+/* 1 when an (unmasked) Pong payload answers a gateway's Ping. */
+int gw_ws_pong_is_ours(const uint8_t *payload, size_t len);
+
+#endif
