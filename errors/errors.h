@@ -27,6 +27,9 @@ typedef enum {
     GW_ERR_BAD_UPSTREAM_RESPONSE,
     GW_ERR_HEADERS_TOO_LARGE,
     GW_ERR_NOT_HTTP_PORT,
+    GW_ERR_IP_NOT_ALLOWED,
+    GW_ERR_RATE_LIMITED,
+    GW_ERR_EGRESS_QUOTA_EXCEEDED,
     /* not in the contract's table (README, Errors): requests HTTP itself rules out */
     GW_ERR_NUM_CODES
 } gw_error_code_t;

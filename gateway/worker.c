@@ -122,6 +122,7 @@ static void register_front(gw_server_t *s)
                                 .link_keys = s->link_keys,
                                 .conn_limit = s->conn_limit,
                                 .client_reqs = s->client_reqs,
+                                .rate_limit = s->rate_limit,
                                 .listener_hosts = s->listener_hosts,
                                 .https_port = s->https_port};
 
@@ -184,6 +185,7 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox, s->num_workers);
     s->client_conns = gw_conn_limit_new(config->limits.max_connections_per_client, s->num_workers);
     s->client_reqs = gw_conn_limit_new(config->limits.max_connections_per_client, s->num_workers);
+    s->rate_limit = gw_rate_limit_new();
     s->held_reqs = gw_conn_limit_new(config->limits.max_held_requests_per_sandbox, s->num_workers);
     s->cookie_keys = gw_cookie_keys_new(&(gw_cookie_keys_config_t){.file = config->auth.cookie_secrets_file,
                                                                    .secrets = config->auth.cookie_secrets,

@@ -14,6 +14,7 @@
 #include "observe/access_log.h"
 #include "config/config.h"
 #include "limits/conn_limit.h"
+#include "limits/rate_limit.h"
 #include "auth/cookie_keys.h"
 #include "auth/link_keys.h"
 #include "observe/metrics.h"
@@ -38,6 +39,7 @@ typedef struct st_gw_server_t {
     gw_conn_limit_t *conn_limit;   /* limits.max_connections_per_sandbox, across workers */
     gw_conn_limit_t *client_conns; /* limits.max_connections_per_client: connections per client address */
     gw_conn_limit_t *client_reqs;  /* limits.max_connections_per_client: requests in flight per client address */
+    gw_rate_limit_t *rate_limit;   /* req_rate: the sandboxes' token buckets, across workers */
     gw_conn_limit_t *held_reqs;    /* limits.max_held_requests_per_sandbox: requests held per waking sandbox, across workers */
     gw_cookie_keys_t *cookie_keys; /* the live cookie secrets; replaced on SIGHUP by main */
     gw_link_keys_t *link_keys;     /* the live share-link keys (empty: links off); reloaded on SIGHUP by main */

@@ -62,13 +62,20 @@ static int client_address(gw_pipeline_req_t *r, char *buf, size_t bufsize)
     return gw_client_addr_text(req->conn, buf, bufsize) < 0 ? -1 : 0;
 }
 
+int gw_phase_client(gw_pipeline_req_t *r)
+{
+    if (r->client_known == 0)
+        r->client_known = client_address(r, r->client, sizeof(r->client)) == 0 ? 1 : -1;
+    return r->client_known == 1 ? 0 : -1;
+}
+
 /* One client address cannot take every slot of a sandbox, nor one sandbox
  * every socket of the gateway. */
 gw_phase_result_t gw_phase_limits(gw_pipeline_req_t *r)
 {
     size_t worker = r->thread->worker;
 
-    if (client_address(r, r->client, sizeof(r->client)) == 0) {
+    if (gw_phase_client(r) == 0) {
         if (!gw_conn_limit_acquire(r->conf->client_reqs, worker, r->client))
             return gw_phase_error(r, GW_ERR_TOO_MANY_CONNECTIONS, NULL);
         r->client_limit = r->conf->client_reqs;

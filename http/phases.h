@@ -62,7 +62,9 @@ typedef struct st_gw_pipeline_req_t {
     /* limits: the slots taken, NULL when none (handed to the proxy by forward, else given back by the unwinding) */
     gw_conn_limit_t *client_limit;
     gw_conn_limit_t *conn_limit;
-    char client[INET6_ADDRSTRLEN]; /* client_limit's key */
+    char client[INET6_ADDRSTRLEN]; /* client_limit's key; the ingress rules' address */
+    unsigned rate_taken : 1;       /* the ingress phase took this request's req_rate token (a re-run takes none) */
+    signed char client_known;      /* gw_phase_client: 0 not looked at yet, 1 r->client is set, -1 unknown */
 } gw_pipeline_req_t;
 
 /* Runs the phases from the `from`th one (pipeline.c's table) until one does
@@ -78,6 +80,7 @@ void gw_phases_run(gw_pipeline_req_t *r, size_t from);
 gw_phase_result_t gw_phase_host(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_domain(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_credentials(gw_pipeline_req_t *r);
+gw_phase_result_t gw_phase_ingress(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_protocol(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_hold(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_address(gw_pipeline_req_t *r);
@@ -101,6 +104,10 @@ void gw_phase_domain_redirect(h2o_req_t *req, gw_domain_store_t *domains, const 
  * the cookie, the warning page's cookies) and makes r->path a valid
  * request-target; once, when the route answers. */
 void gw_phase_credentials_take(gw_pipeline_req_t *r);
+
+/* The client's address as text into r->client, once per request (the
+ * limits and the ingress rules use the same one): 0, or -1 when unknown. */
+int gw_phase_client(gw_pipeline_req_t *r);
 
 /* The listener (config->listen[i]) that accepted `conn`; -1 when unknown. */
 ssize_t gw_pipeline_listener_of(const gw_pipeline_conf_t *conf, const h2o_conn_t *conn);

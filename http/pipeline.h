@@ -1,6 +1,6 @@
 /*
  * The request pipeline: a preview request runs through its phases (host,
- * route, credentials, hold, address, limits, forward; http/phases.h) and is
+ * route, ingress, credentials, hold, address, limits, forward; http/phases.h) and is
  * handed to the proxy. Plain listeners get the redirect handler instead.
  */
 #ifndef GW_HTTP_PIPELINE_H
@@ -10,6 +10,7 @@
 #include <h2o.h>
 #include "config/config.h"
 #include "limits/conn_limit.h"
+#include "limits/rate_limit.h"
 #include "http/hangup.h"
 #include "auth/cookie_keys.h"
 #include "auth/link_keys.h"
@@ -29,6 +30,7 @@ typedef struct st_gw_pipeline_conf_t {
     gw_link_keys_t *link_keys;            /* the live share-link keys */
     gw_conn_limit_t *conn_limit;          /* limits.max_connections_per_sandbox */
     gw_conn_limit_t *client_reqs;         /* limits.max_connections_per_client: requests in flight per address */
+    gw_rate_limit_t *rate_limit;          /* the sandboxes' req_rate buckets, across workers */
     h2o_hostconf_t *(*listener_hosts)[2]; /* per listener (config->listen[i]): the `hosts` its connections carry */
     uint16_t https_port;                  /* where the redirect handler sends plain requests */
 } gw_pipeline_conf_t;

@@ -192,6 +192,8 @@ static void second_pass(gw_sandbox_t *s, const redisReply *reply, size_t max_por
             s->has_token = parse_token(v, s->token_sha256);
         } else if (field_is(f, "resume")) {
             s->resume_auto = field_is(v, "auto");
+        } else if (field_is(f, "req_rate")) {
+            s->req_rate = (uint32_t)gw_ingress_parse_limit(s->id, "req_rate", v, 1000000);
         } else if (field_is(f, "link_epoch")) {
             s->link_epoch = 0;
             s->link_epoch_ok = parse_epoch(v, &s->link_epoch);
@@ -221,7 +223,7 @@ static void third_pass(gw_sandbox_t *s, const redisReply *reply)
 
 int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out, const char **err)
 {
-    const redisReply *lifecycle = NULL, *project = NULL;
+    const redisReply *lifecycle = NULL, *project = NULL, *ingress_deny = NULL, *ingress_allow = NULL;
     size_t i, id_len, max_ports = 0, size;
     gw_sandbox_t *s;
     char *strings;
@@ -247,6 +249,10 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
             lifecycle = v;
         else if (field_is(f, "project"))
             project = v;
+        else if (field_is(f, "ingress_deny"))
+            ingress_deny = v;
+        else if (field_is(f, "ingress_allow"))
+            ingress_allow = v;
         else if ((size_t)f->len > sizeof(PORT_FIELD_PREFIX) - 1 && memcmp(f->str, PORT_FIELD_PREFIX, 5) == 0)
             ++max_ports;
     }
@@ -268,6 +274,7 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
 
     second_pass(s, reply, max_ports);
     third_pass(s, reply);
+    s->ingress = gw_ingress_parse(s->id, ingress_deny, ingress_allow);
 
     *out = s;
     return 0;
@@ -316,6 +323,8 @@ void gw_sandbox_release(gw_sandbox_t *s)
 {
     if (s == NULL)
         return;
-    if (--s->refcnt == 0)
+    if (--s->refcnt == 0) {
+        free(s->ingress);
         free(s);
+    }
 }

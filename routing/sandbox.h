@@ -12,6 +12,7 @@
 #include <h2o/memory.h>
 #include "routing/host.h"
 #include "common/netaddr.h"
+#include "routing/ingress.h"
 
 typedef enum {
     GW_SANDBOX_RUNNING = 0,
@@ -73,7 +74,10 @@ typedef struct st_gw_sandbox_t {
      * unprintable bytes as '?', NUL-terminated. */
     uint16_t bad_host_port;
     char bad_host_value[GW_SANDBOX_BAD_HOST_MAX + 1];
-    size_t refcnt; /* only touched by the owning thread */
+    /* who may reach it and how much (routing/ingress.h), parsed once per fetch */
+    gw_ingress_t *ingress; /* NULL: neither ingress_allow nor ingress_deny */
+    uint32_t req_rate;     /* requests per second on this gateway; 0: unlimited */
+    size_t refcnt;         /* only touched by the owning thread */
 } gw_sandbox_t;
 
 /* Parses an HGETALL reply (flat array of field/value strings). An empty

@@ -63,6 +63,9 @@ START_TEST(test_code_table)
         {GW_ERR_BAD_UPSTREAM_RESPONSE, "bad_upstream_response", 502},
         {GW_ERR_HEADERS_TOO_LARGE, "headers_too_large", 431},
         {GW_ERR_NOT_HTTP_PORT, "not_http_port", 400},
+        {GW_ERR_IP_NOT_ALLOWED, "ip_not_allowed", 403},
+        {GW_ERR_RATE_LIMITED, "rate_limited", 429},
+        {GW_ERR_EGRESS_QUOTA_EXCEEDED, "egress_quota_exceeded", 429},
     };
     size_t i;
 

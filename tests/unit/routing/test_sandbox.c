@@ -401,6 +401,57 @@ START_TEST(id_copied)
 }
 END_TEST
 
+/* ingress_deny then ingress_allow, IPv4 and IPv6, parsed once with the record */
+static int admits(const gw_sandbox_t *s, const char *ip)
+{
+    gw_netaddr_t a;
+    ck_assert_int_eq(gw_netaddr_parse_ip(ip, strlen(ip), 0, &a), 0);
+    return gw_ingress_admits(s->ingress, (const struct sockaddr *)&a.ss);
+}
+
+START_TEST(ingress_lists)
+{
+    const char *kv[] = {"state", "running", "ingress_allow", "127.0.0.0/8, ::1", "ingress_deny", "127.0.0.3", "req_rate",
+                        "25",    NULL};
+    const char *none[] = {"state", "running", NULL};
+    gw_sandbox_t *s = parse_kv(kv), *n = parse_kv(none);
+
+    ck_assert_ptr_nonnull(s->ingress);
+    ck_assert_int_eq(s->ingress->malformed, 0);
+    ck_assert_int_eq(admits(s, "127.0.0.2"), 1);
+    ck_assert_int_eq(admits(s, "127.0.0.3"), 0); /* deny wins */
+    ck_assert_int_eq(admits(s, "::1"), 1);
+    ck_assert_int_eq(admits(s, "10.1.2.3"), 0); /* outside the allow list */
+    ck_assert_int_eq(admits(s, "2001:db8::1"), 0);
+    ck_assert_uint_eq(s->req_rate, 25);
+    /* no rules: nothing parsed, everyone admitted, unlimited */
+    ck_assert_ptr_null(n->ingress);
+    ck_assert_int_eq(admits(n, "10.1.2.3"), 1);
+    ck_assert_uint_eq(n->req_rate, 0);
+    gw_sandbox_release(s);
+    gw_sandbox_release(n);
+}
+END_TEST
+
+START_TEST(ingress_malformed_refuses)
+{
+    const char *bad[][7] = {{"state", "running", "ingress_allow", "10.0.0.0/8,not-a-net", NULL},
+                            {"state", "running", "ingress_deny", "10.0.0.1/8", NULL}, /* host bits set */
+                            {"state", "running", "ingress_allow", "10.0.0.0/8,,::1/128", NULL},
+                            {"state", "running", "ingress_deny", "::1/129", NULL}};
+    size_t i;
+
+    for (i = 0; i != sizeof(bad) / sizeof(bad[0]); ++i) {
+        gw_sandbox_t *s = parse_kv(bad[i]);
+        ck_assert_ptr_nonnull(s->ingress);
+        ck_assert_int_eq(s->ingress->malformed, 1);
+        ck_assert_int_eq(admits(s, "10.1.2.3"), 0);
+        ck_assert_int_eq(admits(s, "::1"), 0);
+        gw_sandbox_release(s);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sandbox");
@@ -420,6 +471,8 @@ int main(void)
     tcase_add_test(tc, refcount);
     tcase_add_test(tc, proto_tcp);
     tcase_add_test(tc, id_copied);
+    tcase_add_test(tc, ingress_lists);
+    tcase_add_test(tc, ingress_malformed_refuses);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);
