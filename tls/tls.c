@@ -118,6 +118,8 @@ SSL_CTX *gw_tls_new_cert_ctx(gw_tls_t *t)
         return NULL;
     }
     SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
+    /* an idle connection (a wss:// tunnel) holds no 16 KiB record buffers; HAProxy does the same */
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
     SSL_CTX_set_tlsext_servername_callback(ctx, on_servername);
     h2o_ssl_register_alpn_protocols(ctx, alpn_protocols);
