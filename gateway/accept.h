@@ -1,0 +1,21 @@
+/*
+ * The listeners' accept callbacks of a worker (gateway/worker.c starts them):
+ * client listeners admit a connection against limits.max_client_connections_per_worker
+ * and limits.max_connections_per_client (the PROXY header's address on a
+ * proxy_protocol listener, once read) before h2o sees it; the admin
+ * listener is not limited.
+ */
+#ifndef GW_GATEWAY_ACCEPT_H
+#define GW_GATEWAY_ACCEPT_H
+
+#include <h2o.h>
+
+/* A listening socket on `loop` for `fd`, its data the accept context, reading with `cb`. */
+h2o_socket_t *gw_accept_start_listener(h2o_loop_t *loop, int fd, h2o_accept_ctx_t *actx, h2o_socket_cb cb);
+
+/* The read callbacks of a client listener (its accept context one of its
+ * worker's gw_worker_t.accept_ctxs) and of the admin listener. */
+void gw_accept_on_client(h2o_socket_t *listener, const char *err);
+void gw_accept_on_admin(h2o_socket_t *listener, const char *err);
+
+#endif
