@@ -164,7 +164,7 @@ int gw_dyncert_lookup(gw_dyncert_t *d, const char *host, gw_dyncert_found_t *fou
     entry_t *e;
     int rc = 0;
 
-    *found = (gw_dyncert_found_t){NULL};
+    memset(found, 0, sizeof(*found));
     pthread_mutex_lock(&d->mutex);
     if ((e = find(d, host)) != NULL) {
         if (e->ctx == NULL && mono_ms() >= e->negative_until_ms) {

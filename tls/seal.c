@@ -61,7 +61,7 @@ int gw_seal_open(const unsigned char key[GW_SEAL_KEY_LEN], const char *aad, size
                  char **out, size_t *out_len)
 {
     const char *dot1, *dot2, *end = sealed + len;
-    h2o_iovec_t nonce = {NULL}, ct = {NULL};
+    h2o_iovec_t nonce = {NULL, 0}, ct = {NULL, 0};
     unsigned char *plain = NULL;
     int rc = -1;
 
