@@ -290,3 +290,43 @@ def test_fast_client_stalls_on_a_slow_sandbox_then_everything_arrives(gateway, r
         srv.close()
     gwtest.wait_for(lambda: total(records(redis, sid), "ingress") >= FLOOD, 30,
                     what="the 64 MiB metered as ingress of %s" % sid)
+
+
+# --- tcp-forward --stdio as ssh's ProxyCommand ------------------------------------------------
+
+
+def test_ssh_proxycommand_with_stdio(workdir, gateway, certs, redis):
+    """`ssh -o ProxyCommand="lizard-gateway tcp-forward --stdio ..."`: one
+    tunnel over the command's stdin/stdout, no listener, a command runs."""
+    import shlex
+    import subprocess
+
+    from test_tcp_forward import CLIENT_TIMEOUT_S, start_sshd, tcp_url
+    from test_tcp_forward import tcp_sandbox as forward_sandbox
+
+    d = os.path.join(workdir, "tcp-stdio-sshd")
+    sshd, ssh_port, key = start_sshd(d)
+    try:
+        sid, token = forward_sandbox(redis, ssh_port)
+        log = os.path.join(d, "proxycommand.log")
+        proxy = " ".join(shlex.quote(a) for a in [
+            gwtest.gateway_binary(), "tcp-forward", "--stdio", "--url", tcp_url(gateway, ssh_port, sid), "--token-env",
+            "SANDBOX_TOKEN", "--ca", certs["ca"], "--connect", "127.0.0.1:%d" % gateway.tls_port]) + " 2>>" + log
+        env = dict(os.environ, SANDBOX_TOKEN=token)
+        env.setdefault("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0")
+        user = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
+        r = subprocess.run(["ssh", "-F", "/dev/null", "-i", key, "-o", "ProxyCommand=" + proxy, "-o",
+                            "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+                            "-o", "LogLevel=ERROR", "%s@sandbox" % user, 
+                            "echo hello from $((6 * 7)); head -c 300000 /dev/zero"],
+                           capture_output=True, timeout=CLIENT_TIMEOUT_S, env=env)
+        with open(log, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+        assert r.returncode == 0, (r, text, gwtest.tail(os.path.join(d, "sshd.log")))
+        assert r.stdout == b"hello from 42\n" + b"\0" * 300000, (len(r.stdout), text)
+        # (ssh ends its ProxyCommand with a signal when the session is over: no closing line to expect)
+        assert token not in text
+        for marker in gwtest.SANITIZER_MARKERS:
+            assert marker not in text, text
+    finally:
+        gwtest.stop_process(sshd)
