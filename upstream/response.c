@@ -402,8 +402,10 @@ void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
         return;
     }
     if ((ex->splice.wanted = gw_splice_eligible(ex))) {
-        /* not read again before it is spliced (update_reading) */
+        /* not read again before it is spliced (update_reading); waiting
+         * for the client is not the app's idleness (nor its first byte) */
         ex->res.read_paused = 1;
+        gw_exchange_clear_timer(ex);
     } else {
         h2o_socket_read_start(sock, on_body_read);
         set_body_timer(ex);

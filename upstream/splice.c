@@ -15,6 +15,7 @@
 #define _GNU_SOURCE /* splice, pipe2, F_SETPIPE_SZ */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <h2o.h>
 #include "upstream/exchange.h"
@@ -25,6 +26,12 @@
 /* The pipe asked for; Linux's default is 64 KiB. Pipe pages are a per-user
  * budget (fs.pipe-user-pages-soft): a refusal keeps the default. */
 #define SPLICE_PIPE_BYTES (256 * 1024)
+/* The upstream socket's receive buffer while it is spliced from: the small
+ * one of the buffered path (gw_proxy_new) bounds what one read pulls into
+ * the gateway's memory, which a splice never does; a larger TCP window lets
+ * the app send ahead into the kernel. Set back before the connection is
+ * pooled. */
+#define SPLICE_UPSTREAM_RCVBUF (1024 * 1024)
 /* Body bytes one wake-up moves before the loop serves others: the next
  * batch waits for readiness again (level-triggered, so at once when ready). */
 #define SPLICE_BATCH_BYTES (1024 * 1024)
@@ -77,6 +84,7 @@ void gw_splice_stop(gw_exchange_t *ex)
  * connection goes back to the pool or is closed (response.c). */
 static void release(gw_exchange_t *ex, int complete)
 {
+    setsockopt(h2o_socket_get_fd(ex->sock), SOL_SOCKET, SO_RCVBUF, &ex->proxy->rcvbuf, sizeof(ex->proxy->rcvbuf));
     h2o_socket_read_stop(ex->sock);
     h2o_socket_dont_read(ex->sock, 0);
     gw_exchange_release_upstream(ex, complete);
@@ -282,6 +290,7 @@ int gw_splice_try(gw_exchange_t *ex)
     GW_PROXY_COUNT(ex->proxy, spliced_responses, 1);
     h2o_socket_read_stop(ex->sock);
     h2o_socket_dont_read(ex->sock, 1);
+    setsockopt(h2o_socket_get_fd(ex->sock), SOL_SOCKET, SO_RCVBUF, &(int){SPLICE_UPSTREAM_RCVBUF}, sizeof(int));
     ex->sock->data = ex;
     pump(ex);
     return 1;

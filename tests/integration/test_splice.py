@@ -258,3 +258,4 @@ def test_splice_off_copies(gw_factory, mredis, upstream, workdir):
     assert read_body(s, 8 * MiB) == pattern_sha256(8 * MiB)
     s.close()
     assert metric(g, "lizard_spliced_responses_total") == 0
+
