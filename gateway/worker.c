@@ -443,7 +443,8 @@ static int init_upstream(gw_worker_t *w, char **err)
         .client_stall_timeout_ms = conf->limits.client_stall_timeout_ms,
         .max_connection_buffer_bytes = conf->limits.max_connection_buffer_bytes,
         .max_worker_buffer_bytes = conf->limits.max_worker_buffer_bytes,
-        .event_stream_idle_timeout_ms = conf->upstream.event_stream_idle_timeout_ms};
+        .event_stream_idle_timeout_ms = conf->upstream.event_stream_idle_timeout_ms,
+        .splice = conf->upstream.splice};
 
     (void)err;
     w->proxy = gw_proxy_new(&w->ctx, &pconf); /* aborts on out of memory, never NULL */

@@ -172,6 +172,7 @@ static h2o_iovec_t build_request_head(gw_exchange_t *ex)
 
 void gw_exchange_detach_upstream(gw_exchange_t *ex)
 {
+    gw_splice_stop(ex);
     gw_exchange_clear_timer(ex);
     if (ex->sock != NULL) {
         h2o_socket_close(ex->sock);
