@@ -20,8 +20,9 @@ BIG = 32 * MIB  # the in-flight download: more than the gateway and the kernels 
 PATTERN = b"0123456789abcdef"  # upstream.py's /bytes/<n>
 
 
-def _get(curl_runner, g, host, path="/echo"):
-    return curl_runner.request("https://%s:%d%s" % (host, g.tls_port, path), resolve=["%s:%d:127.0.0.1" % (host, g.tls_port)])
+def _get(curl_runner, g, host, path="/echo", headers=None):
+    return curl_runner.request("https://%s:%d%s" % (host, g.tls_port, path),
+                               resolve=["%s:%d:127.0.0.1" % (host, g.tls_port)], headers=headers)
 
 
 def _tls(g, host, rcvbuf=None):
@@ -198,3 +199,10 @@ def test_route_read_knows_the_total(gateway, redis, register_sandbox, upstream, 
     assert "quota" in r.json()["error"]["message"] and r.json()["error"]["sandboxId"] == over
     with open(gateway.log) as f:
         assert any(bad in ln and "egress_quota is not a decimal" in ln for ln in f)
+    # a private port: a client without the token learns nothing of the quota
+    token = register_sandbox(over, ports={upstream.port: "private"}, extra={"egress_quota": str(5 * MIB)})
+    host = gateway.host(upstream.port, over).split(":")[0]
+    r = _get(curl_runner, gateway, host)
+    assert r.status == 401 and r.error_code() == "missing_token", r
+    r = _get(curl_runner, gateway, host, headers={"X-Lizard-Access-Token": token})
+    assert _refused(r), r
