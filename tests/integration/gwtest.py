@@ -300,6 +300,14 @@ def register_sandbox(redis, sandbox_id, state="running", addr="127.0.0.1", ports
     return token
 
 
+
+def register_tcp_sandbox(redis, port, access="private", id_prefix="tcp"):
+    """A new sandbox whose `port` is a raw TCP port (proto:<port> = tcp) with
+    `access` (private or public), registered and published. Returns (id, token)."""
+    sid = new_sandbox_id(id_prefix)
+    token = register_sandbox(redis, sid, ports={port: access}, extra={"proto:%d" % port: "tcp"})
+    return sid, token
+
 def unregister_sandbox(redis, sandbox_id, prefix="lizard:"):
     redis.cmd("DEL", "%ssbx:{%s}" % (prefix, sandbox_id))
     redis.cmd("PUBLISH", prefix + "routes", sandbox_id)
