@@ -14,31 +14,21 @@ import socket
 import threading
 
 
-class Resp:
-    """One connection; cmd() sends a command and returns its reply."""
+class RespError(RuntimeError):
+    """An error reply of Redis."""
 
-    def __init__(self, addr, password=None, timeout=10.0):
-        if addr.startswith("unix:"):
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.connect(addr[5:])
-        else:
-            host, _, port = addr.rpartition(":")
-            self.sock = socket.create_connection((host, int(port)))
-        self.sock.settimeout(timeout)
-        self.buf = b""
-        if password:
-            self.cmd("AUTH", password)
 
-    def close(self):
-        self.sock.close()
+class RespReader:
+    """RESP2 on self.sock with the bytes read ahead in self.buf: commands
+    encoded, replies parsed. Also the base of tests/integration/gwtest.py's client."""
 
-    def cmd(self, *args):
+    @staticmethod
+    def encode(args):
         out = [b"*%d\r\n" % len(args)]
         for a in args:
             a = a if isinstance(a, bytes) else str(a).encode()
             out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        self.sock.sendall(b"".join(out))
-        return self._reply()
+        return b"".join(out)
 
     def _fill(self):
         data = self.sock.recv(65536)
@@ -58,7 +48,7 @@ class Resp:
         if kind == b"+":
             return rest.decode()
         if kind == b"-":
-            raise RuntimeError(rest.decode())
+            raise RespError(rest.decode())
         if kind == b":":
             return int(rest)
         if kind == b"$":
@@ -72,7 +62,30 @@ class Resp:
         if kind == b"*":
             n = int(rest)
             return None if n < 0 else [self._reply() for _ in range(n)]
-        raise RuntimeError("unexpected reply %r" % line)
+        raise RespError("unexpected reply %r" % line)
+
+
+class Resp(RespReader):
+    """One connection; cmd() sends a command and returns its reply."""
+
+    def __init__(self, addr, password=None, timeout=10.0):
+        if addr.startswith("unix:"):
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.connect(addr[5:])
+        else:
+            host, _, port = addr.rpartition(":")
+            self.sock = socket.create_connection((host, int(port)))
+        self.sock.settimeout(timeout)
+        self.buf = b""
+        if password:
+            self.cmd("AUTH", password)
+
+    def close(self):
+        self.sock.close()
+
+    def cmd(self, *args):
+        self.sock.sendall(self.encode(args))
+        return self._reply()
 
 
 def as_dict(flat):

@@ -179,9 +179,9 @@ gw_domain_store_t *gw_domain_store_new(h2o_loop_t *loop, gw_redis_t *redis, cons
 {
     gw_domain_store_t *s = h2o_mem_alloc(sizeof(*s));
     const char *prefix = conf->prefix != NULL ? conf->prefix : "";
-    size_t prefix_len = strlen(prefix);
-    char *key_head = h2o_mem_alloc(prefix_len + sizeof("domain:{"));
     gw_keyed_cache_conf_t cconf = {
+        .prefix = prefix,
+        .kind = "domain", /* "<prefix>domain:{<host>}" */
         .key_max = GW_DOMAIN_HOST_MAX,
         .max_entries = GW_DOMAIN_CACHE_MAX_ENTRIES,
         .lookup_timeout_ms = conf->lookup_timeout_ms,
@@ -199,12 +199,7 @@ gw_domain_store_t *gw_domain_store_new(h2o_loop_t *loop, gw_redis_t *redis, cons
 
     s->conf = *conf;
     s->conf.prefix = NULL;
-    /* "<prefix>domain:{<host>}" */
-    memcpy(key_head, prefix, prefix_len);
-    memcpy(key_head + prefix_len, "domain:{", sizeof("domain:{"));
-    cconf.key_head = key_head;
     s->cache = gw_keyed_cache_new(loop, redis, &cconf);
-    free(key_head);
     gw_keyed_cache_set_caching(s->cache, conf->routes != NULL);
     return s;
 }

@@ -50,8 +50,8 @@ struct st_flight_t {
 struct st_gw_keyed_cache_t {
     h2o_loop_t *loop;
     gw_redis_t *redis;
-    gw_keyed_cache_conf_t conf; /* conf.key_head points to `key_head` */
-    char *key_head;
+    gw_keyed_cache_conf_t conf; /* conf.prefix and conf.kind: NULL (only key_head keeps them) */
+    char *key_head;             /* "<prefix><kind>:{" */
     size_t key_head_len;
     int caching;
     h2o_timeout_t deferred; /* 0 ms: answers known at lookup time still go through the loop */
@@ -474,12 +474,18 @@ gw_keyed_cache_t *gw_keyed_cache_new(h2o_loop_t *loop, gw_redis_t *redis, const 
     gw_keyed_cache_t *c = h2o_mem_alloc(sizeof(*c));
 
     memset(c, 0, sizeof(*c));
-    c->key_head = h2o_strdup(NULL, conf->key_head != NULL ? conf->key_head : "", SIZE_MAX).base;
-    c->key_head_len = strlen(c->key_head);
+    const char *prefix = conf->prefix != NULL ? conf->prefix : "", *kind = conf->kind != NULL ? conf->kind : "";
+    size_t prefix_len = strlen(prefix), kind_len = strlen(kind);
+
+    c->key_head_len = prefix_len + kind_len + 2;
+    c->key_head = h2o_mem_alloc(c->key_head_len + 1);
+    memcpy(c->key_head, prefix, prefix_len);
+    memcpy(c->key_head + prefix_len, kind, kind_len);
+    memcpy(c->key_head + prefix_len + kind_len, ":{", 3);
     c->loop = loop;
     c->redis = redis;
     c->conf = *conf;
-    c->conf.key_head = c->key_head;
+    c->conf.prefix = c->conf.kind = NULL;
     gw_hashtab_init(&c->entries);
     h2o_timeout_init(loop, &c->deferred, 0);
     h2o_linklist_init_anchor(&c->lookups);

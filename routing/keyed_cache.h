@@ -1,11 +1,11 @@
 /*
  * The cache both lookup stores are built on (routing/route_store.c for
  * sandboxes, routing/domain_store.c for custom domains): one per worker
- * thread, a bounded table of what HGETALL <key_head><key>} last said in
+ * thread, a bounded table of what HGETALL <prefix><kind>:{<key>} last said in
  * front of Redis, with one fetch in flight per key shared by every lookup
  * of that key (single flight), negative entries, a TTL, stale answers while
  * Redis cannot answer, eviction by a publish and a whole-cache expiry when
- * the owner's subscription is (re)confirmed. The store gives the key head,
+ * the owner's subscription is (re)confirmed. The store gives the key's kind,
  * a parser of the reply and the type of its values; the cache does the rest.
  */
 #ifndef GW_ROUTING_KEYED_CACHE_H
@@ -44,7 +44,8 @@ typedef enum {
 typedef void (*gw_keyed_fn)(void);
 
 typedef struct st_gw_keyed_cache_conf_t {
-    const char *key_head;                /* the Redis key is "<key_head><key>}", e.g. "lizard:sbx:{" */
+    const char *prefix; /* the Redis key is "<prefix><kind>:{<key>}", e.g. "lizard:sbx:{<id>}" */
+    const char *kind;
     size_t key_max;                      /* longest key looked up; longer or empty: GW_KEYED_NOT_FOUND, never fetched */
     size_t max_entries;                  /* beyond it the entry confirmed longest ago goes (not one with a fetch in flight) */
     uint64_t lookup_timeout_ms;          /* deadline of one fetch */
@@ -69,7 +70,7 @@ typedef struct st_gw_keyed_cache_conf_t {
     void (*on_fetched)(void *ctx, const char *key, void *before, void *after);
 } gw_keyed_cache_conf_t;
 
-/* Borrows `redis` (the worker's); copies conf and conf->key_head. Nothing
+/* Borrows `redis` (the worker's); copies conf, its prefix and kind. Nothing
  * is kept until gw_keyed_cache_set_caching(c, 1): concurrent lookups of one
  * key still share one fetch. Never NULL. */
 gw_keyed_cache_t *gw_keyed_cache_new(h2o_loop_t *loop, gw_redis_t *redis, const gw_keyed_cache_conf_t *conf);

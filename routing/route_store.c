@@ -136,9 +136,9 @@ gw_route_store_t *gw_route_store_new(h2o_loop_t *loop, gw_redis_t *redis, const 
 {
     gw_route_store_t *s = h2o_mem_alloc(sizeof(*s));
     const char *prefix = conf->prefix != NULL ? conf->prefix : "";
-    size_t prefix_len = strlen(prefix);
-    char *key_head = h2o_mem_alloc(prefix_len + sizeof("sbx:{"));
     gw_keyed_cache_conf_t cconf = {
+        .prefix = prefix,
+        .kind = "sbx", /* "<prefix>sbx:{<id>}" */
         .key_max = GW_SANDBOX_ID_MAX,
         .max_entries = GW_ROUTE_CACHE_MAX_ENTRIES,
         .lookup_timeout_ms = conf->lookup_timeout_ms,
@@ -162,12 +162,7 @@ gw_route_store_t *gw_route_store_new(h2o_loop_t *loop, gw_redis_t *redis, const 
     s->redis = redis;
     s->conf = *conf;
     s->conf.prefix = s->prefix;
-    /* "<prefix>sbx:{<id>}" */
-    memcpy(key_head, prefix, prefix_len);
-    memcpy(key_head + prefix_len, "sbx:{", sizeof("sbx:{"));
-    cconf.key_head = key_head;
     s->cache = gw_keyed_cache_new(loop, redis, &cconf);
-    free(key_head);
     return s;
 }
 

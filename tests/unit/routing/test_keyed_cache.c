@@ -115,7 +115,7 @@ static void fixture_init(fixture_t *f, const server_t *srv, gw_keyed_cache_conf_
     rconf.reconnect_max_ms = 100;
     f->redis = gw_redis_new((h2o_loop_t *)loop, &rconf);
     f->listening = 1;
-    conf.key_head = "t:{";
+    conf.kind = "t"; /* keys t:{<key>} */
     if (conf.key_max == 0)
         conf.key_max = 16;
     if (conf.max_entries == 0)
