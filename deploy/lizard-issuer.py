@@ -38,7 +38,8 @@ seconds the hosts of <prefix>issuer:renew that are due are issued again
 after --retry-s, the domain stays active.
 
 Debian's python3 and python3-cryptography (certbot's own dependency); Redis
-through the small RESP client of resume-consumer.py. Usage:
+through deploy/lizard_stream.py (the RESP client and consumer loop it shares
+with resume-consumer.py). Usage:
 
     lizard-issuer.py --server https://acme-v02.api.letsencrypt.org/directory --email ops@example.com
                      [--redis 127.0.0.1:6379 | unix:/path] [--prefix lizard:] [--state-dir /var/lib/lizard-issuer]
@@ -50,13 +51,10 @@ stderr. SIGTERM/SIGINT stop it between issuances.
 
 import argparse
 import calendar
-import importlib.util
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 from cryptography import x509
@@ -64,17 +62,7 @@ from cryptography import x509
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from lizard_seal import seal  # noqa: E402  (deploy/lizard_seal.py: the one sealing of the project)
-
-
-def _load_resp():
-    """The RESP client of resume-consumer.py (one copy of it in deploy/)."""
-    spec = importlib.util.spec_from_file_location("resume_consumer", os.path.join(HERE, "resume-consumer.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.Resp
-
-
-Resp = _load_resp()
+from lizard_stream import Resp, add_redis_args, as_dict, consume, password_of  # noqa: E402  (deploy/lizard_stream.py)
 
 
 def log(msg):
@@ -137,8 +125,7 @@ def issue(args, password, sealed_key, host):
     r = Resp(args.redis, password)
     try:
         dkey = "%sdomain:{%s}" % (args.prefix, host)
-        flat = r.cmd("HGETALL", dkey) or []
-        domain = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+        domain = as_dict(r.cmd("HGETALL", dkey))
         state = domain.get("state")
         if state not in ("pending", "active"):
             log("%s: state is %s, nothing to issue" % (host, state or "gone"))
@@ -185,48 +172,26 @@ def serve(args, password):
     if shutil.which("certbot") is None:
         raise SystemExit("lizard-issuer: certbot is not installed (apt-get install certbot)")
     os.makedirs(args.state_dir, mode=0o700, exist_ok=True)
-    stream = args.prefix + "issue"
-    stop = threading.Event()
-    import signal
+    next_tick = [0.0]
 
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    r = Resp(args.redis, password)
-    try:
-        # "0": requests written before the first issuer ever ran are served too
-        r.cmd("XGROUP", "CREATE", stream, args.group, "0", "MKSTREAM")
-    except RuntimeError as e:
-        if "BUSYGROUP" not in str(e):
-            raise
-    print("ready", flush=True)
-    start_id, next_tick = "0", 0.0
-    while not stop.is_set():
-        if time.time() >= next_tick:
+    def tick(r):
+        if time.time() >= next_tick[0]:
             renew_due(args, password, sealed_key, r)
-            next_tick = time.time() + args.tick
-        reply = r.cmd("XREADGROUP", "GROUP", args.group, args.consumer, "COUNT", "16", "BLOCK", "500",
-                      "STREAMS", stream, start_id)
-        entries = reply[0][1] if reply else []
-        for entry_id, flat in entries:
-            if flat is not None:
-                fields = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
-                host = fields.get("host", "").strip().lower().rstrip(".")
-                if host:
-                    issue(args, password, sealed_key, host)
-            r.cmd("XACK", stream, args.group, entry_id)
-        if start_id == "0" and not entries:
-            start_id = ">"  # this consumer's unacknowledged entries are done: new ones from now on
-    r.close()
+            next_tick[0] = time.time() + args.tick
+
+    def handle(entry_id, fields):
+        host = fields.get("host", "").strip().lower().rstrip(".")
+        if host:
+            issue(args, password, sealed_key, host)
+
+    # "0": requests written before the first issuer ever ran are served too
+    consume(args, args.prefix + "issue", "0", handle, count=16, ack=True, between=tick)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("command", nargs="?", default="serve", choices=["serve", "hook-auth", "hook-cleanup"])
-    ap.add_argument("--redis", default="127.0.0.1:6379", help="host:port or unix:/path")
-    ap.add_argument("--password-env", default="REDIS_PASSWORD", help="environment variable holding the password")
-    ap.add_argument("--prefix", default="lizard:")
-    ap.add_argument("--group", default="issuer")
-    ap.add_argument("--consumer", default="%s-%d" % (socket.gethostname(), os.getpid()))
+    add_redis_args(ap, "issuer")
     ap.add_argument("--server", default="https://acme-v02.api.letsencrypt.org/directory", help="the ACME directory URL")
     ap.add_argument("--email", default=None, help="the ACME account's contact")
     ap.add_argument("--ca-bundle", default=None, help="CA file for the ACME server's TLS certificate (tests)")
@@ -237,7 +202,7 @@ def main():
     ap.add_argument("--tick", type=float, default=60.0, help="seconds between looks at the renewal set")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds one certbot run may take")
     args = ap.parse_args()
-    password = os.environ.get(args.password_env) or None
+    password = password_of(args)
     if args.command == "serve":
         serve(args, password)
     else:

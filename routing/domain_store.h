@@ -1,9 +1,10 @@
 /*
  * Custom domains (CONTRACT.md, "Custom domains"): a Host that is not under a
  * preview domain is looked up as HGETALL <prefix>domain:{<host>}, one store
- * per worker, with the route store's rules: single-flight misses, negative
- * entries, a TTL, eviction by a publish of "domain:<host>" on <prefix>routes
- * and a whole-cache drop when that subscription is (re)confirmed.
+ * per worker, on the route store's cache (routing/keyed_cache.h):
+ * single-flight misses, negative entries, a TTL, eviction by a publish of
+ * "domain:<host>" on <prefix>routes and a whole-cache drop when that
+ * subscription is (re)confirmed.
  */
 #ifndef GW_ROUTING_DOMAIN_STORE_H
 #define GW_ROUTING_DOMAIN_STORE_H
@@ -23,7 +24,7 @@
 #define GW_DOMAIN_CACHE_MAX_ENTRIES 20000
 
 typedef struct st_gw_domain_store_t gw_domain_store_t;
-typedef struct st_gw_domain_lookup_t gw_domain_lookup_t;
+typedef gw_keyed_lookup_t gw_domain_lookup_t;
 
 /* What an `active` record maps the host to. */
 typedef struct st_gw_domain_t {
@@ -32,9 +33,9 @@ typedef struct st_gw_domain_t {
 } gw_domain_t;
 
 typedef enum {
-    GW_DOMAIN_ACTIVE = 0,
-    GW_DOMAIN_NOT_SERVED,  /* no record, not `active`, or a record that names no valid sandbox and port */
-    GW_DOMAIN_UNAVAILABLE, /* Redis down or the deadline passed, and no usable cached entry */
+    GW_DOMAIN_ACTIVE = GW_KEYED_FOUND,
+    GW_DOMAIN_NOT_SERVED = GW_KEYED_NOT_FOUND,    /* no record, not `active`, or a record that names no valid sandbox and port */
+    GW_DOMAIN_UNAVAILABLE = GW_KEYED_UNAVAILABLE, /* Redis down or the deadline passed, and no usable cached entry */
 } gw_domain_status_t;
 
 /* `domain` is valid during the call only; non-NULL only with GW_DOMAIN_ACTIVE. */
@@ -65,8 +66,11 @@ gw_domain_store_t *gw_domain_store_new(h2o_loop_t *loop, gw_redis_t *redis, cons
 void gw_domain_store_free(gw_domain_store_t *s);
 
 /* Starts the lookup of `host` (normalized by gw_domain_host_normalize). cb is
- * called exactly once, later, from the loop (a cache hit on the next loop
- * turn), no later than lookup_timeout_ms after its fetch was sent, unless
+ * always called later from the loop (never from inside this call; a cache
+ * hit answers on the next loop turn), exactly once, no later than
+ * lookup_timeout_ms after its fetch was sent (a publish of the host that
+ * detaches that fetch makes it join one sent after the publish, at most 4
+ * times, then it is answered GW_DOMAIN_UNAVAILABLE), unless
  * gw_domain_lookup_cancel comes first. An answer never predates a publish of
  * the host that the store saw before answering. Never NULL. */
 gw_domain_lookup_t *gw_domain_store_lookup(gw_domain_store_t *s, const char *host, gw_domain_cb cb, void *data);

@@ -2,7 +2,8 @@
  * Where requests get their sandbox from: one per worker thread. A bounded
  * cache of sandbox records in front of HGETALL <prefix>sbx:{<id>}, kept
  * honest by SUBSCRIBE <prefix>routes, with single-flight misses, negative
- * entries and stale answers while Redis is unreachable.
+ * entries and stale answers while Redis is unreachable (the cache is
+ * routing/keyed_cache.h, which the domain store uses as well).
  */
 #ifndef GW_ROUTING_ROUTE_STORE_H
 #define GW_ROUTING_ROUTE_STORE_H
@@ -11,6 +12,7 @@
 #include <stdint.h>
 #include <h2o.h>
 #include "common/redis.h"
+#include "routing/keyed_cache.h"
 #include "routing/sandbox.h"
 
 /* Entries one store holds at most (positive, negative and revoked); beyond
@@ -21,20 +23,11 @@
 #define GW_ROUTE_CACHE_MAX_ENTRIES 100000
 
 typedef struct st_gw_route_store_t gw_route_store_t;
-typedef struct st_gw_route_lookup_t gw_route_lookup_t;
+typedef gw_keyed_lookup_t gw_route_lookup_t;
 
-/* Counters for operators: written by the store's thread only (GW_COUNTER_ADD,
- * common/counter.h), so one block per store; readable from any thread. */
-typedef struct st_gw_route_store_counters_t {
-    atomic_uint_fast64_t hits;          /* answered from the cache, no Redis call */
-    atomic_uint_fast64_t fetches;       /* HGETALLs sent (one per miss, shared by concurrent lookups) */
-    atomic_uint_fast64_t coalesced;     /* lookups that joined a fetch already in flight */
-    atomic_uint_fast64_t stale;         /* answered with an expired route because Redis could not answer */
-    atomic_uint_fast64_t unavailable;   /* answered GW_ROUTE_UNAVAILABLE */
-    atomic_uint_fast64_t invalidations; /* pub/sub messages that evicted a cached sandbox */
-    atomic_uint_fast64_t flushes;       /* whole-cache drops on (re)subscription */
-    atomic_uint_fast64_t evictions;     /* entries dropped to stay under GW_ROUTE_CACHE_MAX_ENTRIES */
-} gw_route_store_counters_t;
+/* Counters for operators (routing/keyed_cache.h): written by the store's
+ * thread only, so one block per store; readable from any thread. */
+typedef gw_keyed_cache_counters_t gw_route_store_counters_t;
 
 /* Called when a fetch shows that a cached sandbox got a new lifecycle
  * (`lifecycle` is the new one) or is gone (`lifecycle` NULL), so that the
@@ -67,9 +60,9 @@ typedef struct st_gw_route_store_conf_t {
 } gw_route_store_conf_t;
 
 typedef enum {
-    GW_ROUTE_FOUND = 0,
-    GW_ROUTE_NOT_FOUND,
-    GW_ROUTE_UNAVAILABLE, /* Redis down or the deadline passed, and no usable cached route */
+    GW_ROUTE_FOUND = GW_KEYED_FOUND,
+    GW_ROUTE_NOT_FOUND = GW_KEYED_NOT_FOUND,
+    GW_ROUTE_UNAVAILABLE = GW_KEYED_UNAVAILABLE, /* Redis down or the deadline passed, and no usable cached route */
 } gw_route_status_t;
 
 /* `sandbox` is borrowed for the duration of the call (retain to keep it);

@@ -135,7 +135,18 @@ def register_sandbox(redis):
     def reg(sandbox_id, **kw):
         return gwtest.register_sandbox(redis, sandbox_id, **kw)
 
+    reg.redis = redis  # for helpers that take the Redis (gwtest.register_tcp_sandbox)
     return reg
+
+
+@pytest.fixture(scope="module")
+def sandbox_redis(workdir, request):
+    """A sandbox's raw TCP service (a proto:<n> = tcp port): a redis-server
+    of its own, one per test module (test_tcp_tunnel.py, test_tcp_forward.py)."""
+    r = gwtest.Redis(os.path.join(workdir, "sandbox-redis-" + request.module.__name__.rpartition(".")[2]))
+    r.start()
+    yield r
+    r.stop()
 
 
 @pytest.fixture

@@ -19,6 +19,8 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "deploy"))
+from lizard_stream import RespError, RespReader  # noqa: E402,F401  (the project's one RESP parser; RespError for the tests)
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 DOMAIN = "lizard.test"
@@ -128,12 +130,9 @@ def stop_process(proc, timeout=10.0, sig=signal.SIGTERM):
 # Redis
 
 
-class RespError(Exception):
-    pass
-
-
-class RespClient:
-    """A minimal RESP2 client on a socket: enough for HSET, DEL, PUBLISH..."""
+class RespClient(RespReader):
+    """A minimal RESP2 client on a socket: enough for HSET, DEL, PUBLISH...
+    (the parsing is deploy/lizard_stream.py's)."""
 
     def __init__(self, port, host="127.0.0.1", timeout=5.0):
         self.addr = (host, port)
@@ -150,53 +149,6 @@ class RespClient:
     def _connect(self):
         self.sock = socket.create_connection(self.addr, timeout=self.timeout)
         self.buf = b""
-
-    @staticmethod
-    def encode(args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            if isinstance(a, str):
-                a = a.encode()
-            elif isinstance(a, int):
-                a = str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        return b"".join(out)
-
-    def _fill(self):
-        data = self.sock.recv(65536)
-        if not data:
-            raise ConnectionError("redis closed the connection")
-        self.buf += data
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            self._fill()
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def _reply(self):
-        line = self._line()
-        t, rest = line[:1], line[1:]
-        if t == b"+":
-            return rest.decode()
-        if t == b"-":
-            raise RespError(rest.decode())
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                self._fill()
-            v, self.buf = self.buf[:n], self.buf[n + 2 :]
-            return v
-        if t == b"*":
-            n = int(rest)
-            if n < 0:
-                return None
-            return [self._reply() for _ in range(n)]
-        raise RespError("bad reply %r" % line)
 
     def cmd(self, *args):
         """Sends one command and returns the reply; reconnects once."""
@@ -299,6 +251,14 @@ def register_sandbox(redis, sandbox_id, state="running", addr="127.0.0.1", ports
         redis.cmd("PUBLISH", prefix + "routes", sandbox_id)
     return token
 
+
+
+def register_tcp_sandbox(redis, port, access="private", id_prefix="tcp"):
+    """A new sandbox whose `port` is a raw TCP port (proto:<port> = tcp) with
+    `access` (private or public), registered and published. Returns (id, token)."""
+    sid = new_sandbox_id(id_prefix)
+    token = register_sandbox(redis, sid, ports={port: access}, extra={"proto:%d" % port: "tcp"})
+    return sid, token
 
 def unregister_sandbox(redis, sandbox_id, prefix="lizard:"):
     redis.cmd("DEL", "%ssbx:{%s}" % (prefix, sandbox_id))

@@ -81,18 +81,8 @@ def forward_to(forwards, workdir, gateway, certs, port, sandbox_id, token):
     return f
 
 
-@pytest.fixture(scope="module")
-def sandbox_redis(workdir):
-    r = gwtest.Redis(os.path.join(workdir, "tcp-forward-sandbox-redis"))
-    r.start()
-    yield r
-    r.stop()
-
-
 def tcp_sandbox(redis, port, visibility="private"):
-    sid = gwtest.new_sandbox_id("tf")
-    token = gwtest.register_sandbox(redis, sid, ports={port: visibility}, extra={"proto:%d" % port: "tcp"})
-    return sid, token
+    return gwtest.register_tcp_sandbox(redis, port, visibility, id_prefix="tf")
 
 
 def redis_cli(port, *args, stdin=None):

@@ -19,19 +19,8 @@ PROTO = "lizard.tcp.v1"
 TOKEN_HEADER = "X-Lizard-Access-Token"
 
 
-@pytest.fixture(scope="module")
-def sandbox_redis(workdir):
-    """The sandbox's TCP service: a redis-server of its own."""
-    r = gwtest.Redis(os.path.join(workdir, "sandbox-redis"))
-    r.start()
-    yield r
-    r.stop()
-
-
 def tcp_sandbox(register_sandbox, port, access="private"):
-    sid = gwtest.new_sandbox_id("tcp")
-    token = register_sandbox(sid, ports={port: access}, extra={"proto:%d" % port: "tcp"})
-    return sid, token
+    return gwtest.register_tcp_sandbox(register_sandbox.redis, port, access)
 
 
 def connect(gw, host, ca, token=None, subprotocols=(PROTO,), path="/.lizard/tcp"):

@@ -8,6 +8,50 @@
 #include <sys/un.h>
 #include "config_test.h"
 
+/* The values test_full and test_defaults both check, one row each. */
+typedef struct {
+    struct {
+        uint16_t port;
+        int tls, trusted;
+    } listen[2];
+    const char *redis_prefix;
+    uint64_t redis_timeouts_ms[3]; /* connect, lookup, reconnect_max */
+    const char *cookie_name;
+    uint64_t cookie_ttl_s;
+    int same_site;
+    uint64_t routing_ttls_ms[3]; /* cache, negative, stale */
+    int host_header;
+    uint64_t upstream_timeouts_ms[4]; /* connect, first byte, idle, websocket idle */
+    size_t max_idle_per_pool, num_allowed_networks;
+} expected_t;
+
+static void assert_values(const gw_config_t *c, const expected_t *e)
+{
+    ck_assert_uint_eq(c->num_listen, 2);
+    for (size_t i = 0; i != 2; ++i) {
+        ck_assert_uint_eq(port_of(&c->listen[i].addr), e->listen[i].port);
+        ck_assert_int_eq(c->listen[i].tls, e->listen[i].tls);
+        ck_assert_int_eq(c->listen[i].trusted, e->listen[i].trusted);
+    }
+    ck_assert_str_eq(c->redis.prefix, e->redis_prefix);
+    ck_assert_uint_eq(c->redis.connect_timeout_ms, e->redis_timeouts_ms[0]);
+    ck_assert_uint_eq(c->redis.lookup_timeout_ms, e->redis_timeouts_ms[1]);
+    ck_assert_uint_eq(c->redis.reconnect_max_ms, e->redis_timeouts_ms[2]);
+    ck_assert_str_eq(c->auth.cookie_name, e->cookie_name);
+    ck_assert_uint_eq(c->auth.cookie_ttl_s, e->cookie_ttl_s);
+    ck_assert_int_eq(c->auth.cookie_same_site, e->same_site);
+    ck_assert_uint_eq(c->routing.cache_ttl_ms, e->routing_ttls_ms[0]);
+    ck_assert_uint_eq(c->routing.negative_ttl_ms, e->routing_ttls_ms[1]);
+    ck_assert_uint_eq(c->routing.stale_ttl_ms, e->routing_ttls_ms[2]);
+    ck_assert_int_eq(c->upstream.host_header, e->host_header);
+    ck_assert_uint_eq(c->upstream.connect_timeout_ms, e->upstream_timeouts_ms[0]);
+    ck_assert_uint_eq(c->upstream.first_byte_timeout_ms, e->upstream_timeouts_ms[1]);
+    ck_assert_uint_eq(c->upstream.idle_timeout_ms, e->upstream_timeouts_ms[2]);
+    ck_assert_uint_eq(c->upstream.websocket_idle_timeout_ms, e->upstream_timeouts_ms[3]);
+    ck_assert_uint_eq(c->upstream.max_idle_per_pool, e->max_idle_per_pool);
+    ck_assert_uint_eq(c->upstream.num_allowed_networks, e->num_allowed_networks);
+}
+
 START_TEST(test_full)
 {
     gw_config_t *c;
@@ -36,16 +80,20 @@ START_TEST(test_full)
                 "'workers':3"
                 "}");
 
-    ck_assert_uint_eq(c->num_listen, 2);
+    assert_values(c, &(expected_t){.listen = {{8443, 1, 0}, {8080, 0, 1}},
+                                   .redis_prefix = "lz:",
+                                   .redis_timeouts_ms = {250, 300, 7000},
+                                   .cookie_name = "lz_access",
+                                   .cookie_ttl_s = 3600,
+                                   .same_site = GW_COOKIE_SAME_SITE_NONE,
+                                   .routing_ttls_ms = {0, 500, 120000},
+                                   .host_header = GW_HOST_HEADER_LOCALHOST,
+                                   .upstream_timeouts_ms = {2000, 30000, 45000, 600000},
+                                   .max_idle_per_pool = 4,
+                                   .num_allowed_networks = 3});
     ck_assert_str_eq(c->listen[0].address, "127.0.0.1:8443");
     ck_assert_int_eq(c->listen[0].addr.ss.ss_family, AF_INET);
-    ck_assert_uint_eq(port_of(&c->listen[0].addr), 8443);
-    ck_assert_int_eq(c->listen[0].tls, 1);
-    ck_assert_int_eq(c->listen[0].trusted, 0);
     ck_assert_int_eq(c->listen[1].addr.ss.ss_family, AF_INET6);
-    ck_assert_uint_eq(port_of(&c->listen[1].addr), 8080);
-    ck_assert_int_eq(c->listen[1].tls, 0);
-    ck_assert_int_eq(c->listen[1].trusted, 1);
     ck_assert_int_eq(c->listen[0].proxy_protocol, 1);
     ck_assert_int_eq(c->listen[1].proxy_protocol, 0);
 
@@ -64,30 +112,11 @@ START_TEST(test_full)
     ck_assert_str_eq(((struct sockaddr_un *)&c->redis.addr.ss)->sun_path, "/run/redis.sock");
     ck_assert_str_eq(c->redis.password_env, "GW_TEST_REDIS_PW");
     ck_assert_str_eq(c->redis.password, "hunter2-redis");
-    ck_assert_str_eq(c->redis.prefix, "lz:");
-    ck_assert_uint_eq(c->redis.connect_timeout_ms, 250);
-    ck_assert_uint_eq(c->redis.lookup_timeout_ms, 300);
-    ck_assert_uint_eq(c->redis.reconnect_max_ms, 7000);
 
     ck_assert_str_eq(c->auth.cookie_secrets_env, "GW_TEST_COOKIES");
     ck_assert_uint_eq(c->auth.num_cookie_secrets, 1);
     ck_assert_uint_eq(c->auth.cookie_secrets[0].len, strlen(SECRET_A));
     ck_assert(memcmp(c->auth.cookie_secrets[0].bytes, SECRET_A, strlen(SECRET_A)) == 0);
-    ck_assert_str_eq(c->auth.cookie_name, "lz_access");
-    ck_assert_uint_eq(c->auth.cookie_ttl_s, 3600);
-    ck_assert_int_eq(c->auth.cookie_same_site, GW_COOKIE_SAME_SITE_NONE);
-
-    ck_assert_uint_eq(c->routing.cache_ttl_ms, 0);
-    ck_assert_uint_eq(c->routing.negative_ttl_ms, 500);
-    ck_assert_uint_eq(c->routing.stale_ttl_ms, 120000);
-
-    ck_assert_int_eq(c->upstream.host_header, GW_HOST_HEADER_LOCALHOST);
-    ck_assert_uint_eq(c->upstream.connect_timeout_ms, 2000);
-    ck_assert_uint_eq(c->upstream.first_byte_timeout_ms, 30000);
-    ck_assert_uint_eq(c->upstream.idle_timeout_ms, 45000);
-    ck_assert_uint_eq(c->upstream.websocket_idle_timeout_ms, 600000);
-    ck_assert_uint_eq(c->upstream.max_idle_per_pool, 4);
-    ck_assert_uint_eq(c->upstream.num_allowed_networks, 3);
     ck_assert_int_eq(c->upstream.allowed_networks[0].family, AF_INET);
     ck_assert_uint_eq(c->upstream.allowed_networks[0].prefix, 16);
     ck_assert_int_eq(c->upstream.allowed_networks[1].family, AF_INET6);
@@ -118,45 +147,30 @@ START_TEST(test_defaults)
 
     unsetenv("GW_TEST_COOKIES");
     c = load_ok("{" BASE "}");
-    ck_assert_uint_eq(c->num_listen, 2);
+    assert_values(c, &(expected_t){.listen = {{443, 1, 0}, {80, 0, 0}},
+                                   .redis_prefix = "lizard:",
+                                   .redis_timeouts_ms = {1000, 1000, 5000},
+                                   .cookie_name = "__Host-lizard_access",
+                                   .cookie_ttl_s = 86400,
+                                   .same_site = GW_COOKIE_SAME_SITE_LAX,
+                                   .routing_ttls_ms = {10000, 1000, 60000},
+                                   .host_header = GW_HOST_HEADER_PRESERVE,
+                                   .upstream_timeouts_ms = {5000, 60000, 60000, 300000},
+                                   .max_idle_per_pool = 64,
+                                   .num_allowed_networks = 2});
     ck_assert_str_eq(c->listen[0].address, "0.0.0.0:443");
-    ck_assert_uint_eq(port_of(&c->listen[0].addr), 443);
-    ck_assert_int_eq(c->listen[0].tls, 1);
-    ck_assert_int_eq(c->listen[0].trusted, 0);
     ck_assert_str_eq(c->listen[1].address, "0.0.0.0:80");
-    ck_assert_uint_eq(port_of(&c->listen[1].addr), 80);
-    ck_assert_int_eq(c->listen[1].tls, 0);
-    ck_assert_int_eq(c->listen[1].trusted, 0);
 
     ck_assert_str_eq(c->redis.address, "127.0.0.1:6379");
     ck_assert_uint_eq(port_of(&c->redis.addr), 6379);
     ck_assert_ptr_null(c->redis.password_env);
     ck_assert_ptr_null(c->redis.password);
-    ck_assert_str_eq(c->redis.prefix, "lizard:");
-    ck_assert_uint_eq(c->redis.connect_timeout_ms, 1000);
-    ck_assert_uint_eq(c->redis.lookup_timeout_ms, 1000);
-    ck_assert_uint_eq(c->redis.reconnect_max_ms, 5000);
 
     ck_assert_ptr_null(c->auth.cookie_secrets_env);
     ck_assert_ptr_null(c->auth.cookie_secrets_file);
     ck_assert_uint_eq(c->auth.num_cookie_secrets, 0);
-    ck_assert_str_eq(c->auth.cookie_name, "__Host-lizard_access");
-    ck_assert_uint_eq(c->auth.cookie_ttl_s, 86400);
-    ck_assert_int_eq(c->auth.cookie_same_site, GW_COOKIE_SAME_SITE_LAX);
-
-    ck_assert_uint_eq(c->routing.cache_ttl_ms, 10000);
-    ck_assert_uint_eq(c->routing.negative_ttl_ms, 1000);
-    ck_assert_uint_eq(c->routing.stale_ttl_ms, 60000);
-
-    ck_assert_int_eq(c->upstream.host_header, GW_HOST_HEADER_PRESERVE);
-    ck_assert_uint_eq(c->upstream.connect_timeout_ms, 5000);
-    ck_assert_uint_eq(c->upstream.first_byte_timeout_ms, 60000);
-    ck_assert_uint_eq(c->upstream.idle_timeout_ms, 60000);
-    ck_assert_uint_eq(c->upstream.websocket_idle_timeout_ms, 300000);
     ck_assert_uint_eq(c->upstream.websocket_ping_interval_ms, 25000);
-    ck_assert_uint_eq(c->upstream.max_idle_per_pool, 64);
     ck_assert_uint_eq(c->upstream.max_idle_per_worker, 1024);
-    ck_assert_uint_eq(c->upstream.num_allowed_networks, 2);
     ck_assert_int_eq(c->upstream.allowed_networks[0].family, AF_INET);
     ck_assert_uint_eq(c->upstream.allowed_networks[0].addr[0], 10);
     ck_assert_uint_eq(c->upstream.allowed_networks[0].prefix, 8);
