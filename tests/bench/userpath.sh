@@ -219,7 +219,7 @@ report_wss() {
     echo "The instances, origin and client of section 5, each proxy's TLS listener (lizard: its TLS listener;"
     echo "nginx: listen ssl, TLSv1.2 TLSv1.3; HAProxy: bind ssl, alpn http/1.1) with the bench's P-256"
     echo "certificate; the client (python3 asyncio ssl, TLS 1.3, SNI, the certificate checked) opens the tunnels"
-    echo "256 handshakes at a time and holds them idle. KiB / tunnel is the proxy's own RSS growth; the kernel's"
+    echo "64 handshakes at a time and holds them idle. KiB / tunnel is the proxy's own RSS growth; the kernel's"
     echo "share (socket buffers, slab: the whole machine's) is in its own columns and not in it."
     echo "Target: lizard <= HAProxy per tunnel ($(ratio "${WS_KIB[lizard-tls]}" "${WS_KIB[haproxy-tls]}")x)."
 }
