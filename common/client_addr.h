@@ -3,7 +3,9 @@
  * that asks who the client is (limits, X-Forwarded-For, the access log,
  * ingress rules): the TCP peer's, or on a "proxy_protocol" listener the one
  * its PROXY header named (gateway/proxy_protocol.c makes it the socket's
- * peer before h2o sees the connection).
+ * peer before h2o sees the connection). Per request, behind a trusted
+ * listener, http/pipeline.h's gw_pipeline_client_text takes the balancer's
+ * X-Forwarded-For entry instead, for all of them alike.
  */
 #ifndef GW_COMMON_CLIENT_ADDR_H
 #define GW_COMMON_CLIENT_ADDR_H

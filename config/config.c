@@ -134,6 +134,7 @@ const gw_config_key_t gw_config_keys[] = {
     LIST("upstream.allowed_networks", gw_config_parse_allowed_networks, "[\"10.0.0.0/8\", \"fd00::/8\"]"),
     /* server-sent events are silent between events: upstream.idle_timeout_ms does not apply to them */
     UINT("upstream.event_stream_idle_timeout_ms", upstream.event_stream_idle_timeout_ms, 0, MAX_TIMEOUT_MS, "0"),
+    BOOL("upstream.splice", upstream.splice, "true"),
 
     /* 1 KiB .. 16 GiB; h2o buffers the whole body before the handler runs */
     UINT("limits.max_request_body_bytes", limits.max_request_body_bytes, 1024, UINT64_C(17179869184), "67108864"),

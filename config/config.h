@@ -110,6 +110,7 @@ typedef struct st_gw_config_t {
         gw_cidr_t *allowed_networks;
         size_t num_allowed_networks;
         uint64_t event_stream_idle_timeout_ms; /* text/event-stream silence that ends the stream cleanly; 0: never */
+        int splice;                            /* large Content-Length bodies to plain HTTP/1.1 clients by splice(2) */
     } upstream;
 
     struct {

@@ -84,6 +84,15 @@ static void register_loggers(gw_server_t *s, h2o_pathconf_t *pathconf)
     pathconf->error_log.emit_request_errors = 0;
 }
 
+/* The access log's client: the pipeline's (a trusted listener's X-Forwarded-For), as limits and ingress see it. */
+static int access_log_client(void *arg, h2o_req_t *req, char *buf, size_t bufsize)
+{
+    gw_server_t *s = arg;
+    gw_pipeline_conf_t conf = {.config = s->config, .listener_hosts = s->listener_hosts};
+
+    return gw_pipeline_client_text(&conf, req, buf, bufsize);
+}
+
 static int open_access_log(gw_server_t *s, char **err)
 {
     const gw_config_t *config = s->config;
@@ -97,7 +106,9 @@ static int open_access_log(gw_server_t *s, char **err)
     }
     gw_access_log_conf_t lconf = {.domains = config->domains,
                                   .num_domains = config->num_domains,
-                                  .max_lines_per_second = config->log.access_max_lines_per_second};
+                                  .max_lines_per_second = config->log.access_max_lines_per_second,
+                                  .client_text = access_log_client,
+                                  .client_arg = s};
     s->access_log = gw_access_log_new(s->access_log_fd, s->num_workers, &lconf);
     return 0;
 }
@@ -432,7 +443,8 @@ static int init_upstream(gw_worker_t *w, char **err)
         .client_stall_timeout_ms = conf->limits.client_stall_timeout_ms,
         .max_connection_buffer_bytes = conf->limits.max_connection_buffer_bytes,
         .max_worker_buffer_bytes = conf->limits.max_worker_buffer_bytes,
-        .event_stream_idle_timeout_ms = conf->upstream.event_stream_idle_timeout_ms};
+        .event_stream_idle_timeout_ms = conf->upstream.event_stream_idle_timeout_ms,
+        .splice = conf->upstream.splice};
 
     (void)err;
     w->proxy = gw_proxy_new(&w->ctx, &pconf); /* aborts on out of memory, never NULL */

@@ -255,7 +255,8 @@ static int public_warning(gw_pipeline_req_t *r, const gw_sandbox_t *sbx)
     gw_error_why_t why;
     int clear;
 
-    if (!conf->auth.public_warning)
+    /* a tcp port serves no page to warn about: every request but its tunnel is not_http_port (protocol phase) */
+    if (!conf->auth.public_warning || gw_sandbox_port_is_tcp(sbx, r->host.port))
         return 1;
     /* the Continue button's form: only for a host whose port is public (and exposed: the caller knows) */
     if (gw_warning_page_is_consent(r->path)) {

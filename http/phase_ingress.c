@@ -1,9 +1,10 @@
 /*
  * The ingress phase, right after the route (README, "Who may reach a
  * sandbox, and how much"): the sandbox's ingress_deny then ingress_allow
- * (403 ip_not_allowed; the message never names the lists), then its
- * req_rate on this gateway (429 rate_limited with Retry-After). Every
- * request and every tunnel (WebSocket, TCP) passes here once at its start.
+ * (403 ip_not_allowed; the message never names the lists); and the rate
+ * phase, after the credentials and the protocol: its req_rate on this
+ * gateway (429 rate_limited with Retry-After). Every request and every
+ * tunnel (WebSocket, TCP) let through passes there once at its start.
  * A sandbox with no rules costs one pointer test and one integer test.
  */
 #include <stdio.h>
@@ -25,10 +26,17 @@ static int ingress_admits(gw_pipeline_req_t *r)
 
 gw_phase_result_t gw_phase_ingress(gw_pipeline_req_t *r)
 {
-    uint32_t wait;
-
     if (r->sbx->ingress != NULL && !ingress_admits(r))
         return gw_phase_error(r, GW_ERR_IP_NOT_ALLOWED, NULL);
+    return GW_PHASE_NEXT;
+}
+
+/* req_rate counts the requests let through to the sandbox: after the credentials and the protocol phase, so
+ * that requests refused there (a scanner without a token) never spend the sandbox's budget. */
+gw_phase_result_t gw_phase_rate(gw_pipeline_req_t *r)
+{
+    uint32_t wait;
+
     if (r->sbx->req_rate != 0 && !r->rate_taken) {
         if ((wait = gw_rate_limit_take(r->conf->rate_limit, r->sbx->id, r->sbx->req_rate, gw_rate_limit_now_ns())) != 0) {
             char *v = h2o_mem_alloc_pool(&r->req->pool, 12);

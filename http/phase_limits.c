@@ -30,17 +30,11 @@ static int listener_trusted(const gw_pipeline_conf_t *conf, const h2o_conn_t *co
     return i != -1 && conf->config->listen[i].trusted && !conf->config->listen[i].proxy_protocol;
 }
 
-/* The client's address as text, for limits.max_connections_per_client:
- * behind a trusted listener (a load balancer) the last X-Forwarded-For
- * entry, the one the balancer appended, when it is an IP address; else the
- * connection's client (common/client_addr.h: the socket's peer, or the
- * PROXY header's). Returns 0, or -1 when unknown (then not limited). */
-static int client_address(gw_pipeline_req_t *r, char *buf, size_t bufsize)
+int gw_pipeline_client_text(const gw_pipeline_conf_t *conf, h2o_req_t *req, char *buf, size_t bufsize)
 {
-    h2o_req_t *req = r->req;
     ssize_t i = -1, last = -1;
 
-    if (listener_trusted(r->conf, req->conn)) {
+    if (listener_trusted(conf, req->conn)) {
         while ((i = h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-forwarded-for"), i)) != -1)
             last = i;
         if (last != -1) {
@@ -65,7 +59,7 @@ static int client_address(gw_pipeline_req_t *r, char *buf, size_t bufsize)
 int gw_phase_client(gw_pipeline_req_t *r)
 {
     if (r->client_known == 0)
-        r->client_known = client_address(r, r->client, sizeof(r->client)) == 0 ? 1 : -1;
+        r->client_known = gw_pipeline_client_text(r->conf, r->req, r->client, sizeof(r->client)) == 0 ? 1 : -1;
     return r->client_known == 1 ? 0 : -1;
 }
 

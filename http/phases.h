@@ -63,7 +63,7 @@ typedef struct st_gw_pipeline_req_t {
     gw_conn_limit_t *client_limit;
     gw_conn_limit_t *conn_limit;
     char client[INET6_ADDRSTRLEN]; /* client_limit's key; the ingress rules' address */
-    unsigned rate_taken : 1;       /* the ingress phase took this request's req_rate token (a re-run takes none) */
+    unsigned rate_taken : 1;       /* the rate phase took this request's req_rate token (a re-run takes none) */
     signed char client_known;      /* gw_phase_client: 0 not looked at yet, 1 r->client is set, -1 unknown */
 } gw_pipeline_req_t;
 
@@ -82,6 +82,7 @@ gw_phase_result_t gw_phase_domain(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_credentials(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_ingress(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_protocol(gw_pipeline_req_t *r);
+gw_phase_result_t gw_phase_rate(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_hold(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_address(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_limits(gw_pipeline_req_t *r);

@@ -2,7 +2,7 @@
  * The preview handler: each request runs through named phases (nginx's
  * phase engine, h2o's handler chain), in this order:
  *
- *   host -> domain -> route -> ingress -> credentials -> protocol -> hold -> address -> limits -> forward
+ *   host -> domain -> route -> ingress -> credentials -> protocol -> rate -> hold -> address -> limits -> forward
  *
  * each a function of the request's state (http/phases.h) that says next,
  * answered or async. The route lookup and the wake hold are asynchronous:
@@ -46,8 +46,8 @@ static gw_phase_result_t phase_route(gw_pipeline_req_t *r);
 
 /* The phases in their order. */
 static gw_phase_result_t (*const phases[])(gw_pipeline_req_t *) = {
-    gw_phase_host,     gw_phase_domain, phase_route,      gw_phase_ingress, gw_phase_credentials,
-    gw_phase_protocol, gw_phase_hold,   gw_phase_address, gw_phase_limits,  gw_phase_forward,
+    gw_phase_host, gw_phase_domain, phase_route,      gw_phase_ingress, gw_phase_credentials, gw_phase_protocol,
+    gw_phase_rate, gw_phase_hold,   gw_phase_address, gw_phase_limits,  gw_phase_forward,
 };
 
 /* The unwinding: what the phases acquired and did not hand on, given back

@@ -59,6 +59,15 @@ gw_pipeline_t *gw_pipeline_register(h2o_pathconf_t *pathconf, const gw_pipeline_
  * globalconf), from that context's thread, before it accepts. */
 void gw_pipeline_attach(gw_pipeline_t *p, h2o_context_t *ctx, const gw_pipeline_thread_t *thread);
 
+/* The request's client as text, the one address that limits, ingress rules,
+ * the sandbox's X-Forwarded-For and the access log use (CONTRACT.md,
+ * Forwarding): behind a trusted listener (a load balancer ending TLS) the
+ * last X-Forwarded-For entry, the one the balancer appended, when it is an
+ * IP address; else the connection's client (common/client_addr.h: the
+ * socket's peer, or the PROXY header's). buf holds INET6_ADDRSTRLEN bytes.
+ * Returns 0, or -1 when unknown. */
+int gw_pipeline_client_text(const gw_pipeline_conf_t *conf, h2o_req_t *req, char *buf, size_t bufsize);
+
 typedef struct st_gw_pipeline_redirect_t gw_pipeline_redirect_t;
 
 /* Installs the handler that redirects preview requests to https (conf is copied). */

@@ -144,6 +144,16 @@ static size_t client_of(h2o_conn_t *conn, char *host)
     return (size_t)n;
 }
 
+/* A request's client: the configured accessor's (the pipeline's), else the connection's. */
+static size_t client_of_request(const gw_access_log_conf_t *conf, h2o_req_t *req, char *host)
+{
+    if (conf->client_text == NULL)
+        return client_of(req->conn, host);
+    if (conf->client_text(conf->client_arg, req, host, INET6_ADDRSTRLEN) != 0)
+        host[0] = '\0';
+    return strlen(host);
+}
+
 /* Spends one line of this second's budget; 0 when there is none left. */
 static int take_line(worker_log_t *wl, uint64_t now_ms)
 {
@@ -287,7 +297,7 @@ static void log_access(h2o_logger_t *_self, h2o_req_t *req)
     put_time(&line, req->timestamps.request_begin_at.tv_sec, (int)(req->timestamps.request_begin_at.tv_usec / 1000));
     {
         char host[INET6_ADDRSTRLEN];
-        size_t n = client_of(req->conn, host);
+        size_t n = client_of_request(&self->log->conf, req, host);
         put_key(&line, "client");
         put_str(&line, host, n);
     }

@@ -22,6 +22,10 @@ typedef struct st_gw_access_log_conf_t {
     char *const *domains; /* the preview domains, to log a request's sandbox and port; borrowed */
     size_t num_domains;
     uint64_t max_lines_per_second; /* per worker; 0: no limit */
+    /* a request's client as text into buf (INET6_ADDRSTRLEN bytes): 0, or -1 when unknown; the one limits and
+     * ingress rules use (a trusted listener's X-Forwarded-For). NULL: the connection's (common/client_addr.h) */
+    int (*client_text)(void *arg, h2o_req_t *req, char *buf, size_t bufsize);
+    void *client_arg;
 } gw_access_log_conf_t;
 
 /* The process's access log: writes to `fd` (O_APPEND) through a writer

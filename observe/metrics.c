@@ -396,6 +396,11 @@ static void upstream_metrics(text_t *out, gw_metrics_t *m)
     metric(out, "lizard_buffer_budget_resets_total", "counter",
            "Responses waiting for their client reset because a connection's or the worker's buffer budget was reached.",
            SUM(proxy.budget_resets));
+    metric(out, "lizard_spliced_responses_total", "counter",
+           "Response bodies moved from the sandbox socket to the client socket with splice(2), without a copy (upstream.splice).",
+           SUM(proxy.spliced_responses));
+    metric(out, "lizard_spliced_bytes_total", "counter", "Body bytes those spliced responses wrote to their clients.",
+           SUM(proxy.spliced_bytes));
     metric(out, "lizard_websockets_open", "gauge", "WebSocket tunnels open now.",
            sum_gauge_at(m, offsetof(gw_metrics_worker_t, proxy.websockets_open)));
     tunnel_metrics(out, m);

@@ -14,6 +14,7 @@
 #include "upstream/held.h"
 #include "upstream/http1_head.h"
 #include "upstream/opt_timeout.h"
+#include "upstream/splice.h"
 #include "upstream/proxy.h"
 #include "upstream/upstream_pool.h"
 
@@ -121,6 +122,7 @@ typedef struct st_gw_exchange_t {
     /* body bytes not yet handed to h2o once the upstream is released */
     h2o_buffer_t *rest;
     h2o_doublebuffer_t sending;
+    gw_splice_t splice; /* splice.c: the body moved without copies */
     char chunk_head[sizeof("ffffffffffffffff\r\n")];
 } gw_exchange_t;
 
@@ -163,6 +165,29 @@ void gw_exchange_cut(gw_exchange_t *ex);
 void gw_exchange_on_client_stall(h2o_timeout_entry_t *entry);
 void gw_exchange_on_proceed(h2o_generator_t *generator, h2o_req_t *req);
 void gw_exchange_on_stop(h2o_generator_t *generator, h2o_req_t *req);
+/* The body is over at the upstream (complete, or not): its connection goes
+ * back to the pool when it can serve another request, else it is closed. */
+void gw_exchange_release_upstream(gw_exchange_t *ex, int complete);
+/* Hands what is buffered to h2o; with the upstream released and nothing
+ * left, the final send (FINAL, or ERROR after body_error), which may
+ * dispose the request: then it is the caller's last use of ex. */
+void gw_exchange_send(gw_exchange_t *ex);
+
+/* splice.c */
+/* After h2o_start_response: whether the body may be spliced (an HTTP/1.1
+ * client on a plain listener, Content-Length, no ostream filter, at least
+ * a few hundred KiB, upstream.splice on). */
+int gw_splice_eligible(gw_exchange_t *ex);
+/* At proceed, with splice.wanted: when everything buffered has been written
+ * to the client, the body moves by splice from now on; returns 1 when it
+ * does (the exchange is splice.c's then), 0 to go on the buffered way
+ * (splice.wanted is 0 when it never will). */
+int gw_splice_try(gw_exchange_t *ex);
+/* Response bytes the pipe holds (the buffer budgets count them). */
+size_t gw_splice_held(const gw_exchange_t *ex);
+/* Closes the pipe and the client watch, if any; the upstream socket is
+ * polled the normal way again. Idempotent. */
+void gw_splice_stop(gw_exchange_t *ex);
 
 /* websocket.c */
 /* The app switched protocols: answer 101 to the client and tunnel. Last use

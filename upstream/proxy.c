@@ -160,7 +160,11 @@ static h2o_iovec_t build_request_head(gw_exchange_t *ex)
                             .localhost_port = ex->localhost ? ex->port : 0,
                             .websocket = ex->is_websocket};
 
-    r.client_addr = h2o_iovec_init(client_ip, client_address(req, client_ip, sizeof(client_ip)));
+    /* the pipeline's client (a trusted listener's X-Forwarded-For: the one limits and ingress rules saw), else the connection's */
+    if (ex->client_addr != NULL)
+        r.client_addr = h2o_iovec_init(ex->client_addr, strlen(ex->client_addr));
+    else
+        r.client_addr = h2o_iovec_init(client_ip, client_address(req, client_ip, sizeof(client_ip)));
     return gw_http1_request_head(&req->pool, &r);
 }
 
@@ -168,6 +172,7 @@ static h2o_iovec_t build_request_head(gw_exchange_t *ex)
 
 void gw_exchange_detach_upstream(gw_exchange_t *ex)
 {
+    gw_splice_stop(ex);
     gw_exchange_clear_timer(ex);
     if (ex->sock != NULL) {
         h2o_socket_close(ex->sock);

@@ -64,6 +64,7 @@ typedef struct st_gw_proxy_conf_t {
     size_t max_connection_buffer_bytes;
     size_t max_worker_buffer_bytes;
     uint64_t event_stream_idle_timeout_ms; /* a text/event-stream response silent this long ends cleanly; 0: never */
+    int splice; /* upstream.splice: Content-Length bodies to HTTP/1.1 plain clients move with splice(2) */
 } gw_proxy_conf_t;
 
 /* A proxy for the worker of ctx; conf is copied. */
@@ -92,8 +93,10 @@ typedef struct st_gw_proxy_counters_t {
     atomic_uint_fast64_t pong_timeouts;   /* tunnels closed because their client answered no Ping */
     atomic_uint_fast64_t egress_bytes;
     atomic_uint_fast64_t ingress_bytes;
-    atomic_uint_fast64_t client_stalls; /* responses reset after limits.client_stall_timeout_ms without progress */
-    atomic_uint_fast64_t budget_resets; /* responses reset over max_connection_buffer_bytes / max_worker_buffer_bytes */
+    atomic_uint_fast64_t client_stalls;     /* responses reset after limits.client_stall_timeout_ms without progress */
+    atomic_uint_fast64_t budget_resets;     /* responses reset over max_connection_buffer_bytes / max_worker_buffer_bytes */
+    atomic_uint_fast64_t spliced_responses; /* response bodies moved with splice(2) (upstream/splice.c) */
+    atomic_uint_fast64_t spliced_bytes;     /* body bytes those moved to their clients */
 } gw_proxy_counters_t;
 
 /* Makes this proxy count into `c` (NULL: stop counting). */

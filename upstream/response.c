@@ -31,7 +31,8 @@ static void on_body_read(h2o_socket_t *sock, const char *err);
 
 void gw_exchange_account(gw_exchange_t *ex)
 {
-    size_t now = ex->cut ? 0 : ex->rest->size + ex->sending.buf->size + (ex->sock != NULL ? ex->sock->input->size : 0);
+    size_t now =
+        ex->cut ? 0 : ex->rest->size + ex->sending.buf->size + (ex->sock != NULL ? ex->sock->input->size : 0) + gw_splice_held(ex);
 
     gw_held_move(ex->proxy->held, (uint64_t)(uintptr_t)ex->req->conn, ex->held, now);
     ex->held = now;
@@ -48,7 +49,7 @@ void gw_exchange_stop_waiting(gw_exchange_t *ex)
 /* The response body is over (complete, or not): the connection goes back
  * to the pool when it can serve another request, else it is closed. Body
  * bytes not yet sent stay with the exchange. */
-static void release_upstream(gw_exchange_t *ex, int complete)
+void gw_exchange_release_upstream(gw_exchange_t *ex, int complete)
 {
     h2o_socket_t *sock = ex->sock;
     h2o_buffer_t *empty = ex->rest;
@@ -121,7 +122,7 @@ static size_t send_limit(gw_exchange_t *ex, int *credit)
  * within the client's credit (then h2o writes them at once; h2o 2.2.5 holds
  * even an empty END_STREAM while the window is shut). The final send may
  * dispose the request, so it is the caller's last use of ex. */
-static void do_send(gw_exchange_t *ex)
+void gw_exchange_send(gw_exchange_t *ex)
 {
     h2o_buffer_t **receiving = ex->sock != NULL ? &ex->sock->input : &ex->rest;
     h2o_send_state_t state;
@@ -176,6 +177,9 @@ static void update_reading(gw_exchange_t *ex)
 {
     size_t held = ex->sock->input->size + ex->sending.buf->size;
 
+    /* the body is to be spliced: what is buffered goes first, unread */
+    if (ex->splice.wanted)
+        return;
     if (held >= ex->proxy->read_pause_at) {
         if (!ex->res.read_paused) {
             h2o_socket_read_stop(ex->sock);
@@ -202,10 +206,12 @@ void gw_exchange_on_proceed(h2o_generator_t *generator, h2o_req_t *req)
     ex->res.unbilled = 0;
     if (ex->sending.bytes_inflight != 0)
         h2o_doublebuffer_consume(&ex->sending);
+    if (gw_splice_try(ex))
+        return;
     if (ex->sock != NULL)
         update_reading(ex);
     gw_exchange_account(ex);
-    do_send(ex);
+    gw_exchange_send(ex);
 }
 
 void gw_exchange_on_stop(h2o_generator_t *generator, h2o_req_t *req)
@@ -228,6 +234,8 @@ void gw_exchange_on_stop(h2o_generator_t *generator, h2o_req_t *req)
 static void reset_exchange(gw_exchange_t *ex)
 {
     h2o_req_t *req = ex->req;
+    /* a spliced body has no send in flight whose failure would end it */
+    int spliced = ex->splice.active;
 
     gw_exchange_stop_waiting(ex);
     gw_exchange_detach_upstream(ex);
@@ -248,6 +256,8 @@ static void reset_exchange(gw_exchange_t *ex)
             setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
             shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
         }
+        if (spliced)
+            h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
     }
 }
 
@@ -301,9 +311,9 @@ static void on_io_timeout(h2o_timeout_entry_t *entry)
      * (with Last-Event-ID) where it would report an error for a cut one. */
     if (!ex->event_stream || ex->res.body.framing == GW_HTTP1_LENGTH)
         ex->res.body_error = 1;
-    release_upstream(ex, 0);
+    gw_exchange_release_upstream(ex, 0);
     if (!ex->res.sending)
-        do_send(ex);
+        gw_exchange_send(ex);
 }
 
 /* The body bytes that arrived are decoded (`ret` as gw_http1_body_decode's). */
@@ -312,7 +322,7 @@ static void on_body_decoded(gw_exchange_t *ex, int ret)
     if (ret < 0)
         ex->res.body_error = 1;
     if (ret != 0) {
-        release_upstream(ex, ret > 0);
+        gw_exchange_release_upstream(ex, ret > 0);
     } else {
         update_reading(ex);
     }
@@ -320,7 +330,7 @@ static void on_body_decoded(gw_exchange_t *ex, int ret)
     if (enforce_budgets(ex))
         return;
     if (!ex->res.sending)
-        do_send(ex);
+        gw_exchange_send(ex);
 }
 
 /* `newbytes` more bytes of body are at the end of the upstream input, or
@@ -387,25 +397,33 @@ void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
             h2o_buffer_consume(&sock->input, sock->input->size);
             ex->res.body.keepalive = 0;
         }
-        release_upstream(ex, 1);
-        do_send(ex);
+        gw_exchange_release_upstream(ex, 1);
+        gw_exchange_send(ex);
         return;
     }
-    h2o_socket_read_start(sock, on_body_read);
-    set_body_timer(ex);
+    if ((ex->splice.wanted = gw_splice_eligible(ex))) {
+        /* not read again before it is spliced (update_reading); waiting
+         * for the client is not the app's idleness (nor its first byte) */
+        ex->res.read_paused = 1;
+        gw_exchange_clear_timer(ex);
+    } else {
+        h2o_socket_read_start(sock, on_body_read);
+        set_body_timer(ex);
+    }
     /* with the bytes that came with the head; this sends the head too */
     on_body_decoded(ex, ex->res.first_decoded);
 }
 
 void gw_exchange_cut(gw_exchange_t *ex)
 {
+    gw_splice_stop(ex);
     ex->res.body_error = 1;
     if (ex->sock != NULL)
-        release_upstream(ex, 0);
+        gw_exchange_release_upstream(ex, 0);
     h2o_buffer_consume(&ex->rest, ex->rest->size);
     gw_exchange_account(ex);
     if (!ex->res.sending) {
         h2o_buffer_consume(&ex->sending.buf, ex->sending.buf->size);
-        do_send(ex);
+        gw_exchange_send(ex);
     }
 }

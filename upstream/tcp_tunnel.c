@@ -304,6 +304,8 @@ static void on_sandbox_written(h2o_socket_t *sock, const char *err)
         return;
     }
     gw_proxy_add_bytes(t->proxy, t->sandbox_id, t->no_activity, 0, t->up_consumed);
+    /* the client's frames keep the tunnel from being silent: no Ping is due */
+    reset_ping(t);
     h2o_buffer_consume(&t->client->input, t->up_consumed);
     t->up_consumed = 0;
     h2o_socket_read_start(t->client, on_client_read);

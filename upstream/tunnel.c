@@ -164,6 +164,9 @@ static size_t track(gw_tunnel_t *tunnel, int from)
         tunnel->awaiting_pong = 0;
         reset_timeout(tunnel);
     }
+    /* the client's frames on their way keep the tunnel from being silent: no Ping is due */
+    if (n != 0)
+        reset_ping(tunnel);
     return n;
 }
 

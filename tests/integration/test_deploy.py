@@ -3,6 +3,7 @@ from the environment, a trusted plain listener behind a load balancer, and
 several certificates chosen by SNI. Real redis-server, real curl, real TLS
 clients."""
 
+import json
 import os
 import socket
 import ssl
@@ -211,3 +212,34 @@ def _verifies(port, cafile):
         return True
     except ssl.SSLError:
         return False
+
+
+def test_trusted_listener_one_client_address_everywhere(gw_factory, curl, register_sandbox, upstream):
+    """Behind a trusted plain listener the client is the last X-Forwarded-For
+    entry (the one the balancer appended): the same address is the sandbox's
+    X-Forwarded-For, the access log's client and what ingress rules check
+    (CONTRACT.md, Forwarding: the same address for limits, ingress_allow /
+    ingress_deny and the access log)."""
+    g = gw_factory({}, name="gw-trusted-client")
+    cfg = g.config()
+    cfg["listen"][1]["trusted"] = True
+    g.overrides = {"listen": cfg["listen"]}
+    g.restart()
+    sid, denied = gwtest.new_sandbox_id(), gwtest.new_sandbox_id()
+    register_sandbox(sid, ports={upstream.port: "public"}, extra={"ingress_allow": "203.0.113.0/24"})
+    register_sandbox(denied, ports={upstream.port: "public"}, extra={"ingress_deny": "203.0.113.9/32"})
+    path = "/echo/trusted-" + sid
+    xff = {"X-Forwarded-For": "192.0.2.1, 203.0.113.9"}
+    r = curl(g.host(upstream.port, sid), path, gw=g, plain=True, headers=xff)
+    assert r.status == 200, r
+    fwd = [v for k, v in r.json()["headers"] if k.lower() == "x-forwarded-for"]
+    assert fwd == ["203.0.113.9"], fwd
+
+    def logged():
+        with open(g.config()["log"]["access"]) as f:
+            return [json.loads(ln) for ln in f if ln.strip() and json.loads(ln).get("path") == path]
+
+    gwtest.wait_for(lambda: logged(), 10, what="the access log line")
+    assert logged()[0]["client"] == "203.0.113.9", logged()
+    r = curl(g.host(upstream.port, denied), "/echo", gw=g, plain=True, headers=xff)
+    assert r.status == 403 and r.error_code() == "ip_not_allowed", r

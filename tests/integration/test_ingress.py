@@ -110,3 +110,39 @@ def test_req_rate_across_two_workers(gw_factory, curl_runner, register_sandbox, 
     assert len(ok) >= 2 * rate, len(ok)
     assert len(ok) <= 2 * rate + rate * elapsed + 1, (len(ok), elapsed)
     assert limited, "60 requests must exceed 2/s unless they took over 28 s"
+
+
+def test_req_rate_counts_only_requests_let_through(gw_factory, register_sandbox, upstream, certs):
+    """req_rate is what the gateway lets through to the sandbox: requests
+    refused before it (no token: 401, a wrong one: 403) never spend the
+    sandbox's tokens, so a scanner without the token cannot lock its owner
+    out with 429s. Ten refused requests on one keep-alive connection (a few
+    milliseconds, far inside one second), then the owner's burst of 2 is
+    whole."""
+    import http.client
+    import json
+    import socket
+    import ssl
+
+    g = gw_factory({}, name="gw-rate-auth")
+    sid = gwtest.new_sandbox_id()
+    token = register_sandbox(sid, ports={upstream.port: "private"}, extra={"req_rate": "1"})
+    host = g.host(upstream.port, sid).split(":")[0]
+    ctx = ssl.create_default_context(cafile=certs["ca"])
+    conn = http.client.HTTPSConnection("127.0.0.1", g.tls_port, context=ctx, timeout=20)
+    # the connection is made here, with the preview host as SNI; http.client then uses it as it is
+    conn.sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", g.tls_port), timeout=20), server_hostname=host)
+
+    def get(headers):
+        conn.request("GET", "/echo", headers=dict({"Host": host}, **headers))
+        r = conn.getresponse()
+        body = r.read()
+        return r.status, (json.loads(body)["error"]["code"] if r.status >= 400 else None)
+
+    refused = [get({}) for _ in range(5)] + [get({"X-Lizard-Access-Token": "wrong"}) for _ in range(5)]
+    assert refused == [(401, "missing_token")] * 5 + [(403, "invalid_token")] * 5, refused
+    # the burst (2 x req_rate) is still there for the owner, and then the limit holds
+    owner = [get({"X-Lizard-Access-Token": token}) for _ in range(3)]
+    assert owner[:2] == [(200, None)] * 2, owner
+    assert owner[2] in ((429, "rate_limited"), (200, None)), owner
+    conn.close()

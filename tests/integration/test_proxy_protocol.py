@@ -373,3 +373,100 @@ def test_per_client_connection_limit_counts_the_carried_address(ppgw, sandbox, u
     # given back at close: the address is served again
     gwtest.wait_for(lambda: get(ppgw, ppgw.pp_plain_port, v1("203.0.113.77"), host, "/echo/again")[0] == 200, 10,
                     what="203.0.113.77 served again")
+
+
+def h2_get(port, header, host, path, certs):
+    """One HTTP/2 GET through a PROXY listener: the header, then TLS with
+    ALPN h2 on the same connection, then one stream (python3-h2). Returns
+    (status, body)."""
+    import h2.config
+    import h2.connection
+    import h2.events
+
+    s = connect(port)
+    s.sendall(header)
+    ctx = ssl.create_default_context(cafile=certs["ca"])
+    ctx.set_alpn_protocols(["h2"])
+    s = ctx.wrap_socket(s, server_hostname=host)
+    assert s.selected_alpn_protocol() == "h2"
+    conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+    conn.initiate_connection()
+    conn.send_headers(1, [(":method", "GET"), (":scheme", "https"), (":authority", host), (":path", path),
+                          ("x-forwarded-for", "192.0.2.66")], end_stream=True)
+    s.sendall(conn.data_to_send())
+    status, body, done = None, b"", False
+    s.settimeout(20)
+    while not done:
+        data = s.recv(65536)
+        if not data:
+            break
+        for ev in conn.receive_data(data):
+            if isinstance(ev, h2.events.ResponseReceived):
+                status = int(dict(ev.headers)[":status"])
+            elif isinstance(ev, h2.events.DataReceived):
+                body += ev.data
+                conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            elif isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)):
+                done = True
+        s.sendall(conn.data_to_send())
+    s.close()
+    return status, body
+
+
+def test_v2_then_http2_over_tls(ppgw, sandbox, upstream, certs):
+    """HTTP/2 after a v2 header (with a TLV) on the TLS PROXY listener: the
+    sandbox's X-Forwarded-For and the access log's client are the carried
+    address (IPv4 and IPv6), not the socket's nor the client's own header."""
+    host = ppgw.host(upstream.port, sandbox)
+    for src, dst in (("198.51.100.21", "127.0.0.1"), ("2001:db8:2::21", "2001:db8::1")):
+        path = "/echo/h2-v2-%s" % gwtest.new_sandbox_id()
+        status, body = h2_get(ppgw.pp_tls_port, v2(src, dst=dst, tlvs=tlv(0x01, b"h2")), host, path, certs)
+        assert status == 200, body
+        assert echoed(body) == [src]
+        rec = log_line(ppgw, path)
+        assert rec["client"] == src
+        assert rec["protocol"] == "HTTP/2", rec
+
+
+def test_ingress_rules_see_the_carried_address(ppgw, redis, upstream, certs):
+    """ingress_deny and ingress_allow are checked against the address the
+    PROXY header carries, not the balancer's socket address (127.0.0.1):
+    a carried address in ingress_deny is refused although the socket's is
+    allowed, and a carried address in ingress_allow passes although the
+    socket's is denied; over HTTP/1.1 and HTTP/2."""
+    deny_carried, deny_socket = gwtest.new_sandbox_id("ppd"), gwtest.new_sandbox_id("pps")
+    gwtest.register_sandbox(redis, deny_carried, ports={upstream.port: "public"},
+                            extra={"ingress_allow": "127.0.0.0/8, 198.51.100.0/24, 2001:db8::/32",
+                                   "ingress_deny": "198.51.100.66/32, 2001:db8:6::/48"})
+    gwtest.register_sandbox(redis, deny_socket, ports={upstream.port: "public"},
+                            extra={"ingress_allow": "203.0.113.0/24, 2001:db8:7::/48", "ingress_deny": "127.0.0.0/8"})
+    h_dc, h_ds = ppgw.host(upstream.port, deny_carried), ppgw.host(upstream.port, deny_socket)
+
+    def refused(status, body):
+        return status == 403 and json.loads(body)["error"]["code"] == "ip_not_allowed"
+
+    # the socket (127.0.0.1) is allowed, the carried address denied
+    status, _, body = get(ppgw, ppgw.pp_plain_port, v1("198.51.100.66"), h_dc, "/echo/ingress-1")
+    assert refused(status, body), (status, body)
+    status, _, body = get(ppgw, ppgw.pp_tls_port, v2("2001:db8:6::1", dst="2001:db8::1"), h_dc, "/echo/ingress-2",
+                          certs=certs)
+    assert refused(status, body), (status, body)
+    assert refused(*h2_get(ppgw.pp_tls_port, v2("198.51.100.66"), h_dc, "/echo/ingress-3", certs))
+    # ... while another carried address of the allow list passes
+    status, _, body = get(ppgw, ppgw.pp_plain_port, v1("198.51.100.67"), h_dc, "/echo/ingress-4")
+    assert status == 200 and echoed(body) == ["198.51.100.67"], (status, body)
+
+    # the socket (127.0.0.1) is denied, the carried address allowed
+    status, _, body = get(ppgw, ppgw.pp_plain_port, v2("203.0.113.30"), h_ds, "/echo/ingress-5")
+    assert status == 200 and echoed(body) == ["203.0.113.30"], (status, body)
+    status, body = h2_get(ppgw.pp_tls_port, v2("2001:db8:7::30", dst="2001:db8::1"), h_ds, "/echo/ingress-6", certs)
+    assert status == 200 and echoed(body) == ["2001:db8:7::30"], (status, body)
+    # a carried address outside the allow list is refused, and so is the balancer's own health check
+    # (v2 LOCAL: the socket's address, which is denied)
+    status, _, body = get(ppgw, ppgw.pp_plain_port, v1("192.0.2.30"), h_ds, "/echo/ingress-7")
+    assert refused(status, body), (status, body)
+    status, _, body = get(ppgw, ppgw.pp_plain_port, v2(local=True), h_ds, "/echo/ingress-8")
+    assert refused(status, body), (status, body)
+    # a listener without PROXY protocol sees the socket: denied
+    status, _, body = get(ppgw, ppgw.tls_port, b"", h_ds, "/echo/ingress-9", certs=certs)
+    assert refused(status, body), (status, body)

@@ -361,3 +361,21 @@ def test_iframe_mode(gw_factory, redis, upstream, curl_runner):
     assert r.status == 303, r
     (c,) = bh.set_cookies(r, CONSENT_COOKIE)
     assert c.attrs["samesite"] == "None" and "partitioned" in c.attrs, c
+
+
+def test_public_tcp_port_is_not_http_port_not_the_page(warn_gw, public, wcurl, redis, upstream):
+    """A public proto:<n> = tcp port (CONTRACT.md, Raw TCP ports: any request
+    but its tunnel is 400 not_http_port) shows no warning page: a browser
+    navigation, and the consent form posted to it, are not_http_port (the
+    page would promise a site that a TCP service never serves)."""
+    fields, nonce = show_page(wcurl, public.host)
+    sid = gwtest.new_sandbox_id("ptcp")
+    gwtest.register_sandbox(redis, sid, ports={upstream.port: "public"}, extra={"proto:%d" % upstream.port: "tcp"})
+    host = warn_gw.host(upstream.port, sid)
+    r = wcurl(host, "/", headers=bh.NAVIGATION)
+    assert r.status == 400 and b"not_http_port" in r.body and not is_page(r), r
+    r = consent(wcurl, host, fields, nonce)
+    assert r.status == 400 and b"not_http_port" in r.body, r
+    assert not bh.set_cookies(r, CONSENT_COOKIE), r
+    r = wcurl(host, "/", headers=FETCH)
+    assert r.status == 400 and r.error_code() == "not_http_port", r

@@ -414,3 +414,64 @@ def test_http_websocket_flood_intact_with_tracking(gw_factory, register_sandbox,
         time.sleep(0.005)  # a slower reader: the flood takes a while
     assert got == 4 * MIB
     s.close()
+
+
+def frames_while_sending(s, seconds, every=0.1):
+    """Sends a small binary message every `every` s for `seconds` s; returns
+    the opcodes of the frames the gateway sent meanwhile."""
+    import select
+
+    got, buf = [], b""
+    t_end = time.monotonic() + seconds
+    while time.monotonic() < t_end:
+        s.sendall(masked(0x2, b"still typing"))
+        if s.pending() or select.select([s], [], [], every)[0]:
+            op, _, buf = read_frame(s, buf)
+            got.append(op)
+    return got
+
+
+def sink_server():
+    """A TCP service that reads everything and never writes (a log collector, an upload)."""
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(4)
+
+    def serve():
+        while True:
+            c, _ = srv.accept()
+            threading.Thread(target=lambda c=c: [None for _ in iter(lambda: c.recv(65536), b"")], daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return srv
+
+
+def test_client_frames_keep_tunnels_from_being_pinged(gw_factory, register_sandbox, ws_upstream, certs):
+    """A tunnel carrying the client's frames is not silent: the gateway sends
+    no Ping while the client sends a message every 100 ms (interval 1.5 s,
+    the sandbox writing nothing back), on an HTTP WebSocket and on a TCP
+    tunnel; once the client stops, the Pings come (CONTRACT.md: a Ping after
+    the interval without a frame)."""
+    g = gw_factory({"upstream": {"websocket_ping_interval_ms": 1500, "websocket_idle_timeout_ms": 60000}})
+    sid = gwtest.new_sandbox_id("wsq")
+    register_sandbox(sid, ports={ws_upstream.port: "public"})
+    cid = "typing-" + sid
+    s, buf = raw_tunnel(g, g.host(ws_upstream.port, sid), None, certs["ca"], path="/idle?id=" + cid)
+    assert buf == b""
+    assert frames_while_sending(s, 4.5) == [], "Pinged while the client was sending"
+    op, payload, _ = read_frame(s, b"")
+    assert op == 0x9 and payload.startswith(b"lizard-ping "), (op, payload)
+    assert ws_upstream.info(cid).get("frames_binary", 0) >= 10
+    s.close()
+
+    srv = sink_server()
+    sid, token = tcp_sandbox(register_sandbox, srv.getsockname()[1])
+    s, buf = raw_tunnel(g, g.host(srv.getsockname()[1], sid), token, certs["ca"])
+    assert buf == b""
+    assert frames_while_sending(s, 4.5) == [], "Pinged while the client was sending"
+    op, _, _ = read_frame(s, b"")
+    assert op == 0x9
+    s.close()
+    srv.close()
