@@ -20,6 +20,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include "common/errfmt.h"
+#include "forward/stdio_pump.h"
 #include "forward/tcp_forward.h"
 #include "forward/tunnel.h"
 #include "forward/wss_dial.h"
@@ -46,12 +47,14 @@ static void usage(FILE *out)
 {
     fprintf(out, "Usage: lizard-gateway tcp-forward --listen ADDR:PORT --url wss://HOST/.lizard/tcp [--token-env VAR]\n"
                  "                                  [--ca FILE] [--connect ADDR:PORT]\n"
+                 "       lizard-gateway tcp-forward --stdio --url wss://HOST/.lizard/tcp [...]\n"
                  "\n"
                  "Listens on ADDR:PORT and carries each accepted connection through its own tunnel to the\n"
                  "sandbox's tcp port named by the URL (wss://<port>-<sandbox>.<domain>/.lizard/tcp), so that\n"
                  "psql, redis-cli or ssh connect to ADDR:PORT unchanged.\n"
                  "\n"
                  "  --listen ADDR:PORT   local address to listen on (an IP literal: 127.0.0.1:5432, [::1]:5432)\n"
+                 "  --stdio              one tunnel over stdin and stdout instead of a listener (ssh's ProxyCommand)\n"
                  "  --url URL            the tunnel endpoint on the port's preview host (wss:// only)\n"
                  "  --token-env VAR      send the token held in environment variable VAR (never on the command line)\n"
                  "  --ca FILE            trust only the CA certificates in FILE (PEM) instead of the system's\n"
@@ -163,6 +166,7 @@ static int read_token(const char *var, const char **token)
 
 typedef struct st_options_t {
     const char *listen, *url, *token_env, *ca, *connect;
+    int stdio;
 } options_t;
 
 /* Options into *o; 0, or 2 (usage error, said), or -1 for --help. */
@@ -173,6 +177,7 @@ static int parse_options(int argc, char **argv, options_t *o)
                                              {"token-env", required_argument, NULL, 't'},
                                              {"ca", required_argument, NULL, 'a'},
                                              {"connect", required_argument, NULL, 'c'},
+                                             {"stdio", no_argument, NULL, 's'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     int opt;
@@ -195,6 +200,9 @@ static int parse_options(int argc, char **argv, options_t *o)
         case 'c':
             o->connect = optarg;
             break;
+        case 's':
+            o->stdio = 1;
+            break;
         case 'h':
             usage(stdout);
             return -1;
@@ -203,16 +211,17 @@ static int parse_options(int argc, char **argv, options_t *o)
             return 2;
         }
     }
-    if (optind != argc || o->listen == NULL || o->url == NULL) {
-        say("%s", optind != argc ? "unexpected argument (the token goes in an environment variable: --token-env VAR)"
-                                 : "--listen and --url are required");
+    if (optind != argc || (o->listen == NULL) == !o->stdio || o->url == NULL) {
+        say("%s", optind != argc   ? "unexpected argument (the token goes in an environment variable: --token-env VAR)"
+                  : o->url == NULL ? "--url is required"
+                                   : "exactly one of --listen and --stdio is required");
         return 2;
     }
     return 0;
 }
 
-/* Options into *conf and the listening address; 0, or the exit code. */
-static int configure(int argc, char **argv, gw_forward_conf_t *conf, gw_netaddr_t *listen_addr)
+/* Options into *conf and the listening address (*stdio set instead for --stdio); -1, or the exit code. */
+static int configure(int argc, char **argv, gw_forward_conf_t *conf, gw_netaddr_t *listen_addr, int *stdio)
 {
     options_t o = {NULL};
     const char *err;
@@ -221,7 +230,8 @@ static int configure(int argc, char **argv, gw_forward_conf_t *conf, gw_netaddr_
 
     if ((rc = parse_options(argc, argv, &o)) != 0)
         return rc < 0 ? 0 : rc;
-    if (gw_netaddr_parse(o.listen, 0, listen_addr, &err) != 0)
+    *stdio = o.stdio;
+    if (!o.stdio && gw_netaddr_parse(o.listen, 0, listen_addr, &err) != 0)
         return say("--listen %s: %s", o.listen, err), 2;
     if (gw_wss_url_parse(o.url, &conf->url, &err) != 0)
         return say("--url: %s", err), 2; /* not echoed: it may hold a secret */
@@ -317,17 +327,39 @@ static void serve(const gw_forward_conf_t *conf, int lfd, int sigfd)
     }
 }
 
+/* --stdio: one tunnel, stdin/stdout its local side; exits 0 once it ended, 1 when it could not open. */
+static void run_stdio(const gw_forward_conf_t *conf)
+{
+    gw_stdio_pump_t pump;
+    job_t *job = calloc(1, sizeof(*job));
+    int fd;
+
+    if (job == NULL || gw_stdio_pump_start(&pump, &fd) != 0) {
+        say("cannot set up stdin/stdout: %s", strerror(errno));
+        _exit(1);
+    }
+    *job = (job_t){.conf = conf, .fd = fd, .id = 1};
+    snprintf(job->peer, sizeof(job->peer), "stdin");
+    atomic_fetch_add(&open_tunnels, 1);
+    tunnel_thread(job); /* closes fd: the pump then ends stdout */
+    gw_stdio_pump_finish(&pump);
+    fflush(stderr);
+    _exit(0);
+}
+
 int gw_tcp_forward_main(int argc, char **argv)
 {
     static gw_forward_conf_t conf; /* read by the tunnels' threads until the process ends */
     gw_netaddr_t listen_addr;
     sigset_t sigs;
     char where[64];
-    int rc, lfd, sigfd;
+    int rc, lfd, sigfd, stdio = 0;
 
-    if ((rc = configure(argc, argv, &conf, &listen_addr)) >= 0)
+    if ((rc = configure(argc, argv, &conf, &listen_addr, &stdio)) >= 0)
         return rc;
     signal(SIGPIPE, SIG_IGN);
+    if (stdio)
+        run_stdio(&conf);
     /* blocked before any thread starts, so that only the signalfd sees them */
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);

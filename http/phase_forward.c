@@ -131,6 +131,7 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r)
     r->conn_limit = NULL;
     /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */
     gw_worker_meter_set_project(r->thread->meter, sbx->id, sbx->project);
+    gw_worker_meter_set_quota(r->thread->meter, sbx->id, sbx->egress_quota);
     gw_proxy_forward(r->thread->proxy, r->req, &target);
     return GW_PHASE_ASYNC;
 }

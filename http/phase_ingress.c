@@ -2,10 +2,12 @@
  * The ingress phase, right after the route (README, "Who may reach a
  * sandbox, and how much"): the sandbox's ingress_deny then ingress_allow
  * (403 ip_not_allowed; the message never names the lists); and the rate
- * phase, after the credentials and the protocol: its req_rate on this
- * gateway (429 rate_limited with Retry-After). Every request and every
- * tunnel (WebSocket, TCP) let through passes there once at its start.
- * A sandbox with no rules costs one pointer test and one integer test.
+ * phase, after the credentials and the protocol: its egress_quota against
+ * the running total read with the record (429 egress_quota_exceeded), then
+ * its req_rate on this gateway (429 rate_limited with Retry-After). Every
+ * request and every tunnel (WebSocket, TCP) let through passes there once at
+ * its start; what is already streaming is never cut. A sandbox with no
+ * rules costs one pointer test and two integer tests.
  */
 #include <stdio.h>
 #include <string.h>
@@ -32,11 +34,14 @@ gw_phase_result_t gw_phase_ingress(gw_pipeline_req_t *r)
 }
 
 /* req_rate counts the requests let through to the sandbox: after the credentials and the protocol phase, so
- * that requests refused there (a scanner without a token) never spend the sandbox's budget. */
+ * that requests refused there (a scanner without a token) never spend the sandbox's budget, nor learn that its
+ * egress quota is used up. A request refused by the quota spends no token either. */
 gw_phase_result_t gw_phase_rate(gw_pipeline_req_t *r)
 {
     uint32_t wait;
 
+    if (gw_sandbox_quota_reached(r->sbx))
+        return gw_phase_error(r, GW_ERR_EGRESS_QUOTA_EXCEEDED, NULL);
     if (r->sbx->req_rate != 0 && !r->rate_taken) {
         if ((wait = gw_rate_limit_take(r->conf->rate_limit, r->sbx->id, r->sbx->req_rate, gw_rate_limit_now_ns())) != 0) {
             char *v = h2o_mem_alloc_pool(&r->req->pool, 12);

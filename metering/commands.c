@@ -69,8 +69,7 @@ static void cmd_incrby(cmd_t *c, char *key, size_t keycap, const char *prefix, c
     cmd_num(c, 0, r->egress);
 }
 
-/* The record was executed on the primary at hand already (same replication id). */
-static int executed_here(const gw_metering_record_t *r, const char *replid)
+int gw_metering_executed_here(const gw_metering_record_t *r, const char *replid)
 {
     return replid != NULL && r->executed_on[0] != '\0' && strcmp(r->executed_on, replid) == 0;
 }
@@ -93,7 +92,7 @@ long gw_metering_emit_batch(const char *prefix, const char *instance_id, const g
     for (i = 0; i != b->num_records; ++i) {
         gw_metering_record_t zero;
         const gw_metering_record_t *r = b->records + i;
-        if (executed_here(r, replid)) {
+        if (gw_metering_executed_here(r, replid)) {
             /* in this primary's data set already: INCRBY 0 writes nothing but is propagated, so the
              * WAIT that follows counts the replicas that have everything up to here */
             zero = *r;

@@ -25,6 +25,10 @@ typedef int (*gw_metering_emit_cb)(void *arg, int argc, const char **argv, const
 long gw_metering_emit_batch(const char *prefix, const char *instance_id, const gw_metering_batch_t *b, const char *replid,
                             gw_metering_emit_cb emit, void *arg);
 
+/* 1 when record r was executed on the primary of `replid` already (NULL:
+ * unknown, 0): gw_metering_emit_batch sends it INCRBY <key> 0 alone. */
+int gw_metering_executed_here(const gw_metering_record_t *r, const char *replid);
+
 /* The master_replid of an INFO replication reply into replid
  * (GW_METERING_REPLID_MAX + 1 bytes). 0, or -1 when the reply is not a
  * primary's or has none. */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include "metering/commands.h"
 #include "metering/flusher.h"
+#include "metering/quota.h"
 
 #define LOG_PREFIX "lizard-gateway: metering: "
 
@@ -23,6 +24,7 @@ typedef struct st_gw_metering_flusher_t {
     int waiting_replica;                     /* the last WAIT saw no replica acknowledge: log only when that changes */
     int need_replica;                        /* Sentinel: a batch is written only once a replica acknowledged it */
     char replid[GW_METERING_REPLID_MAX + 1]; /* of the primary the batch in flight goes to */
+    gw_quota_watch_t *quota;                 /* the sandboxes published at their egress_quota */
 } flusher_t;
 
 static void send_next(flusher_t *f);
@@ -119,6 +121,34 @@ static void check_replicas(flusher_t *f)
         sending_done(f, 0, "disconnected before a replica acknowledged");
 }
 
+static void on_published(void *data, const char *err, redisReply *reply)
+{
+    (void)data;
+    (void)reply;
+    if (err != NULL)
+        fprintf(stderr, LOG_PREFIX "publishing a sandbox at its egress_quota failed (%s); gateways see it at their cache TTL\n",
+                err);
+}
+
+/* A sandbox's running total reached its egress_quota: PUBLISH <prefix>routes
+ * <id>, as the control plane does after a change, so that every gateway
+ * (this one's workers too) reads its record and total again. */
+static void publish_reached(void *arg, const char *sandbox)
+{
+    flusher_t *f = arg;
+    size_t prefix_len = strlen(f->m->prefix);
+    char *channel = h2o_mem_alloc(prefix_len + sizeof("routes"));
+    const char *argv[] = {"PUBLISH", channel, sandbox};
+    size_t argvlen[] = {7, prefix_len + sizeof("routes") - 1, strlen(sandbox)};
+
+    memcpy(channel, f->m->prefix, prefix_len);
+    memcpy(channel + prefix_len, "routes", sizeof("routes"));
+    /* f->redis is set: an EXEC answered on it */
+    if (gw_redis_command_argv(f->redis, GW_METERING_EXEC_TIMEOUT_MS, on_published, NULL, 3, argv, argvlen) == NULL)
+        on_published(NULL, "disconnected", NULL);
+    free(channel);
+}
+
 static void on_exec(void *data, const char *err, redisReply *reply)
 {
     flusher_t *f = data;
@@ -128,6 +158,7 @@ static void on_exec(void *data, const char *err, redisReply *reply)
         return;
     }
     gw_metering_count_lost(f->m, gw_metering_report_exec_errors(reply));
+    gw_metering_count_quota_reached(f->m, gw_quota_watch_exec(f->quota, f->sending, f->replid, reply, publish_reached, f));
     /* in this primary's data set now: never executed on it again, whatever becomes of the WAIT */
     gw_metering_mark_executed(f->sending, f->replid);
     check_replicas(f);
@@ -208,6 +239,7 @@ void gw_metering_start_flusher(gw_metering_t *m, h2o_loop_t *loop, const gw_redi
     f->m = m;
     f->need_replica = conf->num_sentinels != 0;
     f->redis = gw_redis_new(loop, conf); /* never NULL */
+    f->quota = gw_quota_watch_new();
     gw_redis_set_state_cb(f->redis, on_redis_state, f);
     m->flusher = f;
 }
@@ -235,6 +267,7 @@ void gw_metering_stop_flusher(gw_metering_t *m)
     f->redis = NULL;
     /* a batch in flight gets "disconnected" now and stays first in the queue */
     gw_redis_free(r);
+    gw_quota_watch_free(f->quota);
     m->flusher = NULL;
     free(f);
 }

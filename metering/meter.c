@@ -91,6 +91,14 @@ void gw_meter_set_project(gw_meter_t *m, const char *sandbox_id, h2o_iovec_t pro
     e->rec.project = h2o_strdup(NULL, clean, len).base;
 }
 
+void gw_meter_set_quota(gw_meter_t *m, const char *sandbox_id, uint64_t quota, uint64_t now_ms)
+{
+    gw_metering_entry_t *e = meter_entry(m, sandbox_id);
+
+    e->last_ms = now_ms;
+    e->rec.egress_quota = quota;
+}
+
 void gw_meter_add(gw_meter_t *m, const char *sandbox_id, uint64_t egress, uint64_t ingress, uint64_t now_ms)
 {
     gw_metering_entry_t *e;

@@ -27,6 +27,10 @@ void gw_meter_free(gw_meter_t *m);
  * record of it from now on. `project` is copied (cleaned). */
 void gw_meter_set_project(gw_meter_t *m, const char *sandbox_id, h2o_iovec_t project, uint64_t now_ms);
 
+/* Remembers the egress_quota of a sandbox (from its route; 0: none) for its
+ * records from now on (metering/quota.h). */
+void gw_meter_set_quota(gw_meter_t *m, const char *sandbox_id, uint64_t quota, uint64_t now_ms);
+
 /* Adds bytes moved for a sandbox at now_ms. A sandbox whose project was
  * never set (or forgotten) is counted with project "". */
 void gw_meter_add(gw_meter_t *m, const char *sandbox_id, uint64_t egress, uint64_t ingress, uint64_t now_ms);

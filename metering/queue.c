@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <h2o/string_.h>
+#include "metering/quota.h"
 #include "metering/queue.h"
 
 #define LOG_PREFIX "lizard-gateway: metering: "
@@ -96,6 +97,7 @@ static void merge_open(void *arg, const gw_metering_record_t *r)
     }
     o->rec.egress += r->egress;
     o->rec.ingress += r->ingress;
+    o->rec.egress_quota = gw_quota_merge(o->rec.egress_quota, r->egress_quota);
     if (ctx->now_ms > o->rec.to_ms)
         o->rec.to_ms = ctx->now_ms;
 }
@@ -214,6 +216,13 @@ void gw_metering_count_lost(gw_metering_t *m, uint64_t n)
 {
     pthread_mutex_lock(&m->mutex);
     m->stats.records_lost += n;
+    pthread_mutex_unlock(&m->mutex);
+}
+
+void gw_metering_count_quota_reached(gw_metering_t *m, uint64_t n)
+{
+    pthread_mutex_lock(&m->mutex);
+    m->stats.quota_reached += n;
     pthread_mutex_unlock(&m->mutex);
 }
 

@@ -44,6 +44,7 @@ typedef struct st_gw_metering_stats_t {
     uint64_t spill_replayed;  /* records loaded from the spill file at start */
     uint64_t spill_malformed; /* spill lines skipped at start, and records that could not be written to it */
     uint64_t records_lost;    /* at exit: neither written to Redis nor to the spill file */
+    uint64_t quota_reached;   /* sandboxes an INCRBY reply showed at or past their egress_quota, published (metering/quota.h) */
 } gw_metering_stats_t;
 
 typedef struct st_gw_metering_t {
@@ -104,6 +105,9 @@ int gw_metering_write_spill(gw_metering_t *m, char **err);
 
 /* Adds n to records_lost. Any thread. */
 void gw_metering_count_lost(gw_metering_t *m, uint64_t n);
+
+/* Adds n to quota_reached. Any thread. */
+void gw_metering_count_quota_reached(gw_metering_t *m, uint64_t n);
 
 /* Copies the counters into *out (pending_batches counted now). Any thread. */
 void gw_metering_get_stats(gw_metering_t *m, gw_metering_stats_t *out);

@@ -29,6 +29,11 @@ typedef struct st_gw_metering_record_t {
     uint64_t from_ms;
     uint64_t to_ms;
     uint64_t seq; /* assigned when sealed */
+    /* The sandbox's egress_quota as its route said when these bytes were
+     * counted (gw_quota_merge over workers); 0: none, or 0 itself, which
+     * every route read refuses on its own. Not in the spill file: the
+     * flusher compares it with the INCRBY reply (metering/quota.h). */
+    uint64_t egress_quota;
     /* The master_replid of the primary whose EXEC took this record while no
      * replica had acknowledged it yet ("": none). Sent again to a primary of
      * the same replication id, the record is not executed again (it is in

@@ -9,6 +9,7 @@
 #include "metering/meter.h"
 #include "metering/queue.h"
 #include "metering/worker_meter.h"
+#include "routing/ingress.h"
 
 struct st_gw_worker_meter_t {
     gw_metering_t *metering;
@@ -64,6 +65,11 @@ gw_worker_meter_t *gw_worker_meter_new(h2o_loop_t *loop, const gw_worker_meter_c
 void gw_worker_meter_set_project(gw_worker_meter_t *wm, const char *sandbox_id, h2o_iovec_t project)
 {
     gw_meter_set_project(wm->meter, sandbox_id, project, h2o_now(wm->loop));
+}
+
+void gw_worker_meter_set_quota(gw_worker_meter_t *wm, const char *sandbox_id, uint64_t egress_quota)
+{
+    gw_meter_set_quota(wm->meter, sandbox_id, egress_quota != GW_EGRESS_QUOTA_NONE ? egress_quota : 0, h2o_now(wm->loop));
 }
 
 void gw_worker_meter_add(gw_worker_meter_t *wm, const char *sandbox_id, uint64_t egress, uint64_t ingress, int no_activity)

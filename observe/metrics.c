@@ -458,6 +458,10 @@ static void metering_metrics(text_t *out, gw_metrics_t *m)
            "Metering records lost: a command Redis refused inside an EXEC that ran (not retried), or at exit neither "
            "written nor spilled.",
            ms.records_lost);
+    metric(out, "lizard_egress_quota_reached_total", "counter",
+           "Sandboxes a metering flush found at or past their egress_quota, published on <prefix>routes so that every "
+           "gateway refuses their new requests.",
+           ms.quota_reached);
     family(out, "lizard_metering_spill_records_total", "counter",
            "Spill file records: written at exit, replayed at start, malformed lines skipped.");
     sample(out, "lizard_metering_spill_records_total", "op=\"written\"", ms.spill_written);

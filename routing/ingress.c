@@ -101,20 +101,55 @@ int gw_ingress_admits(const gw_ingress_t *rules, const struct sockaddr *sa)
     return !rules->has_allow || gw_cidr_list_contains(rules->cidrs + rules->num_deny, rules->num_allow, sa);
 }
 
-uint64_t gw_ingress_parse_limit(const char *sandbox_id, const char *field, const redisReply *v, uint64_t max)
+/* A decimal 0 .. max without sign into *out: 0, or -1 (empty, not a digit, too large). */
+static int parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *out)
 {
     uint64_t n = 0;
     size_t i;
 
-    for (i = 0; i != (size_t)v->len; ++i) {
-        if (v->str[i] < '0' || v->str[i] > '9' || n > (max - (uint64_t)(v->str[i] - '0')) / 10) {
-            n = 0;
-            break;
-        }
-        n = n * 10 + (uint64_t)(v->str[i] - '0');
+    if (len == 0)
+        return -1;
+    for (i = 0; i != len; ++i) {
+        if (s[i] < '0' || s[i] > '9' || n > (max - (uint64_t)(s[i] - '0')) / 10)
+            return -1;
+        n = n * 10 + (uint64_t)(s[i] - '0');
     }
+    *out = n;
+    return 0;
+}
+
+uint64_t gw_ingress_parse_limit(const char *sandbox_id, const char *field, const redisReply *v, uint64_t max)
+{
+    uint64_t n = 0;
+
+    if (parse_decimal(v->str, (size_t)v->len, max, &n) != 0)
+        n = 0;
     if (n == 0)
         fprintf(stderr, "route: sandbox %s: %s is not a decimal from 1 to %llu: it is ignored (unlimited)\n", sandbox_id, field,
                 (unsigned long long)max);
+    return n;
+}
+
+uint64_t gw_ingress_parse_quota(const char *sandbox_id, const redisReply *v)
+{
+    uint64_t n;
+
+    if (parse_decimal(v->str, (size_t)v->len, INT64_MAX, &n) == 0)
+        return n;
+    fprintf(stderr, "route: sandbox %s: egress_quota is not a decimal from 0 to %lld: it is ignored (unlimited)\n", sandbox_id,
+            (long long)INT64_MAX);
+    return GW_EGRESS_QUOTA_NONE;
+}
+
+uint64_t gw_ingress_parse_total(const redisReply *v)
+{
+    uint64_t n;
+
+    if (v == NULL)
+        return 0;
+    if (v->type == REDIS_REPLY_INTEGER)
+        return v->integer > 0 ? (uint64_t)v->integer : 0;
+    if (v->type != REDIS_REPLY_STRING || parse_decimal(v->str, (size_t)v->len, INT64_MAX, &n) != 0)
+        return 0;
     return n;
 }

@@ -35,9 +35,22 @@ gw_ingress_t *gw_ingress_parse(const char *sandbox_id, const redisReply *deny, c
  * and inside an allow network when there is an allow list. NULL rules: 1. */
 int gw_ingress_admits(const gw_ingress_t *rules, const struct sockaddr *sa);
 
-/* Parses a req_rate or egress_quota value: a decimal 1 .. max, no sign.
- * Returns the value, or 0 (unlimited) with one operator line to stderr when
- * malformed. */
+/* Parses a req_rate value: a decimal 1 .. max, no sign. Returns the value,
+ * or 0 (unlimited) with one operator line to stderr when malformed. */
 uint64_t gw_ingress_parse_limit(const char *sandbox_id, const char *field, const redisReply *v, uint64_t max);
+
+/* A sandbox without an egress_quota (no running total ever reaches it: Redis
+ * integers stop at 2^63 - 1). */
+#define GW_EGRESS_QUOTA_NONE UINT64_MAX
+
+/* Parses an egress_quota value: a decimal 0 .. 2^63 - 1 (0: every request is
+ * refused), no sign. Returns it, or GW_EGRESS_QUOTA_NONE (unlimited) with one
+ * operator line to stderr when malformed, as for req_rate. */
+uint64_t gw_ingress_parse_quota(const char *sandbox_id, const redisReply *v);
+
+/* The running total <prefix>egress:{<id>} from a GET reply: a decimal
+ * string (INCRBY's). Anything else (no key, a negative or malformed value,
+ * an error) is 0: the total is not known to have reached anything. */
+uint64_t gw_ingress_parse_total(const redisReply *v);
 
 #endif

@@ -36,11 +36,14 @@ typedef struct st_entry_t {
     char id[GW_SANDBOX_ID_MAX + 1];
 } entry_t;
 
-/* One HGETALL and the lookups waiting for it. */
+/* One HGETALL (with the GET of the running total sent right before it) and
+ * the lookups waiting for it. */
 struct st_flight_t {
     gw_route_store_t *store;
     entry_t *entry; /* NULL once detached: the answer still goes to the waiters but is not cached */
     gw_redis_req_t *req;
+    gw_redis_req_t *total_req; /* the GET of <prefix>egress:{<id>}, until it answered */
+    uint64_t total;            /* its answer (0: absent or unknown) */
     uint64_t sent_at;
     h2o_linklist_t waiters; /* gw_route_lookup_t.link */
     h2o_linklist_t link;    /* in store->flights */
@@ -263,6 +266,8 @@ static entry_t *entry_update(gw_route_store_t *s, entry_t *e, gw_sandbox_t *sand
 
 static void flight_free(flight_t *f)
 {
+    if (f->total_req != NULL)
+        gw_redis_req_cancel(f->total_req);
     flight_detach(f);
     h2o_linklist_unlink(&f->link);
     free(f);
@@ -278,6 +283,11 @@ static void on_hgetall(void *data, const char *err, redisReply *reply)
     const char *perr;
 
     f->req = NULL;
+    if (f->total_req != NULL) {
+        /* sent first, so answered first; unless it timed out in the same turn: the total is unknown */
+        gw_redis_req_cancel(f->total_req);
+        f->total_req = NULL;
+    }
     /* err: "timeout", "disconnected" or a server error (a key of the wrong type): Redis cannot tell us now */
     if (err != NULL || gw_sandbox_parse(f->id, reply, &sandbox, &perr) != 0) {
         status = GW_ROUTE_UNAVAILABLE;
@@ -291,6 +301,8 @@ static void on_hgetall(void *data, const char *err, redisReply *reply)
         }
     } else {
         status = sandbox != NULL ? GW_ROUTE_FOUND : GW_ROUTE_NOT_FOUND;
+        if (sandbox != NULL)
+            sandbox->egress_total = f->total; /* not shared yet */
         if (e != NULL) {
             e->flight = NULL; /* before the lifecycle callback: the entry is settled */
             f->entry = NULL;
@@ -477,29 +489,60 @@ int gw_route_store_subscribe(gw_route_store_t *s, gw_redis_t *subscriber)
     return ret;
 }
 
-/* Starts the fetch of e->id; NULL when Redis cannot be asked now. */
+/* "<prefix><kind>{<id>}" in buf (GW_ROUTE_KEY_MAX bytes) or, for a longer
+ * prefix, on the heap (*heap, to free); returns the key, its length in *len. */
+#define GW_ROUTE_KEY_MAX (256 + GW_SANDBOX_ID_MAX + 16)
+static char *make_key(const gw_route_store_t *s, const char *kind, const char *id, char *buf, char **heap, size_t *len)
+{
+    size_t prefix_len = strlen(s->prefix), kind_len = strlen(kind), id_len = strlen(id);
+    char *k = buf;
+
+    *len = prefix_len + kind_len + 1 + id_len + 1;
+    *heap = NULL;
+    if (*len + 1 > GW_ROUTE_KEY_MAX)
+        k = *heap = h2o_mem_alloc(*len + 1);
+    memcpy(k, s->prefix, prefix_len);
+    memcpy(k + prefix_len, kind, kind_len);
+    k[prefix_len + kind_len] = '{';
+    memcpy(k + prefix_len + kind_len + 1, id, id_len);
+    k[*len - 1] = '}';
+    k[*len] = '\0';
+    return k;
+}
+
+static void on_total(void *data, const char *err, redisReply *reply)
+{
+    flight_t *f = data;
+
+    f->total_req = NULL;
+    f->total = err == NULL ? gw_ingress_parse_total(reply) : 0;
+}
+
+/* Sends "<cmd> <prefix><kind>{<id>}" for f; NULL when Redis cannot be asked now. */
+static gw_redis_req_t *send_key_command(gw_route_store_t *s, flight_t *f, const char *cmd, const char *kind, const char *id,
+                                        gw_redis_reply_cb cb)
+{
+    char buf[GW_ROUTE_KEY_MAX], *heap;
+    size_t len;
+    const char *argv[] = {cmd, make_key(s, kind, id, buf, &heap, &len)};
+    size_t argvlen[] = {strlen(cmd), len};
+    gw_redis_req_t *req = gw_redis_command_argv(s->redis, s->conf.lookup_timeout_ms, cb, f, 2, argv, argvlen);
+
+    free(heap);
+    return req;
+}
+
+/* Starts the fetch of e->id: GET of the running total (egress_quota), then
+ * HGETALL, pipelined in one round trip. NULL when Redis cannot be asked now. */
 static flight_t *flight_start(gw_route_store_t *s, entry_t *e)
 {
-    size_t id_len = strlen(e->id), prefix_len = strlen(s->prefix), key_len = prefix_len + 5 + id_len + 1;
-    char key[256 + GW_SANDBOX_ID_MAX + 8], *heap_key = NULL, *k = key;
     flight_t *f = h2o_mem_alloc(sizeof(*f));
 
     memset(f, 0, sizeof(*f));
-    /* "<prefix>sbx:{<id>}" */
-    if (key_len + 1 > sizeof(key))
-        k = heap_key = h2o_mem_alloc(key_len + 1);
-    memcpy(k, s->prefix, prefix_len);
-    memcpy(k + prefix_len, "sbx:{", 5);
-    memcpy(k + prefix_len + 5, e->id, id_len);
-    k[key_len - 1] = '}';
-    k[key_len] = '\0';
-    {
-        const char *argv[] = {"HGETALL", k};
-        size_t argvlen[] = {7, key_len};
-        f->req = gw_redis_command_argv(s->redis, s->conf.lookup_timeout_ms, on_hgetall, f, 2, argv, argvlen);
-    }
-    free(heap_key);
-    if (f->req == NULL) {
+    f->total_req = send_key_command(s, f, "GET", "egress:", e->id, on_total);
+    if ((f->req = send_key_command(s, f, "HGETALL", "sbx:", e->id, on_hgetall)) == NULL) {
+        if (f->total_req != NULL)
+            gw_redis_req_cancel(f->total_req);
         free(f);
         return NULL;
     }
@@ -507,7 +550,7 @@ static flight_t *flight_start(gw_route_store_t *s, entry_t *e)
     f->store = s;
     f->entry = e;
     f->sent_at = h2o_now(s->loop);
-    memcpy(f->id, e->id, id_len + 1);
+    memcpy(f->id, e->id, strlen(e->id) + 1);
     h2o_linklist_init_anchor(&f->waiters);
     h2o_linklist_insert(&s->flights, &f->link);
     e->flight = f;

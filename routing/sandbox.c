@@ -194,6 +194,8 @@ static void second_pass(gw_sandbox_t *s, const redisReply *reply, size_t max_por
             s->resume_auto = field_is(v, "auto");
         } else if (field_is(f, "req_rate")) {
             s->req_rate = (uint32_t)gw_ingress_parse_limit(s->id, "req_rate", v, 1000000);
+        } else if (field_is(f, "egress_quota")) {
+            s->egress_quota = gw_ingress_parse_quota(s->id, v);
         } else if (field_is(f, "link_epoch")) {
             s->link_epoch = 0;
             s->link_epoch_ok = parse_epoch(v, &s->link_epoch);
@@ -267,6 +269,7 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
     s->refcnt = 1;
     s->state = GW_SANDBOX_STATE_UNKNOWN;
     s->link_epoch_ok = 1; /* absent = 0 */
+    s->egress_quota = GW_EGRESS_QUOTA_NONE;
     s->ports = max_ports != 0 ? (gw_sandbox_port_t *)(s + 1) : NULL;
     strings = (char *)(s + 1) + max_ports * sizeof(gw_sandbox_port_t);
     s->lifecycle = copy_value(&strings, lifecycle);

@@ -77,8 +77,18 @@ typedef struct st_gw_sandbox_t {
     /* who may reach it and how much (routing/ingress.h), parsed once per fetch */
     gw_ingress_t *ingress; /* NULL: neither ingress_allow nor ingress_deny */
     uint32_t req_rate;     /* requests per second on this gateway; 0: unlimited */
+    uint64_t egress_quota; /* bytes; GW_EGRESS_QUOTA_NONE: unlimited */
+    uint64_t egress_total; /* <prefix>egress:{<id>} read with the record (route_store.c); 0: absent or unreadable */
     size_t refcnt;         /* only touched by the owning thread */
 } gw_sandbox_t;
+
+/* 1 when the sandbox's metered egress, as read with its record, has reached
+ * its egress_quota: new requests and tunnels are refused (README, "Who may
+ * reach a sandbox, and how much"). One integer test without a quota. */
+static inline int gw_sandbox_quota_reached(const gw_sandbox_t *s)
+{
+    return s->egress_total >= s->egress_quota;
+}
 
 /* Parses an HGETALL reply (flat array of field/value strings). An empty
  * array means "no such sandbox": returns 0 with *out = NULL. Malformed

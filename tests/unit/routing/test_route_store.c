@@ -87,6 +87,8 @@ typedef struct {
     gw_route_status_t status;
     char lifecycle[64];
     gw_port_access_t port3000;
+    uint64_t egress_total;
+    int quota_reached;
     uint64_t at;
 } result_t;
 
@@ -100,6 +102,8 @@ static void on_route(void *data, gw_route_status_t status, gw_sandbox_t *sandbox
         ck_assert_ptr_nonnull(sandbox);
         snprintf(res->lifecycle, sizeof(res->lifecycle), "%s", sandbox->lifecycle.base);
         res->port3000 = gw_sandbox_port_access(sandbox, 3000);
+        res->egress_total = sandbox->egress_total;
+        res->quota_reached = gw_sandbox_quota_reached(sandbox);
     } else {
         ck_assert_ptr_null(sandbox);
     }
@@ -189,6 +193,52 @@ START_TEST(publish_evicts_at_once)
     admin(&srv, "PUBLISH other:routes sbx1");
     run_for(100);
     ck_assert_int_eq(lookup(&f, "sbx1").port3000, GW_PORT_PUBLIC);
+
+    fixture_dispose(&f);
+    server_cleanup(&srv);
+}
+END_TEST
+
+/* The running total <prefix>egress:{<id>} comes with the record, in the same
+ * fetch (one per miss: the fetches counter), and is read again after a publish. */
+START_TEST(fetch_reads_the_running_total)
+{
+    server_t srv;
+    fixture_t f;
+    result_t r;
+
+    server_tcp(&srv);
+    put_sandbox(&srv, "sbx1", "lc1", "public");
+    admin(&srv, "HSET lizard:sbx:{sbx1} egress_quota 1000");
+    admin(&srv, "SET lizard:egress:{sbx1} 999");
+    put_sandbox(&srv, "sbx2", "lc1", "public"); /* no quota, no total */
+    fixture_init(&f, &srv, (gw_route_store_conf_t){.cache_ttl_ms = 60000, .stale_ttl_ms = 60000}, 1);
+    r = lookup(&f, "sbx1");
+    ck_assert_uint_eq(r.egress_total, 999);
+    ck_assert_int_eq(r.quota_reached, 0);
+    r = lookup(&f, "sbx2");
+    ck_assert_uint_eq(r.egress_total, 0);
+    ck_assert_int_eq(r.quota_reached, 0);
+    ck_assert_uint_eq(counter(&f.counters.fetches), 2);
+
+    /* the total grows (another gateway's INCRBY): cached until a publish */
+    admin(&srv, "INCRBY lizard:egress:{sbx1} 1");
+    ck_assert_int_eq(lookup(&f, "sbx1").quota_reached, 0);
+    admin(&srv, "PUBLISH lizard:routes sbx1");
+    ck_assert(run_until_counter(&f.counters.invalidations, 1, WAIT_MS));
+    r = lookup(&f, "sbx1");
+    ck_assert_uint_eq(r.egress_total, 1000);
+    ck_assert_int_eq(r.quota_reached, 1);
+    ck_assert_uint_eq(counter(&f.counters.fetches), 3);
+
+    /* a total that is not a number (a key of another type) is not known to have reached anything */
+    admin(&srv, "DEL lizard:egress:{sbx1}");
+    admin(&srv, "HSET lizard:egress:{sbx1} a b");
+    admin(&srv, "PUBLISH lizard:routes sbx1");
+    ck_assert(run_until_counter(&f.counters.invalidations, 2, WAIT_MS));
+    r = lookup(&f, "sbx1");
+    ck_assert_int_eq(r.status, GW_ROUTE_FOUND);
+    ck_assert_uint_eq(r.egress_total, 0);
 
     fixture_dispose(&f);
     server_cleanup(&srv);
@@ -644,6 +694,7 @@ int main(void)
     tcase_add_checked_fixture(tc, loop_setup, loop_teardown);
     tcase_add_test(tc, hit_makes_no_redis_call);
     tcase_add_test(tc, publish_evicts_at_once);
+    tcase_add_test(tc, fetch_reads_the_running_total);
     tcase_add_test(tc, concurrent_misses_share_one_fetch);
     tcase_add_test(tc, negative_entries);
     tcase_add_test(tc, cache_ttl_bounds_staleness);

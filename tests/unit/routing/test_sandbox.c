@@ -433,6 +433,58 @@ START_TEST(ingress_lists)
 }
 END_TEST
 
+/* egress_quota: a decimal 0 .. 2^63 - 1 (0 refuses everything); absent or malformed: unlimited */
+START_TEST(egress_quota_field)
+{
+    const char *q[] = {"state", "running", "egress_quota", "1048576", NULL};
+    const char *zero[] = {"state", "running", "egress_quota", "0", NULL};
+    const char *none[] = {"state", "running", NULL};
+    const char *bad[] = {"-1", "1e6", "", " 5", "9223372036854775808", "12abc"};
+    gw_sandbox_t *s = parse_kv(q), *z = parse_kv(zero), *n = parse_kv(none);
+
+    ck_assert_uint_eq(s->egress_quota, 1048576);
+    ck_assert_uint_eq(s->egress_total, 0); /* the route store fills it */
+    ck_assert_int_eq(gw_sandbox_quota_reached(s), 0);
+    s->egress_total = 1048575;
+    ck_assert_int_eq(gw_sandbox_quota_reached(s), 0);
+    s->egress_total = 1048576; /* reached, not only passed */
+    ck_assert_int_eq(gw_sandbox_quota_reached(s), 1);
+    ck_assert_uint_eq(z->egress_quota, 0);
+    ck_assert_int_eq(gw_sandbox_quota_reached(z), 1);
+    ck_assert_uint_eq(n->egress_quota, GW_EGRESS_QUOTA_NONE);
+    n->egress_total = (uint64_t)INT64_MAX; /* the largest total Redis can hold */
+    ck_assert_int_eq(gw_sandbox_quota_reached(n), 0);
+    for (size_t i = 0; i != sizeof(bad) / sizeof(bad[0]); ++i) {
+        const char *kv[] = {"state", "running", "egress_quota", bad[i], NULL};
+        gw_sandbox_t *b = parse_kv(kv);
+        ck_assert_msg(b->egress_quota == GW_EGRESS_QUOTA_NONE, "\"%s\" taken as a quota", bad[i]);
+        gw_sandbox_release(b);
+    }
+    redisReply *max = resp("$19\r\n9223372036854775807\r\n");
+    ck_assert_uint_eq(gw_ingress_parse_quota("sbx1", max), (uint64_t)INT64_MAX);
+    freeReplyObject(max);
+    gw_sandbox_release(s);
+    gw_sandbox_release(z);
+    gw_sandbox_release(n);
+}
+END_TEST
+
+/* The running total from a GET reply: a decimal, anything else is 0 */
+START_TEST(egress_total_reply)
+{
+    const char *text[] = {"$7\r\n2097152\r\n", "$-1\r\n", "$2\r\n-5\r\n", "$3\r\nabc\r\n",
+                          "-WRONGTYPE no\r\n", ":42\r\n", ":-3\r\n"};
+    uint64_t want[] = {2097152, 0, 0, 0, 0, 42, 0};
+
+    for (size_t i = 0; i != sizeof(text) / sizeof(text[0]); ++i) {
+        redisReply *r = resp(text[i]);
+        ck_assert_uint_eq(gw_ingress_parse_total(r), want[i]);
+        freeReplyObject(r);
+    }
+    ck_assert_uint_eq(gw_ingress_parse_total(NULL), 0);
+}
+END_TEST
+
 START_TEST(ingress_malformed_refuses)
 {
     const char *bad[][7] = {{"state", "running", "ingress_allow", "10.0.0.0/8,not-a-net", NULL},
@@ -473,6 +525,8 @@ int main(void)
     tcase_add_test(tc, id_copied);
     tcase_add_test(tc, ingress_lists);
     tcase_add_test(tc, ingress_malformed_refuses);
+    tcase_add_test(tc, egress_quota_field);
+    tcase_add_test(tc, egress_total_reply);
     suite_add_tcase(s, tc);
 
     SRunner *sr = srunner_create(s);
