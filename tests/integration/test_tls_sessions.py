@@ -162,6 +162,23 @@ def test_session_does_not_cross_certificates(two_cert_gateway, certs, tmpdir_, m
 
 
 # ---------------------------------------------------------------------------
+# issue 28: the TLS 1.3 suite is the server's choice, AES-128-GCM first (Mozilla's
+# order), ChaCha20 for a client that lists it first
+
+
+@pytest.mark.parametrize("offer,expected", [
+    ("TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"),
+    ("TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256", "TLS_CHACHA20_POLY1305_SHA256"),
+    ("TLS_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384"),
+])
+def test_tls13_suite_is_the_servers_choice(gw_factory, certs, offer, expected):
+    g = gw_factory({}, name="gw-suites")
+    h = s_client(g.tls_port, "3000-sbx1.%s" % gwtest.DOMAIN, certs["ca"], ["-tls1_3", "-ciphersuites", offer])
+    m = re.search(r"^New, TLSv1\.3, Cipher is (\S+)", h.out, re.M)
+    assert m is not None and m.group(1) == expected, h.out
+
+
+# ---------------------------------------------------------------------------
 # issue 12: fleet ticket keys
 
 
