@@ -19,6 +19,10 @@ void gw_token_sha256(const void *data, size_t len, unsigned char out[32]);
  * malformed expected digest never matches. */
 int gw_token_matches(h2o_iovec_t token, const char *expected_hex);
 
+/* The same with the expected digest already decoded (32 bytes): what a
+ * request checks against, its record having decoded the hex once. */
+int gw_token_matches_digest(h2o_iovec_t token, const unsigned char expected[32]);
+
 /* Constant-time equality of two buffers of the same length. */
 int gw_token_equal(const void *a, const void *b, size_t len);
 

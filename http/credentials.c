@@ -51,7 +51,7 @@ static gw_credential_status_t check_link(h2o_iovec_t token, const gw_credential_
 static gw_credential_status_t check_token(h2o_iovec_t token, const gw_sandbox_t *sbx, gw_grant_t *grant, gw_error_why_t *why,
                                           gw_error_why_t refusal)
 {
-    if (!sbx->has_token || !gw_token_matches(token, sbx->token_sha256)) {
+    if (!sbx->has_token || !gw_token_matches_digest(token, sbx->token_digest)) {
         *why = refusal;
         return GW_CREDENTIAL_REFUSED;
     }

@@ -131,11 +131,9 @@ static gw_sandbox_state_t parse_state(const redisReply *v)
     return GW_SANDBOX_STATE_UNKNOWN;
 }
 
-static int parse_token(const redisReply *v, char *out)
+static int parse_token(const redisReply *v, char *out, unsigned char digest[32])
 {
-    unsigned char digest[32];
-
-    /* 64 hex digits, either case; kept in lowercase, as the contract writes them */
+    /* 64 hex digits, either case; kept in lowercase, as the contract writes them, and decoded */
     if (v->len != 64 || h2o_hex_decode(digest, v->str, 64) != 0)
         return 0;
     memcpy(out, v->str, 64);
@@ -189,7 +187,7 @@ static void second_pass(gw_sandbox_t *s, const redisReply *reply, size_t max_por
             s->has_addr_field = 1;
             copy_printable(s->addr_text, GW_SANDBOX_ADDR_TEXT_MAX, v);
         } else if (field_is(f, "token_sha256")) {
-            s->has_token = parse_token(v, s->token_sha256);
+            s->has_token = parse_token(v, s->token_sha256, s->token_digest);
         } else if (field_is(f, "resume")) {
             s->resume_auto = field_is(v, "auto");
         } else if (field_is(f, "req_rate")) {

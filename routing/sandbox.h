@@ -59,14 +59,15 @@ typedef struct st_gw_sandbox_t {
      * (and '"') as '?', NUL-terminated; has_addr_field 0: the field is absent */
     int has_addr_field;
     char addr_text[GW_SANDBOX_ADDR_TEXT_MAX + 1];
-    h2o_iovec_t lifecycle;    /* NUL-terminated; "" when missing */
-    h2o_iovec_t project;      /* NUL-terminated; "" when missing */
-    int has_token;            /* token_sha256 present and 64 hex digits */
-    char token_sha256[65];    /* lowercase hex */
-    int resume_auto;          /* resume is "auto": a request while paused wakes it */
-    int link_epoch_ok;        /* link_epoch absent (0) or a decimal; 0: malformed, every share link is refused */
-    uint64_t link_epoch;      /* share links signed with another epoch are refused */
-    gw_sandbox_port_t *ports; /* sorted by port */
+    h2o_iovec_t lifecycle;          /* NUL-terminated; "" when missing */
+    h2o_iovec_t project;            /* NUL-terminated; "" when missing */
+    int has_token;                  /* token_sha256 present and 64 hex digits */
+    char token_sha256[65];          /* lowercase hex */
+    unsigned char token_digest[32]; /* the same digest decoded once here, not per request */
+    int resume_auto;                /* resume is "auto": a request while paused wakes it */
+    int link_epoch_ok;              /* link_epoch absent (0) or a decimal; 0: malformed, every share link is refused */
+    uint64_t link_epoch;            /* share links signed with another epoch are refused */
+    gw_sandbox_port_t *ports;       /* sorted by port */
     size_t num_ports;
     /* the first host:<n> field of an exposed port whose value is neither
      * preserve nor localhost (that port falls back to upstream.host_header);
