@@ -67,6 +67,23 @@ START_TEST(test_empty_token_never_matches)
 }
 END_TEST
 
+/* The per-request form: the digest decoded once (by the record), the
+ * thread's reused context giving the same answer on every call. */
+START_TEST(test_matches_decoded_digest)
+{
+    unsigned char hello[32], empty[32];
+    int i;
+
+    ck_assert_int_eq(h2o_hex_decode(hello, HELLO_SHA256, 64), 0);
+    ck_assert_int_eq(h2o_hex_decode(empty, EMPTY_SHA256, 64), 0);
+    for (i = 0; i != 3; ++i) {
+        ck_assert_int_eq(gw_token_matches_digest(h2o_iovec_init(H2O_STRLIT("hello")), hello), 1);
+        ck_assert_int_eq(gw_token_matches_digest(h2o_iovec_init(H2O_STRLIT("hellO")), hello), 0);
+        ck_assert_int_eq(gw_token_matches_digest(h2o_iovec_init("", 0), empty), 0);
+    }
+}
+END_TEST
+
 START_TEST(test_malformed_expected_never_matches)
 {
     h2o_iovec_t hello = h2o_iovec_init(H2O_STRLIT("hello"));
@@ -117,6 +134,7 @@ static Suite *token_suite(void)
     tcase_add_test(tc, test_matches_uppercase_digest);
     tcase_add_test(tc, test_wrong_token_does_not_match);
     tcase_add_test(tc, test_empty_token_never_matches);
+    tcase_add_test(tc, test_matches_decoded_digest);
     tcase_add_test(tc, test_malformed_expected_never_matches);
     tcase_add_test(tc, test_equal);
     suite_add_tcase(s, tc);
