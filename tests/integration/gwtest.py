@@ -2,6 +2,7 @@
 upstream, the gateway), a tiny RESP client, test certificates made with the
 openssl CLI, and a curl wrapper. Stdlib only; everything on 127.0.0.1."""
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -602,3 +603,28 @@ class CurlError(Exception):
 
 def have_tool(name):
     return shutil.which(name) is not None
+
+
+@contextlib.contextmanager
+def blackhole_port():
+    """A loopback port whose SYNs are dropped: a listener with listen(0)
+    whose accept queue is full (the kernel then drops SYNs; no root needed)."""
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(0)
+    port = lsock.getsockname()[1]
+    filler = socket.create_connection(("127.0.0.1", port), timeout=2)  # fills the queue
+    try:
+        probe = socket.socket()
+        probe.settimeout(0.3)
+        try:
+            probe.connect(("127.0.0.1", port))
+            raise AssertionError("this kernel answered a SYN on a full accept queue: the test cannot make a blackhole")
+        except socket.timeout:
+            pass
+        finally:
+            probe.close()
+        yield port
+    finally:
+        filler.close()
+        lsock.close()

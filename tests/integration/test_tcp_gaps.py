@@ -12,7 +12,6 @@ Real processes: the gateway, redis-server, redis-cli and tcp-forward; the
 sandbox's services are plain sockets of this test, the client a raw TLS
 socket speaking the WebSocket frames itself (so that it can stop reading)."""
 
-import contextlib
 import hashlib
 import os
 import socket
@@ -20,7 +19,6 @@ import ssl
 import threading
 import time
 
-import pytest
 
 import gwtest
 from test_metering import records, total
@@ -41,29 +39,6 @@ STALL_BOUND = 24 * MIB
 # --- 504: the sandbox never answers the SYN -------------------------------------------------
 
 
-@contextlib.contextmanager
-def blackhole_port():
-    """A loopback port whose SYNs are dropped: a listener with listen(0)
-    whose accept queue is full (the kernel then drops SYNs; no root needed)."""
-    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lsock.bind(("127.0.0.1", 0))
-    lsock.listen(0)
-    port = lsock.getsockname()[1]
-    filler = socket.create_connection(("127.0.0.1", port), timeout=2)  # fills the queue
-    try:
-        probe = socket.socket()
-        probe.settimeout(0.3)
-        try:
-            probe.connect(("127.0.0.1", port))
-            pytest.fail("this kernel answered a SYN on a full accept queue: the test cannot make a blackhole")
-        except socket.timeout:
-            pass
-        finally:
-            probe.close()
-        yield port
-    finally:
-        filler.close()
-        lsock.close()
 
 
 def handshake_answer(g, host, token, ca):
@@ -93,7 +68,7 @@ def test_connect_timeout_is_504_without_101(gw_factory, register_sandbox, certs,
     import json
 
     g = gw_factory({"upstream": {"connect_timeout_ms": 400}})
-    with blackhole_port() as port:
+    with gwtest.blackhole_port() as port:
         sid, token = tcp_sandbox(register_sandbox, port)
         host = g.host(port, sid)
         status, head, body = handshake_answer(g, host, token, certs["ca"])
