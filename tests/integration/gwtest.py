@@ -628,3 +628,12 @@ def blackhole_port():
     finally:
         filler.close()
         lsock.close()
+
+
+def rss_kib(pid):
+    """The resident set size of process `pid` in KiB (/proc/<pid>/status VmRSS)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS for %d" % pid)

@@ -328,14 +328,6 @@ def test_http1_client_that_stops_reading_is_cut(gw_factory, mredis, own_upstream
         raw.close()
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
-
-
 def is_asan_binary():
     with open(gwtest.gateway_binary(), "rb") as f:
         return b"AddressSanitizer" in f.read()
@@ -364,7 +356,7 @@ def test_zero_window_flood_stays_within_memory_budgets(gw_factory, mredis, own_u
     host = g.host(own_upstream.port, sid)
     for _ in range(3):  # warm up TLS, HTTP/2 and the route cache before the baseline
         assert curl(host, "/bytes/100000", gw=g, http2=True).status == 200
-    baseline = rss_kib(g.proc.pid)
+    baseline = gwtest.rss_kib(g.proc.pid)
 
     clients = [H2Client(g, certs, host, initial_window=0) for _ in range(4)]
     peak = baseline
@@ -379,11 +371,11 @@ def test_zero_window_flood_stays_within_memory_budgets(gw_factory, mredis, own_u
         while time.monotonic() < deadline:
             for c in clients:
                 c.pump(0.05)
-            peak = max(peak, rss_kib(g.proc.pid))
+            peak = max(peak, gwtest.rss_kib(g.proc.pid))
         gwtest.wait_for(lambda: bystander.statuses.count(200) >= 20, 120, what="20 bystander requests served")
         for c in clients:
             c.pump(0.05)
-        peak = max(peak, rss_kib(g.proc.pid))
+        peak = max(peak, gwtest.rss_kib(g.proc.pid))
         resets = sum(len(c.resets) for c in clients)
         heads = sum(len(c.head_bytes) for c in clients)
     finally:

@@ -214,14 +214,6 @@ def arrivals(chunks, sep):
     return out
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for %d" % pid)
-
-
 def deleted_files(pid):
     """Files the process holds open or mapped that were unlinked (temp files)."""
     found = set()
@@ -561,7 +553,7 @@ def test_slow_client_back_pressure(bp_gateway, curl_runner, register_sandbox, up
                                 resolve=["%s:%d:127.0.0.1" % (host, g.tls_port)])
         assert r.status == 200 and len(r.body) == MIB, r
     time.sleep(0.3)
-    base_rss = rss_kib(pid)
+    base_rss = gwtest.rss_kib(pid)
     base_deleted = deleted_files(pid)
     up_before = upstream.stats()["bytes_written"]
 
@@ -574,13 +566,13 @@ def test_slow_client_back_pressure(bp_gateway, curl_runner, register_sandbox, up
     try:
         t0 = time.monotonic()
         while time.monotonic() - t0 < READ_SECONDS:
-            peak = max(peak, rss_kib(pid))
+            peak = max(peak, gwtest.rss_kib(pid))
             time.sleep(0.1)
         assert proc.poll() is None, "curl ended early: %s" % proc.stderr.read().decode()
         os.kill(proc.pid, signal.SIGSTOP)  # the client stops reading
         t1 = time.monotonic()
         while time.monotonic() - t1 < STALL_SECONDS:
-            peak = max(peak, rss_kib(pid))
+            peak = max(peak, gwtest.rss_kib(pid))
             time.sleep(0.1)
         got = os.path.getsize(out)
         up_written = upstream.stats()["bytes_written"] - up_before
@@ -798,7 +790,7 @@ def test_websocket_back_pressure(bp_gateway, register_sandbox, ws_upstream, cert
     host = g.host(ws_upstream.port, sid)
     pid = g.proc.pid
     cid = "flood-" + sid
-    base_rss = rss_kib(pid)
+    base_rss = gwtest.rss_kib(pid)
     s = tls_connect(g, host, certs["ca"])
     try:
         s.sendall(("GET /flood?mib=200&id=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -813,7 +805,7 @@ def test_websocket_back_pressure(bp_gateway, register_sandbox, ws_upstream, cert
         peak = base_rss
         t0 = time.monotonic()
         while time.monotonic() - t0 < 3.0:
-            peak = max(peak, rss_kib(pid))
+            peak = max(peak, gwtest.rss_kib(pid))
             time.sleep(0.1)
         sent = ws_upstream.info(cid).get("sent", 0)
         new_deleted = deleted_files(pid)

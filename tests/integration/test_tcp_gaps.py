@@ -88,14 +88,6 @@ def test_connect_timeout_is_504_without_101(gw_factory, register_sandbox, certs,
 # --- back-pressure ----------------------------------------------------------------------------
 
 
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for %d" % pid)
-
-
 class Counter:
     def __init__(self):
         self.n = 0
@@ -190,13 +182,13 @@ def test_slow_client_stalls_the_sandbox_then_gets_everything(gateway, register_s
     try:
         sid, token = tcp_sandbox(register_sandbox, srv.port)
         host = gateway.host(srv.port, sid)
-        base = rss_kib(gateway.proc.pid)
+        base = gwtest.rss_kib(gateway.proc.pid)
         s, rest = raw_tunnel(gateway, host, token, certs["ca"])
         with s:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
             # the client reads nothing: the sandbox's sends stop well short of the flood
             stalled = wait_stalled(sent, "the sandbox's writes")
-            rss = rss_kib(gateway.proc.pid)
+            rss = gwtest.rss_kib(gateway.proc.pid)
             print("sandbox -> slow client: sandbox stalled at %.1f MiB; gateway RSS %d -> %d KiB" % (
                 stalled / MIB, base, rss))
             assert stalled < STALL_BOUND, "the sandbox wrote %d bytes to a client that reads nothing" % stalled
@@ -233,7 +225,7 @@ def test_fast_client_stalls_on_a_slow_sandbox_then_everything_arrives(gateway, r
     try:
         sid, token = tcp_sandbox(register_sandbox, srv.port)
         host = gateway.host(srv.port, sid)
-        base = rss_kib(gateway.proc.pid)
+        base = gwtest.rss_kib(gateway.proc.pid)
         s, _ = raw_tunnel(gateway, host, token, certs["ca"])
 
         def writer():
@@ -249,7 +241,7 @@ def test_fast_client_stalls_on_a_slow_sandbox_then_everything_arrives(gateway, r
         w.start()
         with s:
             stalled = wait_stalled(sent, "the client's writes")
-            rss = rss_kib(gateway.proc.pid)
+            rss = gwtest.rss_kib(gateway.proc.pid)
             print("fast client -> slow sandbox: client stalled at %.1f MiB; gateway RSS %d -> %d KiB" % (
                 stalled / MIB, base, rss))
             assert stalled < STALL_BOUND, "the client wrote %d bytes to a sandbox that reads nothing" % stalled

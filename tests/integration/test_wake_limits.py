@@ -12,7 +12,8 @@ import time
 
 import gwtest
 import test_proxy as tp
-from test_hostile_clients import is_asan_binary, rss_kib
+from test_hostile_clients import is_asan_binary
+from gwtest import rss_kib
 from test_wake import metric, paused_sandbox, raw_request, resume_requests, token_hdr
 
 BODY = 2_000_000
