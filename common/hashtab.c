@@ -3,6 +3,7 @@
  * hashes with (Aumasson and Bernstein; 1 compression and 3 finalization
  * rounds, as Rust's and Python's hash tables use for the same purpose).
  */
+#include <stdlib.h>
 #include <string.h>
 #include <openssl/rand.h>
 #include "common/hashtab.h"
@@ -143,6 +144,19 @@ void gw_hashtab_remove(gw_hashtab_t *t, gw_hashtab_node_t *node)
     *p = node->next;
     node->next = NULL;
     --t->size;
+}
+
+void gw_hashtab_free_all(gw_hashtab_t *t, size_t node_offset)
+{
+    for (size_t i = 0; i != t->num_buckets; ++i) {
+        gw_hashtab_node_t *n = t->buckets[i], *next;
+        t->buckets[i] = NULL;
+        for (; n != NULL; n = next) {
+            next = n->next;
+            free((char *)n - node_offset);
+        }
+    }
+    t->size = 0;
 }
 
 gw_hashtab_node_t *gw_hashtab_find(const gw_hashtab_t *t, const char *key, size_t len)

@@ -39,6 +39,10 @@ void gw_hashtab_dispose(gw_hashtab_t *t);
 void gw_hashtab_insert(gw_hashtab_t *t, gw_hashtab_node_t *node, const char *key, size_t len);
 /* Unlinks a linked node. */
 void gw_hashtab_remove(gw_hashtab_t *t, gw_hashtab_node_t *node);
+/* Unlinks every node and free()s the entry each is embedded in, the node
+ * `node_offset` bytes into it (offsetof(entry_t, node)): for entries
+ * malloc'd whole that hold nothing else to free. The table stays usable. */
+void gw_hashtab_free_all(gw_hashtab_t *t, size_t node_offset);
 
 /* The node linked under `key`, or NULL. */
 gw_hashtab_node_t *gw_hashtab_find(const gw_hashtab_t *t, const char *key, size_t len);

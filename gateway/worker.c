@@ -500,6 +500,14 @@ static int init_listeners(gw_worker_t *w, char **err)
     return 0;
 }
 
+/* The modules' thread inits, in order. The pipeline's per-thread objects
+ * (route and domain stores, proxy, meter, wake, hang-up watch) are built
+ * here and handed to it by init_pipeline (gw_pipeline_attach), not in its
+ * on_context_init, by choice: h2o_context_init runs every on_context_init
+ * before any of them can exist (the proxy is made from the context), and
+ * they are shared with revocation, wake and cert_fetch (the route store,
+ * the Redis connection), which are below http/ and must not get them from
+ * the pipeline. */
 static int (*const THREAD_INITS[])(gw_worker_t *w, char **err) = {init_routing, init_metering, init_upstream, init_pipeline,
                                                                   init_listeners};
 

@@ -78,19 +78,28 @@ static gw_error_why_t cookie_refusal(h2o_iovec_t cookie, gw_cookie_result_t resu
     return GW_WHY_COOKIE_NOT_VALID;
 }
 
+/* 1 when the gateway's cookie verified (`result`) and its fields read: `grant`
+ * is then of `kind`, until the cookie's expiry. */
+static int cookie_grants(h2o_iovec_t cookie, gw_cookie_result_t result, gw_grant_kind_t kind, gw_grant_t *grant)
+{
+    h2o_iovec_t cookie_sandbox;
+    uint16_t cookie_port;
+
+    if (result != GW_COOKIE_OK || gw_cookie_read_fields(cookie, &cookie_sandbox, &cookie_port, &grant->expires_at) != 0)
+        return 0;
+    grant->kind = kind;
+    return 1;
+}
+
 static gw_credential_status_t check_cookie(h2o_iovec_t cookie, const gw_credential_keys_t *keys, const gw_sandbox_t *sbx,
                                            uint16_t port, uint64_t now, gw_grant_t *grant, gw_error_why_t *why)
 {
     gw_cookie_result_t result = sbx->has_token
                                     ? gw_cookie_keys_verify(keys->cookie_keys, cookie, sbx->id, port, now, sbx->token_sha256)
                                     : GW_COOKIE_TOKEN_CHANGED;
-    h2o_iovec_t cookie_sandbox;
-    uint16_t cookie_port;
 
-    if (result == GW_COOKIE_OK && gw_cookie_read_fields(cookie, &cookie_sandbox, &cookie_port, &grant->expires_at) == 0) {
-        grant->kind = GW_GRANT_COOKIE;
+    if (cookie_grants(cookie, result, GW_GRANT_COOKIE, grant))
         return GW_CREDENTIAL_OK;
-    }
     *why = cookie_refusal(cookie, result, sbx->id, port, now);
     return GW_CREDENTIAL_REFUSED;
 }
@@ -104,11 +113,8 @@ static gw_credential_status_t check_link_cookie(h2o_iovec_t cookie, const gw_cre
     gw_cookie_result_t result = sbx->link_epoch_ok
                                     ? gw_cookie_keys_verify_link(keys->cookie_keys, cookie, sbx->id, port, now, sbx->link_epoch)
                                     : GW_COOKIE_BAD_SIGNATURE; /* an unreadable link_epoch revokes every link */
-    h2o_iovec_t cookie_sandbox;
-    uint16_t cookie_port;
 
-    if (result == GW_COOKIE_OK && gw_cookie_read_fields(cookie, &cookie_sandbox, &cookie_port, &grant->expires_at) == 0) {
-        grant->kind = GW_GRANT_LINK;
+    if (cookie_grants(cookie, result, GW_GRANT_LINK, grant)) {
         grant->link_epoch = sbx->link_epoch;
         return GW_CREDENTIAL_OK;
     }

@@ -27,13 +27,7 @@ typedef struct st_refused_addr_t {
 
 void gw_phase_address_forget(gw_hashtab_t *t)
 {
-    gw_hashtab_node_t *n, *next;
-
-    for (n = gw_hashtab_first(t); n != NULL; n = next) {
-        next = gw_hashtab_next(t, n);
-        gw_hashtab_remove(t, n);
-        free(H2O_STRUCT_FROM_MEMBER(refused_addr_t, node, n));
-    }
+    gw_hashtab_free_all(t, offsetof(refused_addr_t, node));
 }
 
 /* upstream_forbidden, saying which: no addr, not an IP literal, or outside

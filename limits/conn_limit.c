@@ -159,21 +159,13 @@ gw_conn_limit_t *gw_conn_limit_new(uint64_t max, size_t num_workers)
 
 void gw_conn_limit_free(gw_conn_limit_t *l)
 {
-    gw_hashtab_node_t *n;
-
     if (l == NULL)
         return;
     for (size_t i = 0; i != l->num_workers; ++i) {
-        while ((n = gw_hashtab_first(&l->workers[i].locals)) != NULL) {
-            gw_hashtab_remove(&l->workers[i].locals, n);
-            free(H2O_STRUCT_FROM_MEMBER(local_t, node, n));
-        }
+        gw_hashtab_free_all(&l->workers[i].locals, offsetof(local_t, node));
         gw_hashtab_dispose(&l->workers[i].locals);
     }
-    while ((n = gw_hashtab_first(&l->shared)) != NULL) {
-        gw_hashtab_remove(&l->shared, n);
-        free(H2O_STRUCT_FROM_MEMBER(shared_t, node, n));
-    }
+    gw_hashtab_free_all(&l->shared, offsetof(shared_t, node));
     gw_hashtab_dispose(&l->shared);
     pthread_mutex_destroy(&l->mutex);
     free(l);

@@ -34,14 +34,8 @@ gw_activity_t *gw_activity_new(void)
 
 static void forget_all(gw_activity_t *a)
 {
-    gw_hashtab_node_t *n, *next;
-
     a->last = NULL;
-    for (n = gw_hashtab_first(&a->seen); n != NULL; n = next) {
-        next = gw_hashtab_next(&a->seen, n);
-        gw_hashtab_remove(&a->seen, n);
-        free(H2O_STRUCT_FROM_MEMBER(seen_t, node, n));
-    }
+    gw_hashtab_free_all(&a->seen, offsetof(seen_t, node));
 }
 
 void gw_activity_free(gw_activity_t *a)

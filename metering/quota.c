@@ -29,13 +29,7 @@ gw_quota_watch_t *gw_quota_watch_new(void)
 
 static void forget_all(gw_quota_watch_t *w)
 {
-    gw_hashtab_node_t *n, *next;
-
-    for (n = gw_hashtab_first(&w->reported); n != NULL; n = next) {
-        next = gw_hashtab_next(&w->reported, n);
-        gw_hashtab_remove(&w->reported, n);
-        free(H2O_STRUCT_FROM_MEMBER(reported_t, node, n));
-    }
+    gw_hashtab_free_all(&w->reported, offsetof(reported_t, node));
 }
 
 void gw_quota_watch_free(gw_quota_watch_t *w)

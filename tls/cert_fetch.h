@@ -1,7 +1,7 @@
 /*
  * Fetching custom-domain certificates on a worker's loop (tls/dyncert.h
  * holds them): a handshake whose SNI misses the cache is paused (OpenSSL's
- * client-hello callback returns retry; libh2o patch 0230 resumes it), one
+ * client-hello callback returns retry; libh2o patch 0240 resumes it), one
  * EVAL reads <prefix>domain:{<host>} and the <prefix>cert:{<name>} it names
  * in one round trip, the key is unsealed (tls/seal.h), and every handshake
  * waiting for that host on this worker is resumed with the answer. At most

@@ -15,6 +15,7 @@
 #include "common/ws_frame.h"
 #include "upstream/exchange.h"
 #include "upstream/tcp_tunnel.h"
+#include "upstream/tunnel_hold.h"
 #include "upstream/ws_track.h"
 
 /* After the gateway's Close is written: how long the client may take to answer with its own */
@@ -23,12 +24,7 @@
 typedef struct st_tcp_tunnel_t {
     h2o_linklist_t link; /* in proxy->tcp_tunnels */
     gw_proxy_t *proxy;
-    char *sandbox_id;
-    int no_activity;
-    gw_conn_limit_t *slot, *client_slot;
-    char *client_addr;
-    size_t slot_worker;
-    gw_revocable_t revocable;
+    gw_tunnel_hold_t hold; /* taken over from the exchange */
     size_t head_bytes;
     h2o_socket_t *sandbox;
     h2o_socket_t *client;  /* once the 101 is written */
@@ -116,19 +112,9 @@ static void tunnel_free(tcp_tunnel_t *t)
         h2o_socket_close(t->sandbox);
     if (t->client != NULL)
         h2o_socket_close(t->client);
-    if (t->revocable.grant.record != NULL) {
-        if (t->proxy->revocation != NULL)
-            gw_revocation_remove(t->proxy->revocation, &t->revocable);
-        gw_sandbox_release(t->revocable.grant.record);
-    }
+    gw_tunnel_hold_release(&t->hold);
     GW_PROXY_COUNT(t->proxy, tcp_tunnels_open, -1);
-    if (t->slot != NULL)
-        gw_conn_limit_release(t->slot, t->slot_worker, t->sandbox_id);
-    if (t->client_slot != NULL)
-        gw_conn_limit_release(t->client_slot, t->slot_worker, t->client_addr);
-    free(t->client_addr);
     h2o_linklist_unlink(&t->link);
-    free(t->sandbox_id);
     free(t);
 }
 
@@ -206,7 +192,7 @@ static void on_client_written(h2o_socket_t *sock, const char *err)
         tunnel_free(t);
         return;
     }
-    gw_proxy_add_egress(t->proxy, t->client, t->sandbox_id, t->no_activity, t->down_frame, 1);
+    gw_proxy_add_egress(t->proxy, t->client, t->hold.sandbox_id, t->hold.no_activity, t->down_frame, 1);
     if (t->down_writing != 0 && t->sandbox != NULL) {
         h2o_buffer_consume(&t->sandbox->input, t->down_writing);
         if (t->close_len != 0) {
@@ -303,7 +289,7 @@ static void on_sandbox_written(h2o_socket_t *sock, const char *err)
         flush_to_client(t);
         return;
     }
-    gw_proxy_add_bytes(t->proxy, t->sandbox_id, t->no_activity, 0, t->up_consumed);
+    gw_proxy_add_bytes(t->proxy, t->hold.sandbox_id, t->hold.no_activity, 0, t->up_consumed);
     /* the client's frames keep the tunnel from being silent: no Ping is due */
     reset_ping(t);
     h2o_buffer_consume(&t->client->input, t->up_consumed);
@@ -414,7 +400,7 @@ static void on_client_read(h2o_socket_t *sock, const char *err)
     if ((walked = walk_client_input(t, &out)) < 0)
         return;
     if (out == 0 || t->sandbox == NULL) {
-        gw_proxy_add_bytes(t->proxy, t->sandbox_id, t->no_activity, 0, (uint64_t)walked);
+        gw_proxy_add_bytes(t->proxy, t->hold.sandbox_id, t->hold.no_activity, 0, (uint64_t)walked);
         h2o_buffer_consume(&sock->input, (size_t)walked);
         return;
     }
@@ -428,7 +414,7 @@ static void on_client_read(h2o_socket_t *sock, const char *err)
 
 static void on_tcp_revoke(gw_revocable_t *item, gw_error_code_t code)
 {
-    tcp_tunnel_t *t = H2O_STRUCT_FROM_MEMBER(tcp_tunnel_t, revocable, item);
+    tcp_tunnel_t *t = H2O_STRUCT_FROM_MEMBER(tcp_tunnel_t, hold.revocable, item);
     (void)code;
 
     if (t->writing != NULL) {
@@ -454,7 +440,7 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
     h2o_buffer_consume(&client->input, reqsize);
     t->client = client;
     client->data = t;
-    gw_proxy_add_egress(t->proxy, client, t->sandbox_id, t->no_activity, t->head_bytes, 1);
+    gw_proxy_add_egress(t->proxy, client, t->hold.sandbox_id, t->hold.no_activity, t->head_bytes, 1);
     setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &t->proxy->rcvbuf, sizeof(t->proxy->rcvbuf));
     reset_idle(t);
     reset_ping(t);
@@ -469,29 +455,11 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
 static void take_over(tcp_tunnel_t *t, gw_exchange_t *ex)
 {
     t->proxy = ex->proxy;
-    t->sandbox_id = h2o_strdup(NULL, ex->sandbox_id, SIZE_MAX).base;
-    t->no_activity = ex->no_activity;
-    t->slot = ex->slot;
-    t->slot_worker = ex->slot_worker;
-    ex->slot = NULL;
-    if (ex->client_slot != NULL) {
-        t->client_slot = ex->client_slot;
-        t->client_addr = h2o_strdup(NULL, ex->client_addr, SIZE_MAX).base;
-        ex->client_slot = NULL;
-    }
     t->sandbox = ex->sock;
     t->sandbox->data = t;
     ex->sock = NULL;
     h2o_socket_read_stop(t->sandbox);
-    if (ex->revocable.grant.record != NULL) {
-        if (t->proxy->revocation != NULL)
-            gw_revocation_remove(t->proxy->revocation, &ex->revocable);
-        t->revocable.grant = ex->revocable.grant;
-        ex->revocable.grant.record = NULL;
-        t->revocable.on_revoke = on_tcp_revoke;
-        if (t->proxy->revocation != NULL)
-            gw_revocation_add(t->proxy->revocation, &t->revocable);
-    }
+    gw_tunnel_hold_take(&t->hold, ex, on_tcp_revoke);
 }
 
 void gw_exchange_tcp_open(gw_exchange_t *ex)

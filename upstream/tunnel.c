@@ -45,13 +45,19 @@ static int side_of(gw_tunnel_t *tunnel, h2o_socket_t *sock)
     return tunnel->side[SIDE_CLIENT].sock == sock ? SIDE_CLIENT : SIDE_UPSTREAM;
 }
 
+/* Starts `entry` on `timeout` again (NULL: that timer is off). */
+static void relink(gw_tunnel_t *tunnel, h2o_timeout_t *timeout, h2o_timeout_entry_t *entry)
+{
+    if (timeout == NULL)
+        return;
+    if (h2o_timeout_is_linked(entry))
+        h2o_timeout_unlink(entry);
+    h2o_timeout_link(tunnel->loop, timeout, entry);
+}
+
 static void reset_timeout(gw_tunnel_t *tunnel)
 {
-    if (tunnel->idle_timeout == NULL)
-        return;
-    if (h2o_timeout_is_linked(&tunnel->timeout_entry))
-        h2o_timeout_unlink(&tunnel->timeout_entry);
-    h2o_timeout_link(tunnel->loop, tunnel->idle_timeout, &tunnel->timeout_entry);
+    relink(tunnel, tunnel->idle_timeout, &tunnel->timeout_entry);
 }
 
 static void on_timeout(h2o_timeout_entry_t *entry)
@@ -66,11 +72,7 @@ static void relay(gw_tunnel_t *tunnel, int from);
 
 static void reset_ping(gw_tunnel_t *tunnel)
 {
-    if (tunnel->ping_timeout == NULL)
-        return;
-    if (h2o_timeout_is_linked(&tunnel->ping_entry))
-        h2o_timeout_unlink(&tunnel->ping_entry);
-    h2o_timeout_link(tunnel->loop, tunnel->ping_timeout, &tunnel->ping_entry);
+    relink(tunnel, tunnel->ping_timeout, &tunnel->ping_entry);
 }
 
 static void on_ping_written(h2o_socket_t *sock, const char *err)

@@ -12,48 +12,33 @@
 #include <h2o/http1.h>
 #include "upstream/exchange.h"
 #include "upstream/tunnel.h"
+#include "upstream/tunnel_hold.h"
 
 /* A WebSocket exchange after the upgrade; outlives its request. */
 typedef struct st_websocket_t {
     h2o_linklist_t link; /* in proxy->websockets */
     gw_proxy_t *proxy;
-    char *sandbox_id;
-    int no_activity;
+    gw_tunnel_hold_t hold; /* taken over from the exchange */
     gw_tunnel_t *tunnel;
-    gw_conn_limit_t *slot;        /* the connection slot the tunnel holds, NULL: none */
-    gw_conn_limit_t *client_slot; /* the client address's slot the tunnel holds, NULL: none */
-    char *client_addr;
-    size_t slot_worker;       /* the worker index the slots were taken with (the exchange's) */
-    size_t head_bytes;        /* of the 101, billed once it is written */
-    h2o_socket_t *client;     /* once the 101 is written: the bytes to it are billed as it receives them */
-    gw_revocable_t revocable; /* taken over from the exchange */
-    h2o_socket_t *writing;    /* the client's socket while h2o writes the 101 (h2o's until then), else NULL */
-    int revoked;              /* revoked while the 101 was being written: the tunnel never starts */
+    size_t head_bytes;     /* of the 101, billed once it is written */
+    h2o_socket_t *client;  /* once the 101 is written: the bytes to it are billed as it receives them */
+    h2o_socket_t *writing; /* the client's socket while h2o writes the 101 (h2o's until then), else NULL */
+    int revoked;           /* revoked while the 101 was being written: the tunnel never starts */
 } websocket_t;
 
 static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstream)
 {
     websocket_t *ws = data;
-    gw_proxy_add_bytes(ws->proxy, ws->sandbox_id, ws->no_activity, 0, to_upstream);
-    gw_proxy_add_egress(ws->proxy, ws->client, ws->sandbox_id, ws->no_activity, to_client, 1);
+    gw_proxy_add_bytes(ws->proxy, ws->hold.sandbox_id, ws->hold.no_activity, 0, to_upstream);
+    gw_proxy_add_egress(ws->proxy, ws->client, ws->hold.sandbox_id, ws->hold.no_activity, to_client, 1);
 }
 
 static void on_websocket_close(void *data)
 {
     websocket_t *ws = data;
-    if (ws->revocable.grant.record != NULL) {
-        if (ws->proxy->revocation != NULL)
-            gw_revocation_remove(ws->proxy->revocation, &ws->revocable);
-        gw_sandbox_release(ws->revocable.grant.record);
-    }
+    gw_tunnel_hold_release(&ws->hold);
     GW_PROXY_COUNT(ws->proxy, websockets_open, -1);
-    if (ws->slot != NULL)
-        gw_conn_limit_release(ws->slot, ws->slot_worker, ws->sandbox_id);
-    if (ws->client_slot != NULL)
-        gw_conn_limit_release(ws->client_slot, ws->slot_worker, ws->client_addr);
-    free(ws->client_addr);
     h2o_linklist_unlink(&ws->link);
-    free(ws->sandbox_id);
     free(ws);
 }
 
@@ -72,7 +57,7 @@ static const gw_tunnel_callbacks_t websocket_callbacks = {on_websocket_bytes, on
  * frame: the relay may be in the middle of one). */
 static void on_websocket_revoke(gw_revocable_t *item, gw_error_code_t code)
 {
-    websocket_t *ws = H2O_STRUCT_FROM_MEMBER(websocket_t, revocable, item);
+    websocket_t *ws = H2O_STRUCT_FROM_MEMBER(websocket_t, hold.revocable, item);
     (void)code;
 
     if (ws->writing == NULL) {
@@ -103,7 +88,7 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
     h2o_buffer_consume(&client->input, reqsize);
     /* h2o calls back once the 101 is written to the client */
     ws->client = client;
-    gw_proxy_add_egress(ws->proxy, client, ws->sandbox_id, ws->no_activity, ws->head_bytes, 1);
+    gw_proxy_add_egress(ws->proxy, client, ws->hold.sandbox_id, ws->hold.no_activity, ws->head_bytes, 1);
     /* bounds what one read of the client pulls in, as for upstreams */
     setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &ws->proxy->rcvbuf, sizeof(ws->proxy->rcvbuf));
     gw_tunnel_start(ws->tunnel, client);
@@ -122,35 +107,15 @@ void gw_exchange_upgrade(gw_exchange_t *ex)
     ex->state = GW_EX_OVER;
 
     ws->proxy = p;
-    ws->sandbox_id = h2o_strdup(NULL, ex->sandbox_id, SIZE_MAX).base;
-    ws->no_activity = ex->no_activity;
-    /* the tunnel outlives the request: it keeps the connection slot */
-    ws->slot = ex->slot;
-    ws->slot_worker = ex->slot_worker;
-    ex->slot = NULL;
-    if (ex->client_slot != NULL) {
-        ws->client_slot = ex->client_slot;
-        ws->client_addr = h2o_strdup(NULL, ex->client_addr, SIZE_MAX).base;
-        ex->client_slot = NULL;
-    }
     ws->tunnel = gw_tunnel_new(p->ctx->loop, sock, p->websocket_timeout.enabled ? &p->websocket_timeout.timeout : NULL,
                                &websocket_callbacks, ws);
     if (p->client_stall_timeout.enabled)
         gw_tunnel_set_stall_timeout(ws->tunnel, &p->client_stall_timeout.timeout);
     if (p->websocket_ping.enabled)
         gw_tunnel_set_pings(ws->tunnel, &p->websocket_ping.timeout);
-    /* The grant goes from the exchange to the tunnel in one step: a publish
-     * handled while the 101 is written finds the tunnel (on_websocket_revoke). */
+    /* a publish handled while the 101 is written finds the tunnel (on_websocket_revoke) */
     ws->writing = ex->req->conn->callbacks->get_socket(ex->req->conn);
-    if (ex->revocable.grant.record != NULL) {
-        if (p->revocation != NULL)
-            gw_revocation_remove(p->revocation, &ex->revocable);
-        ws->revocable.grant = ex->revocable.grant;
-        ex->revocable.grant.record = NULL;
-        ws->revocable.on_revoke = on_websocket_revoke;
-        if (p->revocation != NULL)
-            gw_revocation_add(p->revocation, &ws->revocable);
-    }
+    gw_tunnel_hold_take(&ws->hold, ex, on_websocket_revoke);
     h2o_linklist_insert(&p->websockets, &ws->link);
     GW_PROXY_COUNT(p, websockets_opened, 1);
     GW_PROXY_COUNT(p, websockets_open, 1);

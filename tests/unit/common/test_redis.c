@@ -14,7 +14,7 @@
 #include <hiredis/hiredis.h>
 #include <h2o.h>
 #include "common/redis.h"
-#include "redis_server.h"
+#include "tests/unit/redis_fixture.h"
 
 /* Time in these tests is the loop's clock (h2o_now), the one deadlines are
  * set by: a deadline's lower bound is then exact whatever the load. Upper
@@ -528,27 +528,15 @@ END_TEST
 
 int main(void)
 {
-    atexit(kill_all_servers);
-
-    Suite *s = suite_create("redis");
-    TCase *tc = tcase_create("redis-server");
-    tcase_set_timeout(tc, 30);
-    tcase_add_checked_fixture(tc, loop_setup, loop_teardown);
-    tcase_add_test(tc, set_get_roundtrip);
-    tcase_add_test(tc, ipv6_loopback);
-    tcase_add_test(tc, auth_over_unix_socket);
-    tcase_add_test(tc, timeout_when_server_stops);
-    tcase_add_test(tc, timeout_on_a_live_connection_keeps_it);
-    tcase_add_test(tc, reconnect_after_restart);
-    tcase_add_test(tc, never_started);
-    tcase_add_test(tc, cancel_means_no_callback);
-    tcase_add_test(tc, subscribe_and_resubscribe);
-    tcase_add_test(tc, subscribe_after_ready);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    const TTest *tests[] = {set_get_roundtrip,
+                            ipv6_loopback,
+                            auth_over_unix_socket,
+                            timeout_when_server_stops,
+                            timeout_on_a_live_connection_keeps_it,
+                            reconnect_after_restart,
+                            never_started,
+                            cancel_means_no_callback,
+                            subscribe_and_resubscribe,
+                            subscribe_after_ready};
+    return redis_fixture_main("redis", 30, NULL, NULL, tests, sizeof(tests) / sizeof(tests[0]));
 }

@@ -9,34 +9,11 @@
 #include <string.h>
 #include <hiredis/hiredis.h>
 #include "limits/revocation.h"
+#include "tests/unit/sandbox_record.h"
 
 #define TOKEN_A "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 #define TOKEN_B "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
 #define NOW 1700000000
-
-/* A record as HGETALL would return it: `kv` is NULL-terminated field/value pairs. */
-static gw_sandbox_t *record(const char *id, const char *const *kv)
-{
-    char buf[4096];
-    size_t n = 0, off;
-    redisReader *rd = redisReaderCreate();
-    void *reply = NULL;
-    gw_sandbox_t *s = NULL;
-    const char *err = NULL;
-
-    while (kv[n] != NULL)
-        ++n;
-    off = (size_t)snprintf(buf, sizeof(buf), "*%zu\r\n", n);
-    for (size_t i = 0; i != n; ++i)
-        off += (size_t)snprintf(buf + off, sizeof(buf) - off, "$%zu\r\n%s\r\n", strlen(kv[i]), kv[i]);
-    ck_assert_int_eq(redisReaderFeed(rd, buf, off), REDIS_OK);
-    ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
-    redisReaderFree(rd);
-    ck_assert_int_eq(gw_sandbox_parse(id, reply, &s, &err), 0);
-    freeReplyObject(reply);
-    ck_assert_ptr_nonnull(s);
-    return s;
-}
 
 static gw_sandbox_t *running(const char *id, const char *token, const char *lifecycle, const char *access)
 {

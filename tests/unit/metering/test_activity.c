@@ -11,7 +11,7 @@
 #include <hiredis/hiredis.h>
 #include <h2o.h>
 #include "metering/activity.h"
-#include "tests/unit/common/redis_server.h"
+#include "tests/unit/redis_fixture.h"
 
 static long long score(const server_t *srv, const char *id)
 {
@@ -106,19 +106,6 @@ END_TEST
 
 int main(void)
 {
-    atexit(kill_all_servers);
-
-    Suite *s = suite_create("activity");
-    TCase *tc = tcase_create("redis-server");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, loop_setup, loop_teardown);
-    tcase_add_test(tc, latest_time_never_backwards);
-    tcase_add_test(tc, many_sandboxes_and_the_bound);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    const TTest *tests[] = {latest_time_never_backwards, many_sandboxes_and_the_bound};
+    return redis_fixture_main("activity", 60, NULL, NULL, tests, sizeof(tests) / sizeof(tests[0]));
 }

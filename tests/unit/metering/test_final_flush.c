@@ -5,9 +5,7 @@
  * SIGTERM: tests/integration, test_sentinel and test_operations.)
  */
 #include "metering_test.h"
-/* the routing tests' redis-server helpers; this file uses the server ones only */
-#pragma GCC diagnostic ignored "-Wunused-function"
-#include "tests/unit/common/redis_server.h"
+#include "tests/unit/redis_fixture.h"
 
 /* Three sandboxes counted and flushed at exit to srv: every record lands
  * (XADD and INCRBY), and no spill file is written. */
@@ -92,27 +90,9 @@ START_TEST(test_final_flush_spills_when_redis_is_down)
 }
 END_TEST
 
-static Suite *final_flush_suite(void)
-{
-    Suite *s = suite_create("final_flush");
-    TCase *tc = tcase_create("core");
-
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_final_flush_writes_over_tcp);
-    tcase_add_test(tc, test_final_flush_writes_over_a_unix_socket_with_auth);
-    tcase_add_test(tc, test_final_flush_spills_when_redis_is_down);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(final_flush_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    const TTest *tests[] = {test_final_flush_writes_over_tcp, test_final_flush_writes_over_a_unix_socket_with_auth,
+                            test_final_flush_spills_when_redis_is_down};
+    return redis_fixture_main("final_flush", 60, setup, teardown, tests, sizeof(tests) / sizeof(tests[0]));
 }

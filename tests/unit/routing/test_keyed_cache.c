@@ -15,7 +15,7 @@
 #include <h2o.h>
 #include "common/redis.h"
 #include "routing/keyed_cache.h"
-#include "tests/unit/common/redis_server.h"
+#include "tests/unit/redis_fixture.h"
 
 #define WAIT_MS 10000 /* bounds waits for what must happen (a loaded machine, sanitizers) */
 
@@ -363,25 +363,13 @@ END_TEST
 
 int main(void)
 {
-    atexit(kill_all_servers);
-
-    Suite *s = suite_create("keyed_cache");
-    TCase *tc = tcase_create("redis-server");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, loop_setup, loop_teardown);
-    tcase_add_test(tc, hits_single_flight_and_negative_entries);
-    tcase_add_test(tc, keys_out_of_bounds_are_never_fetched);
-    tcase_add_test(tc, publish_removes);
-    tcase_add_test(tc, publish_revokes);
-    tcase_add_test(tc, publish_redoes_a_fetch_in_flight_and_a_deferred_hit);
-    tcase_add_test(tc, flush_and_outage);
-    tcase_add_test(tc, frozen_redis_answers_by_the_deadline);
-    tcase_add_test(tc, size_is_bounded_and_cancel_is_silent);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    const TTest *tests[] = {hits_single_flight_and_negative_entries,
+                            keys_out_of_bounds_are_never_fetched,
+                            publish_removes,
+                            publish_revokes,
+                            publish_redoes_a_fetch_in_flight_and_a_deferred_hit,
+                            flush_and_outage,
+                            frozen_redis_answers_by_the_deadline,
+                            size_is_bounded_and_cancel_is_silent};
+    return redis_fixture_main("keyed_cache", 60, NULL, NULL, tests, sizeof(tests) / sizeof(tests[0]));
 }

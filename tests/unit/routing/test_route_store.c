@@ -14,7 +14,7 @@
 #include <h2o.h>
 #include "common/redis.h"
 #include "routing/route_store.h"
-#include "tests/unit/common/redis_server.h"
+#include "tests/unit/redis_fixture.h"
 
 /* Time here is the loop's clock (h2o_now), the one TTLs and deadlines are
  * set by, so lower bounds are exact under any load; "at once" means "on the
@@ -686,30 +686,18 @@ END_TEST
 
 int main(void)
 {
-    atexit(kill_all_servers);
-
-    Suite *s = suite_create("route_store");
-    TCase *tc = tcase_create("redis-server");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, loop_setup, loop_teardown);
-    tcase_add_test(tc, hit_makes_no_redis_call);
-    tcase_add_test(tc, publish_evicts_at_once);
-    tcase_add_test(tc, fetch_reads_the_running_total);
-    tcase_add_test(tc, concurrent_misses_share_one_fetch);
-    tcase_add_test(tc, negative_entries);
-    tcase_add_test(tc, cache_ttl_bounds_staleness);
-    tcase_add_test(tc, resubscription_drops_everything);
-    tcase_add_test(tc, outage_serves_cached_within_stale_ttl);
-    tcase_add_test(tc, frozen_redis_answers_by_the_deadline);
-    tcase_add_test(tc, lifecycle_change_is_reported);
-    tcase_add_test(tc, without_subscriber_nothing_is_cached);
-    tcase_add_test(tc, size_is_bounded);
-    tcase_add_test(tc, route_store_lookups);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    const TTest *tests[] = {hit_makes_no_redis_call,
+                            publish_evicts_at_once,
+                            fetch_reads_the_running_total,
+                            concurrent_misses_share_one_fetch,
+                            negative_entries,
+                            cache_ttl_bounds_staleness,
+                            resubscription_drops_everything,
+                            outage_serves_cached_within_stale_ttl,
+                            frozen_redis_answers_by_the_deadline,
+                            lifecycle_change_is_reported,
+                            without_subscriber_nothing_is_cached,
+                            size_is_bounded,
+                            route_store_lookups};
+    return redis_fixture_main("route_store", 60, NULL, NULL, tests, sizeof(tests) / sizeof(tests[0]));
 }

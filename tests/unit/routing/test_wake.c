@@ -14,7 +14,7 @@
 #include "common/redis.h"
 #include "routing/route_store.h"
 #include "routing/wake.h"
-#include "tests/unit/common/redis_server.h"
+#include "tests/unit/redis_fixture.h"
 
 #define TOKEN "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
@@ -419,25 +419,13 @@ END_TEST
 
 int main(void)
 {
-    atexit(kill_all_servers);
-
-    Suite *s = suite_create("wake");
-    TCase *tc = tcase_create("redis-server");
-    tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, loop_setup, loop_teardown);
-    tcase_add_test(tc, applies);
-    tcase_add_test(tc, resume_request_then_publish_releases_all);
-    tcase_add_test(tc, two_workers_one_resume_request);
-    tcase_add_test(tc, lost_publish_is_made_up_by_the_recheck);
-    tcase_add_test(tc, other_outcomes);
-    tcase_add_test(tc, bounds_cancel_and_teardown);
-    tcase_add_test(tc, expire_all_answers_at_once);
-    tcase_add_test(tc, bytes_budget);
-    suite_add_tcase(s, tc);
-
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    const TTest *tests[] = {applies,
+                            resume_request_then_publish_releases_all,
+                            two_workers_one_resume_request,
+                            lost_publish_is_made_up_by_the_recheck,
+                            other_outcomes,
+                            bounds_cancel_and_teardown,
+                            expire_all_answers_at_once,
+                            bytes_budget};
+    return redis_fixture_main("wake", 60, NULL, NULL, tests, sizeof(tests) / sizeof(tests[0]));
 }

@@ -1,13 +1,7 @@
 /*
- * A real redis-server for the routing unit tests (test_redis.c,
- * test_route_store.c): start, kill and restart servers on loopback TCP or a
- * unix socket, optionally with requirepass; a blocking admin client to set up
- * data; and the h2o event loop helpers the tests drive their clients with.
- * Static functions, included by each test file (as h2o's t/00unit does).
+ * The unit tests' Redis fixture (redis_fixture.h).
  */
-#ifndef GW_TESTS_UNIT_ROUTING_REDIS_SERVER_H
-#define GW_TESTS_UNIT_ROUTING_REDIS_SERVER_H
-
+#include "tests/unit/redis_fixture.h"
 #include <check.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -24,28 +18,16 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <hiredis/hiredis.h>
-#include <h2o.h>
 #include "common/netaddr.h"
-#include "common/redis.h"
 
 #define REDIS_SERVER "/usr/bin/redis-server"
 
 /* redis-server processes */
 
-typedef struct {
-    pid_t pid;
-    int port; /* 0: unix socket only */
-    char dir[64];
-    char sock[128];
-    const char *password;
-    const char *bind; /* NULL: 127.0.0.1 */
-} server_t;
-
 #define MAX_SERVERS 8
 static pid_t started[MAX_SERVERS];
 
-static void kill_all_servers(void)
+void kill_all_servers(void)
 {
     for (size_t i = 0; i != MAX_SERVERS; ++i) {
         if (started[i] > 0) {
@@ -67,14 +49,14 @@ static void track(pid_t pid, int add)
     ck_abort_msg("too many redis-server processes");
 }
 
-static uint64_t now_ms(void)
+uint64_t now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static int free_port(void)
+int free_port(void)
 {
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(sin);
@@ -87,7 +69,7 @@ static int free_port(void)
 }
 
 /* A blocking client for setting up data and checking readiness (tests only). */
-static redisContext *admin_connect(const server_t *srv)
+redisContext *admin_connect(const server_t *srv)
 {
     struct timeval tv = {1, 0};
     redisContext *c =
@@ -108,7 +90,7 @@ static redisContext *admin_connect(const server_t *srv)
 
 /* A blocking command for setting up data (tests only); returns the integer
  * reply, 0 for any other kind of reply. */
-static long long admin(const server_t *srv, const char *fmt, ...)
+long long admin(const server_t *srv, const char *fmt, ...)
 {
     redisContext *c = admin_connect(srv);
     va_list ap;
@@ -125,7 +107,7 @@ static long long admin(const server_t *srv, const char *fmt, ...)
     return ret;
 }
 
-static void server_start(server_t *srv)
+void server_start(server_t *srv)
 {
     char port[16];
     pid_t pid;
@@ -191,7 +173,7 @@ static void server_start(server_t *srv)
     ck_abort_msg("redis-server did not start");
 }
 
-static void server_kill(server_t *srv)
+void server_kill(server_t *srv)
 {
     if (srv->pid > 0) {
         kill(srv->pid, SIGCONT);
@@ -202,7 +184,7 @@ static void server_kill(server_t *srv)
     }
 }
 
-static void server_cleanup(server_t *srv)
+void server_cleanup(server_t *srv)
 {
     server_kill(srv);
     if (srv->sock[0] != '\0')
@@ -211,7 +193,7 @@ static void server_cleanup(server_t *srv)
         rmdir(srv->dir);
 }
 
-static void server_tcp(server_t *srv)
+void server_tcp(server_t *srv)
 {
     memset(srv, 0, sizeof(*srv));
     srv->port = free_port();
@@ -220,7 +202,7 @@ static void server_tcp(server_t *srv)
 
 /* the loop */
 
-static h2o_evloop_t *loop;
+h2o_evloop_t *loop;
 
 static void loop_setup(void)
 {
@@ -239,7 +221,7 @@ static void loop_teardown(void)
 }
 
 /* Runs the loop until *flag is non-zero or timeout_ms passes; returns *flag. */
-static int run_until(volatile int *flag, uint64_t timeout_ms)
+int run_until(volatile int *flag, uint64_t timeout_ms)
 {
     uint64_t deadline = now_ms() + timeout_ms;
     while (!*flag && now_ms() < deadline)
@@ -247,14 +229,13 @@ static int run_until(volatile int *flag, uint64_t timeout_ms)
     return *flag;
 }
 
-/* (not every test file counts) */
-__attribute__((unused)) static uint64_t counter(atomic_uint_fast64_t *c)
+uint64_t counter(atomic_uint_fast64_t *c)
 {
     return atomic_load(c);
 }
 
 /* Runs the loop until *c reaches n; returns whether it did. */
-__attribute__((unused)) static int run_until_counter(atomic_uint_fast64_t *c, uint64_t n, uint64_t timeout_ms)
+int run_until_counter(atomic_uint_fast64_t *c, uint64_t n, uint64_t timeout_ms)
 {
     uint64_t deadline = now_ms() + timeout_ms;
     while (counter(c) < n && now_ms() < deadline)
@@ -262,14 +243,14 @@ __attribute__((unused)) static int run_until_counter(atomic_uint_fast64_t *c, ui
     return counter(c) >= n;
 }
 
-static void run_for(uint64_t ms)
+void run_for(uint64_t ms)
 {
     int never = 0;
     run_until(&never, ms);
 }
 
 /* Runs the loop until `r` is ready or timeout_ms passes; returns whether it is. */
-static int wait_ready(gw_redis_t *r, uint64_t timeout_ms)
+int wait_ready(gw_redis_t *r, uint64_t timeout_ms)
 {
     uint64_t deadline = now_ms() + timeout_ms;
     while (!gw_redis_is_ready(r) && now_ms() < deadline)
@@ -277,7 +258,7 @@ static int wait_ready(gw_redis_t *r, uint64_t timeout_ms)
     return gw_redis_is_ready(r);
 }
 
-static gw_redis_conf_t conf_for(const server_t *srv)
+gw_redis_conf_t conf_for(const server_t *srv)
 {
     /* a connect may take a while on a loaded machine; the tests that need a dead peer stop it */
     gw_redis_conf_t conf = {.connect_timeout_ms = 1000, .reconnect_min_ms = 20, .reconnect_max_ms = 200};
@@ -292,4 +273,23 @@ static gw_redis_conf_t conf_for(const server_t *srv)
     return conf;
 }
 
-#endif
+int redis_fixture_main(const char *name, unsigned timeout_s, SFun setup, SFun teardown, const TTest *const tests[], size_t n)
+{
+    atexit(kill_all_servers);
+
+    Suite *s = suite_create(name);
+    TCase *tc = tcase_create("redis-server");
+    tcase_set_timeout(tc, timeout_s);
+    tcase_add_checked_fixture(tc, loop_setup, loop_teardown);
+    if (setup != NULL || teardown != NULL)
+        tcase_add_checked_fixture(tc, setup, teardown);
+    for (size_t i = 0; i != n; ++i)
+        tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,49 @@
+/*
+ * A tunnel's hold on its sandbox (tunnel_hold.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <h2o.h>
+#include "upstream/exchange.h"
+#include "upstream/tunnel_hold.h"
+
+void gw_tunnel_hold_take(gw_tunnel_hold_t *h, gw_exchange_t *ex, gw_revoke_cb on_revoke)
+{
+    h->sandbox_id = h2o_strdup(NULL, ex->sandbox_id, SIZE_MAX).base;
+    h->no_activity = ex->no_activity;
+    /* the tunnel outlives the request: it keeps the connection slots */
+    h->slot = ex->slot;
+    h->slot_worker = ex->slot_worker;
+    ex->slot = NULL;
+    if (ex->client_slot != NULL) {
+        h->client_slot = ex->client_slot;
+        h->client_addr = h2o_strdup(NULL, ex->client_addr, SIZE_MAX).base;
+        ex->client_slot = NULL;
+    }
+    h->revocation = ex->proxy->revocation;
+    if (ex->revocable.grant.record != NULL) {
+        if (h->revocation != NULL)
+            gw_revocation_remove(h->revocation, &ex->revocable);
+        h->revocable.grant = ex->revocable.grant;
+        ex->revocable.grant.record = NULL;
+        h->revocable.on_revoke = on_revoke;
+        if (h->revocation != NULL)
+            gw_revocation_add(h->revocation, &h->revocable);
+    }
+}
+
+void gw_tunnel_hold_release(gw_tunnel_hold_t *h)
+{
+    if (h->revocable.grant.record != NULL) {
+        if (h->revocation != NULL)
+            gw_revocation_remove(h->revocation, &h->revocable);
+        gw_sandbox_release(h->revocable.grant.record);
+    }
+    if (h->slot != NULL)
+        gw_conn_limit_release(h->slot, h->slot_worker, h->sandbox_id);
+    if (h->client_slot != NULL)
+        gw_conn_limit_release(h->client_slot, h->slot_worker, h->client_addr);
+    free(h->client_addr);
+    free(h->sandbox_id);
+    memset(h, 0, sizeof(*h));
+}

@@ -1,0 +1,35 @@
+/*
+ * What a tunnel past its 101 (a WebSocket, websocket.c, or a TCP tunnel,
+ * tcp_tunnel.c) holds for its sandbox, taken over from its exchange at the
+ * hand-over: the sandbox id it bills under, the connection slots and the
+ * revocable grant. Given back when the tunnel closes.
+ */
+#ifndef GW_UPSTREAM_TUNNEL_HOLD_H
+#define GW_UPSTREAM_TUNNEL_HOLD_H
+
+#include <stddef.h>
+#include "limits/conn_limit.h"
+#include "limits/revocation.h"
+
+struct st_gw_exchange_t;
+
+typedef struct st_gw_tunnel_hold_t {
+    char *sandbox_id; /* malloc'd: the tunnel outlives the request's pool */
+    int no_activity;
+    gw_conn_limit_t *slot;        /* the connection slot the tunnel holds, NULL: none */
+    gw_conn_limit_t *client_slot; /* the client address's slot the tunnel holds, NULL: none */
+    char *client_addr;
+    size_t slot_worker;          /* the worker index the slots were taken with (the exchange's) */
+    gw_revocation_t *revocation; /* the proxy's; NULL: not revocable */
+    gw_revocable_t revocable;    /* grant.record retained; NULL: the exchange had none */
+} gw_tunnel_hold_t;
+
+/* Moves ex's sandbox id (copied), slots and grant to the zeroed `h`: the
+ * grant goes in one step, so a publish handled from now on finds the tunnel
+ * (its on_revoke, called with &h->revocable) and no longer the exchange. */
+void gw_tunnel_hold_take(gw_tunnel_hold_t *h, struct st_gw_exchange_t *ex, gw_revoke_cb on_revoke);
+/* Gives everything back (the grant out of revocation, the slots to their
+ * limits) and frees the copies; `h` is then zeroed. */
+void gw_tunnel_hold_release(gw_tunnel_hold_t *h);
+
+#endif
