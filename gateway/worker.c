@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "common/errfmt.h"
+#include "common/loop_timeout.h"
 #include "observe/access_log.h"
 #include "observe/admin.h"
 #include "http/early_errors.h"
@@ -482,7 +483,7 @@ static int init_listeners(gw_worker_t *w, char **err)
     size_t i;
 
     (void)err;
-    h2o_timeout_init(loop, &w->proxy_header_timeout, conf->limits.proxy_header_timeout_ms);
+    w->proxy_header_timeout = gw_loop_timeout_acquire(loop, conf->limits.proxy_header_timeout_ms);
     w->accept_ctxs = alloc_zeroed(conf->num_listen * sizeof(*w->accept_ctxs));
     w->listeners = alloc_zeroed(conf->num_listen * sizeof(*w->listeners));
     for (i = 0; i != conf->num_listen; ++i) {
