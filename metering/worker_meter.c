@@ -63,14 +63,9 @@ gw_worker_meter_t *gw_worker_meter_new(h2o_loop_t *loop, const gw_worker_meter_c
     return wm;
 }
 
-void gw_worker_meter_set_project(gw_worker_meter_t *wm, const char *sandbox_id, h2o_iovec_t project)
+void gw_worker_meter_set_route(gw_worker_meter_t *wm, const char *sandbox_id, h2o_iovec_t project, uint64_t egress_quota)
 {
-    gw_meter_set_project(wm->meter, sandbox_id, project, h2o_now(wm->loop));
-}
-
-void gw_worker_meter_set_quota(gw_worker_meter_t *wm, const char *sandbox_id, uint64_t egress_quota)
-{
-    gw_meter_set_quota(wm->meter, sandbox_id, egress_quota != GW_EGRESS_QUOTA_NONE ? egress_quota : 0, h2o_now(wm->loop));
+    gw_meter_set_route(wm->meter, sandbox_id, project, egress_quota != GW_EGRESS_QUOTA_NONE ? egress_quota : 0, h2o_now(wm->loop));
 }
 
 void gw_worker_meter_add(gw_worker_meter_t *wm, const char *sandbox_id, uint64_t egress, uint64_t ingress, int no_activity)
