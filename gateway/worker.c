@@ -513,6 +513,9 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     size_t i;
 
     h2o_context_init(&w->ctx, loop, &w->server->globalconf);
+    /* the modules' 0 ms and 1 s timeouts are h2o's (the context is never disposed: gw_server_dispose) */
+    gw_loop_timeout_adopt(loop, &w->ctx.zero_timeout);
+    gw_loop_timeout_adopt(loop, &w->ctx.one_sec_timeout);
     for (i = 0; i != sizeof(THREAD_INITS) / sizeof(THREAD_INITS[0]); ++i)
         if (THREAD_INITS[i](w, err) != 0)
             return -1;
