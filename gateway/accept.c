@@ -140,7 +140,7 @@ void gw_accept_on_client(h2o_socket_t *listener, const char *err)
             continue;
         }
         if (l->proxy_protocol)
-            gw_proxy_protocol_read(sock, &w->proxy_header_timeout, &w->server->metrics.workers[w->index].proxy_header,
+            gw_proxy_protocol_read(sock, w->proxy_header_timeout, &w->server->metrics.workers[w->index].proxy_header,
                                    on_proxy_header, actx);
         else
             h2o_accept(actx, sock);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "common/errfmt.h"
+#include "common/loop_timeout.h"
 #include "observe/access_log.h"
 #include "observe/admin.h"
 #include "http/early_errors.h"
@@ -482,7 +483,7 @@ static int init_listeners(gw_worker_t *w, char **err)
     size_t i;
 
     (void)err;
-    h2o_timeout_init(loop, &w->proxy_header_timeout, conf->limits.proxy_header_timeout_ms);
+    w->proxy_header_timeout = gw_loop_timeout_acquire(loop, conf->limits.proxy_header_timeout_ms);
     w->accept_ctxs = alloc_zeroed(conf->num_listen * sizeof(*w->accept_ctxs));
     w->listeners = alloc_zeroed(conf->num_listen * sizeof(*w->listeners));
     for (i = 0; i != conf->num_listen; ++i) {
@@ -520,6 +521,9 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     size_t i;
 
     h2o_context_init(&w->ctx, loop, &w->server->globalconf);
+    /* the modules' 0 ms and 1 s timeouts are h2o's (the context is never disposed: gw_server_dispose) */
+    gw_loop_timeout_adopt(loop, &w->ctx.zero_timeout);
+    gw_loop_timeout_adopt(loop, &w->ctx.one_sec_timeout);
     for (i = 0; i != sizeof(THREAD_INITS) / sizeof(THREAD_INITS[0]); ++i)
         if (THREAD_INITS[i](w, err) != 0)
             return -1;

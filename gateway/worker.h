@@ -90,7 +90,8 @@ struct st_gw_worker_t {
     gw_worker_meter_t *meter;    /* this worker's byte counts and activity, handed to server->metering every flush interval */
     gw_wake_t *wake;             /* requests held while their sandbox wakes */
     gw_hangup_t *hangup;         /* notices HTTP/1 clients that leave while held; NULL: not watched */
-    h2o_timeout_t proxy_header_timeout; /* limits.proxy_header_timeout_ms (gateway/proxy_protocol.h) */
+    h2o_timeout_t
+        *proxy_header_timeout; /* limits.proxy_header_timeout_ms (gateway/proxy_protocol.h), the loop's (common/loop_timeout.h) */
 };
 
 /* Builds the shared server state: h2o configuration, handlers, listening

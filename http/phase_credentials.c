@@ -256,7 +256,7 @@ static int public_warning(gw_pipeline_req_t *r, const gw_sandbox_t *sbx)
     int clear;
 
     /* a tcp port serves no page to warn about: every request but its tunnel is not_http_port (protocol phase) */
-    if (!conf->auth.public_warning || gw_sandbox_port_is_tcp(sbx, r->host.port))
+    if (!conf->auth.public_warning || gw_phase_port_is_tcp(r))
         return 1;
     /* the Continue button's form: only for a host whose port is public (and exposed: the caller knows) */
     if (gw_warning_page_is_consent(r->path)) {
@@ -290,7 +290,7 @@ gw_phase_result_t gw_phase_credentials(gw_pipeline_req_t *r)
     gw_sandbox_t *sbx = r->sbx;
 
     r->grant = (gw_grant_t){.record = sbx, .port = r->host.port, .kind = GW_GRANT_PUBLIC};
-    switch (gw_sandbox_port_access(sbx, r->host.port)) {
+    switch (r->sbx_port != NULL ? r->sbx_port->access : GW_PORT_NOT_EXPOSED) {
     case GW_PORT_PUBLIC:
         return public_warning(r, sbx) ? GW_PHASE_NEXT : GW_PHASE_ANSWERED;
     case GW_PORT_PRIVATE:

@@ -66,9 +66,9 @@ static gw_phase_result_t refuse_addr(gw_pipeline_req_t *r, const gw_sandbox_t *s
 }
 
 /* The port's host mode: host:<n>, else upstream.host_header. */
-static int uses_localhost(const gw_config_t *conf, const gw_sandbox_t *sbx, uint16_t port)
+static int uses_localhost(const gw_config_t *conf, const gw_sandbox_port_t *port)
 {
-    switch (gw_sandbox_port_host(sbx, port)) {
+    switch (port != NULL ? port->host : GW_PORT_HOST_DEFAULT) {
     case GW_PORT_HOST_PRESERVE:
         return 0;
     case GW_PORT_HOST_LOCALHOST:
@@ -106,10 +106,10 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r)
                                 .port = r->host.port,
                                 .path = r->path,
                                 .cors_preflight = gw_phase_is_cors_preflight(r->req),
-                                .localhost = uses_localhost(conf, sbx, r->host.port),
+                                .localhost = uses_localhost(conf, r->sbx_port),
                                 .no_activity = gw_phase_header_is(r->req, H2O_STRLIT("x-lizard-no-activity"), H2O_STRLIT("1")),
                                 .grant = r->grant,
-                                .tcp = gw_sandbox_port_is_tcp(sbx, r->host.port),
+                                .tcp = gw_phase_port_is_tcp(r),
                                 .client_limit = r->client_limit,
                                 .client_addr = r->client_limit != NULL ? r->client : NULL,
                                 .conn_limit = r->conn_limit,
@@ -124,8 +124,7 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r)
     r->client_limit = NULL;
     r->conn_limit = NULL;
     /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */
-    gw_worker_meter_set_project(r->thread->meter, sbx->id, sbx->project);
-    gw_worker_meter_set_quota(r->thread->meter, sbx->id, sbx->egress_quota);
+    gw_worker_meter_set_route(r->thread->meter, sbx->id, sbx->project, sbx->egress_quota);
     gw_proxy_forward(r->thread->proxy, r->req, &target);
     return GW_PHASE_ASYNC;
 }

@@ -10,7 +10,7 @@
 
 gw_phase_result_t gw_phase_protocol(gw_pipeline_req_t *r)
 {
-    if (!gw_sandbox_port_is_tcp(r->sbx, r->host.port) || gw_tcp_tunnel_is_handshake(r->req, r->path))
+    if (!gw_phase_port_is_tcp(r) || gw_tcp_tunnel_is_handshake(r->req, r->path))
         return GW_PHASE_NEXT;
     return gw_phase_error(r, GW_ERR_NOT_HTTP_PORT, NULL);
 }

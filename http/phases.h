@@ -10,6 +10,7 @@
 #ifndef GW_HTTP_PHASES_H
 #define GW_HTTP_PHASES_H
 
+#include <stddef.h>
 #include <arpa/inet.h>
 #include <h2o.h>
 #include "auth/warning.h"
@@ -39,14 +40,14 @@ typedef struct st_gw_pipeline_req_t {
     /* host */
     gw_host_t host;
     /* domain: a host under no preview domain, looked up as a custom domain (phase_domain.c) */
-    unsigned custom : 1;                      /* custom_host is to be looked up; host is filled once it is active */
-    gw_domain_lookup_t *domain_lookup;        /* in flight, or NULL */
-    char custom_host[GW_DOMAIN_HOST_MAX + 1]; /* normalized */
+    unsigned custom : 1;               /* custom_host (below) is to be looked up; host is filled once it is active */
+    gw_domain_lookup_t *domain_lookup; /* in flight, or NULL */
     /* route: set when the lookup (or the wake hold) answered */
     unsigned routed : 1;
     unsigned in_flight : 1; /* counted in metrics' in_flight, given back by the dispose */
     gw_route_status_t route_status;
-    gw_sandbox_t *sbx; /* GW_ROUTE_FOUND: the record */
+    gw_sandbox_t *sbx;                 /* GW_ROUTE_FOUND: the record */
+    const gw_sandbox_port_t *sbx_port; /* GW_ROUTE_FOUND: the record's entry for host.port, NULL: not exposed */
     gw_route_lookup_t *lookup;
     /* the gateway's credentials, taken off the request when the route answers (gw_phase_credentials_take) */
     h2o_iovec_t path;             /* request target to forward: lizard_token removed */
@@ -62,10 +63,15 @@ typedef struct st_gw_pipeline_req_t {
     /* limits: the slots taken, NULL when none (handed to the proxy by forward, else given back by the unwinding) */
     gw_conn_limit_t *client_limit;
     gw_conn_limit_t *conn_limit;
-    char client[INET6_ADDRSTRLEN]; /* client_limit's key; the ingress rules' address */
-    unsigned rate_taken : 1;       /* the rate phase took this request's req_rate token (a re-run takes none) */
-    signed char client_known;      /* gw_phase_client: 0 not looked at yet, 1 r->client is set, -1 unknown */
+    unsigned rate_taken : 1;  /* the rate phase took this request's req_rate token (a re-run takes none) */
+    signed char client_known; /* gw_phase_client: 0 not looked at yet, 1 r->client is set, -1 unknown */
+    /* from here on not zeroed when the request comes (300 bytes of 600): each is written before it is read */
+    char client[INET6_ADDRSTRLEN];            /* client_known 1: client_limit's key; the ingress rules' address */
+    char custom_host[GW_DOMAIN_HOST_MAX + 1]; /* custom: normalized */
 } gw_pipeline_req_t;
+
+/* The part of a gw_pipeline_req_t that on_req zeroes. */
+#define GW_PIPELINE_REQ_ZEROED offsetof(gw_pipeline_req_t, client)
 
 /* Runs the phases from the `from`th one (pipeline.c's table) until one does
  * not say GW_PHASE_NEXT. */
@@ -126,6 +132,12 @@ static inline gw_phase_result_t gw_phase_error_why(gw_pipeline_req_t *r, gw_erro
 {
     gw_error_send_why(r->req, code, why, r->host.sandbox_id, r->host.port, NULL);
     return GW_PHASE_ANSWERED;
+}
+
+/* 1 when the routed port is a raw TCP one (proto:<n> = tcp). */
+static inline int gw_phase_port_is_tcp(const gw_pipeline_req_t *r)
+{
+    return r->sbx_port != NULL && r->sbx_port->tcp;
 }
 
 static inline int gw_phase_is_method(h2o_req_t *req, const char *m, size_t len)

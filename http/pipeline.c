@@ -14,6 +14,7 @@
  */
 #include <assert.h>
 #include <stdlib.h>
+#include <string.h>
 #include "http/phases.h"
 #include "http/pipeline.h"
 #include "http/redirect.h"
@@ -66,13 +67,12 @@ static void unwind(gw_pipeline_req_t *r)
 
 void gw_phases_run(gw_pipeline_req_t *r, size_t from)
 {
-    gw_phase_result_t res;
-    size_t i = from;
+    gw_phase_result_t (*const *phase)(gw_pipeline_req_t *) = phases + from, res;
 
-    do {
-        assert(i < sizeof(phases) / sizeof(phases[0])); /* forward never says next */
-        res = phases[i++](r);
-    } while (res == GW_PHASE_NEXT);
+    assert(from < sizeof(phases) / sizeof(phases[0]));
+    /* no bound to test each turn: the last phase, forward, never says next */
+    while ((res = (*phase++)(r)) == GW_PHASE_NEXT)
+        ;
     if (res == GW_PHASE_ANSWERED)
         unwind(r);
 }
@@ -125,6 +125,8 @@ static gw_phase_result_t phase_route(gw_pipeline_req_t *r)
     }
     switch (r->route_status) {
     case GW_ROUTE_FOUND:
+        /* looked up once here for the phases after (credentials, protocol, forward) */
+        r->sbx_port = gw_sandbox_port(r->sbx, r->host.port);
         return GW_PHASE_NEXT;
     case GW_ROUTE_NOT_FOUND:
         return gw_phase_error(r, GW_ERR_SANDBOX_NOT_FOUND, NULL);
@@ -139,8 +141,12 @@ static int on_req(h2o_handler_t *_self, h2o_req_t *req)
     pipeline_context_t *pc = h2o_context_get_handler_context(req->conn->ctx, _self);
     gw_pipeline_req_t *r = h2o_mem_alloc_shared(&req->pool, sizeof(*r), on_req_dispose);
 
-    *r = (gw_pipeline_req_t){
-        .req = req, .conf = &self->conf, .thread = &pc->thread, .metrics = pc->metrics, .refused_addrs = &pc->refused_addrs};
+    memset(r, 0, GW_PIPELINE_REQ_ZEROED);
+    r->req = req;
+    r->conf = &self->conf;
+    r->thread = &pc->thread;
+    r->metrics = pc->metrics;
+    r->refused_addrs = &pc->refused_addrs;
     gw_phases_run(r, 0);
     return 0;
 }

@@ -154,10 +154,11 @@ void gw_revocation_add(gw_revocation_t *r, gw_revocable_t *item)
 
     if (b == NULL) {
         b = h2o_mem_alloc_recycle(&r->bucket_allocator, sizeof(*b));
-        memset(b, 0, sizeof(*b));
         b->owner = r;
         h2o_linklist_init_anchor(&b->items);
-        gw_sandbox_watch_add(&r->watch, &b->entry, id);
+        b->count = 0;
+        b->checking = 0;
+        gw_sandbox_watch_add(&r->watch, &b->entry, id); /* zeroes the entry */
     }
     h2o_linklist_insert(&b->items, &item->link);
     ++b->count;

@@ -76,14 +76,11 @@ static gw_metering_entry_t *meter_entry(gw_meter_t *m, const char *sandbox_id)
     return m->last = e;
 }
 
-void gw_meter_set_project(gw_meter_t *m, const char *sandbox_id, h2o_iovec_t project, uint64_t now_ms)
+static void set_project(gw_metering_entry_t *e, h2o_iovec_t project)
 {
     char clean[GW_METERING_PROJECT_MAX + 1];
-    gw_metering_entry_t *e = meter_entry(m, sandbox_id);
-    size_t len;
+    size_t len = gw_metering_project_clean(project.base, project.len, clean);
 
-    e->last_ms = now_ms;
-    len = gw_metering_project_clean(project.base, project.len, clean);
     if (strcmp(e->rec.project, clean) == 0)
         return;
     /* a new project (or the first one): counts not yet handed over go with it */
@@ -91,12 +88,21 @@ void gw_meter_set_project(gw_meter_t *m, const char *sandbox_id, h2o_iovec_t pro
     e->rec.project = h2o_strdup(NULL, clean, len).base;
 }
 
-void gw_meter_set_quota(gw_meter_t *m, const char *sandbox_id, uint64_t quota, uint64_t now_ms)
+void gw_meter_set_project(gw_meter_t *m, const char *sandbox_id, h2o_iovec_t project, uint64_t now_ms)
+{
+    gw_metering_entry_t *e = meter_entry(m, sandbox_id);
+
+    e->last_ms = now_ms;
+    set_project(e, project);
+}
+
+void gw_meter_set_route(gw_meter_t *m, const char *sandbox_id, h2o_iovec_t project, uint64_t quota, uint64_t now_ms)
 {
     gw_metering_entry_t *e = meter_entry(m, sandbox_id);
 
     e->last_ms = now_ms;
     e->rec.egress_quota = quota;
+    set_project(e, project);
 }
 
 void gw_meter_add(gw_meter_t *m, const char *sandbox_id, uint64_t egress, uint64_t ingress, uint64_t now_ms)

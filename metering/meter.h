@@ -27,9 +27,10 @@ void gw_meter_free(gw_meter_t *m);
  * record of it from now on. `project` is copied (cleaned). */
 void gw_meter_set_project(gw_meter_t *m, const char *sandbox_id, h2o_iovec_t project, uint64_t now_ms);
 
-/* Remembers the egress_quota of a sandbox (from its route; 0: none) for its
- * records from now on (metering/quota.h). */
-void gw_meter_set_quota(gw_meter_t *m, const char *sandbox_id, uint64_t quota, uint64_t now_ms);
+/* Both from a sandbox's route, in one look-up: its project (as
+ * gw_meter_set_project) and its egress_quota (0: none) for its records from
+ * now on (metering/quota.h). */
+void gw_meter_set_route(gw_meter_t *m, const char *sandbox_id, h2o_iovec_t project, uint64_t quota, uint64_t now_ms);
 
 /* Adds bytes moved for a sandbox at now_ms. A sandbox whose project was
  * never set (or forgotten) is counted with project "". */

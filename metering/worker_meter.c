@@ -4,6 +4,7 @@
  */
 #include <stdlib.h>
 #include <time.h>
+#include "common/loop_timeout.h"
 #include "metering/activity.h"
 #include "metering/flusher.h"
 #include "metering/meter.h"
@@ -19,7 +20,7 @@ struct st_gw_worker_meter_t {
     h2o_loop_t *loop;
     gw_meter_t *meter;
     gw_activity_t *activity;
-    h2o_timeout_t tick_timeout;
+    h2o_timeout_t *tick_timeout; /* the loop's (common/loop_timeout.h) */
     h2o_timeout_entry_t tick;
 };
 
@@ -40,7 +41,7 @@ static void on_tick(h2o_timeout_entry_t *entry)
     if (wm->runs_flusher)
         gw_metering_flush(wm->metering);
     gw_activity_flush(wm->activity, wm->redis, wm->prefix);
-    h2o_timeout_link(wm->loop, &wm->tick_timeout, &wm->tick);
+    h2o_timeout_link(wm->loop, wm->tick_timeout, &wm->tick);
 }
 
 gw_worker_meter_t *gw_worker_meter_new(h2o_loop_t *loop, const gw_worker_meter_conf_t *conf)
@@ -54,22 +55,17 @@ gw_worker_meter_t *gw_worker_meter_new(h2o_loop_t *loop, const gw_worker_meter_c
                               .loop = loop,
                               .meter = gw_meter_new(),
                               .activity = gw_activity_new()};
-    h2o_timeout_init(loop, &wm->tick_timeout, conf->flush_interval_ms);
+    wm->tick_timeout = gw_loop_timeout_acquire(loop, conf->flush_interval_ms);
     wm->tick.cb = on_tick;
-    h2o_timeout_link(loop, &wm->tick_timeout, &wm->tick);
+    h2o_timeout_link(loop, wm->tick_timeout, &wm->tick);
     if (wm->runs_flusher) /* the flusher copies the settings */
         gw_metering_start_flusher(conf->metering, loop, conf->flusher_redis);
     return wm;
 }
 
-void gw_worker_meter_set_project(gw_worker_meter_t *wm, const char *sandbox_id, h2o_iovec_t project)
+void gw_worker_meter_set_route(gw_worker_meter_t *wm, const char *sandbox_id, h2o_iovec_t project, uint64_t egress_quota)
 {
-    gw_meter_set_project(wm->meter, sandbox_id, project, h2o_now(wm->loop));
-}
-
-void gw_worker_meter_set_quota(gw_worker_meter_t *wm, const char *sandbox_id, uint64_t egress_quota)
-{
-    gw_meter_set_quota(wm->meter, sandbox_id, egress_quota != GW_EGRESS_QUOTA_NONE ? egress_quota : 0, h2o_now(wm->loop));
+    gw_meter_set_route(wm->meter, sandbox_id, project, egress_quota != GW_EGRESS_QUOTA_NONE ? egress_quota : 0, h2o_now(wm->loop));
 }
 
 void gw_worker_meter_add(gw_worker_meter_t *wm, const char *sandbox_id, uint64_t egress, uint64_t ingress, int no_activity)
@@ -90,7 +86,7 @@ void gw_worker_meter_free(gw_worker_meter_t *wm)
     if (wm == NULL)
         return;
     gw_worker_meter_stop_tick(wm);
-    h2o_timeout_dispose(wm->loop, &wm->tick_timeout);
+    gw_loop_timeout_release(wm->loop, wm->tick_timeout);
     gw_metering_submit(wm->metering, wm->meter, wall_ms());
     gw_metering_submit_activity(wm->metering, wm->activity); /* the last interval's ZADD, by the final flush */
     gw_meter_free(wm->meter);

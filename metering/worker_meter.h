@@ -28,12 +28,10 @@ typedef struct st_gw_worker_meter_conf_t {
  * aborts, a Redis outage is the flusher's to retry. */
 gw_worker_meter_t *gw_worker_meter_new(h2o_loop_t *loop, const gw_worker_meter_conf_t *conf);
 
-/* Remembers the project of a sandbox (from its route) for its records; copied. */
-void gw_worker_meter_set_project(gw_worker_meter_t *wm, const char *sandbox_id, h2o_iovec_t project);
-
-/* Remembers the egress_quota of a sandbox's route (GW_EGRESS_QUOTA_NONE:
- * none), which the flusher compares with the running total INCRBY returns. */
-void gw_worker_meter_set_quota(gw_worker_meter_t *wm, const char *sandbox_id, uint64_t egress_quota);
+/* Remembers what a sandbox's route says for its records, in one look-up:
+ * its project (copied) and its egress_quota (GW_EGRESS_QUOTA_NONE: none),
+ * which the flusher compares with the running total INCRBY returns. */
+void gw_worker_meter_set_route(gw_worker_meter_t *wm, const char *sandbox_id, h2o_iovec_t project, uint64_t egress_quota);
 
 /* Bills bytes moved for a sandbox now, and records its activity unless
  * no_activity (X-Lizard-No-Activity). sandbox_id is only read during the call. */

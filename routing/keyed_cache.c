@@ -12,6 +12,7 @@
 #include <string.h>
 #include "common/counter.h"
 #include "common/hashtab.h"
+#include "common/loop_timeout.h"
 #include "common/recycle.h"
 #include "routing/ingress.h"
 #include "routing/keyed_cache.h"
@@ -59,10 +60,10 @@ struct st_gw_keyed_cache_t {
     char *counter_head; /* "<prefix><counter_kind>:{", or NULL */
     size_t counter_head_len;
     int caching;
-    h2o_timeout_t deferred; /* 0 ms: answers known at lookup time still go through the loop */
-    h2o_linklist_t lookups; /* every gw_keyed_lookup_t not yet answered or cancelled */
-    h2o_linklist_t flights; /* every flight_t whose HGETALL is in flight */
-    gw_hashtab_t entries;   /* entry_t by key */
+    h2o_timeout_t *deferred; /* 0 ms, the loop's (common/loop_timeout.h): answers known at lookup time still go through the loop */
+    h2o_linklist_t lookups;  /* every gw_keyed_lookup_t not yet answered or cancelled */
+    h2o_linklist_t flights;  /* every flight_t whose HGETALL is in flight */
+    gw_hashtab_t entries;    /* entry_t by key */
     h2o_linklist_t by_age;
     h2o_mem_recycle_t lookup_allocator; /* of gw_keyed_lookup_t (with room for key_max): one per request */
     uint64_t publishes;                 /* publishes and flushes seen: deferred answers known before one are redone */
@@ -227,7 +228,7 @@ static void defer(gw_keyed_lookup_t *l, gw_keyed_status_t status, void *value)
     retain(c, value);
     l->deferred_value = value;
     l->deferred_publishes = c->publishes;
-    h2o_timeout_link(c->loop, &c->deferred, &l->defer);
+    h2o_timeout_link(c->loop, c->deferred, &l->defer);
 }
 
 /* Stores what a fetch sent at `sent_at` found (`value`, NULL: not found) into `e`, or removes the entry when the
@@ -531,7 +532,7 @@ gw_keyed_cache_t *gw_keyed_cache_new(h2o_loop_t *loop, gw_redis_t *redis, const 
     c->conf = *conf;
     c->conf.prefix = c->conf.kind = c->conf.counter_kind = NULL;
     gw_hashtab_init(&c->entries);
-    h2o_timeout_init(loop, &c->deferred, 0);
+    c->deferred = gw_loop_timeout_acquire(loop, 0);
     h2o_linklist_init_anchor(&c->lookups);
     h2o_linklist_init_anchor(&c->flights);
     h2o_linklist_init_anchor(&c->by_age);
@@ -555,7 +556,7 @@ void gw_keyed_cache_free(gw_keyed_cache_t *c)
     }
     while (!h2o_linklist_is_empty(&c->by_age))
         entry_remove(c, H2O_STRUCT_FROM_MEMBER(entry_t, age, c->by_age.next));
-    h2o_timeout_dispose(c->loop, &c->deferred);
+    gw_loop_timeout_release(c->loop, c->deferred);
     gw_hashtab_dispose(&c->entries);
     gw_recycle_clear(&c->lookup_allocator);
     free(c->key_head);

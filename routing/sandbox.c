@@ -281,6 +281,11 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
     return 0;
 }
 
+const gw_sandbox_port_t *gw_sandbox_port(const gw_sandbox_t *s, uint16_t port)
+{
+    return find_port(s, port);
+}
+
 gw_port_access_t gw_sandbox_port_access(const gw_sandbox_t *s, uint16_t port)
 {
     const gw_sandbox_port_t *p = find_port(s, port);

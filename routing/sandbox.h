@@ -97,6 +97,9 @@ static inline int gw_sandbox_quota_reached(const gw_sandbox_t *s)
  * only a reply that is not an array is an error (-1, *err static). */
 int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out, const char **err);
 
+/* The entry of `port`, or NULL when it is not exposed. */
+const gw_sandbox_port_t *gw_sandbox_port(const gw_sandbox_t *s, uint16_t port);
+
 /* Access rule of `port`. */
 gw_port_access_t gw_sandbox_port_access(const gw_sandbox_t *s, uint16_t port);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include "common/counter.h"
+#include "common/loop_timeout.h"
 #include "routing/sandbox_watch.h"
 #include "routing/wake.h"
 
@@ -40,9 +41,9 @@ struct st_gw_wake_t {
     gw_wake_conf_t conf;      /* prefix and instance_id point to copies */
     gw_sandbox_watch_t watch; /* of bucket_t, FRESH reads */
     size_t num_held;
-    uint64_t held_bytes;            /* body bytes of the held requests, <= conf.max_bytes */
-    h2o_timeout_t deadline_timeout; /* conf.timeout_ms */
-    h2o_timeout_t recheck_timeout;  /* conf.recheck_ms */
+    uint64_t held_bytes;             /* body bytes of the held requests, <= conf.max_bytes */
+    h2o_timeout_t *deadline_timeout; /* conf.timeout_ms, the loop's (common/loop_timeout.h) */
+    h2o_timeout_t *recheck_timeout;  /* conf.recheck_ms, the loop's */
 };
 
 #define COUNT(w, name, n)                                                                                                          \
@@ -70,7 +71,7 @@ static void on_recheck(h2o_timeout_entry_t *entry)
 {
     bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, recheck, entry);
 
-    h2o_timeout_link(b->owner->loop, &b->owner->recheck_timeout, &b->recheck);
+    h2o_timeout_link(b->owner->loop, b->owner->recheck_timeout, &b->recheck);
     gw_sandbox_watch_read(&b->entry);
 }
 
@@ -84,7 +85,7 @@ static bucket_t *bucket_get(gw_wake_t *w, const char *id)
     *b = (bucket_t){.owner = w, .held_since = h2o_now(w->loop), .recheck = {.cb = on_recheck}};
     h2o_linklist_init_anchor(&b->waiters);
     gw_sandbox_watch_add(&w->watch, &b->entry, id);
-    h2o_timeout_link(w->loop, &w->recheck_timeout, &b->recheck);
+    h2o_timeout_link(w->loop, w->recheck_timeout, &b->recheck);
     return b;
 }
 
@@ -299,8 +300,8 @@ gw_wake_t *gw_wake_new(h2o_loop_t *loop, gw_redis_t *redis, gw_route_store_t *ro
     if (w->conf.recheck_ms == 0)
         w->conf.recheck_ms = GW_WAKE_RECHECK_MS;
     gw_sandbox_watch_init(&w->watch, routes, GW_SANDBOX_WATCH_FRESH, on_read);
-    h2o_timeout_init(loop, &w->deadline_timeout, w->conf.timeout_ms);
-    h2o_timeout_init(loop, &w->recheck_timeout, w->conf.recheck_ms);
+    w->deadline_timeout = gw_loop_timeout_acquire(loop, w->conf.timeout_ms);
+    w->recheck_timeout = gw_loop_timeout_acquire(loop, w->conf.recheck_ms);
     return w;
 }
 
@@ -320,8 +321,8 @@ void gw_wake_free(gw_wake_t *w)
         bucket_free(b);
     }
     gw_sandbox_watch_dispose(&w->watch);
-    h2o_timeout_dispose(w->loop, &w->deadline_timeout);
-    h2o_timeout_dispose(w->loop, &w->recheck_timeout);
+    gw_loop_timeout_release(w->loop, w->deadline_timeout);
+    gw_loop_timeout_release(w->loop, w->recheck_timeout);
     free((char *)w->conf.prefix);
     free((char *)w->conf.instance_id);
     free(w);
@@ -364,7 +365,7 @@ gw_wake_waiter_t *gw_wake_hold(gw_wake_t *w, const gw_sandbox_t *record, size_t 
     if (b->count == 0)
         b->held_since = h2o_now(w->loop);
     h2o_linklist_insert(&b->waiters, &h->link);
-    h2o_timeout_link(w->loop, &w->deadline_timeout, &h->deadline);
+    h2o_timeout_link(w->loop, w->deadline_timeout, &h->deadline);
     ++b->count;
     ++w->num_held;
     COUNT(w, held, 1);
@@ -403,8 +404,8 @@ void gw_wake_expire_all(gw_wake_t *w)
         answer_all(b, GW_WAKE_TIMEOUT, NULL);
     }
     /* no deadline is linked now: requests held from here on time out at the next loop turn */
-    h2o_timeout_dispose(w->loop, &w->deadline_timeout);
-    h2o_timeout_init(w->loop, &w->deadline_timeout, 0);
+    gw_loop_timeout_release(w->loop, w->deadline_timeout);
+    w->deadline_timeout = gw_loop_timeout_acquire(w->loop, 0);
 }
 
 uint64_t gw_wake_held_bytes(gw_wake_t *w)

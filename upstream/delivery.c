@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "khash.h"
+#include "common/loop_timeout.h"
 #include "routing/host.h"
 #include "upstream/delivery.h"
 
@@ -66,7 +67,7 @@ KHASH_MAP_INIT_INT64(gw_delivery, delivery_t *)
 struct st_gw_deliveries_t {
     h2o_loop_t *loop;
     int check_enabled;
-    h2o_timeout_t check_timeout;
+    h2o_timeout_t *check_timeout; /* the loop's (common/loop_timeout.h) */
     gw_delivery_bill_cb bill;
     void *bill_data;
     khash_t(gw_delivery) * by_sock;
@@ -202,7 +203,7 @@ static void on_check(h2o_timeout_entry_t *entry)
         if (dl->held == 0)
             return;
     }
-    h2o_timeout_link(d->loop, &d->check_timeout, &dl->check);
+    h2o_timeout_link(d->loop, d->check_timeout, &dl->check);
 }
 
 gw_deliveries_t *gw_deliveries_new(h2o_loop_t *loop, uint64_t check_ms, gw_delivery_bill_cb cb, void *data)
@@ -214,7 +215,7 @@ gw_deliveries_t *gw_deliveries_new(h2o_loop_t *loop, uint64_t check_ms, gw_deliv
     d->bill = cb;
     d->bill_data = data;
     if ((d->check_enabled = check_ms != 0))
-        h2o_timeout_init(loop, &d->check_timeout, check_ms);
+        d->check_timeout = gw_loop_timeout_acquire(loop, check_ms);
     if ((d->by_sock = kh_init(gw_delivery)) == NULL)
         h2o_fatal("no memory");
     h2o_linklist_init_anchor(&d->lingering);
@@ -237,7 +238,7 @@ void gw_deliveries_free(gw_deliveries_t *d)
     while (!h2o_linklist_is_empty(&d->lingering))
         free_delivery(d, H2O_STRUCT_FROM_MEMBER(delivery_t, lingering, d->lingering.next));
     if (d->check_enabled)
-        h2o_timeout_dispose(d->loop, &d->check_timeout);
+        gw_loop_timeout_release(d->loop, d->check_timeout);
     free(d);
 }
 
@@ -309,7 +310,7 @@ void gw_deliveries_hold(gw_deliveries_t *d, h2o_socket_t *sock, const char *sand
     dl->held += bytes;
     d->held += bytes;
     if (d->check_enabled && !h2o_timeout_is_linked(&dl->check))
-        h2o_timeout_link(d->loop, &d->check_timeout, &dl->check);
+        h2o_timeout_link(d->loop, d->check_timeout, &dl->check);
 }
 
 void gw_deliveries_close(gw_deliveries_t *d, h2o_socket_t *sock)
@@ -342,7 +343,7 @@ void gw_deliveries_close(gw_deliveries_t *d, h2o_socket_t *sock)
     h2o_linklist_insert(&d->lingering, &dl->lingering);
     ++d->num_lingering;
     if (!h2o_timeout_is_linked(&dl->check))
-        h2o_timeout_link(d->loop, &d->check_timeout, &dl->check);
+        h2o_timeout_link(d->loop, d->check_timeout, &dl->check);
 }
 
 void gw_deliveries_settle_all(gw_deliveries_t *d)

@@ -61,7 +61,7 @@ void gw_exchange_set_timer(gw_exchange_t *ex, gw_opt_timeout_t *t, h2o_timeout_c
     if (!t->enabled)
         return;
     ex->timer.cb = cb;
-    h2o_timeout_link(ex->proxy->ctx->loop, &t->timeout, &ex->timer);
+    h2o_timeout_link(ex->proxy->ctx->loop, t->timeout, &ex->timer);
 }
 
 void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, int no_activity, uint64_t egress, uint64_t ingress)

@@ -148,7 +148,7 @@ void gw_exchange_send(gw_exchange_t *ex)
         state = H2O_SEND_STATE_IN_PROGRESS;
         ex->res.sending = 1;
         if (ex->proxy->client_stall_timeout.enabled)
-            h2o_timeout_link(ex->proxy->ctx->loop, &ex->proxy->client_stall_timeout.timeout, &ex->stall_timer);
+            h2o_timeout_link(ex->proxy->ctx->loop, ex->proxy->client_stall_timeout.timeout, &ex->stall_timer);
         h2o_linklist_insert(&ex->proxy->waiting, &ex->waiting);
         ex->res.unbilled = vec.len + (ex->res.started ? 0 : gw_exchange_response_head_size(ex->req));
     }

@@ -153,7 +153,7 @@ static void wait_client(gw_exchange_t *ex)
     }
     if (!h2o_linklist_is_linked(&ex->waiting)) {
         if (p->client_stall_timeout.enabled)
-            h2o_timeout_link(p->ctx->loop, &p->client_stall_timeout.timeout, &ex->stall_timer);
+            h2o_timeout_link(p->ctx->loop, p->client_stall_timeout.timeout, &ex->stall_timer);
         h2o_linklist_insert(&p->waiting, &ex->waiting);
     }
     gw_exchange_account(ex);

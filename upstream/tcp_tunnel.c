@@ -156,7 +156,7 @@ static void reset_idle(tcp_tunnel_t *t)
     if (!t->proxy->websocket_timeout.enabled || t->close_sent)
         return;
     unlink_entry(&t->idle_entry);
-    h2o_timeout_link(t->proxy->ctx->loop, &t->proxy->websocket_timeout.timeout, &t->idle_entry);
+    h2o_timeout_link(t->proxy->ctx->loop, t->proxy->websocket_timeout.timeout, &t->idle_entry);
 }
 
 /* --- toward the client ------------------------------------------------------ */
@@ -166,7 +166,7 @@ static void reset_ping(tcp_tunnel_t *t)
     if (!t->proxy->websocket_ping.enabled || t->close_len != 0 || t->close_sent)
         return;
     unlink_entry(&t->ping_entry);
-    h2o_timeout_link(t->proxy->ctx->loop, &t->proxy->websocket_ping.timeout, &t->ping_entry);
+    h2o_timeout_link(t->proxy->ctx->loop, t->proxy->websocket_ping.timeout, &t->ping_entry);
 }
 
 static void on_ping(h2o_timeout_entry_t *e)

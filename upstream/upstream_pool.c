@@ -234,7 +234,7 @@ void gw_upstream_pool_put(gw_upstream_pool_t *pool, const gw_upstream_key_t *key
     ++set->num_idle;
     ++pool->num_idle;
     if (lifetime->enabled)
-        h2o_timeout_link(pool->loop, &lifetime->timeout, &conn->timeout);
+        h2o_timeout_link(pool->loop, lifetime->timeout, &conn->timeout);
     sock->data = conn;
     h2o_socket_read_start(sock, on_idle_event);
 }

@@ -107,12 +107,12 @@ void gw_exchange_upgrade(gw_exchange_t *ex)
     ex->state = GW_EX_OVER;
 
     ws->proxy = p;
-    ws->tunnel = gw_tunnel_new(p->ctx->loop, sock, p->websocket_timeout.enabled ? &p->websocket_timeout.timeout : NULL,
+    ws->tunnel = gw_tunnel_new(p->ctx->loop, sock, p->websocket_timeout.enabled ? p->websocket_timeout.timeout : NULL,
                                &websocket_callbacks, ws);
     if (p->client_stall_timeout.enabled)
-        gw_tunnel_set_stall_timeout(ws->tunnel, &p->client_stall_timeout.timeout);
+        gw_tunnel_set_stall_timeout(ws->tunnel, p->client_stall_timeout.timeout);
     if (p->websocket_ping.enabled)
-        gw_tunnel_set_pings(ws->tunnel, &p->websocket_ping.timeout);
+        gw_tunnel_set_pings(ws->tunnel, p->websocket_ping.timeout);
     /* a publish handled while the 101 is written finds the tunnel (on_websocket_revoke) */
     ws->writing = ex->req->conn->callbacks->get_socket(ex->req->conn);
     gw_tunnel_hold_take(&ws->hold, ex, on_websocket_revoke);
