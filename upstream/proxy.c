@@ -152,7 +152,9 @@ static h2o_iovec_t build_request_head(gw_exchange_t *ex)
     gw_http1_request_t r = {.method = req->method,
                             .path = ex->path,
                             .authority = req->authority,
-                            .scheme = req->scheme->name,
+                            /* a localhost port: where the browser is (https, as the preview origin), even
+                               behind a trusted plain listener (CONTRACT: "The sandbox's view of its address") */
+                            .scheme = ex->localhost ? h2o_iovec_init(H2O_STRLIT("https")) : req->scheme->name,
                             .headers = ex->localhost ? gw_address_view_request_headers(&ex->view, &req->pool, &req->headers)
                                                      : &req->headers,
                             .body = req->entity,

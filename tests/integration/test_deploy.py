@@ -125,6 +125,16 @@ def test_trusted_plain_listener_serves_instead_of_redirecting(gw_factory, curl, 
     # each listener reports its own port (the gateway knows it without asking the socket)
     assert fwd.get("x-forwarded-port") == str(g.plain_port)
 
+    # a localhost port sees where the browser is, as the contract says: the preview origin is https
+    # behind the TLS-terminating balancer too, so X-Forwarded-Proto is https there, not this hop's http
+    lid = gwtest.new_sandbox_id("lh")
+    register_sandbox(lid, ports={upstream.port: "public"}, extra={"host:%d" % upstream.port: "localhost"})
+    r = curl(g.host(upstream.port, lid), "/echo", gw=g, plain=True)
+    assert r.status == 200, r
+    fwd = {k.lower(): v for k, v in r.json()["headers"]}
+    assert fwd.get("host") == "localhost:%d" % upstream.port, fwd
+    assert fwd.get("x-forwarded-proto") == "https", fwd
+
 
 def tls_peer(port, server_name, cafile):
     ctx = ssl.create_default_context(cafile=cafile)
