@@ -31,36 +31,60 @@ static h2o_iovec_t cookie_name(const gw_config_t *conf)
     return h2o_iovec_init(conf->auth.cookie_name, strlen(conf->auth.cookie_name));
 }
 
+/* Takes the token header fields and the Cookie fields off the request, in
+ * one pass over its headers: the first token header is the credential
+ * (r->token_header), none is forwarded (the proxy's X-Lizard-* rule need
+ * not find it, nor a phase look it up again); the Cookie fields are
+ * returned in *fields for the caller to rebuild. */
+static void take_token_and_cookie_fields(gw_pipeline_req_t *r, h2o_iovec_t **fields, size_t *num_fields)
+{
+    h2o_headers_t *headers = &r->req->headers;
+    size_t num_cookies = 0, num_tokens = 0, taken = 0, i, kept;
+
+    /* Linear in the number of header fields: HPACK makes a repeated "cookie" field cost a byte,
+     * so a request can carry hundreds of thousands of them. */
+    for (i = 0; i != headers->size; ++i) {
+        const h2o_iovec_t *name = headers->entries[i].name;
+        if (name == &H2O_TOKEN_COOKIE->buf)
+            ++num_cookies;
+        else if (h2o_memis(name->base, name->len, H2O_STRLIT(TOKEN_HEADER))) /* h2o's names are lowercase */
+            ++num_tokens;
+    }
+    *fields = NULL;
+    *num_fields = 0;
+    if (num_cookies == 0 && num_tokens == 0)
+        return;
+    if (num_cookies != 0)
+        *fields = h2o_mem_alloc_pool(&r->req->pool, sizeof(**fields) * num_cookies);
+    for (i = 0, kept = 0; i != headers->size; ++i) {
+        const h2o_header_t *h = headers->entries + i;
+        if (h->name == &H2O_TOKEN_COOKIE->buf)
+            (*fields)[(*num_fields)++] = h->value;
+        else if (num_tokens != 0 && h2o_memis(h->name->base, h->name->len, H2O_STRLIT(TOKEN_HEADER))) {
+            if (taken++ == 0)
+                r->token_header = h->value;
+        } else
+            headers->entries[kept++] = *h;
+    }
+    headers->size = kept;
+}
+
 /* Removes the gateway's credentials from what will be forwarded: the
- * lizard_token parameter (into r->path), the gateway's cookie and the warning
- * page's two cookies (the Cookie header is rebuilt from the app's own cookies,
- * HTTP/2 fields joined). The token header goes with every X-Lizard-* header in
- * the proxy. */
+ * lizard_token parameter (into r->path), the token header (into
+ * r->token_header), the gateway's cookie and the warning page's two cookies
+ * (the Cookie header is rebuilt from the app's own cookies, HTTP/2 fields
+ * joined). The proxy also drops every X-Lizard-* header. */
 static void strip_credentials(gw_pipeline_req_t *r)
 {
     h2o_req_t *req = r->req;
     const gw_config_t *conf = r->conf->config;
     h2o_iovec_t *fields, rest;
-    size_t num_fields = 0, i, kept;
+    size_t num_fields;
 
     r->query_token_count = gw_query_take(&req->pool, req->path, h2o_iovec_init(H2O_STRLIT(QUERY_PARAM)), &r->query_token, &r->path);
-
-    /* Linear in the number of header fields: HPACK makes a repeated "cookie" field cost a byte,
-     * so a request can carry hundreds of thousands of them. */
-    for (i = 0; i != req->headers.size; ++i)
-        if (req->headers.entries[i].name == &H2O_TOKEN_COOKIE->buf)
-            ++num_fields;
+    take_token_and_cookie_fields(r, &fields, &num_fields);
     if (num_fields == 0)
         return;
-    fields = h2o_mem_alloc_pool(&req->pool, sizeof(*fields) * num_fields);
-    num_fields = 0;
-    for (i = 0, kept = 0; i != req->headers.size; ++i) {
-        if (req->headers.entries[i].name == &H2O_TOKEN_COOKIE->buf)
-            fields[num_fields++] = req->headers.entries[i].value;
-        else
-            req->headers.entries[kept++] = req->headers.entries[i];
-    }
-    req->headers.size = kept;
     gw_cookie_extract(&req->pool, fields, num_fields, cookie_name(conf), &r->cookie, &rest);
     /* whether or not the page is on now: the sandbox never learns a nonce (with it, its server could fetch a token
      * for this very browser) nor a consent */
@@ -178,11 +202,8 @@ static credential_t check_credential(gw_pipeline_req_t *r, const gw_sandbox_t *s
                                      int *clear)
 {
     h2o_req_t *req = r->req;
-    ssize_t i = h2o_find_header_by_str(&req->headers, H2O_STRLIT(TOKEN_HEADER), -1);
-    gw_credentials_t c = {.header = i != -1 ? req->headers.entries[i].value : h2o_iovec_init(NULL, 0),
-                          .query = r->query_token,
-                          .has_query = r->query_token_count != 0,
-                          .cookie = r->cookie};
+    gw_credentials_t c = {
+        .header = r->token_header, .query = r->query_token, .has_query = r->query_token_count != 0, .cookie = r->cookie};
     gw_credential_keys_t keys = {r->conf->cookie_keys, r->conf->link_keys, r->conf->config->auth.link_max_ttl_s};
     int from = GW_CREDENTIAL_FROM_HEADER;
 

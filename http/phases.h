@@ -53,6 +53,7 @@ typedef struct st_gw_pipeline_req_t {
     h2o_iovec_t path;             /* request target to forward: lizard_token removed */
     h2o_iovec_t query_token;      /* first lizard_token value, decoded */
     size_t query_token_count;     /* 0: no lizard_token parameter */
+    h2o_iovec_t token_header;     /* the first X-Lizard-Access-Token value, {NULL, 0} if absent */
     h2o_iovec_t cookie;           /* the gateway's cookie, {NULL, 0} if absent */
     gw_warning_cookies_t warning; /* the warning page's consent and nonce cookies, {NULL, 0} if absent */
     /* credentials */

@@ -68,7 +68,7 @@ START_TEST(test_empty_token_never_matches)
 END_TEST
 
 /* The per-request form: the digest decoded once (by the record), the
- * thread's reused context giving the same answer on every call. */
+ * same answer on every call. */
 START_TEST(test_matches_decoded_digest)
 {
     unsigned char hello[32], empty[32];
@@ -80,6 +80,32 @@ START_TEST(test_matches_decoded_digest)
         ck_assert_int_eq(gw_token_matches_digest(h2o_iovec_init(H2O_STRLIT("hello")), hello), 1);
         ck_assert_int_eq(gw_token_matches_digest(h2o_iovec_init(H2O_STRLIT("hellO")), hello), 0);
         ck_assert_int_eq(gw_token_matches_digest(h2o_iovec_init("", 0), empty), 0);
+    }
+}
+END_TEST
+
+/* Tokens across SHA-256's block boundaries (one block holds up to 55
+ * bytes with its padding): digests as Python's hashlib gives them. */
+START_TEST(test_sha256_block_boundaries)
+{
+    static const struct {
+        size_t len;
+        const char *hex;
+    } cases[] = {
+        {55, "d5e285683cd4efc02d021a5c62014694958901005d6f71e89e0989fac77e4072"},
+        {56, "04c26261370ee7541549d16dee320c723e3fd14671e66a099afe0a377c16888e"},
+        {64, "7ce100971f64e7001e8fe5a51973ecdfe1ced42befe7ee8d5fd6219506b5393c"},
+        {200, "aa20c23e3201834050679e1d88941b9a6fed0557c9a705cb2c315e2e63fd486d"},
+    };
+    char token[200], hex[65];
+    size_t i;
+
+    memset(token, 'x', sizeof(token));
+    for (i = 0; i != sizeof(cases) / sizeof(cases[0]); ++i) {
+        gw_token_sha256_hex(token, cases[i].len, hex);
+        ck_assert_str_eq(hex, cases[i].hex);
+        ck_assert_int_eq(gw_token_matches(h2o_iovec_init(token, cases[i].len), cases[i].hex), 1);
+        ck_assert_int_eq(gw_token_matches(h2o_iovec_init(token, cases[i].len - 1), cases[i].hex), 0);
     }
 }
 END_TEST
@@ -130,6 +156,7 @@ static Suite *token_suite(void)
 
     tcase_add_test(tc, test_sha256_hex_known_vectors);
     tcase_add_test(tc, test_sha256_raw);
+    tcase_add_test(tc, test_sha256_block_boundaries);
     tcase_add_test(tc, test_matches_right_token);
     tcase_add_test(tc, test_matches_uppercase_digest);
     tcase_add_test(tc, test_wrong_token_does_not_match);
