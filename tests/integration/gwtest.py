@@ -630,6 +630,34 @@ def blackhole_port():
         lsock.close()
 
 
+PATTERN_BLOCK = (b"0123456789abcdef" * 4096)[:65536]  # what upstream.py's /bytes/<n> repeats
+
+
+def pattern_sha256(n):
+    """The sha256 hex digest of upstream.py's /bytes/<n> body."""
+    h = hashlib.sha256()
+    while n > 0:
+        piece = PATTERN_BLOCK[: min(n, len(PATTERN_BLOCK))]
+        h.update(piece)
+        n -= len(piece)
+    return h.hexdigest()
+
+
+def access_log_line(g, path, timeout=10):
+    """The gateway g's access log record of the request for `path` (written by
+    the log thread: waited for)."""
+    def find():
+        with open(g.config()["log"]["access"]) as f:
+            for ln in f:
+                if ln.strip():
+                    rec = json.loads(ln)
+                    if rec.get("path") == path:
+                        return rec
+        return None
+    wait_for(lambda: find() is not None, timeout, what="the access log line of " + path)
+    return find()
+
+
 def rss_kib(pid):
     """The resident set size of process `pid` in KiB (/proc/<pid>/status VmRSS)."""
     with open("/proc/%d/status" % pid) as f:

@@ -135,17 +135,7 @@ def echoed(body):
 
 
 def log_line(g, path):
-    """The access log's line of the request for `path` (written by the log thread: waited for)."""
-    def find():
-        with open(g.config()["log"]["access"]) as f:
-            for ln in f:
-                if ln.strip():
-                    rec = json.loads(ln)
-                    if rec.get("path") == path:
-                        return rec
-        return None
-    gwtest.wait_for(lambda: find() is not None, 10, what="the access log line of " + path)
-    return find()
+    return gwtest.access_log_line(g, path)
 
 
 def metric(g, name, labels):

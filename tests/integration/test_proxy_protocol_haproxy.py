@@ -8,7 +8,6 @@ notices: the sandbox's X-Forwarded-For and the access log name the client
 health checks (`check-send-proxy`) keep the server up without being proxied
 to any sandbox."""
 
-import json
 import os
 import subprocess
 
@@ -86,16 +85,7 @@ def sandbox(redis, upstream):
 
 
 def log_line(g, path):
-    def find():
-        with open(g.config()["log"]["access"]) as f:
-            for ln in f:
-                if ln.strip():
-                    rec = json.loads(ln)
-                    if rec.get("path") == path:
-                        return rec
-        return None
-    gwtest.wait_for(lambda: find() is not None, 10, what="the access log line of " + path)
-    return find()
+    return gwtest.access_log_line(g, path)
 
 
 def forwarded_for(r):

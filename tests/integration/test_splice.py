@@ -23,16 +23,8 @@ import gwtest
 MiB = 1024 * 1024
 HEAD_BOUND = 512  # per response head (the gateway counts a head as its HTTP/1.1 text)
 FLUSH_MS = 200
-BLOCK = (b"0123456789abcdef" * 4096)[:65536]  # what upstream.py's /bytes/<n> repeats
-
-
-def pattern_sha256(n):
-    h = hashlib.sha256()
-    while n > 0:
-        piece = BLOCK[: min(n, len(BLOCK))]
-        h.update(piece)
-        n -= len(piece)
-    return h.hexdigest()
+BLOCK = gwtest.PATTERN_BLOCK
+pattern_sha256 = gwtest.pattern_sha256
 
 
 @pytest.fixture

@@ -15,16 +15,8 @@ import time
 import gwtest
 
 MiB = 1024 * 1024
-BLOCK = (b"0123456789abcdef" * 4096)[:65536]  # what upstream.py's /bytes/<n> repeats
-
-
-def pattern_sha256(n):
-    h = hashlib.sha256()
-    while n > 0:
-        piece = BLOCK[: min(n, len(BLOCK))]
-        h.update(piece)
-        n -= len(piece)
-    return h.hexdigest()
+BLOCK = gwtest.PATTERN_BLOCK
+pattern_sha256 = gwtest.pattern_sha256
 
 
 def tls_connect(g, certs, host, rcvbuf):
