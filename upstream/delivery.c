@@ -89,30 +89,46 @@ typedef struct st_tcp_state_t {
     uint64_t acked;   /* wire bytes the client acknowledged */
     uint64_t unacked; /* wire bytes written and not acknowledged (SIOCOUTQ) */
     int reset;        /* the connection is over (a reset, or a close whose bytes are all acknowledged) */
-    int abortive;     /* SO_LINGER 0: the close sends RST */
 } tcp_state_t;
 
+/* One TCP_INFO, and SIOCOUTQ only when it cannot be told from it: on a live
+ * connection with no segment in flight (tcpi_unacked, the kernel's
+ * packets_out) and nothing unsent (tcpi_notsent_bytes) every byte written is
+ * acknowledged. A connection that is over (a reset purges the segments in
+ * flight) always asks SIOCOUTQ, so bytes a reset lost are never taken for
+ * delivered. A connection's first and last look are usually of the first
+ * kind: one system call each instead of two. */
 static tcp_state_t tcp_state(int fd)
 {
     tcp_state_t st;
     struct tcp_info ti;
-    struct linger lg;
     socklen_t len = sizeof(ti);
     int q = 0;
 
     memset(&st, 0, sizeof(st));
     memset(&ti, 0, sizeof(ti));
     if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
-        len < offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof(ti.tcpi_bytes_acked) || ioctl(fd, SIOCOUTQ, &q) != 0 || q < 0)
+        len < offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof(ti.tcpi_bytes_acked))
         return st;
+    st.reset = ti.tcpi_state == TCP_STATE_CLOSE;
+    if (st.reset || len < offsetof(struct tcp_info, tcpi_notsent_bytes) + sizeof(ti.tcpi_notsent_bytes) || ti.tcpi_unacked != 0 ||
+        ti.tcpi_notsent_bytes != 0) {
+        if (ioctl(fd, SIOCOUTQ, &q) != 0 || q < 0)
+            return st;
+    }
     st.known = 1;
     st.acked = ti.tcpi_bytes_acked;
     st.unacked = (uint64_t)q;
-    st.reset = ti.tcpi_state == TCP_STATE_CLOSE;
-    len = sizeof(lg);
-    if (getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len) == 0)
-        st.abortive = lg.l_onoff && lg.l_linger == 0;
     return st;
+}
+
+/* SO_LINGER 0 on fd: its close sends RST (what it had not delivered never will be) */
+static int closes_abortively(int fd)
+{
+    struct linger lg;
+    socklen_t len = sizeof(lg);
+
+    return getsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, &len) == 0 && lg.l_onoff && lg.l_linger == 0;
 }
 
 /* The plaintext stream position up to which the client acknowledged. */
@@ -185,7 +201,7 @@ static int settle_end(delivery_t *dl, int last_chance)
         return 1;
     }
     bill_until(dl, acked_position(dl, &st));
-    return st.reset || st.abortive || last_chance;
+    return st.reset || last_chance || closes_abortively(dl->fd);
 }
 
 static void on_check(h2o_timeout_entry_t *entry)
