@@ -341,7 +341,15 @@ static int on_ticket_key(SSL *ssl, unsigned char key_name[GW_TICKET_KEY_NAME_LEN
 
     if (t == NULL)
         return enc ? -1 : 0;
-    return gw_ticket_keys_cb(t->tickets, key_name, iv, cctx, hctx, enc);
+    int rc = gw_ticket_keys_cb(t->tickets, key_name, iv, cctx, hctx, enc);
+    /* A TLS 1.3 client uses a ticket once (RFC 8446, appendix C.4; OpenSSL's
+     * client does not offer a used one again): a resumption that issued none
+     * left it without a ticket, and its next connection was a full handshake
+     * (every other reconnect). 2 asks OpenSSL for a fresh ticket, one per
+     * resumption, as its built-in keys give. TLS 1.2 tickets stay reusable. */
+    if (!enc && rc == 1 && SSL_version(ssl) == TLS1_3_VERSION)
+        rc = 2;
+    return rc;
 }
 
 int gw_tls_ticket_keys_check(const char *path, char **err)
