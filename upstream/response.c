@@ -16,8 +16,8 @@
  * the copy a TLS socket makes while encrypting. */
 #define SEND_CHUNK_BYTES (128 * 1024)
 /* The final send is billed as it is handed over (h2o calls no proceed
- * after it), before h2o has written it: a larger last piece goes as a send
- * of its own first, billed when written, then an empty final send. Bounds
+ * after it), before h2o has written it: of a larger rest, all but this much
+ * goes first, billed when written, then a final send of this much. Bounds
  * what a connection that closes while h2o still writes can be billed for
  * and never get (README, Metering). Not under HTTP/2 when the piece takes
  * the client's whole window: h2o 2.2.5 would hold the empty END_STREAM
@@ -132,6 +132,19 @@ void gw_exchange_send(gw_exchange_t *ex)
 
     assert(!ex->res.sending);
     limit = send_limit(ex, &credit);
+    /* The upstream is done and more than a final send's worth is left: this
+     * send leaves exactly that much, so that the END_STREAM goes with body
+     * bytes, not alone after them. A client that stops reading at the
+     * Content-Length (curl) otherwise closes with the empty END_STREAM
+     * unread, its kernel answers with a reset, and the reset's ACK, the
+     * only one of the last bytes when its delayed ACK was still pending, is
+     * not processed by the gateway's kernel: the ledger saw those bytes
+     * never acknowledged and did not bill them. */
+    if (ex->sock == NULL) {
+        size_t left = ex->sending.buf->size + (*receiving)->size;
+        if (left > FINAL_SEND_MAX_BYTES && left - FINAL_SEND_MAX_BYTES < limit)
+            limit = left - FINAL_SEND_MAX_BYTES;
+    }
     vec = h2o_doublebuffer_prepare(&ex->sending, receiving, limit);
     if (ex->sock == NULL && vec.len == ex->sending.buf->size && (*receiving)->size == 0 && (vec.len == 0 || credit) &&
         (vec.len <= FINAL_SEND_MAX_BYTES || (ex->req->version >= 0x200 && vec.len == limit))) {
