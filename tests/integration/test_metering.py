@@ -22,6 +22,7 @@ import time
 import pytest
 
 import gwtest
+from test_h2_security import DATA, END_STREAM, SETTINGS, WINDOW_UPDATE, RawH2, frame
 
 HEAD_BOUND = 512  # per request head and per response head
 INSTANCE = "meter-gw-1"
@@ -153,7 +154,6 @@ def test_traffic_is_metered(gw_factory, mredis, msandbox, upstream, curl, http2)
 # in 64 KiB writes, so its last piece is over the final send's 16 KiB;
 # windows of 16 MiB keep flow control out of the way.
 def test_http2_end_stream_carries_the_last_body_bytes(gw_factory, mredis, msandbox, upstream, certs):
-    from test_h2_security import DATA, END_STREAM, SETTINGS, WINDOW_UPDATE, RawH2, frame
     g = start_gw(gw_factory, mredis)
     big = 1 << 24
     for _ in range(3):  # each of three fetches
