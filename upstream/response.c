@@ -150,9 +150,11 @@ void gw_exchange_send(gw_exchange_t *ex)
         (vec.len <= FINAL_SEND_MAX_BYTES || (ex->req->version >= 0x200 && vec.len == limit))) {
         state = ex->res.body_error ? H2O_SEND_STATE_ERROR : H2O_SEND_STATE_FINAL;
         ex->state = GW_EX_OVER;
-        if (state == H2O_SEND_STATE_FINAL)
-            gw_proxy_add_egress(ex->proxy, gw_exchange_client_socket(ex), ex->sandbox_id, ex->no_activity,
-                                vec.len + (ex->res.started ? 0 : gw_exchange_response_head_size(ex->req)), 0);
+        /* an ERROR send is written too (h2o then closes the HTTP/1
+         * connection, or resets the HTTP/2 stream after the data): a cut
+         * body's last piece reaches the client like a complete one's */
+        gw_proxy_add_egress(ex->proxy, gw_exchange_client_socket(ex), ex->sandbox_id, ex->no_activity,
+                            vec.len + (ex->res.started ? 0 : gw_exchange_response_head_size(ex->req)), 0);
     } else {
         /* an empty send is only for getting the head out (server-sent
          * events: the head comes long before the first event) */

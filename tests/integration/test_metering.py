@@ -17,6 +17,7 @@ import shutil
 import ssl
 import struct
 import subprocess
+import threading
 import time
 
 import pytest
@@ -170,6 +171,98 @@ def test_http2_end_stream_carries_the_last_body_bytes(gw_factory, mredis, msandb
                     len(body), [len(f.payload) for f in datas])
         finally:
             c.close()
+
+
+class _CutApp:
+    """An app that answers with a Content-Length it does not keep: its head,
+    `sent` body bytes, then it closes (the app killed mid-body)."""
+
+    def __init__(self, declared, sent):
+        self.srv = socket.socket()
+        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(8)
+        self.port = self.srv.getsockname()[1]
+        self.declared, self.sent = declared, sent
+        self.gateway_closed = threading.Event()  # the gateway closed its end after the cut body
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.srv.accept()
+            except OSError:
+                return
+            with conn:
+                req = b""
+                while b"\r\n\r\n" not in req:
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    req += chunk
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                             b"Content-Length: %d\r\n\r\n" % self.declared + b"z" * self.sent)
+                conn.shutdown(socket.SHUT_WR)
+                try:
+                    while conn.recv(4096):
+                        pass
+                except OSError:
+                    pass
+                self.gateway_closed.set()
+
+    def close(self):
+        self.srv.close()
+
+
+# A response the app cuts short (killed mid-body) ends with an ERROR send,
+# and h2o writes what that send carries before it closes the connection
+# (HTTP/1.1) or resets the stream (HTTP/2): those bytes reach the client and
+# are billed like a final send's. They were not, and since the final send
+# carries the last 16 KiB, a slow client of a cut response got 16,384 bytes
+# more than it was billed (the CI soak, acct2, "app killed"). The client
+# reads only once the app has closed, so that the gateway holds the rest of
+# the body when it learns the body is cut.
+def test_a_cut_response_is_billed_what_its_client_received(gw_factory, mredis, certs):
+    g = start_gw(gw_factory, mredis, limits={"response_buffer_bytes": 12 * 1024 * 1024})
+    app = _CutApp(declared=16000000, sent=8000000)
+    try:
+        sid = gwtest.new_sandbox_id("cut")
+        gwtest.register_sandbox(mredis, sid, ports={app.port: "public"}, project="p-" + sid)
+        host = g.host(app.port, sid)
+        ctx = ssl.create_default_context(cafile=certs["ca"])
+        ctx.set_alpn_protocols(["http/1.1"])
+        raw = socket.socket()
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        raw.settimeout(30)
+        raw.connect(("127.0.0.1", g.tls_port))
+        sock = ctx.wrap_socket(raw, server_hostname=host)
+        sock.sendall(b"GET /cut HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
+        # the app has written all it will (300 KB) and closed, and the
+        # gateway, having read its end, closed the upstream connection: it
+        # holds most of the body while the client has not read
+        assert app.gateway_closed.wait(30), "the gateway did not close the cut upstream connection"
+        data = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except (ConnectionError, ssl.SSLError):
+                break
+            if not chunk:
+                break
+            data += chunk
+        sock.close()
+        head, _, body = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 "), head[:200]
+        assert 100000 < len(body) <= 8000000, len(body)
+        gwtest.wait_for(lambda: metric(g, "lizard_in_flight_requests") == 0, 30, what="the request to end")
+        wait_egress(mredis, sid, 1, timeout=20)
+        time.sleep(3 * FLUSH_MS / 1000 + 1.5)  # anything late would show now (the ledger checks once a second)
+        billed = total(records(mredis, sid), "egress")
+        assert len(body) <= billed < len(body) + HEAD_BOUND, \
+            "the client received %d body bytes of a cut response and was billed %d" % (len(body), billed)
+    finally:
+        app.close()
 
 
 # The most a connection is billed beyond what its client's TCP received
