@@ -401,6 +401,11 @@ static void upstream_metrics(text_t *out, gw_metrics_t *m)
            SUM(proxy.spliced_responses));
     metric(out, "lizard_spliced_bytes_total", "counter", "Body bytes those spliced responses wrote to their clients.",
            SUM(proxy.spliced_bytes));
+    metric(out, "lizard_spliced_tunnels_total", "counter",
+           "WebSocket tunnels whose bytes moved between the two sockets with splice(2) (a plain listener, no Pings).",
+           SUM(proxy.spliced_tunnels));
+    metric(out, "lizard_spliced_tunnel_bytes_total", "counter", "Bytes those spliced tunnels moved, both ways.",
+           SUM(proxy.spliced_tunnel_bytes));
     metric(out, "lizard_websockets_open", "gauge", "WebSocket tunnels open now.",
            sum_gauge_at(m, offsetof(gw_metrics_worker_t, proxy.websockets_open)));
     tunnel_metrics(out, m);

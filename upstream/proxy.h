@@ -93,10 +93,12 @@ typedef struct st_gw_proxy_counters_t {
     atomic_uint_fast64_t pong_timeouts;   /* tunnels closed because their client answered no Ping */
     atomic_uint_fast64_t egress_bytes;
     atomic_uint_fast64_t ingress_bytes;
-    atomic_uint_fast64_t client_stalls;     /* responses reset after limits.client_stall_timeout_ms without progress */
-    atomic_uint_fast64_t budget_resets;     /* responses reset over max_connection_buffer_bytes / max_worker_buffer_bytes */
-    atomic_uint_fast64_t spliced_responses; /* response bodies moved with splice(2) (upstream/splice.c) */
-    atomic_uint_fast64_t spliced_bytes;     /* body bytes those moved to their clients */
+    atomic_uint_fast64_t client_stalls;        /* responses reset after limits.client_stall_timeout_ms without progress */
+    atomic_uint_fast64_t budget_resets;        /* responses reset over max_connection_buffer_bytes / max_worker_buffer_bytes */
+    atomic_uint_fast64_t spliced_responses;    /* response bodies moved with splice(2) (upstream/splice.c) */
+    atomic_uint_fast64_t spliced_bytes;        /* body bytes those moved to their clients */
+    atomic_uint_fast64_t spliced_tunnels;      /* WebSocket tunnels with bytes moved by splice(2) (upstream/tunnel.c) */
+    atomic_uint_fast64_t spliced_tunnel_bytes; /* bytes those moved, both ways */
 } gw_proxy_counters_t;
 
 /* Makes this proxy count into `c` (NULL: stop counting). */

@@ -2,21 +2,43 @@
  * WebSocket tunnel: relays bytes both ways between the client and the
  * upstream. Each direction has at most one write in flight, and its source
  * is not read during that write, so neither side can make the gateway
- * buffer more than one read's worth per direction.
+ * buffer more than one read's worth per direction. A spliced direction
+ * (gw_tunnel_set_splice) moves socket -> pipe -> socket instead, and its
+ * source is not polled while the pipe cannot be emptied into the other
+ * side: it holds at most the pipe, in the kernel.
  */
+#define _GNU_SOURCE /* splice, pipe2, F_SETPIPE_SZ */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "upstream/tunnel.h"
 #include "upstream/ws_track.h"
 
 enum { SIDE_CLIENT = 0, SIDE_UPSTREAM = 1 };
 
+/* The pipe of a spliced direction; Linux's default is 64 KiB. Pipe pages
+ * are a per-user budget (fs.pipe-user-pages-soft): a refusal keeps the
+ * default. */
+#define SPLICE_PIPE_BYTES (256 * 1024)
+/* Bytes one wake-up moves in a direction before the loop serves others: the
+ * next batch waits for readiness again (level-triggered, so at once when
+ * ready). */
+#define SPLICE_BATCH_BYTES (1024 * 1024)
+
 typedef struct st_tunnel_side_t {
     h2o_socket_t *sock;
     /* bytes of sock->input being written to the other side; 0 when none */
     size_t writing;
-    /* the peer closed; close the tunnel once `writing` is done */
+    /* the peer closed; close the tunnel once `writing` (or the pipe) is done */
     int eof;
+    /* this side's bytes to the other, spliced: the pipe ([0] read end, -1:
+     * none) and the bytes in it, not yet written to the other side */
+    int pipe_fds[2];
+    size_t in_pipe, pipe_size;
+    unsigned spliced : 1;  /* this side is polled, not read: its bytes move through the pipe */
+    unsigned notified : 1; /* a write notification is armed on the other side's socket (one-shot) */
 } tunnel_side_t;
 
 struct st_gw_tunnel_t {
@@ -36,9 +58,11 @@ struct st_gw_tunnel_t {
     int ping_writing, awaiting_pong;
     uint64_t pings;
     uint8_t ping[GW_WS_PING_MAX];
+    int splice; /* gw_tunnel_set_splice: each direction is spliced once its buffered bytes are written */
 };
 
 static void on_read(h2o_socket_t *sock, const char *err);
+static void start_reading(gw_tunnel_t *tunnel, int from);
 
 static int side_of(gw_tunnel_t *tunnel, h2o_socket_t *sock)
 {
@@ -138,7 +162,7 @@ static void on_write_complete(h2o_socket_t *dst, const char *err)
         return;
     }
     reset_timeout(tunnel);
-    h2o_socket_read_start(src->sock, on_read);
+    start_reading(tunnel, 1 - to);
     /* tracking may have held back a Pong that is in the input already */
     if (tunnel->ping_timeout != NULL && src->sock->input->size != 0)
         relay(tunnel, 1 - to);
@@ -195,6 +219,149 @@ static void relay(gw_tunnel_t *tunnel, int from)
     h2o_socket_write(dst->sock, &buf, 1, on_write_complete);
 }
 
+/* --- splice(2) ---------------------------------------------------------- */
+
+static void splice_pump(gw_tunnel_t *tunnel, int from);
+
+static void on_splice_readable(h2o_socket_t *sock, const char *err)
+{
+    gw_tunnel_t *tunnel = sock->data;
+
+    (void)err; /* splice(2) reports it */
+    splice_pump(tunnel, side_of(tunnel, sock));
+}
+
+static void on_splice_writable(h2o_socket_t *sock, const char *err)
+{
+    gw_tunnel_t *tunnel = sock->data;
+    int from = 1 - side_of(tunnel, sock);
+
+    (void)err; /* splice(2) reports it */
+    tunnel->side[from].notified = 0;
+    splice_pump(tunnel, from);
+}
+
+static ssize_t splice_fds(int in, int out, size_t len)
+{
+    ssize_t n;
+
+    while ((n = splice(in, NULL, out, NULL, len, SPLICE_F_NONBLOCK | SPLICE_F_MOVE)) == -1 && errno == EINTR)
+        ;
+    return n;
+}
+
+/* The other side's socket is full: this side is not polled until it takes
+ * more (a write to the client that does not complete is a stall, as on the
+ * buffered path). */
+static void wait_writable(gw_tunnel_t *tunnel, int from)
+{
+    tunnel_side_t *src = &tunnel->side[from];
+
+    h2o_socket_read_stop(src->sock);
+    if (!src->notified) {
+        src->notified = 1;
+        h2o_socket_notify_write(tunnel->side[1 - from].sock, on_splice_writable);
+    }
+    if (from == SIDE_UPSTREAM && tunnel->stall_timeout != NULL && !h2o_timeout_is_linked(&tunnel->stall_entry))
+        h2o_timeout_link(tunnel->loop, tunnel->stall_timeout, &tunnel->stall_entry);
+}
+
+/* n bytes from side `from` are in the other side's socket: counted and
+ * billed as written (the socket's stream position is what delivery.c bills
+ * acknowledged bytes against). */
+static void spliced(gw_tunnel_t *tunnel, int from, size_t n)
+{
+    h2o_socket_t *dst = tunnel->side[1 - from].sock;
+
+    dst->bytes_written += n;
+    if (from == SIDE_UPSTREAM && h2o_timeout_is_linked(&tunnel->stall_entry))
+        h2o_timeout_unlink(&tunnel->stall_entry);
+    if (tunnel->callbacks->on_spliced != NULL)
+        tunnel->callbacks->on_spliced(tunnel->data, n);
+    if (tunnel->callbacks->on_bytes != NULL)
+        tunnel->callbacks->on_bytes(tunnel->data, from == SIDE_UPSTREAM ? n : 0, from == SIDE_CLIENT ? n : 0);
+    reset_timeout(tunnel);
+}
+
+/* Moves what can move now from side `from` to the other through its pipe,
+ * then waits for what stops it. Closes the tunnel once that side is over
+ * and its pipe empty, or on an error: then it was the last use of tunnel. */
+static void splice_pump(gw_tunnel_t *tunnel, int from)
+{
+    tunnel_side_t *src = &tunnel->side[from];
+    int dst_fd = h2o_socket_get_fd(tunnel->side[1 - from].sock);
+    size_t moved = 0;
+    ssize_t n;
+
+    for (;;) {
+        if (src->in_pipe != 0) {
+            if ((n = splice_fds(src->pipe_fds[0], dst_fd, src->in_pipe)) < 0 && errno == EAGAIN) {
+                wait_writable(tunnel, from);
+                return;
+            }
+            if (n <= 0) {
+                gw_tunnel_close(tunnel);
+                return;
+            }
+            src->in_pipe -= (size_t)n;
+            spliced(tunnel, from, (size_t)n);
+            if ((moved += (size_t)n) >= SPLICE_BATCH_BYTES && src->in_pipe != 0) {
+                wait_writable(tunnel, from);
+                return;
+            }
+            continue;
+        }
+        if (src->eof) {
+            /* what this side said before it closed is delivered */
+            gw_tunnel_close(tunnel);
+            return;
+        }
+        if (moved >= SPLICE_BATCH_BYTES) {
+            h2o_socket_read_start(src->sock, on_splice_readable);
+            return;
+        }
+        if ((n = splice_fds(h2o_socket_get_fd(src->sock), src->pipe_fds[1], src->pipe_size)) < 0 && errno == EAGAIN) {
+            h2o_socket_read_start(src->sock, on_splice_readable);
+            return;
+        }
+        if (n <= 0) {
+            src->eof = 1;
+            h2o_socket_read_stop(src->sock);
+            continue;
+        }
+        src->in_pipe += (size_t)n;
+    }
+}
+
+/* The pipe of src's bytes: 0, or -1 when none can be had (descriptors
+ * exhausted): they go the buffered way then. */
+static int open_pipe(tunnel_side_t *src)
+{
+    int size;
+
+    if (pipe2(src->pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+        src->pipe_fds[0] = src->pipe_fds[1] = -1;
+        return -1;
+    }
+    (void)fcntl(src->pipe_fds[1], F_SETPIPE_SZ, SPLICE_PIPE_BYTES);
+    size = fcntl(src->pipe_fds[1], F_GETPIPE_SZ);
+    src->pipe_size = size > 0 ? (size_t)size : 4096;
+    return 0;
+}
+
+/* Side `from` has nothing buffered nor in flight: it is read again, or,
+ * in a spliced tunnel, polled for its pipe from now on. */
+static void start_reading(gw_tunnel_t *tunnel, int from)
+{
+    tunnel_side_t *src = &tunnel->side[from];
+
+    if (tunnel->splice && !src->spliced && src->sock->input->size == 0 && open_pipe(src) == 0) {
+        src->spliced = 1;
+        h2o_socket_dont_read(src->sock, 1);
+    }
+    h2o_socket_read_start(src->sock, src->spliced ? on_splice_readable : on_read);
+}
+
 static void on_read(h2o_socket_t *sock, const char *err)
 {
     gw_tunnel_t *tunnel = sock->data;
@@ -216,6 +383,7 @@ gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, h2o_timeout
                            const gw_tunnel_callbacks_t *callbacks, void *data)
 {
     gw_tunnel_t *tunnel = h2o_mem_alloc(sizeof(*tunnel));
+    int i;
 
     memset(tunnel, 0, sizeof(*tunnel));
     tunnel->loop = loop;
@@ -225,6 +393,8 @@ gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, h2o_timeout
     tunnel->callbacks = callbacks;
     tunnel->data = data;
     tunnel->side[SIDE_UPSTREAM].sock = upstream;
+    for (i = 0; i != 2; ++i)
+        tunnel->side[i].pipe_fds[0] = tunnel->side[i].pipe_fds[1] = -1;
     upstream->data = tunnel;
     h2o_socket_read_stop(upstream);
     return tunnel;
@@ -244,12 +414,20 @@ void gw_tunnel_set_pings(gw_tunnel_t *tunnel, h2o_timeout_t *interval)
     gw_ws_track_init(&tunnel->track[SIDE_UPSTREAM], GW_WS_FROM_SERVER);
 }
 
+void gw_tunnel_set_splice(gw_tunnel_t *tunnel)
+{
+    tunnel->splice = tunnel->ping_timeout == NULL;
+}
+
 void gw_tunnel_start(gw_tunnel_t *tunnel, h2o_socket_t *client)
 {
     int i;
 
     tunnel->side[SIDE_CLIENT].sock = client;
     client->data = tunnel;
+    /* a TLS side's bytes are not the socket's */
+    if (client->ssl != NULL || tunnel->side[SIDE_UPSTREAM].sock->ssl != NULL)
+        tunnel->splice = 0;
     reset_timeout(tunnel);
     reset_ping(tunnel);
     for (i = 0; i != 2; ++i) {
@@ -257,7 +435,7 @@ void gw_tunnel_start(gw_tunnel_t *tunnel, h2o_socket_t *client)
         if (sock->input->size != 0) {
             relay(tunnel, i);
         } else {
-            h2o_socket_read_start(sock, on_read);
+            start_reading(tunnel, i);
         }
     }
 }
@@ -275,6 +453,10 @@ void gw_tunnel_close(gw_tunnel_t *tunnel)
     for (i = 0; i != 2; ++i) {
         if (tunnel->side[i].sock != NULL)
             h2o_socket_close(tunnel->side[i].sock);
+        if (tunnel->side[i].pipe_fds[0] != -1) {
+            close(tunnel->side[i].pipe_fds[0]);
+            close(tunnel->side[i].pipe_fds[1]);
+        }
     }
     if (tunnel->callbacks->on_close != NULL)
         tunnel->callbacks->on_close(tunnel->data);

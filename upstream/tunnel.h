@@ -19,6 +19,8 @@ typedef struct st_gw_tunnel_callbacks_t {
     /* keep-alive (gw_tunnel_set_pings): a Ping was sent (pong_timeout 0), or the tunnel closes because its client
      * answered none for the idle timeout (1); may be NULL */
     void (*on_keepalive)(void *data, int pong_timeout);
+    /* gw_tunnel_set_splice: `bytes` more moved with splice(2), either way (also reported to on_bytes); may be NULL */
+    void (*on_spliced)(void *data, uint64_t bytes);
 } gw_tunnel_callbacks_t;
 
 /* Creates a tunnel that owns `upstream` (whose input may already hold bytes
@@ -39,6 +41,14 @@ void gw_tunnel_set_stall_timeout(gw_tunnel_t *tunnel, h2o_timeout_t *stall_timeo
  * frames, and its Pong to it is not forwarded. Its Pongs keep the tunnel
  * from the idle timeout. Call before gw_tunnel_start. */
 void gw_tunnel_set_pings(gw_tunnel_t *tunnel, h2o_timeout_t *interval);
+
+/* Zero-copy: once what a side sent before the tunnel started is written,
+ * its bytes move socket -> pipe -> socket with splice(2), never copied to
+ * the gateway, when neither socket is TLS and no Pings are set (they need
+ * the frames tracked). Billing, the idle and stall timeouts and the close
+ * at one side's end hold as on the copying path. Call after
+ * gw_tunnel_set_pings, before gw_tunnel_start. */
+void gw_tunnel_set_splice(gw_tunnel_t *tunnel);
 
 /* Starts relaying; takes ownership of `client`, whose input may already
  * hold bytes for the upstream. */

@@ -24,6 +24,7 @@ typedef struct st_websocket_t {
     h2o_socket_t *client;  /* once the 101 is written: the bytes to it are billed as it receives them */
     h2o_socket_t *writing; /* the client's socket while h2o writes the 101 (h2o's until then), else NULL */
     int revoked;           /* revoked while the 101 was being written: the tunnel never starts */
+    int spliced;           /* counted in lizard_spliced_tunnels_total */
 } websocket_t;
 
 static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstream)
@@ -51,7 +52,18 @@ static void on_websocket_keepalive(void *data, int pong_timeout)
         GW_PROXY_COUNT(ws->proxy, pings_sent, 1);
 }
 
-static const gw_tunnel_callbacks_t websocket_callbacks = {on_websocket_bytes, on_websocket_close, on_websocket_keepalive};
+static void on_websocket_spliced(void *data, uint64_t bytes)
+{
+    websocket_t *ws = data;
+    if (!ws->spliced) {
+        ws->spliced = 1;
+        GW_PROXY_COUNT(ws->proxy, spliced_tunnels, 1);
+    }
+    GW_PROXY_COUNT(ws->proxy, spliced_tunnel_bytes, bytes);
+}
+
+static const gw_tunnel_callbacks_t websocket_callbacks = {on_websocket_bytes, on_websocket_close, on_websocket_keepalive,
+                                                          on_websocket_spliced};
 
 /* A publish revoked what let the tunnel in: both sockets close (no close
  * frame: the relay may be in the middle of one). */
@@ -113,6 +125,8 @@ void gw_exchange_upgrade(gw_exchange_t *ex)
         gw_tunnel_set_stall_timeout(ws->tunnel, p->client_stall_timeout.timeout);
     if (p->websocket_ping.enabled)
         gw_tunnel_set_pings(ws->tunnel, p->websocket_ping.timeout);
+    if (p->conf.splice)
+        gw_tunnel_set_splice(ws->tunnel);
     /* a publish handled while the 101 is written finds the tunnel (on_websocket_revoke) */
     ws->writing = ex->req->conn->callbacks->get_socket(ex->req->conn);
     gw_tunnel_hold_take(&ws->hold, ex, on_websocket_revoke);

@@ -5,7 +5,10 @@ notice: the bytes are exact, the connection serves the next request, a slow
 or paused client gets the body with back-pressure (the sandbox is not read
 ahead), a client that goes away is billed what it received and leaves no
 descriptor behind. lizard_spliced_bytes_total shows the path was taken, so
-each test fails on the buffered path (upstream.splice false)."""
+each test fails on the buffered path (upstream.splice false). WebSocket
+tunnels without Pings splice both ways (upstream/tunnel.c): exact frames and
+billing, the stall timeout, revocation, counted in
+lizard_spliced_tunnel_bytes_total."""
 
 import fcntl
 import hashlib
@@ -14,6 +17,7 @@ import socket
 import struct
 import subprocess
 import termios
+import threading
 import time
 
 import pytest
@@ -251,3 +255,127 @@ def test_splice_off_copies(gw_factory, mredis, upstream, workdir):
     s.close()
     assert metric(g, "lizard_spliced_responses_total") == 0
 
+
+
+# --- WebSocket tunnels ---------------------------------------------------------
+# A ws:// tunnel on the plain listener without Pings (upstream.websocket_ping_interval_ms
+# 0: Pings need the frames tracked) moves both ways with splice(2)
+# (upstream/tunnel.c). /ws of upstream.py echoes each frame.
+
+WS_UPGRADE = ("GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+
+
+def ws_open(g, host, rcvbuf=None):
+    s = connect(g, rcvbuf)
+    s.sendall((WS_UPGRADE % host).encode())
+    head = read_head(s)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return s, head
+
+
+def ws_read_frame(s):
+    """(opcode, payload, bytes on the wire) of the next unmasked frame."""
+    import test_metering
+    hdr = test_metering.recv_exact(s, 2)
+    n = hdr[1] & 0x7F
+    ext = test_metering.recv_exact(s, 2 if n == 126 else 8 if n == 127 else 0)
+    n = struct.unpack("!H", ext)[0] if n == 126 else struct.unpack("!Q", ext)[0] if n == 127 else n
+    return hdr[0] & 0x0F, test_metering.recv_exact(s, n), 2 + len(ext) + n
+
+
+@pytest.mark.parametrize("splice", [True, False], ids=["spliced", "copied"])
+def test_websocket_tunnel_spliced_exact_and_billed(gw_factory, mredis, upstream, splice):
+    """Frames both ways arrive exact; every byte is billed once (egress:
+    what the client received plus the 101, ingress: what it sent plus the
+    upgrade request); lizard_spliced_tunnel_bytes_total counts exactly the
+    frames of both ways, none with upstream.splice false."""
+    import test_metering
+    g = start_gw(gw_factory, mredis, upstream={"websocket_ping_interval_ms": 0, "splice": splice})
+    sid = sandbox(mredis, upstream)
+    host = g.host(upstream.port, sid)
+    s, head = ws_open(g, host)
+    sent = recvd = 0
+    for size in (10, 70000, 1000000, 2000000):
+        payload = os.urandom(size)
+        frame = test_metering.ws_frame(payload)
+        s.sendall(frame)
+        sent += len(frame)
+        opcode, echo, wire = ws_read_frame(s)
+        assert opcode == 0x2 and echo == payload, (size, opcode, len(echo))
+        recvd += wire
+    close = test_metering.ws_frame(struct.pack("!H", 1000), opcode=0x8)
+    s.sendall(close)
+    sent += len(close)
+    opcode, _, wire = ws_read_frame(s)
+    assert opcode == 0x8
+    recvd += wire
+    assert s.recv(1) == b""  # the app closed after its close frame: so does the tunnel
+    s.close()
+    gwtest.wait_for(lambda: metric(g, "lizard_websockets_open") == 0, 20, what="the tunnel to close")
+
+    assert metric(g, "lizard_spliced_tunnels_total") == (1 if splice else 0)
+    assert metric(g, "lizard_spliced_tunnel_bytes_total") == (sent + recvd if splice else 0)
+    egress = settled_bill(mredis, sid, recvd)
+    assert recvd + len(head) - HEAD_BOUND <= egress <= recvd + HEAD_BOUND, (egress, recvd, len(head))
+    ingress = 0
+    for _id, fields in mredis.cmd("XRANGE", "lizard:egress", "-", "+"):
+        d = {fields[i].decode(): fields[i + 1].decode() for i in range(0, len(fields), 2)}
+        if d["sandbox"] == sid:
+            ingress += int(d["ingress"])
+    assert sent <= ingress <= sent + HEAD_BOUND, (ingress, sent)
+
+
+def test_spliced_websocket_client_that_stops_reading_is_closed(gw_factory, mredis, upstream):
+    """The app echoes 8 MB to a spliced tunnel's client that never reads:
+    once the write toward it makes no progress for client_stall_timeout_ms
+    (1 s), the tunnel closes, and the gateway's descriptors (both pipes
+    included) are back to what they were."""
+    import test_metering
+    g = start_gw(gw_factory, mredis, upstream={"websocket_ping_interval_ms": 0}, limits={"client_stall_timeout_ms": 1000})
+    sid = sandbox(mredis, upstream)
+    host = g.host(upstream.port, sid)
+    s, _ = ws_open(g, host)
+    s.sendall(test_metering.ws_frame(b"x"))
+    assert ws_read_frame(s)[1] == b"x"
+    s.close()
+    gwtest.wait_for(lambda: metric(g, "lizard_websockets_open") == 0, 20, what="the first tunnel to close")
+    baseline = open_fds(g)
+
+    s, _ = ws_open(g, host, rcvbuf=4096)
+    try:
+        frame = test_metering.ws_frame(b"y" * (8 * 1000 * 1000))
+        sender = threading.Thread(target=_send_quietly, args=(s, frame), daemon=True)
+        sender.start()
+        gwtest.wait_for(lambda: metric(g, "lizard_spliced_tunnel_bytes_total") > 1000000, 30,
+                        what="the client's frame to be spliced to the app")
+        gwtest.wait_for(lambda: metric(g, "lizard_websockets_open") == 0, 30, what="the stalled tunnel to close")
+        gwtest.wait_for(lambda: open_fds(g) <= baseline, 15, what="descriptors back to %d (now %d)" % (baseline, open_fds(g)))
+    finally:
+        s.close()
+    assert metric(g, "lizard_spliced_tunnels_total") == 2
+
+
+def test_spliced_websocket_tunnel_is_revoked(gw_factory, mredis, upstream):
+    """Unexposing the port (a publish) closes a spliced tunnel, as a copied one."""
+    import test_metering
+    g = start_gw(gw_factory, mredis, upstream={"websocket_ping_interval_ms": 0})
+    sid = sandbox(mredis, upstream)
+    s, _ = ws_open(g, g.host(upstream.port, sid))
+    try:
+        s.sendall(test_metering.ws_frame(b"z" * 300000))
+        assert ws_read_frame(s)[1] == b"z" * 300000
+        assert metric(g, "lizard_spliced_tunnels_total") == 1
+        gwtest.register_sandbox(mredis, sid, ports={}, project="p-" + sid)
+        s.settimeout(20)
+        assert s.recv(65536) == b"", "the revoked tunnel stayed open"
+    finally:
+        s.close()
+    gwtest.wait_for(lambda: metric(g, "lizard_websockets_open") == 0, 20, what="the tunnel to close")
+
+
+def _send_quietly(sock, data):
+    try:
+        sock.sendall(data)
+    except OSError:
+        pass  # the gateway closed the connection: the point of the test

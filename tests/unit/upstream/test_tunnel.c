@@ -5,6 +5,8 @@
  * from being read (the gateway holds one read per direction, not the
  * stream); every byte written is reported once; one side closing closes
  * both, after what it said last has been delivered; an idle tunnel closes.
+ * Each test runs twice: copying (_i 0), and spliced (_i 1: the bytes that
+ * follow the hand-over move through a pipe, reported by on_spliced).
  * Real sockets (socketpairs) on a real h2o loop.
  */
 #include <check.h>
@@ -20,7 +22,7 @@
 static h2o_loop_t *loop;
 
 typedef struct st_counts_t {
-    uint64_t to_client, to_upstream;
+    uint64_t to_client, to_upstream, spliced;
     int closed;
 } counts_t;
 
@@ -36,7 +38,21 @@ static void on_close(void *data)
     ((counts_t *)data)->closed++;
 }
 
-static const gw_tunnel_callbacks_t callbacks = {on_bytes, on_close, NULL};
+static void on_spliced(void *data, uint64_t bytes)
+{
+    ((counts_t *)data)->spliced += bytes;
+}
+
+static const gw_tunnel_callbacks_t callbacks = {on_bytes, on_close, NULL, on_spliced};
+
+/* a new tunnel, spliced in the second run of each test */
+static gw_tunnel_t *new_tunnel(h2o_socket_t *up, h2o_timeout_t *idle, counts_t *c, int spliced)
+{
+    gw_tunnel_t *t = gw_tunnel_new(loop, up, idle, &callbacks, c);
+    if (spliced)
+        gw_tunnel_set_splice(t);
+    return t;
+}
 
 /* a socketpair: the gateway's side as an h2o socket, the peer's as a non-blocking fd */
 static h2o_socket_t *pair(int *peer)
@@ -107,7 +123,7 @@ START_TEST(test_bytes_before_the_hand_over_go_first)
     h2o_buffer_reserve(&cl->input, 16);
     memcpy(cl->input->bytes, "early-from-client|", 18);
     cl->input->size = 18;
-    t = gw_tunnel_new(loop, up, NULL, &callbacks, &c);
+    t = new_tunnel(up, NULL, &c, _i);
     ck_assert_int_eq(send(up_peer, "later-from-app", 14, 0), 14);
     ck_assert_int_eq(send(cl_peer, "later-from-client", 17, 0), 17);
     gw_tunnel_start(t, cl);
@@ -121,6 +137,8 @@ START_TEST(test_bytes_before_the_hand_over_go_first)
     ck_assert(memcmp(buf, "early-from-client|later-from-client", 35) == 0);
     ck_assert_uint_eq(c.to_client, 29);
     ck_assert_uint_eq(c.to_upstream, 35);
+    /* spliced: what came after the hand-over, once the early bytes were written */
+    ck_assert_uint_eq(c.spliced, _i ? 14 + 17 : 0);
 
     gw_tunnel_close(t);
     ck_assert_int_eq(c.closed, 1);
@@ -137,7 +155,7 @@ START_TEST(test_a_client_that_does_not_read_stops_the_upstream)
     int up_peer, cl_peer;
     h2o_socket_t *up = pair(&up_peer), *cl = pair(&cl_peer);
     counts_t c = {0};
-    gw_tunnel_t *t = gw_tunnel_new(loop, up, NULL, &callbacks, &c);
+    gw_tunnel_t *t = new_tunnel(up, NULL, &c, _i);
     unsigned char chunk[16384];
     uint64_t sent = 0, at = 0;
     size_t got;
@@ -167,6 +185,7 @@ START_TEST(test_a_client_that_does_not_read_stops_the_upstream)
     ck_assert_uint_eq(got, sent);
     ck_assert_uint_eq(c.to_client, sent);
     ck_assert_uint_eq(c.to_upstream, 0);
+    ck_assert_uint_eq(c.spliced, _i ? sent : 0);
     gw_tunnel_close(t);
     close(up_peer);
     close(cl_peer);
@@ -180,7 +199,7 @@ START_TEST(test_one_side_closing_closes_both_after_its_last_bytes)
     int up_peer, cl_peer;
     h2o_socket_t *up = pair(&up_peer), *cl = pair(&cl_peer);
     counts_t c = {0};
-    gw_tunnel_t *t = gw_tunnel_new(loop, up, NULL, &callbacks, &c);
+    gw_tunnel_t *t = new_tunnel(up, NULL, &c, _i);
     char buf[64];
     ssize_t n;
 
@@ -194,6 +213,7 @@ START_TEST(test_one_side_closing_closes_both_after_its_last_bytes)
     ck_assert(memcmp(buf, "goodbye", 7) == 0);
     ck_assert_int_eq(recv(cl_peer, buf, sizeof(buf), 0), 0); /* then the client's end is closed */
     ck_assert_uint_eq(c.to_client, 7);
+    ck_assert_uint_eq(c.spliced, _i ? 7 : 0);
     close(up_peer);
     close(cl_peer);
 }
@@ -211,7 +231,7 @@ START_TEST(test_an_idle_tunnel_closes)
     int i;
 
     h2o_timeout_init(loop, &idle, 100);
-    t = gw_tunnel_new(loop, up, &idle, &callbacks, &c);
+    t = new_tunnel(up, &idle, &c, _i);
     gw_tunnel_start(t, cl);
     ck_assert_int_eq(send(cl_peer, "x", 1, 0), 1);
     for (i = 0; i != 500 && c.to_upstream == 0; ++i)
@@ -223,6 +243,7 @@ START_TEST(test_an_idle_tunnel_closes)
         spin(1);
     ck_assert_int_eq(c.closed, 1);
     ck_assert_int_eq(recv(cl_peer, buf, sizeof(buf), 0), 0);
+    ck_assert_uint_eq(c.spliced, _i ? 1 : 0);
     close(up_peer);
     close(cl_peer);
     h2o_timeout_dispose(loop, &idle);
@@ -238,10 +259,10 @@ int main(void)
 
     tcase_add_checked_fixture(tc, setup, NULL);
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_bytes_before_the_hand_over_go_first);
-    tcase_add_test(tc, test_a_client_that_does_not_read_stops_the_upstream);
-    tcase_add_test(tc, test_one_side_closing_closes_both_after_its_last_bytes);
-    tcase_add_test(tc, test_an_idle_tunnel_closes);
+    tcase_add_loop_test(tc, test_bytes_before_the_hand_over_go_first, 0, 2);
+    tcase_add_loop_test(tc, test_a_client_that_does_not_read_stops_the_upstream, 0, 2);
+    tcase_add_loop_test(tc, test_one_side_closing_closes_both_after_its_last_bytes, 0, 2);
+    tcase_add_loop_test(tc, test_an_idle_tunnel_closes, 0, 2);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
