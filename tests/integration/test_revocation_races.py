@@ -204,17 +204,23 @@ PAD_HEADERS = 28  # x 2000 bytes: a 101 of about 56 KB, more than the gateway's 
 # 101 cannot fit in what is left. The kernel sizes a new socket's send buffer as cwnd x (MSS + overhead) x the
 # congestion control's factor (tcp_sndbuf_expand: 2 for cubic, 3 for bbr): with the client's 536-byte MSS it took
 # about 51 KB at once under cubic and 76 KB under bbr, so a 101 alone (at most the gateway's 64 KiB head limit)
-# fitted whole under bbr and the test lost its window. 30 KB + 56 KB is more than either.
-FILL_BYTES = 30000
+# fitted whole under bbr and the test lost its window. 30 KB + 56 KB is more than either, but a loaded CI
+# machine's socket once took both (86 KB), and here too a later connection to 127.0.0.1 can start with a
+# larger window than a first one (the kernel's TCP metrics cache keeps what earlier connections learned).
+# The fill must fit whole (HTTP/1.1 answers a pipelined request only once the one before it is written) and
+# the fill and the 101 must not: the test tries these fills in turn, windows 56 KB wide and overlapping,
+# so a socket that takes anything from 30 to 236 KB at once gives it one.
+FILL_TRIES = (30000, 60000, 90000, 120000, 150000, 180000)
 
 
 class UpgradeUpstream:
-    """An app that answers GET /fill with FILL_BYTES of body (keep-alive),
+    """An app that answers GET /fill with `fill` bytes of body (keep-alive),
     and an upgrade with a 101 carrying PAD_HEADERS large headers, then
     echoes whatever bytes come (the tunnel is bytes to the gateway). Records
     when it sent the 101 and when its side was closed."""
 
-    def __init__(self):
+    def __init__(self, fill=FILL_TRIES[0]):
+        self.fill = fill
         self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.lsock.bind(("127.0.0.1", 0))
@@ -244,7 +250,7 @@ class UpgradeUpstream:
                 req, _, buf = buf.partition(b"\r\n\r\n")
                 if not req.startswith(b"GET /fill "):
                     break
-                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % FILL_BYTES + b"f" * FILL_BYTES)
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % self.fill + b"f" * self.fill)
             head = ["HTTP/1.1 101 Switching Protocols", "Upgrade: websocket", "Connection: Upgrade"]
             head += ["X-Pad-%d: %s" % (i, "p" * 2000) for i in range(PAD_HEADERS)]
             s.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
@@ -264,6 +270,38 @@ class UpgradeUpstream:
         self.lsock.close()
 
 
+def _pending_101(g, redis, fill):
+    """A client with a tiny window asks for `fill` bytes it never reads, then
+    for an upgrade behind them. Returns (app, socket, sandbox, token) once the
+    gateway has handed the upgrade over with its 101 still being written, or
+    (None, ...) after cleaning up when the socket took the 101 at once."""
+    app = UpgradeUpstream(fill)
+    sid = gwtest.new_sandbox_id("r101")
+    token = gwtest.register_sandbox(redis, sid, ports={app.port: "private"})
+    host = g.host(app.port, sid)
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+    s.connect(("127.0.0.1", g.plain_port))
+    opened = metric(g, "lizard_websockets_opened_total")
+    # the fill response first (never read), the upgrade behind it on the same connection
+    s.sendall(("GET /fill HTTP/1.1\r\nHost: %s\r\n%s: %s\r\n\r\n" % (host, bh.TOKEN_HEADER, token)).encode())
+    s.sendall(("GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               "%s: %s\r\n\r\n" % (host, bh.TOKEN_HEADER, token)).encode())
+    assert app.sent_101.wait(20), "the upgrade never reached the app (fill %d)" % fill
+    gwtest.wait_for(lambda: metric(g, "lizard_websockets_opened_total") > opened, 20,
+                    what="the gateway to hand the upgrade over")
+    # the window is open: the request is still in flight (h2o disposes it once the 101 is written)
+    time.sleep(0.3)
+    if metric(g, "lizard_in_flight_requests") == 1:
+        return app, s, sid, token
+    s.close()
+    app.stop()
+    gwtest.wait_for(lambda: metric(g, "lizard_websockets_open") == 0, 20, what="the tried tunnel to close")
+    return None, None, None, None
+
+
 def test_websocket_whose_101_is_pending_is_closed_by_the_publish(gw_factory, redis):
     """A client with a tiny receive window (and MSS, so that the gateway's
     send buffer stays small) asks for an upgrade and reads nothing: the
@@ -271,32 +309,18 @@ def test_websocket_whose_101_is_pending_is_closed_by_the_publish(gw_factory, red
     the port comes now. The WebSocket must not survive it: the connection
     ends (no echo through the tunnel, whenever the client reads again) and
     the app's side is closed."""
-    app = UpgradeUpstream()
     # a plain listener that serves (trusted): the client's socket is the gateway's socket, no TLS in between
     g = gw_factory({"workers": 1}, name="race-101", start=False)
     g.overrides["listen"] = [{"address": "127.0.0.1:%d" % g.tls_port, "tls": True},
                              {"address": "127.0.0.1:%d" % g.plain_port, "tls": False, "trusted": True}]
     g.start()
-    sid = gwtest.new_sandbox_id("r101")
-    token = gwtest.register_sandbox(redis, sid, ports={app.port: "private"})
-    host = g.host(app.port, sid)
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    for fill in FILL_TRIES:
+        app, s, sid, token = _pending_101(g, redis, fill)
+        if app is not None:
+            break
+    else:
+        pytest.fail("the 101 was written at once after every fill of %s: no window to test" % (FILL_TRIES,))
     try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
-        s.connect(("127.0.0.1", g.plain_port))
-        opened = metric(g, "lizard_websockets_opened_total")
-        # the fill response first (never read), the upgrade behind it on the same connection
-        s.sendall(("GET /fill HTTP/1.1\r\nHost: %s\r\n%s: %s\r\n\r\n" % (host, bh.TOKEN_HEADER, token)).encode())
-        s.sendall(("GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                   "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-                   "%s: %s\r\n\r\n" % (host, bh.TOKEN_HEADER, token)).encode())
-        assert app.sent_101.wait(20), "the upgrade never reached the app"
-        gwtest.wait_for(lambda: metric(g, "lizard_websockets_opened_total") > opened, 20,
-                        what="the gateway to hand the upgrade over")
-        # the window is open: the request is still in flight (h2o disposes it once the 101 is written)
-        time.sleep(0.3)
-        assert metric(g, "lizard_in_flight_requests") == 1, "the 101 was written at once: no window to test"
         change(redis, sid, app.port, "unexpose", token)
         publish(redis, sid)
         # the app's side of the tunnel goes, without the client reading a byte
