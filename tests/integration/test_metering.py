@@ -238,7 +238,7 @@ def test_a_cut_response_is_billed_what_its_client_received(gw_factory, mredis, c
         raw.connect(("127.0.0.1", g.tls_port))
         sock = ctx.wrap_socket(raw, server_hostname=host)
         sock.sendall(b"GET /cut HTTP/1.1\r\nHost: %s\r\n\r\n" % host.encode())
-        # the app has written all it will (300 KB) and closed, and the
+        # the app has written all it will (8 MB) and closed, and the
         # gateway, having read its end, closed the upstream connection: it
         # holds most of the body while the client has not read
         assert app.gateway_closed.wait(30), "the gateway did not close the cut upstream connection"
