@@ -538,8 +538,10 @@ def test_idle_websocket_frame_is_activity(activity_gw, redis, upstream, certs):
         async with tp.ws_connect(g, host, "/ws", certs["ca"], token_hdr(token)) as ws:
             await asyncio.to_thread(gwtest.wait_for, lambda: activity_of(redis, sid), 10, 0.05, "activity")
             # the upgrade's own bytes are billed once the client's TCP acknowledged them (checked every
-            # second, README Metering) and flushed: by now
-            await asyncio.sleep(1.8)
+            # second, README Metering) and flushed; that bill moves the activity too: wait for it
+            await asyncio.to_thread(gwtest.wait_for, lambda: int(redis.cmd("GET", "lizard:egress:{%s}" % sid) or 0) > 0,
+                                    15, 0.05, "the 101 billed")
+            await asyncio.sleep(0.6)
             idle = activity_of(redis, sid)
             await asyncio.sleep(0.6)  # three more flushes with the tunnel open and nothing moving
             still = activity_of(redis, sid)
