@@ -483,15 +483,18 @@ def test_trusted_listener_limits_by_x_forwarded_for(gw_factory, mredis, own_upst
             s.close()
 
     results = []
+    at_app = own_upstream.stats()["requests"]
 
     def slow(xff):
-        results.append((xff, curl(host, "/slow-head/2000", gw=g, plain=True,
+        # 8 s: the holders outlast what follows on a loaded ASan machine
+        results.append((xff, curl(host, "/slow-head/8000", gw=g, plain=True, timeout=30,
                                   headers={"X-Forwarded-For": "203.0.113.9, %s" % xff}).status))
 
     threads = [threading.Thread(target=slow, args=("10.1.1.1",)) for _ in range(2)]
     for t in threads:
         t.start()
-    time.sleep(0.8)  # both are waiting for the app's answer now
+    # both are waiting for the app's answer now, each holding one of 10.1.1.1's two slots
+    gwtest.wait_for(lambda: own_upstream.stats()["requests"] - at_app >= 2, 30, what="both holders at the app")
     third = curl(host, "/bytes/10", gw=g, plain=True, headers={"X-Forwarded-For": "10.1.1.1"})
     assert third.status == 429 and third.error_code() == "too_many_connections", third
     # the first entry is the client's own claim and is not what counts
