@@ -58,7 +58,7 @@ def test_deny_wins_allow_lists_and_ipv6(gw_factory, curl_runner, register_sandbo
 
 
 def test_malformed_list_refuses_and_logs(gw_factory, curl_runner, register_sandbox, upstream):
-    g = gw_factory(name="gw-ingress-bad")
+    g = gw_factory({"routing": {"cache_ttl_ms": 600000}}, name="gw-ingress-bad")  # no expiry refetch mid-test
     sid = gwtest.new_sandbox_id()
     register_sandbox(sid, ports={upstream.port: "public"}, extra={"ingress_allow": "127.0.0.0/8,not-a-network"})
     host = g.host(upstream.port, sid).split(":")[0]

@@ -395,7 +395,7 @@ def test_second_gateway_with_overrides(gw_factory, curl, register_sandbox, upstr
 # --- Redis trouble (last: they disturb the shared Redis) ---------------------
 
 
-def wait_routing_recovered(curl, register_sandbox, gateway, upstream, timeout=10, streak=8):
+def wait_routing_recovered(curl, register_sandbox, gateway, upstream, timeout=30, streak=8):
     ok = [0]
 
     def fresh_lookup_ok():
@@ -433,7 +433,7 @@ def test_redis_restart_recovers(curl, redis, register_sandbox, gateway, upstream
         assert_error(down, 503, "routing_unavailable")
     finally:
         redis.start()  # same port, empty (no persistence)
-    wait_routing_recovered(curl, register_sandbox, gateway, upstream, timeout=15)
+    wait_routing_recovered(curl, register_sandbox, gateway, upstream, timeout=45)
     sid2 = gwtest.new_sandbox_id("after")
     register_sandbox(sid2, ports={upstream.port: "public"})
     host2 = gateway.host(upstream.port, sid2)
