@@ -69,6 +69,14 @@ def publish(redis, sid):
     redis.cmd("PUBLISH", "lizard:routes", sid)
 
 
+def hgetall_calls(redis):
+    """HGETALLs Redis has run (a sandbox record read: route fetches and revocation re-reads)."""
+    for line in redis.cmd("INFO", "commandstats").decode().splitlines():
+        if line.startswith("cmdstat_hgetall:"):
+            return int(line.split("calls=")[1].split(",")[0])
+    return 0
+
+
 def ws_connect(gw, host, path, ca, headers=None):
     import websockets
 
@@ -151,9 +159,13 @@ def test_open_websocket_closed_by_revocation_publish(gateway, redis, register_sa
             await echo(b, "b before")
             # a publish that refuses nothing closes nothing
             change(redis, sid, upstream.port, "harmless", token)
+            reads = hgetall_calls(redis)
             publish(redis, sid)
             assert await wait_closed(a, UNPUBLISHED_WAIT_S) is None, "a publish that refuses nothing closed the tunnel"
             await echo(a, "a after a harmless publish")
+            # the re-read that publish caused has run in Redis, so it saw the harmless record and not the change
+            # below (a loaded machine can delay it past the half second above)
+            gwtest.wait_for(lambda: hgetall_calls(redis) > reads, 20, what="the gateway's re-read of the sandbox")
             # the change alone (not published yet) does nothing either
             change(redis, sid, upstream.port, kind, token)
             assert await wait_closed(a, UNPUBLISHED_WAIT_S) is None, "closed before the publish"

@@ -672,7 +672,7 @@ def test_chunked_response_broken_after_it_started_is_cut(front, redis):
 
     def serve(c):
         c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
-        time.sleep(0.5)
+        time.sleep(2.0)  # long enough that even a loaded gateway reads the first chunk on its own
         c.sendall(b"0x80\r\n\r\n")
 
     app = ScriptedApp(serve)

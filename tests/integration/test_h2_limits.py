@@ -97,7 +97,6 @@ def test_hpack_amplification_is_refused_within_memory(h2gw, certs, upstream):
     g = h2gw
     before = upstream.stats()["requests"]
     with WellBehavedClient(g, g.good_host, certs["ca"]) as good:
-        ok_before = good.ok
         base_hwm = vm_kib(g, "VmHWM")
         refusals = []
         # 90 copies (a 360 KB head of fewer than 100 fields: what an HTTP/1.1 app accepts) and 25,000 (100 MB)
@@ -119,9 +118,12 @@ def test_hpack_amplification_is_refused_within_memory(h2gw, certs, upstream):
                     refusals.append("431")
             finally:
                 c.close()
+            # the well-behaved client is answered between blocks (four blocks take 0.1-0.2 s: too short a span to
+            # count its answers in, on a loaded machine); its slowest answer is bounded in assert_served
+            ok = good.ok
+            gwtest.wait_for(lambda: good.ok > ok, 10, what="the well-behaved client answered after a block")
         grown = vm_kib(g, "VmHWM") - base_hwm
-        served = good.ok - ok_before
-    good.assert_served(during_attack=served)
+    good.assert_served()  # its slowest answer, the attack's included, within SLOWEST_ANSWER_S
     assert grown < RSS_GROWTH_BOUND_KIB, "the gateway's peak RSS grew by %d KiB (%r)" % (grown, refusals)
     assert app_requests_since(upstream, before) == 0, "an amplified head reached the sandbox"
     assert h2_event(g, "header_amplification_exceeded") == refusals.count("goaway")

@@ -395,7 +395,9 @@ def raw_upstream():
 
 SSE_EVENTS = 5
 SSE_INTERVAL_MS = 200
-MAX_LATENCY_S = 0.050
+# under one interval: a gateway that holds an event until the next one comes is 200 ms late; a loaded 2-core CI
+# machine running four processes per event (app, gateway, curl, pytest) can be 50 ms late without batching anything
+MAX_LATENCY_S = 0.150
 
 
 def check_event_latency(events, count, interval_s, what):
@@ -746,16 +748,17 @@ def test_websocket_idle_timeout(gw_factory, register_sandbox, ws_upstream, certs
     moved for that long, and only such a tunnel."""
     import websockets
 
-    g = gw_factory({"upstream": {"websocket_idle_timeout_ms": 600}})
+    # 2 s: the busy tunnel's 200 ms ticks leave it 1.8 s of slack against a loaded machine's stalls
+    g = gw_factory({"upstream": {"websocket_idle_timeout_ms": 2000}})
     sid = gwtest.new_sandbox_id("wsi")
     register_sandbox(sid, ports={ws_upstream.port: "public"})
     host = g.host(ws_upstream.port, sid)
     busy_id, idle_id = "busy-" + sid, "idle-" + sid
 
     async def busy():
-        # a message every 200 ms for 1.5 s: never idle for 600 ms
+        # a message every 200 ms for 3 s: never idle for 2 s
         async with ws_connect(g, host, "/echo?id=" + busy_id, certs["ca"]) as ws:
-            for i in range(8):
+            for i in range(15):
                 await ws.send("tick %d" % i)
                 assert await ws.recv() == "tick %d" % i
                 await asyncio.sleep(0.2)
@@ -765,7 +768,7 @@ def test_websocket_idle_timeout(gw_factory, register_sandbox, ws_upstream, certs
         async with ws_connect(g, host, "/idle?id=" + idle_id, certs["ca"]) as ws:
             t0 = time.monotonic()
             try:
-                await asyncio.wait_for(ws.recv(), 5)
+                await asyncio.wait_for(ws.recv(), 10)
             except websockets.ConnectionClosed:
                 return time.monotonic() - t0
             except asyncio.TimeoutError:
@@ -775,7 +778,7 @@ def test_websocket_idle_timeout(gw_factory, register_sandbox, ws_upstream, certs
     assert run(busy()), "a busy tunnel was closed"
     waited = run(idle())
     assert waited is not None, "an idle tunnel stayed open past websocket_idle_timeout_ms"
-    assert 0.4 < waited < 2.5, "closed after %.2f s for a 0.6 s idle timeout" % waited
+    assert 1.5 < waited < 8, "closed after %.2f s for a 2 s idle timeout" % waited
     info = ws_upstream.wait_closed(idle_id)
     assert not info["open"], info
 

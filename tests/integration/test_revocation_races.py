@@ -150,7 +150,9 @@ def test_websocket_admitted_by_a_fetch_the_publish_detached(gw_factory, redis, h
     change, and its reply reaches the gateway after the PUBLISH: the upgrade
     must be decided on a record read after the publish (404 / 403), not
     admitted with the old one and left open."""
-    g = gw_factory({"redis": {"address": "127.0.0.1:%d" % holding_proxy.port}, "workers": 1}, name="race-detached")
+    # the held reply waits for the change, the publish and a metric poll: a lookup deadline far past that
+    g = gw_factory({"redis": {"address": "127.0.0.1:%d" % holding_proxy.port, "lookup_timeout_ms": 10000}, "workers": 1},
+                   name="race-detached")
     sid = gwtest.new_sandbox_id("rd")
     token = gwtest.register_sandbox(redis, sid, ports={upstream.port: "private"})
     host = g.host(upstream.port, sid)

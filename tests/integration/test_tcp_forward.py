@@ -142,20 +142,21 @@ def recv_until(s, needle):
 
 
 def test_idle_tunnel_answers_the_gateways_pings(workdir, gw_factory, certs, redis, sandbox_redis, forwards):
-    """At a 300 ms Ping interval and a 2 s idle timeout, an idle redis
+    """At a 300 ms Ping interval and a 5 s idle timeout, an idle redis
     connection through tcp-forward outlives the timeout: tcp-forward answers
-    each Ping with a Pong (the gateway closes a tunnel that does not)."""
-    g = gw_factory({"upstream": {"websocket_ping_interval_ms": 300, "websocket_idle_timeout_ms": 2000}})
+    each Ping with a Pong (the gateway closes a tunnel that does not). 5 s,
+    not less: a Pong timeout is any stall of tcp-forward that long."""
+    g = gw_factory({"upstream": {"websocket_ping_interval_ms": 300, "websocket_idle_timeout_ms": 5000}})
     sid, token = tcp_sandbox(redis, sandbox_redis.port)
     fwd = forward_to(forwards, workdir, g, certs, sandbox_redis.port, sid, token)
     s = local_client(fwd.port)
     s.sendall(b"PING\r\n")
     assert recv_until(s, b"\r\n") == b"+PONG\r\n"
     pings_before = gateway_metric(g, "lizard_websocket_pings_total")
-    # idle past the idle timeout (2 s) with margin: at least 3 Pings come and are answered
+    # idle past the idle timeout (5 s) with margin: at least 3 Pings come and are answered
     gwtest.wait_for(lambda: gateway_metric(g, "lizard_websocket_pings_total") >= pings_before + 3, 30,
                     what="3 Pings from the gateway")
-    time.sleep(2.5)
+    time.sleep(5.5)
     s.sendall(b"PING\r\n")
     assert recv_until(s, b"\r\n") == b"+PONG\r\n", fwd.text()
     assert gateway_metric(g, "lizard_websocket_pong_timeouts_total") == 0

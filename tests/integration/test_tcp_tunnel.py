@@ -302,6 +302,7 @@ def test_tcp_tunnel_pings_and_pong_timeout(gw_factory, register_sandbox, sandbox
         pings += 1
         s.sendall(masked(0xA, payload))
     assert pings >= 3
+    t0 = time.monotonic()  # the client's last write: the idle timeout counts from it (or from an earlier Pong)
     s.sendall(bytes([0x82, 0x80 | len(resp("PING"))]) + b"\0\0\0\0" + resp("PING"))
     while True:
         op, payload, buf = read_frame(s, buf)
@@ -309,7 +310,6 @@ def test_tcp_tunnel_pings_and_pong_timeout(gw_factory, register_sandbox, sandbox
             break
     assert (op, payload) == (0x2, b"+PONG\r\n")
     # now silent: closed once no Pong came for the idle timeout
-    t0 = time.monotonic()
     while True:
         op, payload, buf = read_frame(s, buf)
         if op in (None, 0x8):
@@ -357,6 +357,7 @@ def test_http_websocket_pings_never_reach_the_sandbox(gw_factory, register_sandb
     # the answer to the next Ping, an unsolicited Pong (the app's business) and a message, in one write
     op, payload, buf = read_frame(s, buf)
     assert op == 0x9
+    t0 = time.monotonic()  # the client's last write: the idle timeout counts from it
     s.sendall(masked(0xA, payload) + masked(0xA, b"the client's own") + masked(0x1, b"still there?"))
     while True:
         op, payload, buf = read_frame(s, buf)
@@ -367,7 +368,6 @@ def test_http_websocket_pings_never_reach_the_sandbox(gw_factory, register_sandb
     assert info.get("frames_pong", 0) == 1, "only the client's own Pong may reach the app: %r" % info
     assert info["messages"] == 1, info
     # now silent: closed once no Pong came for the idle timeout
-    t0 = time.monotonic()
     while True:
         op, payload, buf = read_frame(s, buf)
         if op in (None, 0x8):
