@@ -275,10 +275,11 @@ class H1Client:
         return out
 
     def _read_to_eof(self):
-        """After Connection: close, what a browser does: read the gateway's
-        close_notify and FIN before closing. Closing with them unread sends an
-        RST, which can carry the only ACK of the body's last bytes; the gateway
-        never sees that ACK and bills those bytes as not delivered (a draining
+        """After Connection: close, read the gateway's close_notify and FIN
+        before closing. Closing with them unread sends an RST, which can carry
+        the only ACK of the body's last bytes; the gateway's kernel ignores
+        that ACK and those bytes are billed as not delivered (README Metering,
+        "The bound"), so billing could not be compared exactly (a draining
         gateway's responses, at the gateway restart fault)."""
         try:
             self.sock.settimeout(5)
