@@ -158,6 +158,14 @@ const gw_config_key_t gw_config_keys[] = {
     /* 0 (no request with a body is held) .. 64 GiB; 64 MiB holds one upload of the default
      * limits.max_request_body_bytes while its sandbox wakes (README, Waking paused sandboxes) */
     UINT("limits.max_held_request_bytes", limits.max_held_request_bytes, 0, UINT64_C(68719476736), "67108864"),
+    /* 0 (off) .. 1000000: HTTP/2 streams the gateway resets for a client's protocol error (MadeYouReset), per client address
+     * across its connections and the workers; a well-behaved client makes none */
+    UINT("limits.max_stream_errors_per_client", limits.max_stream_errors_per_client, 0, 1000000, "100"),
+    UINT("limits.stream_errors_per_client_per_s", limits.stream_errors_per_client_per_s, 1, 1000000, "10"),
+    /* 0 (no limit) .. 1e9; nginx's keepalive_requests is 1000 */
+    UINT("limits.max_requests_per_connection", limits.max_requests_per_connection, 0, 1000000000, "1000"),
+    /* 0 (off) .. 64 MiB */
+    UINT("limits.max_pipelined_unsent_bytes", limits.max_pipelined_unsent_bytes, 0, 67108864, "65536"),
 
     UINT("metering.flush_interval_ms", metering.flush_interval_ms, 100, MAX_TIMEOUT_MS, "5000"),
     STRING("metering.spill_file", metering.spill_file, 1, 4096, STR("/var/lib/lizard-gateway/egress.spill")),

@@ -127,6 +127,10 @@ typedef struct st_gw_config_t {
         uint64_t max_held_requests_per_sandbox;     /* requests the gateway (all workers) holds while one sandbox wakes */
         uint64_t max_held_requests_per_worker;      /* requests one worker holds for all waking sandboxes */
         uint64_t max_held_request_bytes;            /* body bytes of the requests one worker holds, all sandboxes */
+        uint64_t max_stream_errors_per_client;      /* HTTP/2 streams reset for a client's error, per address: the bucket; 0: off */
+        uint64_t stream_errors_per_client_per_s;    /* what that bucket earns back a second */
+        uint64_t max_requests_per_connection;       /* HTTP/1.1 requests one connection serves; 0: no limit */
+        uint64_t max_pipelined_unsent_bytes;        /* HTTP/1.1: response bytes a client may leave unread before the next request */
     } limits;
 
     struct {

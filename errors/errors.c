@@ -152,6 +152,15 @@ static const struct {
                                    "Start your server on this port, listening on 0.0.0.0 or 127.0.0.1, then reload.", 0,
                                    "Technical detail: this gateway connects to the sandbox over the loopback interface, so a "
                                    "server listening on either address is reachable; the connection was refused."}},
+    [GW_WHY_STREAM_ERRORS] = {GW_ERR_TOO_MANY_CONNECTIONS,
+                              {429, "Too Many Requests", "Too many broken requests",
+                               "Your network address sent this gateway too many HTTP/2 requests that broke the protocol, so it "
+                               "takes no new requests from it for a moment.",
+                               "Wait a few seconds and try again. Browsers and maintained HTTP/2 clients never do this: check the "
+                               "client you use.",
+                               1,
+                               "Technical detail: streams the gateway had to reset for the client's own protocol errors "
+                               "(limits.max_stream_errors_per_client)."}},
     [GW_WHY_WRONG_TOKEN_HEADER] = {GW_ERR_INVALID_TOKEN,
                                    {403, "Forbidden", "Access token not valid",
                                     "The X-Lizard-Access-Token header sent for $S does not match its access token.",

@@ -57,6 +57,7 @@ typedef enum {
     GW_WHY_ADDR_MISSING,      /* upstream_forbidden: the record has no addr */
     GW_WHY_ADDR_NOT_IP,       /* upstream_forbidden: the record's addr is not an IP literal (never resolved) */
     GW_WHY_LOOPBACK_UPSTREAM, /* port_not_open: the gateway reaches this sandbox over loopback (0.0.0.0 is no fix) */
+    GW_WHY_STREAM_ERRORS,     /* too_many_connections: the address spent limits.max_stream_errors_per_client */
     GW_WHY_NUM
 } gw_error_why_t;
 

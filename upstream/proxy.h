@@ -99,6 +99,8 @@ typedef struct st_gw_proxy_counters_t {
     atomic_uint_fast64_t spliced_bytes;        /* body bytes those moved to their clients */
     atomic_uint_fast64_t spliced_tunnels;      /* WebSocket tunnels with bytes moved by splice(2) (upstream/tunnel.c) */
     atomic_uint_fast64_t spliced_tunnel_bytes; /* bytes those moved, both ways */
+    atomic_uint_fast64_t orphans;              /* requests left by their client while at the app (upstream/orphan.c) */
+    atomic_int_fast64_t orphans_open;          /* gauge: those the app has not answered yet, their slots still held */
 } gw_proxy_counters_t;
 
 /* Makes this proxy count into `c` (NULL: stop counting). */
@@ -128,7 +130,8 @@ void gw_proxy_client_closed(gw_proxy_t *p, h2o_socket_t *sock);
 void gw_proxy_settle_deliveries(gw_proxy_t *p);
 
 /* Closes every pooled connection of (sandbox) whose lifecycle differs from
- * `current` (NULL: all of that sandbox's). */
+ * `current` (NULL: all of that sandbox's), and the requests of that
+ * lifecycle whose clients left (upstream/orphan.c), giving their slots back. */
 void gw_proxy_drop_pools(gw_proxy_t *p, const char *sandbox_id, const char *current_lifecycle);
 
 #endif

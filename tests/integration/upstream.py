@@ -22,7 +22,10 @@ Endpoints (any method unless said):
                       (?pieces=5&delay_ms=100&size=16)
   /ws                 WebSocket echo (HTTP/1.1 Upgrade), text and binary
   /_stats             {"connections": N, "requests": N, "bytes_written": N,
-                      "open": connections open now (not reset by /_reset)}
+                      "open": connections open now (not reset by /_reset),
+                      "in_flight": requests being handled now, "peak_in_flight":
+                      the most at once since the start or /_reset,
+                      "slow_heads": /slow-head requests since then}
   /_reset             sets the counters to 0
 """
 
@@ -48,19 +51,26 @@ class Stats:
         self.requests = 0
         self.bytes_written = 0
         self.open = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.slow_heads = 0
 
     def add(self, name, n=1):
         with self.lock:
             setattr(self, name, getattr(self, name) + n)
+            if name == "in_flight" and self.in_flight > self.peak_in_flight:
+                self.peak_in_flight = self.in_flight
 
     def snapshot(self):
         with self.lock:
             return {"connections": self.connections, "requests": self.requests, "bytes_written": self.bytes_written,
-                    "open": self.open}
+                    "open": self.open, "in_flight": self.in_flight, "peak_in_flight": self.peak_in_flight,
+                    "slow_heads": self.slow_heads}
 
     def reset(self):
         with self.lock:
-            self.connections = self.requests = self.bytes_written = 0
+            self.connections = self.requests = self.bytes_written = self.slow_heads = 0
+            self.peak_in_flight = self.in_flight
 
 
 STATS = Stats()
@@ -152,6 +162,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def dispatch(self):
         STATS.add("requests")
+        if self.path.startswith("/_"):  # the tests' own questions are not work of the app's
+            return self.dispatch_endpoint()
+        STATS.add("in_flight")
+        try:
+            self.dispatch_endpoint()
+        finally:
+            STATS.add("in_flight", -1)
+
+    def dispatch_endpoint(self):
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query))
         parts = [p for p in url.path.split("/") if p]
@@ -164,6 +183,7 @@ class Handler(BaseHTTPRequestHandler):
             if head == "bytes" and len(parts) == 2:
                 return self.ep_bytes(int(parts[1]), query)
             if head == "slow-head" and len(parts) == 2:
+                STATS.add("slow_heads")
                 self.read_body()
                 time.sleep(int(parts[1]) / 1000.0)
                 return self.send_json(200, {"slept_ms": int(parts[1])})
