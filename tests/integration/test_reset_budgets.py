@@ -130,7 +130,7 @@ def test_made_you_reset_across_reconnections_is_budgeted_per_address(gw_factory,
         rounds, frames, resets = attack(g, "/slow-head/%d" % SLOW_MS)
         elapsed = time.monotonic() - t0
         served = good.ok - ok_before
-        at_app = app.stats()["slow_heads"]  # the attacker's (the bystander fetches /bytes/100)
+        at_app = app.stats()["endpoints"].get("slow-head", 0)  # the attacker's (the bystander fetches /bytes/100)
     good.assert_served(during_attack=served)
     goaways = [f for f in frames if f.type == GOAWAY]
     refused = statuses(frames).count(429)

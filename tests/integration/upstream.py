@@ -25,7 +25,8 @@ Endpoints (any method unless said):
                       "open": connections open now (not reset by /_reset),
                       "in_flight": requests being handled now, "peak_in_flight":
                       the most at once since the start or /_reset,
-                      "slow_heads": /slow-head requests since then}
+                      "endpoints": {"bytes": N, "slow-head": N, ...} requests per
+                      endpoint since then (not the /_ ones)}
   /_reset             sets the counters to 0
 """
 
@@ -53,7 +54,7 @@ class Stats:
         self.open = 0
         self.in_flight = 0
         self.peak_in_flight = 0
-        self.slow_heads = 0
+        self.endpoints = {}
 
     def add(self, name, n=1):
         with self.lock:
@@ -61,15 +62,20 @@ class Stats:
             if name == "in_flight" and self.in_flight > self.peak_in_flight:
                 self.peak_in_flight = self.in_flight
 
+    def count_endpoint(self, name):
+        with self.lock:
+            self.endpoints[name] = self.endpoints.get(name, 0) + 1
+
     def snapshot(self):
         with self.lock:
             return {"connections": self.connections, "requests": self.requests, "bytes_written": self.bytes_written,
                     "open": self.open, "in_flight": self.in_flight, "peak_in_flight": self.peak_in_flight,
-                    "slow_heads": self.slow_heads}
+                    "endpoints": dict(self.endpoints)}
 
     def reset(self):
         with self.lock:
-            self.connections = self.requests = self.bytes_written = self.slow_heads = 0
+            self.connections = self.requests = self.bytes_written = 0
+            self.endpoints = {}
             self.peak_in_flight = self.in_flight
 
 
@@ -164,6 +170,7 @@ class Handler(BaseHTTPRequestHandler):
         STATS.add("requests")
         if self.path.startswith("/_"):  # the tests' own questions are not work of the app's
             return self.dispatch_endpoint()
+        STATS.count_endpoint(urllib.parse.urlsplit(self.path).path.split("/")[1])
         STATS.add("in_flight")
         try:
             self.dispatch_endpoint()
@@ -183,7 +190,6 @@ class Handler(BaseHTTPRequestHandler):
             if head == "bytes" and len(parts) == 2:
                 return self.ep_bytes(int(parts[1]), query)
             if head == "slow-head" and len(parts) == 2:
-                STATS.add("slow_heads")
                 self.read_body()
                 time.sleep(int(parts[1]) / 1000.0)
                 return self.send_json(200, {"slept_ms": int(parts[1])})
