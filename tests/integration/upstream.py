@@ -170,7 +170,7 @@ class Handler(BaseHTTPRequestHandler):
         STATS.add("requests")
         if self.path.startswith("/_"):  # the tests' own questions are not work of the app's
             return self.dispatch_endpoint()
-        STATS.count_endpoint(urllib.parse.urlsplit(self.path).path.split("/")[1])
+        STATS.count_endpoint(urllib.parse.urlsplit(self.path).path.lstrip("/").split("/")[0])
         STATS.add("in_flight")
         try:
             self.dispatch_endpoint()
