@@ -127,6 +127,9 @@ typedef struct st_gw_config_t {
         uint64_t max_held_requests_per_sandbox;     /* requests the gateway (all workers) holds while one sandbox wakes */
         uint64_t max_held_requests_per_worker;      /* requests one worker holds for all waking sandboxes */
         uint64_t max_held_request_bytes;            /* body bytes of the requests one worker holds, all sandboxes */
+        uint64_t websocket_frames_per_second;       /* a tunnel client's frame budget earns this back a second; 0: off */
+        uint64_t websocket_max_message_bytes;       /* a tunnel client's message (its fragments together); 0: off */
+        uint64_t tunnel_socket_buffer_bytes;        /* SO_SNDBUF of a tunnel's two sockets; 0: the kernel autotunes */
     } limits;
 
     struct {

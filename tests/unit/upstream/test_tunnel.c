@@ -43,7 +43,7 @@ static void on_spliced(void *data, uint64_t bytes)
     ((counts_t *)data)->spliced += bytes;
 }
 
-static const gw_tunnel_callbacks_t callbacks = {on_bytes, on_close, NULL, on_spliced};
+static const gw_tunnel_callbacks_t callbacks = {on_bytes, on_close, NULL, on_spliced, NULL};
 
 /* a new tunnel, spliced in the second run of each test */
 static gw_tunnel_t *new_tunnel(h2o_socket_t *up, h2o_timeout_t *idle, counts_t *c, int spliced)

@@ -24,12 +24,13 @@ static size_t forward(const uint8_t *stream, size_t len, size_t chunk, uint8_t *
     gw_ws_track_t t;
 
     gw_ws_track_init(&t, GW_WS_FROM_CLIENT);
+    t.drop_pongs = 1;
     *drops = 0;
     while (fed < len || have != 0) {
         size_t k = chunk < len - fed ? chunk : len - fed;
         memcpy(input + have, stream + fed, k);
         have += k, fed += k;
-        while (gw_ws_track_from_client(&t, input, have, &n) == GW_WS_TRACK_DROP) {
+        while (gw_ws_track_from_client(&t, input, have, 0, &n) == GW_WS_TRACK_DROP) {
             memmove(input, input + n, have - n);
             have -= n;
             gw_ws_track_consumed(&t, n);
