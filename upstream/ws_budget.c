@@ -25,8 +25,11 @@ void gw_ws_budget_init(gw_ws_budget_t *b, const gw_ws_budget_conf_t *conf, uint6
 /* Adds what the time since the last refill earned, up to the cap. */
 static void refill(gw_ws_budget_t *b, uint64_t now_ms)
 {
-    uint64_t elapsed = now_ms > b->refilled_at ? now_ms - b->refilled_at : 0, full = cap(b);
+    uint64_t elapsed, full = cap(b);
 
+    if (now_ms <= b->refilled_at)
+        return;
+    elapsed = now_ms - b->refilled_at;
     b->refilled_at = now_ms;
     /* past the saving period the budget is full anyway (and the product below stays far from overflowing) */
     if (elapsed >= GW_WS_BUDGET_SECONDS * 1000) {
@@ -45,11 +48,11 @@ static uint16_t charge_frame(gw_ws_budget_t *b, const gw_ws_header_t *h, uint64_
     refill(b, now_ms);
     /* the payload's bytes earn before the frame is paid for: a frame of UNIT bytes or more costs nothing */
     b->credit += h->payload_len < full ? h->payload_len : full;
-    if (b->credit > full)
-        b->credit = full;
     if (b->credit < UNIT)
         return GW_WS_CLOSE_POLICY;
     b->credit -= UNIT;
+    if (b->credit > full)
+        b->credit = full;
     return 0;
 }
 
@@ -57,12 +60,12 @@ static uint16_t charge_message(gw_ws_budget_t *b, const gw_ws_header_t *h)
 {
     uint64_t max = b->conf->max_message_bytes;
 
-    if (h->opcode >= GW_WS_OP_CLOSE)
+    if (max == 0 || h->opcode >= GW_WS_OP_CLOSE)
         return 0;
     /* a continuation adds to the message in progress, any other data frame starts one */
     if (h->opcode != GW_WS_OP_CONTINUATION)
         b->message = 0;
-    if (max != 0 && (h->payload_len > max || b->message > max - h->payload_len))
+    if (h->payload_len > max || b->message > max - h->payload_len)
         return GW_WS_CLOSE_TOO_BIG;
     b->message = h->fin ? 0 : b->message + h->payload_len;
     return 0;

@@ -426,3 +426,116 @@ class Sink:
 
     def stop(self):
         self.lsock.close()
+
+
+# --- kernel buffers of a stalled tunnel (limits.tunnel_socket_buffer_bytes) -------------------
+
+
+class DeafApp:
+    """A sandbox app that answers a WebSocket upgrade (or, tcp=True, accepts
+    a TCP connection) and then never reads: every byte sent to it stays in
+    kernel buffers on its way."""
+
+    def __init__(self, tcp=False):
+        self.tcp = tcp
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(4)
+        self.port = self.lsock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+            if not self.tcp:
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += c.recv(1)  # byte by byte: nothing after the head is read
+                key = [ln.split(b":", 1)[1].strip() for ln in head.split(b"\r\n") if ln.lower().startswith(b"sec-websocket-key:")][0]
+                import base64
+                import hashlib
+                accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+                c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                          b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+
+    def stop(self):
+        self.lsock.close()
+        for c in self.conns:
+            c.close()
+
+
+def pushed_before_blocking(g, host, path, extra=""):
+    """Opens a ws:// tunnel on the plain listener with a client whose own
+    send buffer is the kernel's smallest, then writes 64 KiB binary frames
+    until no byte has been taken for 2 s (generous: on loopback the buffers
+    fill in milliseconds). Returns (bytes the tunnel took, the client's own
+    send buffer)."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    s.connect(("127.0.0.1", g.plain_port))
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s\r\n"
+               % (path, host, extra)).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert head.startswith(b"HTTP/1.1 101"), head
+    frame = masked_frame(0x2, b"\x5a" * 65536)
+    s.setblocking(False)
+    pushed, pos, last = 0, 0, time.monotonic()
+    while time.monotonic() - last < 2.0:
+        if not select.select([], [s], [], 0.2)[1]:
+            continue
+        try:
+            n = s.send(frame[pos:])
+        except BlockingIOError:
+            continue
+        pushed, pos, last = pushed + n, (pos + n) % len(frame), time.monotonic()
+    own = s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    s.close()
+    return pushed, own
+
+
+@pytest.mark.parametrize("kind", ["websocket", "tcp"])
+def test_stalled_tunnel_takes_bounded_bytes(gw_factory, register_sandbox, kind):
+    """A tunnel to an app that never reads takes at most the buffers on its
+    way before the client's send blocks: the gateway's client socket (its
+    receive buffer, 2 x 128 KiB), one read of it held, the gateway's
+    sandbox socket (its send buffer, 2 x limits.tunnel_socket_buffer_bytes:
+    256 KiB by default) and the app's receive buffer: 1.0 MB here (0.9 MB
+    through a TCP tunnel). With the send buffer left to autotuning (0) the
+    same tunnel took 4.3 MB (the issue measured 7.4 MB with the client's own
+    autotuned send buffer included)."""
+    app = DeafApp(tcp=kind == "tcp")
+    took = {}
+    try:
+        for bound in (262144, 0):
+            g = gw_factory({"limits": {"tunnel_socket_buffer_bytes": bound}}, start=False)
+            cfg = g.config()
+            cfg["listen"][1]["trusted"] = True  # the plain listener serves instead of redirecting
+            g.overrides["listen"] = cfg["listen"]
+            g.start()
+            if kind == "tcp":
+                sid, token = gwtest.register_tcp_sandbox(register_sandbox.redis, app.port)
+                extra = "Sec-WebSocket-Protocol: lizard.tcp.v1\r\nX-Lizard-Access-Token: %s\r\n" % token
+                took[bound] = pushed_before_blocking(g, g.host(app.port, sid), "/.lizard/tcp", extra)
+            else:
+                sid = gwtest.new_sandbox_id("deaf")
+                register_sandbox(sid, ports={app.port: "public"})
+                took[bound] = pushed_before_blocking(g, g.host(app.port, sid), "/")
+            g.stop()
+    finally:
+        app.stop()
+    (pushed, own), (autotuned, _) = took[262144], took[0]
+    print("stalled %s tunnel: %d bytes taken (%d with the send buffer autotuned), the client's own send buffer %d"
+          % (kind, pushed, autotuned, own))
+    # client socket 2 x 128 KiB + one read of it + sandbox socket 2 x 256 KiB + the app's receive buffer (at most
+    # tcp_rmem's default, 128 KiB, for a socket never read) + the client's own: under 1.5 MiB, with room for segments
+    # in flight
+    assert pushed <= 3 * MIB // 2, pushed
+    assert autotuned >= pushed + 2 * MIB, (autotuned, pushed)
