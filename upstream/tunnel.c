@@ -145,6 +145,8 @@ static void on_ping_due(h2o_timeout_entry_t *entry)
     gw_tunnel_t *tunnel = H2O_STRUCT_FROM_MEMBER(gw_tunnel_t, ping_entry, entry);
     h2o_iovec_t buf;
 
+    if (tunnel->refused)
+        return;
     reset_ping(tunnel);
     if (tunnel->side[SIDE_UPSTREAM].writing != 0 || !tunnel->at_boundary || tunnel->side[SIDE_CLIENT].sock == NULL)
         return;
@@ -224,8 +226,8 @@ static size_t track(gw_tunnel_t *tunnel, int from)
     }
     if (r == GW_WS_TRACK_REFUSE && !tunnel->refused)
         begin_refusal(tunnel, t->refused);
-    /* the client's frames on their way keep the tunnel from being silent: no Ping is due */
-    if (n != 0)
+    /* the client's frames on their way keep the tunnel from being silent: no Ping is due (none at all once refused) */
+    if (n != 0 && !tunnel->refused)
         reset_ping(tunnel);
     return n;
 }
@@ -593,7 +595,8 @@ void gw_tunnel_start(gw_tunnel_t *tunnel, h2o_socket_t *client)
     start_tracking(tunnel);
     reset_timeout(tunnel);
     reset_ping(tunnel);
-    for (i = 0; i != 2; ++i) {
+    /* the client's early bytes may already be past its bounds: then the refusal has both sides */
+    for (i = 0; i != 2 && !tunnel->refused; ++i) {
         h2o_socket_t *sock = tunnel->side[i].sock;
         if (sock->input->size != 0) {
             relay(tunnel, i);
