@@ -69,6 +69,10 @@ typedef struct st_gw_ws_parser_t {
      * frame's length and a length not in its shortest form pass; set after
      * gw_ws_parser_init */
     int boundaries_only;
+    /* 1: the reserved bits pass (an extension the two ends negotiated, such
+     * as permessage-deflate's RSV1, which a relay does not see); the rest
+     * is checked; set after gw_ws_parser_init */
+    int rsv_ok;
     uint8_t buf[GW_WS_MAX_HEADER];
     size_t have;           /* bytes of a header begun in an earlier call, in buf */
     gw_ws_header_t header; /* valid after GW_WS_PARSE_DONE */

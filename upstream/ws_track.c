@@ -13,6 +13,8 @@ void gw_ws_track_init(gw_ws_track_t *t, gw_ws_from_t from)
     memset(t, 0, sizeof(*t));
     gw_ws_parser_init(&t->parser, from);
     t->parser.boundaries_only = from == GW_WS_FROM_CLIENT;
+    /* toward the client: frames compressed by permessage-deflate (RSV1) keep their boundaries, and the Pings */
+    t->parser.rsv_ok = 1;
 }
 
 /* Walks [pos, size) up to the next frame start; returns the new pos. */

@@ -39,7 +39,9 @@ typedef enum en_gw_ws_track_t {
 
 /* From the client (GW_WS_FROM_CLIENT), only the frames' lengths are read:
  * what else a client's frame says is the sandbox's to judge, and nothing
- * it sends stops the walk. */
+ * it sends stops the walk. From the server, the frames are checked, but
+ * for the reserved bits (an extension the ends negotiated, such as
+ * permessage-deflate). */
 void gw_ws_track_init(gw_ws_track_t *t, gw_ws_from_t from);
 
 /* Toward the client: walks input bytes not walked yet; returns 1 when all

@@ -293,31 +293,31 @@ def test_frame_flood_on_a_tcp_tunnel_closes_1008(gw_factory, register_sandbox, e
     sink.stop()
 
 
-def test_small_frames_at_a_real_rate_are_never_cut(gw_factory, register_sandbox, echo_app, certs):
-    """A client streaming many small frames, well below a flood but above
-    what typing or a game sends (3,000 a second, 15,000 in all, half of them
-    fragments): every message is echoed, nothing is closed."""
-    g = one_worker(gw_factory, register_sandbox, echo_app)
+def test_streaming_client_is_never_cut(gw_factory, register_sandbox, echo_app, certs):
+    """A client streaming 3,000 frames a second (at most) for 5 s, a third of them
+    small (chat messages in two fragments each), the rest of 1 KiB (an
+    upload in pieces), through a gateway whose budget is 500 frames a
+    second (an allowance of 5,000): all 15,000 frames pass and every
+    message is echoed, because frames of 1 KiB earn back what they cost
+    (charged as frames alone they would be cut after 7,500)."""
+    g = one_worker(gw_factory, register_sandbox, echo_app, websocket_frames_per_second=500)
     s, buf = raw_tunnel(g, g.attack_host, None, certs["ca"], path="/echo?id=steady-" + g.sid)
-    echoed = 0
-    t_end = time.monotonic() + 5
-    while time.monotonic() < t_end:
+    piece = b"\x5a" * 1024
+    frames = 0
+    for _ in range(100):  # 15,000 frames, at most 150 per 50 ms
         t0 = time.monotonic()
-        batch = b""
-        for i in range(100):
-            batch += masked_frame(0x1, b"m%d" % i, fin=False) + masked_frame(0x0, b"-end") if i % 2 else \
-                masked_frame(0x1, b"m%d" % i)
-        s.sendall(batch)
-        for i in range(100):
+        batch = [masked_frame(0x1, b"m%d" % i, fin=False) + masked_frame(0x0, b"-end") for i in range(25)]
+        s.sendall(b"".join(batch) + masked_frame(0x2, piece) * 100)
+        frames += 150
+        for i in range(125):
             op, payload, buf = read_frame(s, buf)
             while op == 0x9:
                 s.sendall(masked(0xA, payload))
                 op, payload, buf = read_frame(s, buf)
-            assert op == 0x1 and payload.startswith(b"m%d" % i), (op, payload)
-            echoed += 1
+            want = (0x1, b"m%d-end" % i) if i < 25 else (0x2, piece)
+            assert (op, payload) == want, (frames, op, payload[:20])
         time.sleep(max(0.0, 0.05 - (time.monotonic() - t0)))  # 150 frames per 50 ms
     s.close()
-    assert echoed >= 1000, echoed
     assert closes(g, "frame_rate") == 0
 
 
@@ -535,7 +535,7 @@ def test_stalled_tunnel_takes_bounded_bytes(gw_factory, register_sandbox, kind):
     print("stalled %s tunnel: %d bytes taken (%d with the send buffer autotuned), the client's own send buffer %d"
           % (kind, pushed, autotuned, own))
     # client socket 2 x 128 KiB + one read of it + sandbox socket 2 x 256 KiB + the app's receive buffer (at most
-    # tcp_rmem's default, 128 KiB, for a socket never read) + the client's own: under 1.5 MiB, with room for segments
-    # in flight
-    assert pushed <= 3 * MIB // 2, pushed
+    # tcp_rmem's default, 128 KiB, for a socket never read) + the client's own: 1.3 MiB, under 2 MiB with room for
+    # segments in flight
+    assert pushed <= 2 * MIB, pushed
     assert autotuned >= pushed + 2 * MIB, (autotuned, pushed)

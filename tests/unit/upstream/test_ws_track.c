@@ -194,6 +194,10 @@ START_TEST(test_boundaries_to_client)
         gw_ws_track_consumed(&t, cut);
         ck_assert_int_eq(gw_ws_track_to_client(&t, s + cut, h + 200 - cut), 1);
     }
+    /* a compressed frame (permessage-deflate's RSV1): its boundaries are tracked */
+    gw_ws_track_init(&t, GW_WS_FROM_SERVER);
+    ck_assert_int_eq(gw_ws_track_to_client(&t, (const uint8_t *)"\xc2\x02zz\xc1\x00", 6), 1);
+    ck_assert_int_eq(gw_ws_track_to_client(&t, (const uint8_t *)"\xc2\x02zz\xc1\x00\xc2\x02", 8), 0);
     /* a masked frame from a server: not WebSocket as the codec reads it, tracking stops */
     gw_ws_track_init(&t, GW_WS_FROM_SERVER);
     ck_assert_int_eq(gw_ws_track_to_client(&t, (const uint8_t *)"\x82\x80\0\0\0\0", 6), 0);
