@@ -166,6 +166,12 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("limits.max_requests_per_connection", limits.max_requests_per_connection, 0, 1000000000, "1000"),
     /* 0 (off) .. 64 MiB */
     UINT("limits.max_pipelined_unsent_bytes", limits.max_pipelined_unsent_bytes, 0, 67108864, "65536"),
+    /* 0 (off) .. 1,000,000 frames a second; the allowance is GW_WS_BUDGET_SECONDS (10) of it (README, Limits under hostile clients) */
+    UINT("limits.websocket_frames_per_second", limits.websocket_frames_per_second, 0, 1000000, "10000"),
+    /* 0 (off) .. 2^62; a message is a request body's worth by default */
+    UINT("limits.websocket_max_message_bytes", limits.websocket_max_message_bytes, 0, UINT64_C(4611686018427387904), "67108864"),
+    /* 0 (autotuned) .. 16 MiB; the kernel doubles it */
+    UINT("limits.tunnel_socket_buffer_bytes", limits.tunnel_socket_buffer_bytes, 0, 16777216, "262144"),
 
     UINT("metering.flush_interval_ms", metering.flush_interval_ms, 100, MAX_TIMEOUT_MS, "5000"),
     STRING("metering.spill_file", metering.spill_file, 1, 4096, STR("/var/lib/lizard-gateway/egress.spill")),

@@ -131,6 +131,9 @@ typedef struct st_gw_config_t {
         uint64_t stream_errors_per_client_per_s;    /* what that bucket earns back a second */
         uint64_t max_requests_per_connection;       /* HTTP/1.1 requests one connection serves; 0: no limit */
         uint64_t max_pipelined_unsent_bytes;        /* HTTP/1.1: response bytes a client may leave unread before the next request */
+        uint64_t websocket_frames_per_second;       /* a tunnel client's frame budget earns this back a second; 0: off */
+        uint64_t websocket_max_message_bytes;       /* a tunnel client's message (its fragments together); 0: off */
+        uint64_t tunnel_socket_buffer_bytes;        /* SO_SNDBUF of a tunnel's two sockets; 0: the kernel autotunes */
     } limits;
 
     struct {

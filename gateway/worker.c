@@ -456,7 +456,10 @@ static int init_upstream(gw_worker_t *w, char **err)
         .max_connection_buffer_bytes = conf->limits.max_connection_buffer_bytes,
         .max_worker_buffer_bytes = conf->limits.max_worker_buffer_bytes,
         .event_stream_idle_timeout_ms = conf->upstream.event_stream_idle_timeout_ms,
-        .splice = conf->upstream.splice};
+        .splice = conf->upstream.splice,
+        .websocket_bounds = {.frames_per_second = conf->limits.websocket_frames_per_second,
+                             .max_message_bytes = conf->limits.websocket_max_message_bytes},
+        .tunnel_socket_buffer_bytes = conf->limits.tunnel_socket_buffer_bytes};
 
     (void)err;
     w->proxy = gw_proxy_new(&w->ctx, &pconf); /* aborts on out of memory, never NULL */

@@ -256,6 +256,11 @@ static void tunnel_metrics(text_t *out, gw_metrics_t *m)
     metric(out, "lizard_websocket_pong_timeouts_total", "counter",
            "Tunnels closed because their client answered no Ping for upstream.websocket_idle_timeout_ms.",
            SUM(proxy.pong_timeouts));
+    family(out, "lizard_tunnel_limit_closes_total", "counter",
+           "WebSocket and TCP tunnels closed for what their client sent: frame_rate (1008, past "
+           "limits.websocket_frames_per_second), message_size (1009, past limits.websocket_max_message_bytes).");
+    sample(out, "lizard_tunnel_limit_closes_total", "limit=\"frame_rate\"", SUM(proxy.frame_rate_closes));
+    sample(out, "lizard_tunnel_limit_closes_total", "limit=\"message_size\"", SUM(proxy.message_size_closes));
 }
 
 /* The PROXY protocol headers of proxy_protocol listeners (gateway/proxy_protocol.h), all workers. */

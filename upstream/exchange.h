@@ -29,6 +29,8 @@ struct st_gw_proxy_t {
     gw_opt_timeout_t websocket_ping;       /* upstream.websocket_ping_interval_ms: a tunnel silent this long pings its client */
     gw_opt_timeout_t client_stall_timeout; /* limits.client_stall_timeout_ms, while an h2o_send waits for proceed */
     gw_opt_timeout_t event_stream_timeout; /* upstream.event_stream_idle_timeout_ms: io_timeout of text/event-stream bodies */
+    gw_opt_timeout_t tunnel_close_wait;    /* GW_TUNNEL_CLOSE_WAIT_MS: a closing tunnel's wait for its peers (never a
+                                              tunnel's own h2o_timeout_t: the callback that frees it runs inside it) */
     int rcvbuf;                            /* SO_RCVBUF of upstream sockets */
     size_t read_pause_at;                  /* response bytes held at which the upstream is no longer read */
     h2o_linklist_t websockets;             /* of websocket_t (websocket.c) */
@@ -45,6 +47,9 @@ struct st_gw_proxy_t {
     gw_proxy_counters_t *counters; /* NULL: not counted */
     gw_revocation_t *revocation;   /* NULL: exchanges and tunnels are not revocable */
 };
+
+/* How long a tunnel that sent its Close waits for its peers to close. */
+#define GW_TUNNEL_CLOSE_WAIT_MS 2000
 
 #define GW_PROXY_COUNT(p, field, n)                                                                                                \
     do {                                                                                                                           \

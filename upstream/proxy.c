@@ -518,6 +518,7 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     gw_opt_timeout_init(ctx->loop, &p->websocket_ping, conf->websocket_ping_interval_ms);
     gw_opt_timeout_init(ctx->loop, &p->client_stall_timeout, conf->client_stall_timeout_ms);
     gw_opt_timeout_init(ctx->loop, &p->event_stream_timeout, conf->event_stream_idle_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->tunnel_close_wait, GW_TUNNEL_CLOSE_WAIT_MS);
     h2o_linklist_init_anchor(&p->websockets);
     h2o_linklist_init_anchor(&p->tcp_tunnels);
     h2o_linklist_init_anchor(&p->orphans);
@@ -559,6 +560,7 @@ void gw_proxy_free(gw_proxy_t *p)
     gw_opt_timeout_dispose(p->ctx->loop, &p->websocket_ping);
     gw_opt_timeout_dispose(p->ctx->loop, &p->client_stall_timeout);
     gw_opt_timeout_dispose(p->ctx->loop, &p->event_stream_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->tunnel_close_wait);
     free(p);
 }
 
