@@ -40,6 +40,8 @@ typedef struct st_gw_server_t {
     gw_conn_limit_t *client_conns; /* limits.max_connections_per_client: connections per client address */
     gw_conn_limit_t *client_reqs;  /* limits.max_connections_per_client: requests in flight per client address */
     gw_rate_limit_t *rate_limit;   /* req_rate: the sandboxes' token buckets, across workers */
+    gw_addr_budget_t
+        *domain_budget;            /* custom-domain look-ups in Redis per client address and per process (routing.domain_lookup*) */
     gw_conn_limit_t *held_reqs;    /* limits.max_held_requests_per_sandbox: requests held per waking sandbox, across workers */
     gw_cookie_keys_t *cookie_keys; /* the live cookie secrets; replaced on SIGHUP by main */
     gw_link_keys_t *link_keys;     /* the live share-link keys (empty: links off); reloaded on SIGHUP by main */
