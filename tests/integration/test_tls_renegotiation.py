@@ -21,6 +21,7 @@ import pytest
 from OpenSSL import SSL
 
 import gwtest
+from test_dynamic_certs import http_on
 
 
 class Bystander:
@@ -40,10 +41,9 @@ class Bystander:
                                  server_hostname=self.host) as s:
                 while not self.stop.is_set():
                     t0 = time.monotonic()
-                    s.sendall(("GET /status/200 HTTP/1.1\r\nHost: %s\r\n\r\n" % self.host).encode())
-                    status = read_response(s)
+                    status = http_on(s, self.host)
                     self.latencies.append(time.monotonic() - t0)
-                    if status != 200:
+                    if status != "HTTP/1.1 200 OK":
                         self.errors.append(status)
         except Exception as e:  # reported by finish()
             self.errors.append(repr(e))
@@ -65,21 +65,6 @@ class Bystander:
         assert len(lat) >= 5
 
 
-def read_response(s):
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        assert chunk, "the connection closed"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = int(re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head).group(1))
-    while len(body) < length:
-        chunk = s.recv(65536)
-        assert chunk, "the connection closed in the body"
-        body += chunk
-    return int(head.split(b" ")[1])
-
-
 @pytest.fixture
 def site(gateway, register_sandbox, upstream):
     sid = gwtest.new_sandbox_id()
@@ -87,24 +72,25 @@ def site(gateway, register_sandbox, upstream):
     return gateway.host(upstream.port, sid)
 
 
-def s_client_command(g, host, ca, flags, command):
-    """`openssl s_client` connected with flags; once the handshake is done,
-    `command` (R: renegotiate, K: key update asking for one back) is typed.
-    Returns everything it printed (-msg: the records and alerts it read),
-    once it ended."""
+def s_client_session(g, host, ca, flags, steps):
+    """`openssl s_client` connected with flags (-msg: it prints the records
+    and alerts it reads). For each (mark, line) of steps: once it has printed
+    mark, `line` is typed (R: renegotiate, K: a key update asking for one
+    back, or bytes to send). Returns everything it printed, once the gateway
+    ended the connection (stdin stays open: its end would make s_client close
+    first)."""
     args = ["openssl", "s_client", "-connect", "127.0.0.1:%d" % g.tls_port, "-servername", host, "-CAfile", ca,
             "-msg", "-state"] + flags
     p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = b""
     try:
-        # the session summary ends with the verify result; then it reads commands from stdin
-        while b"Verify return code" not in out:
-            line = p.stdout.readline()
-            assert line, "s_client ended before its handshake:\n" + out.decode("utf-8", "replace")
-            out += line
-        p.stdin.write(command.encode() + b"\n")
-        p.stdin.flush()
-        # stdin stays open (its end would make s_client close first): it ends when the gateway closes
+        for mark, line in steps:
+            while mark not in out:  # one command per read of its stdin: it must have taken the previous one
+                chunk = p.stdout.readline()
+                assert chunk, "s_client ended early:\n" + out.decode("utf-8", "replace")
+                out += chunk
+            p.stdin.write(line)
+            p.stdin.flush()
         p.wait(timeout=30)
         out += p.stdout.read()
     finally:
@@ -116,11 +102,15 @@ def s_client_command(g, host, ca, flags, command):
     return out.decode("utf-8", "replace")
 
 
+# the session summary ends with the verify result; then s_client reads commands from stdin
+HANDSHAKE_DONE = b"Verify return code"
+
+
 @pytest.mark.parametrize("alpn", ["http/1.1", "h2"])
 def test_renegotiation_is_refused_with_a_readable_alert(gateway, certs, site, alpn):
     with Bystander(gateway, site, certs["ca"]) as b:
         for _ in range(5):
-            out = s_client_command(gateway, site, certs["ca"], ["-tls1_2", "-alpn", alpn], "R")
+            out = s_client_session(gateway, site, certs["ca"], ["-tls1_2", "-alpn", alpn], [(HANDSHAKE_DONE, b"R\n")])
             assert "RENEGOTIATING" in out, out
             # the gateway's one record after the ClientHello decrypts: a warning, as nginx and HAProxy send
             assert "<<< TLS 1.2, Alert [length 0002], warning no_renegotiation" in out, out
@@ -142,8 +132,8 @@ def test_pyopenssl_renegotiate_reads_no_renegotiation(gateway, certs, site):
             conn.set_tlsext_host_name(site.encode())
             conn.set_connect_state()
             conn.do_handshake()
-            conn.sendall(("GET /status/200 HTTP/1.1\r\nHost: %s\r\n\r\n" % site).encode())
-            assert read_response(conn) == 200  # all of it: a record still on its way would be unexpected in a handshake
+            # all of the response: a record still on its way would be unexpected in the handshake
+            assert http_on(conn, site) == "HTTP/1.1 200 OK"
             assert conn.renegotiate()
             with pytest.raises(SSL.Error) as e:
                 conn.do_handshake()
@@ -212,29 +202,9 @@ def test_key_update_request_is_answered_in_the_next_response(gateway, certs, sit
     with its own KeyUpdate at its next SSL_write, not inside SSL_read, so the
     records the gateway writes stay in step with the client's keys (it passes
     with 2.2.5's write path as well)."""
-    args = ["openssl", "s_client", "-connect", "127.0.0.1:%d" % gateway.tls_port, "-servername", site, "-CAfile",
-            certs["ca"], "-msg", "-tls1_3"]
-    p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    out = b""
-    try:
-        for mark, line in ((b"Verify return code", b"K\n"),
-                           (b"KEYUPDATE", ("GET /status/200 HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
-                                           % site).encode())):
-            while mark not in out:  # one command per read of its stdin: it must have taken the previous one
-                chunk = p.stdout.readline()
-                assert chunk, out.decode("utf-8", "replace")
-                out += chunk
-            p.stdin.write(line)
-            p.stdin.flush()
-        p.wait(timeout=30)  # Connection: close: the gateway ends it after the response
-        out += p.stdout.read()
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        p.stdin.close()
-        p.stdout.close()
-    text = out.decode("utf-8", "replace")
+    request = ("GET /status/200 HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % site).encode()
+    # Connection: close: the gateway ends it after the response
+    text = s_client_session(gateway, site, certs["ca"], ["-tls1_3"], [(HANDSHAKE_DONE, b"K\n"), (b"KEYUPDATE", request)])
     after = text[text.index("KEYUPDATE"):]
     # the gateway's KeyUpdate, then the response under its new key
     assert re.search(r"<<< TLS 1.3, Handshake \[length [0-9a-f]+\], KeyUpdate", after), after
