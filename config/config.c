@@ -122,6 +122,10 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("routing.stale_ttl_ms", routing.stale_ttl_ms, 0, MAX_TIMEOUT_MS, "60000"),
     /* 0: a request for a waking sandbox asks for the resume and is answered 503 at once */
     UINT("routing.resume_timeout_ms", routing.resume_timeout_ms, 0, MAX_TIMEOUT_MS, "30000"),
+    /* custom-domain look-ups in Redis a client address, and the whole gateway, may cause (README, Custom domains); 0: no bound */
+    UINT("routing.domain_lookups_per_second_per_client", routing.domain_lookups_per_second_per_client, 0, 1000000, "20"),
+    UINT("routing.domain_lookup_burst_per_client", routing.domain_lookup_burst_per_client, 1, 1000000, "200"),
+    UINT("routing.domain_lookups_per_second", routing.domain_lookups_per_second, 0, 1000000, "2000"),
 
     ENUM("upstream.host_header", upstream.host_header, host_header_names, STR("preserve")),
     UINT("upstream.connect_timeout_ms", upstream.connect_timeout_ms, 1, MAX_TIMEOUT_MS, "5000"),

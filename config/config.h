@@ -96,6 +96,10 @@ typedef struct st_gw_config_t {
         uint64_t negative_ttl_ms;
         uint64_t stale_ttl_ms;      /* how long cached routes serve while Redis is down */
         uint64_t resume_timeout_ms; /* how long a request waits for its sandbox to wake; 0: not at all */
+        /* custom-domain look-ups in Redis (common/addr_budget.h): per client address and per gateway; 0: no bound */
+        uint64_t domain_lookups_per_second_per_client;
+        uint64_t domain_lookup_burst_per_client;
+        uint64_t domain_lookups_per_second;
     } routing;
 
     struct {

@@ -186,6 +186,17 @@ static void init_globalconf(h2o_globalconf_t *g, const gw_config_t *config)
     g->http1.max_pipelined_unsent = config->limits.max_pipelined_unsent_bytes;
 }
 
+/* The custom-domain look-ups in Redis a client address, and the process, may cause (tls/cert_fetch.c and the
+ * domain stores share it). */
+static gw_addr_budget_t *new_domain_budget(const gw_config_t *config)
+{
+    gw_addr_budget_conf_t conf = {.per_client_rate = config->routing.domain_lookups_per_second_per_client,
+                                  .per_client_burst = config->routing.domain_lookup_burst_per_client,
+                                  .total_rate = config->routing.domain_lookups_per_second,
+                                  .total_burst = config->routing.domain_lookups_per_second};
+    return gw_addr_budget_new(&conf);
+}
+
 int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, char **err)
 {
     size_t i, w, num_listen = config->num_listen != 0 ? config->num_listen : 1;
@@ -209,6 +220,7 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     s->rate_limit = gw_rate_limit_new();
     if (config->limits.max_stream_errors_per_client != 0)
         s->stream_errors = gw_rate_limit_new_watched();
+    s->domain_budget = new_domain_budget(config);
     s->held_reqs = gw_conn_limit_new(config->limits.max_held_requests_per_sandbox, s->num_workers);
     s->cookie_keys = gw_cookie_keys_new(&(gw_cookie_keys_config_t){.file = config->auth.cookie_secrets_file,
                                                                    .secrets = config->auth.cookie_secrets,
@@ -253,6 +265,7 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     s->metrics.cookie_keys = s->cookie_keys;
     s->metrics.link_keys = s->link_keys;
     s->metrics.dyncert = gw_tls_dynamic(tls);
+    s->metrics.domain_budget = s->domain_budget;
 
     s->workers = alloc_zeroed(s->num_workers * sizeof(*s->workers));
     for (w = 0; w != s->num_workers; ++w) {
@@ -399,10 +412,11 @@ static int init_routing(gw_worker_t *w, char **err)
                                     .negative_ttl_ms = conf->routing.negative_ttl_ms,
                                     .stale_ttl_ms = conf->routing.stale_ttl_ms,
                                     .counters = &s->metrics.workers[w->index].domains,
-                                    .routes = w->routes};
+                                    .routes = w->routes,
+                                    .budget = s->domain_budget};
     w->domains = gw_domain_store_new(loop, w->redis, &dconf); /* never NULL */
     if (gw_tls_dynamic(s->tls) != NULL) /* custom-domain certificates are fetched on this loop, with this connection */
-        w->cert_fetch = gw_cert_fetch_new(loop, w->redis, gw_tls_dynamic(s->tls));
+        w->cert_fetch = gw_cert_fetch_new(loop, w->redis, gw_tls_dynamic(s->tls), s->domain_budget);
     gw_revocation_set_routes(w->revocation, w->routes);
     gw_wake_conf_t wconf = {.prefix = conf->redis.prefix,
                             .instance_id = conf->instance_id,

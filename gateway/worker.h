@@ -44,6 +44,8 @@ typedef struct st_gw_server_t {
     gw_conn_limit_t *held_reqs;     /* limits.max_held_requests_per_sandbox: requests held per waking sandbox, across workers */
     gw_cookie_keys_t *cookie_keys;  /* the live cookie secrets; replaced on SIGHUP by main */
     gw_link_keys_t *link_keys;      /* the live share-link keys (empty: links off); reloaded on SIGHUP by main */
+    gw_addr_budget_t
+        *domain_budget; /* custom-domain look-ups in Redis per client address and per process (routing.domain_lookup*) */
     h2o_globalconf_t globalconf;
     h2o_hostconf_t *preview_hosts[2];     /* {preview hostconf, NULL}: TLS and trusted plain listeners */
     h2o_hostconf_t *(*listener_hosts)[2]; /* per listener, a copy of preview_hosts or redirect_hosts: a

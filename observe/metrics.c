@@ -385,6 +385,18 @@ static void route_metrics(text_t *out, gw_metrics_t *m)
     sample(out, "lizard_domain_cache_total", "result=\"unavailable\"", SUM(domains.unavailable));
     sample(out, "lizard_domain_cache_total", "result=\"invalidation\"", SUM(domains.invalidations));
     sample(out, "lizard_domain_cache_total", "result=\"eviction\"", SUM(domains.evictions));
+    {
+        static gw_addr_budget_counters_t zero;
+        gw_addr_budget_counters_t *b = m->domain_budget != NULL ? gw_addr_budget_counters(m->domain_budget) : &zero;
+        family(out, "lizard_domain_lookups_refused_total", "counter",
+               "Custom-domain look-ups (a certificate at the handshake, a record for the Host) refused without a Redis "
+               "call: the client address over routing.domain_lookups_per_second_per_client, or the gateway over "
+               "routing.domain_lookups_per_second.");
+        sample(out, "lizard_domain_lookups_refused_total", "limit=\"client\"",
+               atomic_load_explicit(&b->refused_client, memory_order_relaxed));
+        sample(out, "lizard_domain_lookups_refused_total", "limit=\"gateway\"",
+               atomic_load_explicit(&b->refused_total, memory_order_relaxed));
+    }
 }
 
 /* Connections and bytes to sandboxes (upstream/proxy.h), and the HTTP/2 abuse the front refused. */
