@@ -172,13 +172,17 @@ def test_unknown_names_cost_one_read_and_fail_unrecognized_name(gw_factory, redi
 
     def bystander():
         try:
-            with connect(g.tls_port, preview, certs["ca"]) as s:
-                while not stop.is_set():
-                    t0 = time.monotonic()
-                    status = http_on(s, preview)
-                    latencies.append(time.monotonic() - t0)
-                    if "200" not in status:
-                        errors.append(status)
+            while not stop.is_set():
+                # a new connection when the gateway ends one (limits.max_requests_per_connection, 1000)
+                with connect(g.tls_port, preview, certs["ca"]) as s:
+                    for _ in range(1000):
+                        if stop.is_set():
+                            break
+                        t0 = time.monotonic()
+                        status = http_on(s, preview)
+                        latencies.append(time.monotonic() - t0)
+                        if "200" not in status:
+                            errors.append(status)
         except Exception as e:  # reported below
             errors.append(repr(e))
 
