@@ -1,11 +1,9 @@
 /*
- * Unit tests for errors/grpc.c (gRPC requests told apart, the status
- * mapping, grpc-message's percent-encoding) and errors/cut.c (the cut
- * reason a request carries).
+ * Unit tests for errors/grpc.c: gRPC requests told apart, the status
+ * mapping, grpc-message's percent-encoding.
  */
 #include <check.h>
 #include <string.h>
-#include "errors/cut.h"
 #include "errors/errors.h"
 
 static h2o_req_t req;
@@ -74,31 +72,6 @@ START_TEST(test_percent_encoding)
 }
 END_TEST
 
-START_TEST(test_cut_note_and_of)
-{
-    int r;
-
-    ck_assert_int_eq(gw_cut_of(&req), GW_CUT_NONE);
-    gw_cut_note(&req, GW_CUT_NONE);
-    ck_assert_uint_eq(req.error_logs.size, 0);
-    /* next to an error code: both are found */
-    gw_error_note(&req, GW_ERR_UPSTREAM_TIMEOUT);
-    gw_cut_note(&req, GW_CUT_FIRST_BYTE_TIMEOUT);
-    ck_assert_int_eq(gw_cut_of(&req), GW_CUT_FIRST_BYTE_TIMEOUT);
-    ck_assert_int_eq(gw_error_code_of(&req), GW_ERR_UPSTREAM_TIMEOUT);
-    /* the first reason stays */
-    gw_cut_note(&req, GW_CUT_REVOKED);
-    ck_assert_int_eq(gw_cut_of(&req), GW_CUT_FIRST_BYTE_TIMEOUT);
-    for (r = GW_CUT_NONE + 1; r != GW_CUT_NUM; ++r) {
-        req.error_logs.size = 0;
-        gw_cut_note(&req, r);
-        ck_assert_int_eq(gw_cut_of(&req), r);
-    }
-    ck_assert_str_eq(gw_cut_reason_name(GW_CUT_UPSTREAM_RESET), "upstream_reset");
-    ck_assert_str_eq(gw_cut_reason_name(GW_CUT_NUM), "");
-}
-END_TEST
-
 static Suite *grpc_suite(void)
 {
     Suite *s = suite_create("grpc");
@@ -107,7 +80,6 @@ static Suite *grpc_suite(void)
     tcase_add_test(tc, test_is_grpc);
     tcase_add_test(tc, test_status_mapping);
     tcase_add_test(tc, test_percent_encoding);
-    tcase_add_test(tc, test_cut_note_and_of);
     suite_add_tcase(s, tc);
     return s;
 }
