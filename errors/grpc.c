@@ -24,10 +24,12 @@ int gw_error_is_grpc(h2o_req_t *req)
 {
     static const char type[] = "application/grpc";
     size_t n = sizeof(type) - 1;
-    ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
+    ssize_t i;
     h2o_iovec_t v;
 
-    if (i == -1)
+    /* gRPC calls are POSTs: any other method (most requests) is told apart without a header lookup */
+    if (!h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST")) ||
+        (i = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1)) == -1)
         return 0;
     v = req->headers.entries[i].value;
     return v.len >= n && h2o_lcstris(v.base, n, type, n) && (v.len == n || v.base[n] == '+' || v.base[n] == ';');

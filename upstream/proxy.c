@@ -234,6 +234,7 @@ static void on_no_response(gw_exchange_t *ex, const char *detail)
         ex->up_req.done = 0;
         ex->up_req.failed = 0;
         ex->res.got_byte = 0;
+        gw_exchange_watch_client(ex); /* the detach stopped it */
         connect_fresh(ex);
         return;
     }

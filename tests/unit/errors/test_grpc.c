@@ -12,6 +12,7 @@ static void setup(void)
 {
     memset(&req, 0, sizeof(req));
     h2o_mem_init_pool(&req.pool);
+    req.method = h2o_iovec_init(H2O_STRLIT("POST"));
 }
 
 static void teardown(void)
@@ -39,6 +40,9 @@ START_TEST(test_is_grpc)
     ck_assert(!grpc_with("application/grpcx"));
     ck_assert(!grpc_with("application/json"));
     ck_assert(!grpc_with("application/grp"));
+    /* gRPC calls are POSTs */
+    req.method = h2o_iovec_init(H2O_STRLIT("GET"));
+    ck_assert(!grpc_with("application/grpc"));
 }
 END_TEST
 
