@@ -417,7 +417,7 @@ def test_grpc_client_gets_grpc_answers(gateway, register_sandbox, certs, app):
 def test_grpc_over_http1_gets_the_same_headers(gateway, register_sandbox, curl, app):
     """A content-type: application/grpc request over HTTP/1.1 is not valid
     gRPC, but gets the same Trailers-Only head: 200, grpc-status 14 and the
-    message percent-encoded, no body, and the connection stays usable."""
+    message percent-encoded, no body."""
     sid = gwtest.new_sandbox_id("grpc1")
     register_sandbox(sid, ports={app.port: "public"})
     r = curl(gateway.host(app.port, sid), "/lizard.test.Exec/Run", method="POST", data=b"\x00\x00\x00\x00\x00",
