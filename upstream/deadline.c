@@ -92,7 +92,8 @@ int gw_exchange_is_streamed(h2o_req_t *req)
 /* Ends an exchange whose head has not come: the connection to the sandbox is
  * closed now (never pooled); HTTP/2 resets the stream, HTTP/1 gets an answer
  * nobody reads on a socket shut first, so that h2o's write fails and it
- * closes the connection. Last use of ex. */
+ * closes the connection. Either way the access log says `status`. Last use
+ * of ex. */
 static void end_before_head(gw_exchange_t *ex, int status, const char *reason)
 {
     h2o_req_t *req = ex->req;
@@ -101,6 +102,9 @@ static void end_before_head(gw_exchange_t *ex, int status, const char *reason)
     gw_exchange_detach_upstream(ex);
     ex->state = GW_EX_OVER;
     if (req->version >= 0x200) {
+        /* the status is the access log's: a request without one is only summed as abandoned */
+        req->res.status = status;
+        req->res.reason = reason;
         h2o_http2_reset_request(req, H2O_HTTP2_ERROR_INTERNAL); /* patch 0230 */
         return;
     }
