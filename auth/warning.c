@@ -192,13 +192,12 @@ void gw_warning_binding(gw_warning_binding_kind_t kind, h2o_iovec_t host, h2o_io
 
     for (i = 0; i != len; ++i)
         input[i] = h2o_tolower(host.base[i]);
-    if (kind == GW_WARNING_CSRF) {
-        /* a nonce is checked with gw_warning_nonce_ok before it gets here; a longer one is cut, never overflows */
-        size_t n = nonce.len < GW_WARNING_NONCE_LEN ? nonce.len : GW_WARNING_NONCE_LEN;
-        input[len++] = '\n';
-        h2o_memcpy(input + len, nonce.base, n);
-        len += n;
-    }
+    /* both bind the browser's nonce: a consent cookie, like a token, is worth nothing in another browser. A nonce is
+     * checked with gw_warning_nonce_ok before it gets here; a longer one is cut, never overflows */
+    size_t n = nonce.len < GW_WARNING_NONCE_LEN ? nonce.len : GW_WARNING_NONCE_LEN;
+    input[len++] = '\n';
+    h2o_memcpy(input + len, nonce.base, n);
+    len += n;
     gw_token_sha256_hex(input, len, digest);
     memcpy(out, prefix, strlen(prefix));
     memcpy(out + strlen(prefix), digest, sizeof(digest));

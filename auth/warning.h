@@ -19,7 +19,7 @@
  * sandbox's own scripts run on the same origin, and could otherwise plant a
  * nonce or a consent obtained elsewhere. Neither ever reaches the sandbox. */
 #define GW_WARNING_CONSENT_COOKIE "__Host-Http-lizard_consent"
-/* the nonce the page's CSRF token is bound to: the browser that was shown the page */
+/* the nonce the page's CSRF token and the consent cookie are bound to: the browser that was shown the page */
 #define GW_WARNING_NONCE_COOKIE "__Host-Http-lizard_warning"
 /* how long the page's Continue button works (the CSRF token's and the nonce cookie's lifetime) */
 #define GW_WARNING_CSRF_TTL_S 3600
@@ -88,9 +88,9 @@ h2o_iovec_t gw_warning_render(h2o_mem_pool_t *pool, const gw_warning_strings_t *
 
 /* What a CSRF token or a consent cookie binds besides (sandbox, port,
  * expiry): the kind and the host (lowercased here; without a ":port"), so
- * that neither serves for another host nor as the other, and for a CSRF token
- * the nonce of the browser it was shown to (`nonce`, ignored for a consent),
- * so that a token fetched by anyone else is worthless in this browser.
+ * that neither serves for another host nor as the other, and the nonce of
+ * the browser (GW_WARNING_NONCE_COOKIE), so that a token fetched, or a
+ * consent given, in another browser is worthless in this one.
  * NUL-terminated; passed as the token hash of gw_cookie_sign /
  * gw_cookie_verify. */
 void gw_warning_binding(gw_warning_binding_kind_t kind, h2o_iovec_t host, h2o_iovec_t nonce, char out[GW_WARNING_BINDING_SIZE]);

@@ -22,11 +22,11 @@ static int fail(const char **error, uint16_t *close_code, const char *why, uint1
     return -1;
 }
 
-static int check_first_two(const uint8_t *src, gw_ws_from_t from, const char **error, uint16_t *close_code)
+static int check_first_two(const uint8_t *src, gw_ws_from_t from, int rsv_ok, const char **error, uint16_t *close_code)
 {
     unsigned opcode = src[0] & 0x0f, len7 = src[1] & 0x7f, masked = src[1] >> 7;
 
-    if ((src[0] & 0x70) != 0)
+    if (!rsv_ok && (src[0] & 0x70) != 0)
         return fail(error, close_code, "reserved bits set", GW_WS_CLOSE_PROTOCOL_ERROR);
     if ((opcode > GW_WS_OP_BINARY && opcode < GW_WS_OP_CLOSE) || opcode > GW_WS_OP_PONG)
         return fail(error, close_code, "unknown opcode", GW_WS_CLOSE_PROTOCOL_ERROR);
@@ -43,27 +43,28 @@ static int check_first_two(const uint8_t *src, gw_ws_from_t from, const char **e
     return 0;
 }
 
-int gw_ws_header_decode(const uint8_t *src, size_t len, gw_ws_from_t from, gw_ws_header_t *out, const char **error,
-                        uint16_t *close_code)
+/* gw_ws_header_decode; boundaries_only and rsv_ok: see gw_ws_parser_t */
+static int decode(const uint8_t *src, size_t len, gw_ws_from_t from, int boundaries_only, int rsv_ok, gw_ws_header_t *out,
+                  const char **error, uint16_t *close_code)
 {
     size_t ext, need, i;
     uint64_t plen;
 
     if (len < 2)
         return 0;
-    if (check_first_two(src, from, error, close_code) != 0)
+    if (!boundaries_only && check_first_two(src, from, rsv_ok, error, close_code) != 0)
         return -1;
     plen = src[1] & 0x7f;
     ext = plen == 126 ? 2 : plen == 127 ? 8 : 0;
     need = 2 + ext + ((src[1] & 0x80) ? 4 : 0);
-    if (ext == 8 && len >= 3 && (src[2] & 0x80) != 0)
+    if (!boundaries_only && ext == 8 && len >= 3 && (src[2] & 0x80) != 0)
         return fail(error, close_code, "payload length over 2^63", GW_WS_CLOSE_TOO_BIG);
     if (len < need)
         return 0;
     if (ext != 0) {
         for (plen = 0, i = 0; i != ext; ++i)
             plen = (plen << 8) | src[2 + i];
-        if ((ext == 2 && plen < 126) || (ext == 8 && plen <= 0xffff))
+        if (!boundaries_only && ((ext == 2 && plen < 126) || (ext == 8 && plen <= 0xffff)))
             return fail(error, close_code, "payload length not in its shortest form", GW_WS_CLOSE_PROTOCOL_ERROR);
     }
     out->fin = src[0] >> 7;
@@ -77,6 +78,12 @@ int gw_ws_header_decode(const uint8_t *src, size_t len, gw_ws_from_t from, gw_ws
     return (int)need;
 }
 
+int gw_ws_header_decode(const uint8_t *src, size_t len, gw_ws_from_t from, gw_ws_header_t *out, const char **error,
+                        uint16_t *close_code)
+{
+    return decode(src, len, from, 0, 0, out, error, close_code);
+}
+
 gw_ws_parse_t gw_ws_parse(gw_ws_parser_t *parser, const uint8_t *src, size_t len, size_t *used)
 {
     size_t old = parser->have, take;
@@ -84,7 +91,8 @@ gw_ws_parse_t gw_ws_parse(gw_ws_parser_t *parser, const uint8_t *src, size_t len
 
     if (old == 0) {
         /* the common case: the whole header is in this read */
-        n = gw_ws_header_decode(src, len, parser->from, &parser->header, &parser->error, &parser->close_code);
+        n = decode(src, len, parser->from, parser->boundaries_only, parser->rsv_ok, &parser->header, &parser->error,
+                   &parser->close_code);
         if (n > 0) {
             *used = (size_t)n;
             return GW_WS_PARSE_DONE;
@@ -96,7 +104,8 @@ gw_ws_parse_t gw_ws_parse(gw_ws_parser_t *parser, const uint8_t *src, size_t len
     take = len < sizeof(parser->buf) - old ? len : sizeof(parser->buf) - old;
     memcpy(parser->buf + old, src, take);
     parser->have = old + take;
-    n = gw_ws_header_decode(parser->buf, parser->have, parser->from, &parser->header, &parser->error, &parser->close_code);
+    n = decode(parser->buf, parser->have, parser->from, parser->boundaries_only, parser->rsv_ok, &parser->header, &parser->error,
+               &parser->close_code);
     if (n < 0)
         return GW_WS_PARSE_ERROR;
     if (n == 0) {

@@ -47,7 +47,7 @@ typedef struct st_gw_ws_header_t {
     uint8_t opcode; /* GW_WS_OP_* */
     uint8_t masked; /* 1 when mask[] applies to the payload */
     uint8_t mask[4];
-    uint64_t payload_len; /* below 2^63 */
+    uint64_t payload_len; /* below 2^63 (any 64-bit value for a boundaries_only parser) */
 } gw_ws_header_t;
 
 /* Which side the frames being parsed come from: a client's frames must be
@@ -63,6 +63,16 @@ typedef enum en_gw_ws_parse_t {
 /* An incremental header parser; embed it and gw_ws_parser_init it. */
 typedef struct st_gw_ws_parser_t {
     gw_ws_from_t from;
+    /* 1: only the frame's length matters (a relay that walks another
+     * endpoint's frames): reserved bits (an extension negotiated end to end,
+     * permessage-deflate's RSV1), any opcode, either masking, a control
+     * frame's length and a length not in its shortest form pass; set after
+     * gw_ws_parser_init */
+    int boundaries_only;
+    /* 1: the reserved bits pass (an extension the two ends negotiated, such
+     * as permessage-deflate's RSV1, which a relay does not see); the rest
+     * is checked; set after gw_ws_parser_init */
+    int rsv_ok;
     uint8_t buf[GW_WS_MAX_HEADER];
     size_t have;           /* bytes of a header begun in an earlier call, in buf */
     gw_ws_header_t header; /* valid after GW_WS_PARSE_DONE */

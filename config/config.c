@@ -122,6 +122,10 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("routing.stale_ttl_ms", routing.stale_ttl_ms, 0, MAX_TIMEOUT_MS, "60000"),
     /* 0: a request for a waking sandbox asks for the resume and is answered 503 at once */
     UINT("routing.resume_timeout_ms", routing.resume_timeout_ms, 0, MAX_TIMEOUT_MS, "30000"),
+    /* custom-domain look-ups in Redis a client address, and the whole gateway, may cause (README, Custom domains); 0: no bound */
+    UINT("routing.domain_lookups_per_second_per_client", routing.domain_lookups_per_second_per_client, 0, 1000000, "20"),
+    UINT("routing.domain_lookup_burst_per_client", routing.domain_lookup_burst_per_client, 1, 1000000, "200"),
+    UINT("routing.domain_lookups_per_second", routing.domain_lookups_per_second, 0, 1000000, "2000"),
 
     ENUM("upstream.host_header", upstream.host_header, host_header_names, STR("preserve")),
     UINT("upstream.connect_timeout_ms", upstream.connect_timeout_ms, 1, MAX_TIMEOUT_MS, "5000"),
@@ -163,6 +167,20 @@ const gw_config_key_t gw_config_keys[] = {
     /* 0 (no request with a body is held) .. 64 GiB; 64 MiB holds one upload of the default
      * limits.max_request_body_bytes while its sandbox wakes (README, Waking paused sandboxes) */
     UINT("limits.max_held_request_bytes", limits.max_held_request_bytes, 0, UINT64_C(68719476736), "67108864"),
+    /* 0 (off) .. 1000000: HTTP/2 streams the gateway resets for a client's protocol error (MadeYouReset), per client address
+     * across its connections and the workers; a well-behaved client makes none */
+    UINT("limits.max_stream_errors_per_client", limits.max_stream_errors_per_client, 0, 1000000, "100"),
+    UINT("limits.stream_errors_per_client_per_s", limits.stream_errors_per_client_per_s, 1, 1000000, "10"),
+    /* 0 (no limit) .. 1e9; nginx's keepalive_requests is 1000 */
+    UINT("limits.max_requests_per_connection", limits.max_requests_per_connection, 0, 1000000000, "1000"),
+    /* 0 (off) .. 64 MiB */
+    UINT("limits.max_pipelined_unsent_bytes", limits.max_pipelined_unsent_bytes, 0, 67108864, "65536"),
+    /* 0 (off) .. 1,000,000 frames a second; the allowance is GW_WS_BUDGET_SECONDS (10) of it (README, Limits under hostile clients) */
+    UINT("limits.websocket_frames_per_second", limits.websocket_frames_per_second, 0, 1000000, "10000"),
+    /* 0 (off) .. 2^62; a message is a request body's worth by default */
+    UINT("limits.websocket_max_message_bytes", limits.websocket_max_message_bytes, 0, UINT64_C(4611686018427387904), "67108864"),
+    /* 0 (autotuned) .. 16 MiB; the kernel doubles it */
+    UINT("limits.tunnel_socket_buffer_bytes", limits.tunnel_socket_buffer_bytes, 0, 16777216, "262144"),
 
     UINT("metering.flush_interval_ms", metering.flush_interval_ms, 100, MAX_TIMEOUT_MS, "5000"),
     STRING("metering.spill_file", metering.spill_file, 1, 4096, STR("/var/lib/lizard-gateway/egress.spill")),

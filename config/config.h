@@ -96,6 +96,10 @@ typedef struct st_gw_config_t {
         uint64_t negative_ttl_ms;
         uint64_t stale_ttl_ms;      /* how long cached routes serve while Redis is down */
         uint64_t resume_timeout_ms; /* how long a request waits for its sandbox to wake; 0: not at all */
+        /* custom-domain look-ups in Redis (common/addr_budget.h): per client address and per gateway; 0: no bound */
+        uint64_t domain_lookups_per_second_per_client;
+        uint64_t domain_lookup_burst_per_client;
+        uint64_t domain_lookups_per_second;
     } routing;
 
     struct {
@@ -129,6 +133,13 @@ typedef struct st_gw_config_t {
         uint64_t max_held_requests_per_sandbox;     /* requests the gateway (all workers) holds while one sandbox wakes */
         uint64_t max_held_requests_per_worker;      /* requests one worker holds for all waking sandboxes */
         uint64_t max_held_request_bytes;            /* body bytes of the requests one worker holds, all sandboxes */
+        uint64_t max_stream_errors_per_client;      /* HTTP/2 streams reset for a client's error, per address: the bucket; 0: off */
+        uint64_t stream_errors_per_client_per_s;    /* what that bucket earns back a second */
+        uint64_t max_requests_per_connection;       /* HTTP/1.1 requests one connection serves; 0: no limit */
+        uint64_t max_pipelined_unsent_bytes;        /* HTTP/1.1: response bytes a client may leave unread before the next request */
+        uint64_t websocket_frames_per_second;       /* a tunnel client's frame budget earns this back a second; 0: off */
+        uint64_t websocket_max_message_bytes;       /* a tunnel client's message (its fragments together); 0: off */
+        uint64_t tunnel_socket_buffer_bytes;        /* SO_SNDBUF of a tunnel's two sockets; 0: the kernel autotunes */
     } limits;
 
     struct {

@@ -170,6 +170,15 @@ static const struct {
                                "This is a gRPC request to $p of $S, an h2c port, and this gateway does not forward HTTP/2 "
                                "to sandboxes yet.",
                                "Use HTTP/1.1 (gRPC-Web, Connect) on this port until the gateway is upgraded.", 0, NULL}},
+    [GW_WHY_STREAM_ERRORS] = {GW_ERR_TOO_MANY_CONNECTIONS,
+                              {429, "Too Many Requests", "Too many broken requests",
+                               "Your network address sent this gateway too many HTTP/2 requests that broke the protocol, so it "
+                               "takes no new requests from it for a moment.",
+                               "Wait a few seconds and try again. Browsers and maintained HTTP/2 clients never do this: check the "
+                               "client you use.",
+                               1,
+                               "Technical detail: streams the gateway had to reset for the client's own protocol errors "
+                               "(limits.max_stream_errors_per_client)."}},
     [GW_WHY_WRONG_TOKEN_HEADER] = {GW_ERR_INVALID_TOKEN,
                                    {403, "Forbidden", "Access token not valid",
                                     "The X-Lizard-Access-Token header sent for $S does not match its access token.",

@@ -60,6 +60,7 @@ typedef enum {
     GW_WHY_SILENCE_LIMIT,     /* upstream_timeout: the app was silent for the gateway's limit (the detail says which) */
     GW_WHY_NOT_H2C,           /* not_http_port: a gRPC request to a port that is not proto:<n> = h2c */
     GW_WHY_H2C_NOT_BUILT,     /* not_http_port: a gRPC request to an h2c port, whose forwarding this gateway lacks */
+    GW_WHY_STREAM_ERRORS,     /* too_many_connections: the address spent limits.max_stream_errors_per_client */
     GW_WHY_NUM
 } gw_error_why_t;
 

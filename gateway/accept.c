@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include "common/client_addr.h"
 #include "common/netaddr.h"
 #include "gateway/accept.h"
 #include "gateway/proxy_protocol.h"
@@ -153,4 +154,23 @@ h2o_socket_t *gw_accept_start_listener(h2o_loop_t *loop, int fd, h2o_accept_ctx_
     sock->data = actx;
     h2o_socket_read_start(sock, cb);
     return sock;
+}
+
+int gw_accept_on_stream_error(void *data, h2o_conn_t *conn)
+{
+    gw_worker_t *w = data;
+    gw_server_t *s = w->server;
+    const gw_config_t *c = s->config;
+    char addr[INET6_ADDRSTRLEN];
+    size_t i;
+
+    if (s->stream_errors == NULL)
+        return 0;
+    for (i = 0; i != c->num_listen; ++i)
+        if (conn->hosts == s->listener_hosts[i] && c->listen[i].trusted && !c->listen[i].proxy_protocol)
+            return 0;
+    if (gw_client_addr_text(conn, addr, sizeof(addr)) < 0)
+        return 0;
+    return gw_rate_limit_take_burst(s->stream_errors, addr, (uint32_t)c->limits.stream_errors_per_client_per_s,
+                                    (uint32_t)c->limits.max_stream_errors_per_client, gw_rate_limit_now_ns()) != 0;
 }

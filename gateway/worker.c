@@ -138,6 +138,7 @@ static void register_front(gw_server_t *s)
                                 .conn_limit = s->conn_limit,
                                 .client_reqs = s->client_reqs,
                                 .rate_limit = s->rate_limit,
+                                .stream_errors = s->stream_errors,
                                 .listener_hosts = s->listener_hosts,
                                 .https_port = s->https_port};
 
@@ -173,6 +174,32 @@ static void register_front(gw_server_t *s)
     }
 }
 
+/* h2o's settings of the client front. */
+static void init_globalconf(h2o_globalconf_t *g, const gw_config_t *config)
+{
+    h2o_config_init(g);
+    g->server_name = h2o_iovec_init(H2O_STRLIT("lizard-gateway"));
+    g->max_request_entity_size = config->limits.max_request_body_bytes;
+    /* h2o answers 431 past it, HTTP/2 while decoding (patch 0150): the head never reaches the pipeline */
+    g->max_request_head_size = config->limits.max_request_head_bytes;
+    /* an "Upgrade: h2c" from a client must not turn into HTTP/2 behind our back */
+    g->http1.upgrade_to_http2 = 0;
+    /* libh2o patch 0320: a client that keeps sending requests without reading the answers */
+    g->http1.max_requests_per_connection = config->limits.max_requests_per_connection;
+    g->http1.max_pipelined_unsent = config->limits.max_pipelined_unsent_bytes;
+}
+
+/* The custom-domain look-ups in Redis a client address, and the process, may cause (tls/cert_fetch.c and the
+ * domain stores share it). */
+static gw_addr_budget_t *new_domain_budget(const gw_config_t *config)
+{
+    gw_addr_budget_conf_t conf = {.per_client_rate = config->routing.domain_lookups_per_second_per_client,
+                                  .per_client_burst = config->routing.domain_lookup_burst_per_client,
+                                  .total_rate = config->routing.domain_lookups_per_second,
+                                  .total_burst = config->routing.domain_lookups_per_second};
+    return gw_addr_budget_new(&conf);
+}
+
 int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, char **err)
 {
     size_t i, w, num_listen = config->num_listen != 0 ? config->num_listen : 1;
@@ -187,20 +214,16 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     pthread_cond_init(&s->start_cond, NULL);
     gw_metrics_init(&s->metrics, s->num_workers);
 
-    h2o_config_init(&s->globalconf);
-    s->globalconf.server_name = h2o_iovec_init(H2O_STRLIT("lizard-gateway"));
-    s->globalconf.max_request_entity_size = config->limits.max_request_body_bytes;
-    /* h2o answers 431 past it, HTTP/2 while decoding (patch 0150): the head never reaches the pipeline */
-    s->globalconf.max_request_head_size = config->limits.max_request_head_bytes;
-    /* an "Upgrade: h2c" from a client must not turn into HTTP/2 behind our back */
-    s->globalconf.http1.upgrade_to_http2 = 0;
-
+    init_globalconf(&s->globalconf, config);
     if (open_access_log(s, err) != 0)
         return -1;
     s->conn_limit = gw_conn_limit_new(config->limits.max_connections_per_sandbox, s->num_workers);
     s->client_conns = gw_conn_limit_new(config->limits.max_connections_per_client, s->num_workers);
     s->client_reqs = gw_conn_limit_new(config->limits.max_connections_per_client, s->num_workers);
     s->rate_limit = gw_rate_limit_new();
+    if (config->limits.max_stream_errors_per_client != 0)
+        s->stream_errors = gw_rate_limit_new_watched();
+    s->domain_budget = new_domain_budget(config);
     s->held_reqs = gw_conn_limit_new(config->limits.max_held_requests_per_sandbox, s->num_workers);
     s->cookie_keys = gw_cookie_keys_new(&(gw_cookie_keys_config_t){.file = config->auth.cookie_secrets_file,
                                                                    .secrets = config->auth.cookie_secrets,
@@ -245,6 +268,7 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     s->metrics.cookie_keys = s->cookie_keys;
     s->metrics.link_keys = s->link_keys;
     s->metrics.dyncert = gw_tls_dynamic(tls);
+    s->metrics.domain_budget = s->domain_budget;
 
     s->workers = alloc_zeroed(s->num_workers * sizeof(*s->workers));
     for (w = 0; w != s->num_workers; ++w) {
@@ -392,10 +416,11 @@ static int init_routing(gw_worker_t *w, char **err)
                                     .negative_ttl_ms = conf->routing.negative_ttl_ms,
                                     .stale_ttl_ms = conf->routing.stale_ttl_ms,
                                     .counters = &s->metrics.workers[w->index].domains,
-                                    .routes = w->routes};
+                                    .routes = w->routes,
+                                    .budget = s->domain_budget};
     w->domains = gw_domain_store_new(loop, w->redis, &dconf); /* never NULL */
     if (gw_tls_dynamic(s->tls) != NULL) /* custom-domain certificates are fetched on this loop, with this connection */
-        w->cert_fetch = gw_cert_fetch_new(loop, w->redis, gw_tls_dynamic(s->tls));
+        w->cert_fetch = gw_cert_fetch_new(loop, w->redis, gw_tls_dynamic(s->tls), s->domain_budget);
     gw_revocation_set_routes(w->revocation, w->routes);
     gw_wake_conf_t wconf = {.prefix = conf->redis.prefix,
                             .instance_id = conf->instance_id,
@@ -450,7 +475,10 @@ static int init_upstream(gw_worker_t *w, char **err)
         .max_connection_buffer_bytes = conf->limits.max_connection_buffer_bytes,
         .max_worker_buffer_bytes = conf->limits.max_worker_buffer_bytes,
         .event_stream_idle_timeout_ms = conf->upstream.event_stream_idle_timeout_ms,
-        .splice = conf->upstream.splice};
+        .splice = conf->upstream.splice,
+        .websocket_bounds = {.frames_per_second = conf->limits.websocket_frames_per_second,
+                             .max_message_bytes = conf->limits.websocket_max_message_bytes},
+        .tunnel_socket_buffer_bytes = conf->limits.tunnel_socket_buffer_bytes};
 
     (void)err;
     w->proxy = gw_proxy_new(&w->ctx, &pconf); /* aborts on out of memory, never NULL */
@@ -527,6 +555,8 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     size_t i;
 
     h2o_context_init(&w->ctx, loop, &w->server->globalconf);
+    w->ctx.http2.on_client_stream_error.cb = gw_accept_on_stream_error;
+    w->ctx.http2.on_client_stream_error.data = w;
     /* the modules' 0 ms and 1 s timeouts are h2o's (the context is never disposed: gw_server_dispose) */
     gw_loop_timeout_adopt(loop, &w->ctx.zero_timeout);
     gw_loop_timeout_adopt(loop, &w->ctx.one_sec_timeout);

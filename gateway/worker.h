@@ -35,14 +35,17 @@ typedef struct st_gw_worker_t gw_worker_t;
 
 typedef struct st_gw_server_t {
     const gw_config_t *config;
-    gw_tls_t *tls;                 /* NULL when no TLS listener */
-    gw_conn_limit_t *conn_limit;   /* limits.max_connections_per_sandbox, across workers */
-    gw_conn_limit_t *client_conns; /* limits.max_connections_per_client: connections per client address */
-    gw_conn_limit_t *client_reqs;  /* limits.max_connections_per_client: requests in flight per client address */
-    gw_rate_limit_t *rate_limit;   /* req_rate: the sandboxes' token buckets, across workers */
-    gw_conn_limit_t *held_reqs;    /* limits.max_held_requests_per_sandbox: requests held per waking sandbox, across workers */
-    gw_cookie_keys_t *cookie_keys; /* the live cookie secrets; replaced on SIGHUP by main */
-    gw_link_keys_t *link_keys;     /* the live share-link keys (empty: links off); reloaded on SIGHUP by main */
+    gw_tls_t *tls;                  /* NULL when no TLS listener */
+    gw_conn_limit_t *conn_limit;    /* limits.max_connections_per_sandbox, across workers */
+    gw_conn_limit_t *client_conns;  /* limits.max_connections_per_client: connections per client address */
+    gw_conn_limit_t *client_reqs;   /* limits.max_connections_per_client: requests in flight per client address */
+    gw_rate_limit_t *rate_limit;    /* req_rate: the sandboxes' token buckets, across workers */
+    gw_rate_limit_t *stream_errors; /* limits.max_stream_errors_per_client: per client address, across workers; NULL: off */
+    gw_conn_limit_t *held_reqs;     /* limits.max_held_requests_per_sandbox: requests held per waking sandbox, across workers */
+    gw_cookie_keys_t *cookie_keys;  /* the live cookie secrets; replaced on SIGHUP by main */
+    gw_link_keys_t *link_keys;      /* the live share-link keys (empty: links off); reloaded on SIGHUP by main */
+    gw_addr_budget_t
+        *domain_budget; /* custom-domain look-ups in Redis per client address and per process (routing.domain_lookup*) */
     h2o_globalconf_t globalconf;
     h2o_hostconf_t *preview_hosts[2];     /* {preview hostconf, NULL}: TLS and trusted plain listeners */
     h2o_hostconf_t *(*listener_hosts)[2]; /* per listener, a copy of preview_hosts or redirect_hosts: a

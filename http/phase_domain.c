@@ -3,10 +3,14 @@
  * domain is read as <prefix>domain:{<host>} from the worker's domain store;
  * an active record makes the request its preview host's, <port>-<sandbox>,
  * for every phase after (access rule, credentials, cookies host-only for the
- * custom host, waking, metering); anything else is unknown_host. Also the
- * plain listener's redirect of an active custom domain to https.
+ * custom host, waking, metering); anything else is unknown_host, and so is
+ * a host the store would have to read from Redis while its client is over
+ * its budget of such reads (routing.domain_lookups_*). Also the plain
+ * listener's redirect of an active custom domain to https.
  */
 #include <string.h>
+#include "common/client_addr.h"
+#include "common/netaddr.h"
 #include "http/phases.h"
 #include "http/redirect.h"
 
@@ -33,9 +37,14 @@ static void on_domain(void *data, gw_domain_status_t status, const gw_domain_t *
 
 gw_phase_result_t gw_phase_domain(gw_pipeline_req_t *r)
 {
+    gw_netaddr_t client;
+    int known;
+
     if (!r->custom)
         return GW_PHASE_NEXT; /* a preview host */
-    r->domain_lookup = gw_domain_store_lookup(r->thread->domains, r->custom_host, on_domain, r);
+    /* the client whose budget of Redis look-ups a miss spends: the same address as the limits' and ingress rules' */
+    known = gw_phase_client(r) == 0 && gw_netaddr_parse_ip(r->client, strlen(r->client), 0, &client) == 0;
+    r->domain_lookup = gw_domain_store_lookup(r->thread->domains, r->custom_host, known ? &client.ss : NULL, on_domain, r);
     return GW_PHASE_ASYNC;
 }
 
@@ -73,9 +82,12 @@ static void on_redirect_domain(void *data, gw_domain_status_t status, const gw_d
 void gw_phase_domain_redirect(h2o_req_t *req, gw_domain_store_t *domains, const char *custom_host, uint16_t https_port)
 {
     redirect_pending_t *p = h2o_mem_alloc_shared(&req->pool, sizeof(*p), on_redirect_dispose);
+    struct sockaddr_storage client;
 
     p->req = req;
     p->https_port = https_port;
     memcpy(p->host, custom_host, strlen(custom_host) + 1);
-    p->lookup = gw_domain_store_lookup(domains, p->host, on_redirect_domain, p);
+    /* a plain listener that redirects is not a trusted one: the connection's client is the client */
+    p->lookup =
+        gw_domain_store_lookup(domains, p->host, gw_client_addr(req->conn, &client) != 0 ? &client : NULL, on_redirect_domain, p);
 }

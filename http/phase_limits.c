@@ -63,6 +63,20 @@ int gw_phase_client(gw_pipeline_req_t *r)
     return r->client_known == 1 ? 0 : -1;
 }
 
+/* 1 when the client's address has less than half its budget of HTTP/2 stream errors left (gateway/accept.c takes from it):
+ * it gets no new request through until half has come back. Half, not one: a new request is admitted before its stream
+ * can err, and each token earned back would otherwise let a whole burst of requests reach the app. One load while no
+ * address is in debt (rate_limit.h). */
+static int stream_errors_spent(gw_pipeline_req_t *r)
+{
+    const gw_config_t *c = r->conf->config;
+    uint32_t burst = (uint32_t)c->limits.max_stream_errors_per_client;
+
+    return r->conf->stream_errors != NULL &&
+           gw_rate_limit_below(r->conf->stream_errors, r->client, (uint32_t)c->limits.stream_errors_per_client_per_s, burst,
+                               burst / 2 != 0 ? burst / 2 : 1, gw_rate_limit_now_ns());
+}
+
 /* One client address cannot take every slot of a sandbox, nor one sandbox
  * every socket of the gateway. */
 gw_phase_result_t gw_phase_limits(gw_pipeline_req_t *r)
@@ -70,6 +84,8 @@ gw_phase_result_t gw_phase_limits(gw_pipeline_req_t *r)
     size_t worker = r->thread->worker;
 
     if (gw_phase_client(r) == 0) {
+        if (stream_errors_spent(r))
+            return gw_phase_error_why(r, GW_ERR_TOO_MANY_CONNECTIONS, GW_WHY_STREAM_ERRORS);
         if (!gw_conn_limit_acquire(r->conf->client_reqs, worker, r->client))
             return gw_phase_error(r, GW_ERR_TOO_MANY_CONNECTIONS, NULL);
         r->client_limit = r->conf->client_reqs;

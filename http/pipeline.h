@@ -31,6 +31,7 @@ typedef struct st_gw_pipeline_conf_t {
     gw_conn_limit_t *conn_limit;          /* limits.max_connections_per_sandbox */
     gw_conn_limit_t *client_reqs;         /* limits.max_connections_per_client: requests in flight per address */
     gw_rate_limit_t *rate_limit;          /* the sandboxes' req_rate buckets, across workers */
+    gw_rate_limit_t *stream_errors;       /* limits.max_stream_errors_per_client: per address, across workers; NULL: off */
     h2o_hostconf_t *(*listener_hosts)[2]; /* per listener (config->listen[i]): the `hosts` its connections carry */
     uint16_t https_port;                  /* where the redirect handler sends plain requests */
 } gw_pipeline_conf_t;

@@ -3,7 +3,7 @@
  * gateway cookies (auth/cookie.c) signed with the cookie secrets for the
  * host's sandbox and port, with a binding of their own (auth/warning.c):
  * neither serves as the other, as an access cookie, or for another host, and
- * the CSRF token only in the browser whose nonce cookie it was made for.
+ * each only in the browser whose nonce cookie it was made for.
  */
 #include <string.h>
 #include <time.h>
@@ -66,9 +66,11 @@ int gw_warning_page_consented(h2o_req_t *req, gw_cookie_keys_t *keys, const gw_h
 {
     char b[GW_WARNING_BINDING_SIZE];
 
-    if (cookies->consent.base == NULL)
+    /* bound to the browser's nonce: a consent given in another browser (the sandbox's own, say) does not pass here
+     * even if a script could plant it; a browser's HttpOnly nonce cannot be replaced by a script */
+    if (cookies->consent.base == NULL || !gw_warning_nonce_ok(cookies->nonce))
         return 0;
-    binding(req, GW_WARNING_CONSENT, h2o_iovec_init(NULL, 0), b);
+    binding(req, GW_WARNING_CONSENT, cookies->nonce, b);
     return gw_cookie_keys_verify(keys, cookies->consent, host->sandbox_id, host->port, (uint64_t)time(NULL), b) == GW_COOKIE_OK;
 }
 
@@ -179,7 +181,7 @@ void gw_warning_page_consent(h2o_req_t *req, const gw_config_t *conf, gw_cookie_
     if (!gw_warning_return_path_ok(return_path))
         return_path = h2o_iovec_init(H2O_STRLIT("/"));
 
-    binding(req, GW_WARNING_CONSENT, h2o_iovec_init(NULL, 0), b);
+    binding(req, GW_WARNING_CONSENT, cookies->nonce, b);
     if (gw_cookie_keys_sign(keys, &req->pool, host->sandbox_id, host->port, now + conf->auth.public_warning_ttl_s, b, &value) !=
             0 ||
         value.base == NULL) {
@@ -189,6 +191,12 @@ void gw_warning_page_consent(h2o_req_t *req, const gw_config_t *conf, gw_cookie_
     /* host-only like the access cookie; SameSite=None; Partitioned in iframe mode */
     h2o_iovec_t set = gw_cookie_set_header(&req->pool, h2o_iovec_init(H2O_STRLIT(GW_WARNING_CONSENT_COOKIE)), value,
                                            conf->auth.public_warning_ttl_s, conf->auth.cookie_same_site);
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, set.base, set.len);
+    /* the nonce the consent is bound to lives as long as the consent (and at least as long as a token) */
+    set = gw_cookie_set_header(&req->pool, h2o_iovec_init(H2O_STRLIT(GW_WARNING_NONCE_COOKIE)), cookies->nonce,
+                               conf->auth.public_warning_ttl_s > GW_WARNING_CSRF_TTL_S ? conf->auth.public_warning_ttl_s
+                                                                                       : GW_WARNING_CSRF_TTL_S,
+                               conf->auth.cookie_same_site);
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_SET_COOKIE, NULL, set.base, set.len);
     gw_redirect_send(req, 303, "See Other", gw_redirect_location(&req->pool, req->authority, return_path));
 }

@@ -28,7 +28,7 @@ int gw_warning_page_is_consent(h2o_iovec_t path);
 int gw_warning_page_applies(h2o_req_t *req);
 
 /* 1 when the consent cookie in `cookies` is a valid consent for this
- * request's host. */
+ * request's host and this browser's nonce cookie. */
 int gw_warning_page_consented(h2o_req_t *req, gw_cookie_keys_t *keys, const gw_host_t *host, const gw_warning_cookies_t *cookies);
 
 /* Answers req with the page for `host`, whose Continue returns to
@@ -42,7 +42,8 @@ void gw_warning_page_send(h2o_req_t *req, const gw_config_t *conf, gw_cookie_key
  * POST; 403 invalid_token unless the form's CSRF token is valid for this host
  * and this browser's nonce cookie and the browser says the form was this
  * host's own; else 303 to the form's return path (an absolute URL on this
- * host) with the consent cookie. */
+ * host) with the consent cookie, bound to that nonce, and the nonce cookie
+ * again, made to live as long as the consent. */
 void gw_warning_page_consent(h2o_req_t *req, const gw_config_t *conf, gw_cookie_keys_t *keys, const gw_host_t *host,
                              const gw_warning_cookies_t *cookies);
 

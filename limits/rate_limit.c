@@ -14,6 +14,10 @@ typedef struct st_slot_t {
 
 struct st_gw_rate_limit_t {
     slot_t slots[GW_RATE_LIMIT_SLOTS];
+    int watched;
+    /* watched: the latest tat the takes set (ns): every bucket is full by then. Kept with a plain load and store (a
+     * race may keep the smaller of two: a bucket taken from at that very moment reads as fuller until its next take) */
+    _Atomic uint64_t max_tat;
 };
 
 gw_rate_limit_t *gw_rate_limit_new(void)
@@ -21,6 +25,13 @@ gw_rate_limit_t *gw_rate_limit_new(void)
     gw_rate_limit_t *l = calloc(1, sizeof(*l));
     if (l == NULL)
         abort();
+    return l;
+}
+
+gw_rate_limit_t *gw_rate_limit_new_watched(void)
+{
+    gw_rate_limit_t *l = gw_rate_limit_new();
+    l->watched = 1;
     return l;
 }
 
@@ -69,19 +80,31 @@ static slot_t *find_slot(gw_rate_limit_t *l, uint64_t h, uint64_t now_ns)
     return NULL;
 }
 
+/* One token every interval ns; a take is refused when the bucket would be more than tolerance ns in debt. */
+static void bucket_shape(uint32_t rate, uint32_t burst, uint64_t *interval, uint64_t *tolerance)
+{
+    *interval = 1000000000u / rate;
+    if (*interval == 0)
+        *interval = 1;
+    *tolerance = (uint64_t)burst * *interval;
+}
+
 uint32_t gw_rate_limit_take(gw_rate_limit_t *l, const char *key, uint32_t rate, uint64_t now_ns)
+{
+    /* burst x interval: 2 x rate requests at once */
+    return gw_rate_limit_take_burst(l, key, rate, rate > UINT32_MAX / 2 ? UINT32_MAX : 2 * rate, now_ns);
+}
+
+uint32_t gw_rate_limit_take_burst(gw_rate_limit_t *l, const char *key, uint32_t rate, uint32_t burst, uint64_t now_ns)
 {
     uint64_t interval, tolerance, tat, next;
     slot_t *s;
 
-    if (rate == 0)
+    if (rate == 0 || burst == 0)
         return 0;
     if ((s = find_slot(l, hash_key(key), now_ns)) == NULL)
         return 0; /* the table is busy: admitted (rate_limit.h) */
-    interval = 1000000000u / rate;
-    if (interval == 0)
-        interval = 1;
-    tolerance = 2 * (uint64_t)rate * interval; /* burst x interval: 2 x rate requests at once */
+    bucket_shape(rate, burst, &interval, &tolerance);
     tat = atomic_load_explicit(&s->tat, memory_order_relaxed);
     do {
         next = (tat > now_ns ? tat : now_ns) + interval;
@@ -92,5 +115,31 @@ uint32_t gw_rate_limit_take(gw_rate_limit_t *l, const char *key, uint32_t rate, 
             return secs < 1 ? 1 : secs > UINT32_MAX ? UINT32_MAX : (uint32_t)secs;
         }
     } while (!atomic_compare_exchange_weak_explicit(&s->tat, &tat, next, memory_order_relaxed, memory_order_relaxed));
+    if (l->watched && next > atomic_load_explicit(&l->max_tat, memory_order_relaxed))
+        atomic_store_explicit(&l->max_tat, next, memory_order_relaxed);
+    return 0;
+}
+
+int gw_rate_limit_below(gw_rate_limit_t *l, const char *key, uint32_t rate, uint32_t burst, uint32_t tokens, uint64_t now_ns)
+{
+    uint64_t interval, tolerance, tat, h, debt;
+    size_t i, start;
+
+    if (!l->watched || rate == 0 || burst == 0 || tokens == 0)
+        return 0;
+    bucket_shape(rate, burst, &interval, &tolerance);
+    /* fewer than `tokens` while tat - now > tolerance - tokens x interval: the debt past which it is so */
+    debt = tokens >= burst ? 0 : tolerance - (uint64_t)tokens * interval;
+    if (atomic_load_explicit(&l->max_tat, memory_order_relaxed) <= now_ns + debt)
+        return 0;
+    h = hash_key(key);
+    start = (size_t)(h % GW_RATE_LIMIT_SLOTS);
+    for (i = 0; i != GW_RATE_LIMIT_PROBE; ++i) {
+        slot_t *s = &l->slots[(start + i) % GW_RATE_LIMIT_SLOTS];
+        if (atomic_load_explicit(&s->key, memory_order_acquire) == h) {
+            tat = atomic_load_explicit(&s->tat, memory_order_relaxed);
+            return tat > now_ns + debt;
+        }
+    }
     return 0;
 }

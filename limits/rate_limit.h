@@ -36,12 +36,27 @@ typedef struct st_gw_rate_limit_t gw_rate_limit_t;
 
 /* Never NULL (out of memory aborts). */
 gw_rate_limit_t *gw_rate_limit_new(void);
+/* The same, for a table that is also asked gw_rate_limit_below: every take
+ * also keeps the latest time any bucket is in debt until (one more store per
+ * take), so that the question costs one load while every bucket is full
+ * enough. */
+gw_rate_limit_t *gw_rate_limit_new_watched(void);
 void gw_rate_limit_free(gw_rate_limit_t *l);
 
 /* Takes a token of `key`'s bucket (rate per second, burst 2 x rate) at
  * now_ns (CLOCK_MONOTONIC), from any thread. Returns 0 when admitted, else
  * the whole seconds (>= 1) until a token is there, for Retry-After. */
 uint32_t gw_rate_limit_take(gw_rate_limit_t *l, const char *key, uint32_t rate, uint64_t now_ns);
+
+/* The same with a bucket of `burst` tokens (>= 1) refilled at `rate` a
+ * second. */
+uint32_t gw_rate_limit_take_burst(gw_rate_limit_t *l, const char *key, uint32_t rate, uint32_t burst, uint64_t now_ns);
+
+/* 1 when `key`'s bucket (rate, burst as it is taken with) holds fewer than
+ * `tokens` (1 .. burst) at now_ns; tokens 1: a take would be refused. Takes
+ * nothing. Only for a table made with gw_rate_limit_new_watched (0
+ * otherwise). Any thread. */
+int gw_rate_limit_below(gw_rate_limit_t *l, const char *key, uint32_t rate, uint32_t burst, uint32_t tokens, uint64_t now_ns);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t gw_rate_limit_now_ns(void);

@@ -186,6 +186,7 @@ static const struct {
     {"event=\"request_head_too_large\"", offsetof(h2o_context_t, http2.events.request_heads_too_large)},
     {"event=\"header_amplification_exceeded\"", offsetof(h2o_context_t, http2.events.header_amplification_exceeded)},
     {"event=\"idle_frame_budget_exceeded\"", offsetof(h2o_context_t, http2.events.idle_frame_budget_exceeded)},
+    {"event=\"client_stream_errors_exceeded\"", offsetof(h2o_context_t, http2.events.client_stream_errors_exceeded)},
 };
 
 static unsigned long long http2_event_sum(gw_metrics_t *m, size_t offset)
@@ -258,6 +259,11 @@ static void tunnel_metrics(text_t *out, gw_metrics_t *m)
     metric(out, "lizard_websocket_pong_timeouts_total", "counter",
            "Tunnels closed because their client answered no Ping for upstream.websocket_idle_timeout_ms.",
            SUM(proxy.pong_timeouts));
+    family(out, "lizard_tunnel_limit_closes_total", "counter",
+           "WebSocket and TCP tunnels closed for what their client sent: frame_rate (1008, past "
+           "limits.websocket_frames_per_second), message_size (1009, past limits.websocket_max_message_bytes).");
+    sample(out, "lizard_tunnel_limit_closes_total", "limit=\"frame_rate\"", SUM(proxy.frame_rate_closes));
+    sample(out, "lizard_tunnel_limit_closes_total", "limit=\"message_size\"", SUM(proxy.message_size_closes));
 }
 
 /* The PROXY protocol headers of proxy_protocol listeners (gateway/proxy_protocol.h), all workers. */
@@ -389,6 +395,18 @@ static void route_metrics(text_t *out, gw_metrics_t *m)
     sample(out, "lizard_domain_cache_total", "result=\"unavailable\"", SUM(domains.unavailable));
     sample(out, "lizard_domain_cache_total", "result=\"invalidation\"", SUM(domains.invalidations));
     sample(out, "lizard_domain_cache_total", "result=\"eviction\"", SUM(domains.evictions));
+    {
+        static gw_addr_budget_counters_t zero;
+        gw_addr_budget_counters_t *b = m->domain_budget != NULL ? gw_addr_budget_counters(m->domain_budget) : &zero;
+        family(out, "lizard_domain_lookups_refused_total", "counter",
+               "Custom-domain look-ups (a certificate at the handshake, a record for the Host) refused without a Redis "
+               "call: the client address over routing.domain_lookups_per_second_per_client, or the gateway over "
+               "routing.domain_lookups_per_second.");
+        sample(out, "lizard_domain_lookups_refused_total", "limit=\"client\"",
+               atomic_load_explicit(&b->refused_client, memory_order_relaxed));
+        sample(out, "lizard_domain_lookups_refused_total", "limit=\"gateway\"",
+               atomic_load_explicit(&b->refused_total, memory_order_relaxed));
+    }
 }
 
 /* Connections and bytes to sandboxes (upstream/proxy.h), and the HTTP/2 abuse the front refused. */
@@ -418,6 +436,12 @@ static void upstream_metrics(text_t *out, gw_metrics_t *m)
            SUM(proxy.spliced_tunnel_bytes));
     metric(out, "lizard_websockets_open", "gauge", "WebSocket tunnels open now.",
            sum_gauge_at(m, offsetof(gw_metrics_worker_t, proxy.websockets_open)));
+    metric(out, "lizard_orphaned_requests_total", "counter",
+           "Requests whose client left (a reset stream, a closed connection) while the app worked on them: their client's "
+           "and sandbox's slots stayed held until the app answered.",
+           SUM(proxy.orphans));
+    metric(out, "lizard_orphaned_requests", "gauge", "Such requests the app has not answered yet (their slots still held).",
+           sum_gauge_at(m, offsetof(gw_metrics_worker_t, proxy.orphans_open)));
     tunnel_metrics(out, m);
     family(out, "lizard_proxied_bytes_total", "counter", "HTTP-level bytes of proxied exchanges, by direction.");
     sample(out, "lizard_proxied_bytes_total", "direction=\"egress\"", SUM(proxy.egress_bytes));
@@ -428,6 +452,11 @@ static void upstream_metrics(text_t *out, gw_metrics_t *m)
            "CONTINUATION frames or an unfinished header block; unknown frame types skipped; malformed requests reset.");
     for (i = 0; i != (int)(sizeof(HTTP2_EVENTS) / sizeof(HTTP2_EVENTS[0])); ++i)
         sample(out, "lizard_http2_events_total", HTTP2_EVENTS[i].label, http2_event_sum(m, HTTP2_EVENTS[i].offset));
+    family(out, "lizard_http1_events_total", "counter",
+           "HTTP/1.1 clients the front held back: a connection that waited, before its next request, for its client to read "
+           "the answers (limits.max_pipelined_unsent_bytes).");
+    sample(out, "lizard_http1_events_total", "event=\"pipeline_wait\"",
+           http2_event_sum(m, offsetof(h2o_context_t, http1.events.pipeline_waits)));
 }
 
 /* Requests in flight, connections refused at accept, the access log. */

@@ -22,6 +22,7 @@
 #include "upstream/proxy.h"
 #include "routing/route_store.h"
 #include "routing/wake.h"
+#include "common/addr_budget.h"
 #include "tls/dyncert.h"
 
 /* The largest exposition /metrics renders: far above any real one (about
@@ -65,7 +66,8 @@ typedef struct st_gw_metrics_t {
     gw_access_log_t *access_log;
     gw_cookie_keys_t *cookie_keys;
     gw_link_keys_t *link_keys;
-    gw_dyncert_t *dyncert; /* custom-domain certificates (tls/dyncert.h) */
+    gw_dyncert_t *dyncert;           /* custom-domain certificates (tls/dyncert.h) */
+    gw_addr_budget_t *domain_budget; /* custom-domain look-ups in Redis (common/addr_budget.h); NULL: none */
 } gw_metrics_t;
 
 /* Zeroes m and allocates its per-worker blocks, zeroed (aborts on out of memory). */

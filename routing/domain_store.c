@@ -212,9 +212,18 @@ void gw_domain_store_free(gw_domain_store_t *s)
     free(s);
 }
 
-gw_domain_lookup_t *gw_domain_store_lookup(gw_domain_store_t *s, const char *host, gw_domain_cb cb, void *data)
+gw_domain_lookup_t *gw_domain_store_lookup(gw_domain_store_t *s, const char *host, const struct sockaddr_storage *client,
+                                           gw_domain_cb cb, void *data)
 {
-    return gw_keyed_cache_lookup(s->cache, host, strlen(host), 0, (gw_keyed_fn)cb, data);
+    size_t len = strlen(host);
+
+    /* what the cache answers costs nothing, nor does reading again a domain it holds (bounded by the domains served);
+     * a fetch of a name it does not know takes a token of the client's and of everyone's first. Over the budget: "not
+     * served", through the cache like any answer (a key of length 0 is never fetched) */
+    if (s->conf.budget != NULL && gw_keyed_cache_would_fetch_unknown(s->cache, host, len) &&
+        gw_addr_budget_take(s->conf.budget, (const struct sockaddr *)client, sizeof(*client)) != GW_ADDR_BUDGET_OK)
+        len = 0;
+    return gw_keyed_cache_lookup(s->cache, host, len, 0, (gw_keyed_fn)cb, data);
 }
 
 void gw_domain_lookup_cancel(gw_domain_lookup_t *l)

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 #include <h2o.h>
+#include "common/addr_budget.h"
 #include "common/redis.h"
 #include "routing/host.h"
 #include "routing/route_store.h"
@@ -49,6 +50,8 @@ typedef struct st_gw_domain_store_conf_t {
     uint64_t stale_ttl_ms;               /* while Redis cannot answer, active entries read less than this long ago still serve */
     gw_route_store_counters_t *counters; /* NULL: not counted; borrowed (the route store's meaning, for domains) */
     const gw_route_store_t *routes;      /* whose subscription carries the publishes: entries are trusted only while it listens */
+    gw_addr_budget_t *budget;            /* NULL: none; else a lookup that would read Redis takes a token of its client
+                                          * first (borrowed, the process's: shared with tls/cert_fetch.c) */
 } gw_domain_store_conf_t;
 
 /* Normalizes a Host/:authority for the lookup: strips a ":port" suffix and
@@ -65,15 +68,20 @@ gw_domain_store_t *gw_domain_store_new(h2o_loop_t *loop, gw_redis_t *redis, cons
 /* Drops open lookups without calling them back. NULL is a no-op. */
 void gw_domain_store_free(gw_domain_store_t *s);
 
-/* Starts the lookup of `host` (normalized by gw_domain_host_normalize). cb is
- * always called later from the loop (never from inside this call; a cache
- * hit answers on the next loop turn), exactly once, no later than
- * lookup_timeout_ms after its fetch was sent (a publish of the host that
- * detaches that fetch makes it join one sent after the publish, at most 4
- * times, then it is answered GW_DOMAIN_UNAVAILABLE), unless
- * gw_domain_lookup_cancel comes first. An answer never predates a publish of
- * the host that the store saw before answering. Never NULL. */
-gw_domain_lookup_t *gw_domain_store_lookup(gw_domain_store_t *s, const char *host, gw_domain_cb cb, void *data);
+/* Starts the lookup of `host` (normalized by gw_domain_host_normalize) for
+ * the client at `client` (an IP address; NULL: unknown). cb is always called later from the
+ * loop (never from inside this call; a cache hit answers on the next loop
+ * turn), exactly once, no later than lookup_timeout_ms after its fetch was
+ * sent (a publish of the host that detaches that fetch makes it join one sent
+ * after the publish, at most 4 times, then it is answered
+ * GW_DOMAIN_UNAVAILABLE), unless gw_domain_lookup_cancel comes first. An
+ * answer never predates a publish of the host that the store saw before
+ * answering. A lookup that would read Redis for a host the store holds no
+ * record of while the client (or everyone) is over conf.budget is answered
+ * GW_DOMAIN_NOT_SERVED without a Redis call (the budget counts it); reading
+ * again an active record it holds costs no token. Never NULL. */
+gw_domain_lookup_t *gw_domain_store_lookup(gw_domain_store_t *s, const char *host, const struct sockaddr_storage *client,
+                                           gw_domain_cb cb, void *data);
 
 /* After this, the lookup's callback is never called. Not from inside it. */
 void gw_domain_lookup_cancel(gw_domain_lookup_t *l);

@@ -365,23 +365,23 @@ static flight_t *flight_start(gw_keyed_cache_t *c, entry_t *e)
     return f;
 }
 
+/* 1 when `e` answers a lookup that is not `fresh` from the cache, without a fetch */
+static int entry_answers(gw_keyed_cache_t *c, const entry_t *e, int fresh, uint64_t now)
+{
+    if (fresh || now >= e->fresh_until || !c->conf.listening(c->conf.ctx))
+        return 0;
+    /* ENTRY_FOUND: while Redis is known to be down, stale_ttl_ms bounds it as well */
+    return e->kind == ENTRY_NOT_FOUND || (e->kind == ENTRY_FOUND && (gw_redis_is_ready(c->redis) || usable_stale(c, e, now)));
+}
+
 /* 1 when `e` answers l from the cache (then deferred) */
 static int answer_from_entry(gw_keyed_cache_t *c, gw_keyed_lookup_t *l, entry_t *e, uint64_t now)
 {
-    if (l->fresh || now >= e->fresh_until || !c->conf.listening(c->conf.ctx))
+    if (!entry_answers(c, e, l->fresh, now))
         return 0;
-    if (e->kind == ENTRY_NOT_FOUND) {
-        COUNT(c, hits);
-        defer(l, GW_KEYED_NOT_FOUND, NULL);
-        return 1;
-    }
-    /* e->kind == ENTRY_FOUND; while Redis is known to be down, stale_ttl_ms bounds it as well */
-    if (gw_redis_is_ready(c->redis) || usable_stale(c, e, now)) {
-        COUNT(c, hits);
-        defer(l, GW_KEYED_FOUND, e->value);
-        return 1;
-    }
-    return 0;
+    COUNT(c, hits);
+    defer(l, e->kind == ENTRY_NOT_FOUND ? GW_KEYED_NOT_FOUND : GW_KEYED_FOUND, e->kind == ENTRY_FOUND ? e->value : NULL);
+    return 1;
 }
 
 /* Finds l's answer: from the cache (through the loop), or by joining or
@@ -592,6 +592,17 @@ gw_keyed_lookup_t *gw_keyed_cache_lookup(gw_keyed_cache_t *c, const char *key, s
 void gw_keyed_lookup_cancel(gw_keyed_lookup_t *l)
 {
     lookup_free(l);
+}
+
+int gw_keyed_cache_would_fetch_unknown(gw_keyed_cache_t *c, const char *key, size_t len)
+{
+    entry_t *e;
+
+    if (len == 0 || len > c->conf.key_max)
+        return 0;
+    if ((e = entry_find(c, key, len)) == NULL)
+        return 1;
+    return e->flight == NULL && e->value == NULL && !entry_answers(c, e, 0, h2o_now(c->loop));
 }
 
 size_t gw_keyed_cache_num_entries(const gw_keyed_cache_t *c)

@@ -116,6 +116,14 @@ int gw_keyed_cache_invalidate(gw_keyed_cache_t *c, const char *key, size_t len);
  * while Redis cannot answer, bounded by stale_ttl_ms). */
 void gw_keyed_cache_flush(gw_keyed_cache_t *c);
 
+/* 1 when a lookup of `key` (not fresh) made now would send a fetch to Redis
+ * for a key that holds no value: not cached, or "not found" and expired (no
+ * entry answers it, and no fetch of it is in flight to join). Reading again
+ * a value the cache holds is not counted: that is bounded by the keys it
+ * holds, not by what clients make up. For a caller that bounds what its
+ * clients may cost Redis (custom domains). */
+int gw_keyed_cache_would_fetch_unknown(gw_keyed_cache_t *c, const char *key, size_t len);
+
 /* Entries currently held (tests, metrics). */
 size_t gw_keyed_cache_num_entries(const gw_keyed_cache_t *c);
 

@@ -47,6 +47,7 @@ struct st_gw_cert_fetch_t {
     h2o_loop_t *loop;
     gw_redis_t *redis;
     gw_dyncert_t *d;
+    gw_addr_budget_t *budget; /* NULL: none */
     gw_hashtab_t flights;
     uint64_t generation; /* publishes seen */
 };
@@ -82,11 +83,11 @@ static void init_waiter_index(void)
     waiter_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, waiter_ex_free);
 }
 
-gw_cert_fetch_t *gw_cert_fetch_new(h2o_loop_t *loop, gw_redis_t *redis, gw_dyncert_t *d)
+gw_cert_fetch_t *gw_cert_fetch_new(h2o_loop_t *loop, gw_redis_t *redis, gw_dyncert_t *d, gw_addr_budget_t *budget)
 {
     gw_cert_fetch_t *f = h2o_mem_alloc(sizeof(*f));
 
-    *f = (gw_cert_fetch_t){.loop = loop, .redis = redis, .d = d};
+    *f = (gw_cert_fetch_t){.loop = loop, .redis = redis, .d = d, .budget = budget};
     gw_hashtab_init(&f->flights);
     pthread_once(&waiter_index_once, init_waiter_index);
     thread_fetch = f;
@@ -285,8 +286,22 @@ static void on_reply(void *data, const char *err, redisReply *reply)
     free(fl);
 }
 
-/* The flight of `host` on this worker, sent now if there was none; NULL when Redis is known to be down. */
-static flight_t *join_or_send(gw_cert_fetch_t *f, const char *host)
+/* 1 when the client of `sock` may make this worker read Redis once more (a token of its budget, and of everyone's) */
+static int admitted(gw_cert_fetch_t *f, h2o_socket_t *sock)
+{
+    struct sockaddr_storage ss;
+    socklen_t len;
+
+    if (f->budget == NULL)
+        return 1;
+    len = h2o_socket_getpeername(sock, (void *)&ss);
+    return gw_addr_budget_take(f->budget, len != 0 ? (void *)&ss : NULL, len) == GW_ADDR_BUDGET_OK;
+}
+
+/* The flight of `host` on this worker, sent now if there was none; NULL when Redis is known to be down, or (*refused
+ * set) when the client of `sock` is over its budget. Confirming a certificate the cache holds (`known`) costs no
+ * token: that is bounded by the certificates cached, not by the names clients make up. */
+static flight_t *join_or_send(gw_cert_fetch_t *f, const char *host, h2o_socket_t *sock, int known, int *refused)
 {
     const gw_dyncert_conf_t *conf = gw_dyncert_conf(f->d);
     gw_hashtab_node_t *n = gw_hashtab_find(&f->flights, host, strlen(host));
@@ -297,6 +312,10 @@ static flight_t *join_or_send(gw_cert_fetch_t *f, const char *host)
     if (n != NULL) {
         COUNT(f->d, coalesced);
         return H2O_STRUCT_FROM_MEMBER(flight_t, node, n);
+    }
+    if (!known && !admitted(f, sock)) {
+        *refused = 1;
+        return NULL;
     }
     snprintf(key, sizeof(key), "%sdomain:{%s}", conf->prefix, host);
     fl = h2o_mem_alloc(offsetof(flight_t, host) + len + 1);
@@ -374,15 +393,19 @@ static int miss(gw_dyncert_t *d, SSL *ssl, const char *host, SSL_CTX *stale, int
     h2o_socket_t *sock = h2o_socket_ssl_get_socket(ssl);
     flight_t *fl;
     waiter_t *w;
+    int refused = 0;
 
-    if (f == NULL || f->d != d || sock == NULL || waiter_index < 0 || (fl = join_or_send(f, host)) == NULL) {
+    if (f == NULL || f->d != d || sock == NULL || waiter_index < 0 ||
+        (fl = join_or_send(f, host, sock, stale != NULL, &refused)) == NULL) {
+        gw_dyncert_reason_t reason = refused ? GW_DYNCERT_RATE_LIMITED : GW_DYNCERT_UNAVAILABLE;
         if (stale != NULL) {
             COUNT(d, stale_served);
             return finish(d, ssl, stale, GW_DYNCERT_OK, alert);
         }
-        COUNT(d, fetch_errors[GW_DYNCERT_UNAVAILABLE]);
-        gw_dyncert_log_refusal(d, host, GW_DYNCERT_UNAVAILABLE);
-        return finish(d, ssl, NULL, GW_DYNCERT_UNAVAILABLE, alert);
+        COUNT(d, fetch_errors[reason]);
+        if (!refused) /* a flood of random names is counted, not logged */
+            gw_dyncert_log_refusal(d, host, reason);
+        return finish(d, ssl, NULL, reason, alert);
     }
     w = h2o_mem_alloc(sizeof(*w));
     *w = (waiter_t){.sock = sock, .started_us = mono_us(), .ctx = stale};

@@ -49,7 +49,7 @@ struct st_gw_dyncert_t {
 
 static const char *const reason_names[GW_DYNCERT_NUM_REASONS] = {"ok",       "no_domain",       "not_active",    "no_certificate",
                                                                  "bad_seal", "bad_certificate", "name_mismatch", "expired",
-                                                                 "bad_name", "timeout",         "unavailable"};
+                                                                 "bad_name", "timeout",         "unavailable",   "rate_limited"};
 
 const char *gw_dyncert_reason_name(gw_dyncert_reason_t r)
 {

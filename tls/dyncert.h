@@ -41,7 +41,7 @@ typedef struct st_gw_dyncert_t gw_dyncert_t;
 typedef struct st_gw_tls_t gw_tls_t;
 
 /* Why a custom name got no certificate; the metrics label is gw_dyncert_reason_name(). The first ones are
- * definitive (remembered as a negative entry), TIMEOUT and UNAVAILABLE are not. */
+ * definitive (remembered as a negative entry), TIMEOUT, UNAVAILABLE and RATE_LIMITED are not. */
 typedef enum {
     GW_DYNCERT_OK = 0,
     GW_DYNCERT_NO_DOMAIN,     /* no <prefix>domain:{<host>} */
@@ -54,6 +54,7 @@ typedef enum {
     GW_DYNCERT_BAD_NAME,      /* the SNI is not a host name: never looked up */
     GW_DYNCERT_TIMEOUT,       /* no answer within tls.cert_fetch_timeout_ms */
     GW_DYNCERT_UNAVAILABLE,   /* Redis down, an error reply, or no fetcher on this thread */
+    GW_DYNCERT_RATE_LIMITED,  /* its client (or everyone) is over the budget of Redis reads: never looked up */
     GW_DYNCERT_NUM_REASONS
 } gw_dyncert_reason_t;
 

@@ -33,10 +33,13 @@ struct st_gw_proxy_t {
     gw_opt_timeout_t port_tick;            /* 1 s: checks the silence of exchanges with a timeout:<n> (deadline.c) */
     gw_opt_timeout_t watch_delay;          /* an HTTP/1 exchange still going after this is watched for its client leaving */
     gw_hangup_t *hangup;                   /* NULL: clients are not watched */
+    gw_opt_timeout_t tunnel_close_wait;    /* GW_TUNNEL_CLOSE_WAIT_MS: a closing tunnel's wait for its peers (never a
+                                              tunnel's own h2o_timeout_t: the callback that frees it runs inside it) */
     int rcvbuf;                            /* SO_RCVBUF of upstream sockets */
     size_t read_pause_at;                  /* response bytes held at which the upstream is no longer read */
     h2o_linklist_t websockets;             /* of websocket_t (websocket.c) */
     h2o_linklist_t tcp_tunnels;            /* of tcp_tunnel_t (tcp_tunnel.c) */
+    h2o_linklist_t orphans;                /* of orphan_t (orphan.c): requests their clients left, still at the app */
     /* memory budgets: what every response of this worker holds, and per
      * client connection; the exchanges with a send in flight toward the
      * client, the longest-waiting first (the first reset over a budget) */
@@ -49,6 +52,9 @@ struct st_gw_proxy_t {
     gw_proxy_counters_t *counters; /* NULL: not counted */
     gw_revocation_t *revocation;   /* NULL: exchanges and tunnels are not revocable */
 };
+
+/* How long a tunnel that sent its Close waits for its peers to close. */
+#define GW_TUNNEL_CLOSE_WAIT_MS 2000
 
 #define GW_PROXY_COUNT(p, field, n)                                                                                                \
     do {                                                                                                                           \
@@ -249,6 +255,21 @@ void gw_splice_stop(gw_exchange_t *ex);
 void gw_exchange_upgrade(gw_exchange_t *ex);
 /* Closes every WebSocket tunnel of the proxy. */
 void gw_proxy_close_websockets(gw_proxy_t *p);
+
+/* orphan.c */
+/* The request's pool is being disposed (its client left: an HTTP/2 reset by
+ * either side, a closed connection) while the app has the whole request and
+ * has not begun to answer: the upstream connection and the client's and the
+ * sandbox's slots move to an orphan, which shuts the connection for writing
+ * (the app reads EOF, as after a close, and can stop the work) and gives the
+ * slots back when the app answers (any byte), closes, or after
+ * upstream.first_byte_timeout_ms; never pooled. Returns 1 when it did (ex
+ * holds no socket or slot any more), 0 when the exchange is not such a one
+ * (the caller closes as before). */
+int gw_orphan_adopt(gw_exchange_t *ex);
+/* Closes the orphans of sandbox_id whose lifecycle is not current_lifecycle
+ * (NULL: any), or every orphan (sandbox_id NULL), giving their slots back. */
+void gw_orphans_close(gw_proxy_t *p, const char *sandbox_id, const char *current_lifecycle);
 
 /* tcp_tunnel.c */
 /* The sandbox accepted the connection of a TCP tunnel's handshake: answer

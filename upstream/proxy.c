@@ -459,8 +459,12 @@ static void on_exchange_dispose(void *_ex)
             gw_revocation_remove(ex->proxy->revocation, &ex->revocable);
         gw_sandbox_release(ex->revocable.grant.record);
     }
-    gw_exchange_release_slots(ex);
-    gw_exchange_detach_upstream(ex);
+    gw_exchange_unwatch_client(ex);
+    /* a request still at the app keeps its slots until the app is done with it (MadeYouReset across reconnections) */
+    if (!gw_orphan_adopt(ex)) {
+        gw_exchange_release_slots(ex);
+        gw_exchange_detach_upstream(ex);
+    }
     h2o_buffer_dispose(&ex->rest);
     h2o_doublebuffer_dispose(&ex->sending);
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
@@ -523,8 +527,10 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     gw_opt_timeout_init(ctx->loop, &p->event_stream_timeout, conf->event_stream_idle_timeout_ms);
     gw_opt_timeout_init(ctx->loop, &p->port_tick, PORT_TICK_MS);
     gw_opt_timeout_init(ctx->loop, &p->watch_delay, CLIENT_WATCH_DELAY_MS);
+    gw_opt_timeout_init(ctx->loop, &p->tunnel_close_wait, GW_TUNNEL_CLOSE_WAIT_MS);
     h2o_linklist_init_anchor(&p->websockets);
     h2o_linklist_init_anchor(&p->tcp_tunnels);
+    h2o_linklist_init_anchor(&p->orphans);
     h2o_linklist_init_anchor(&p->waiting);
     h2o_linklist_init_anchor(&p->exchanges);
     p->deliveries = gw_deliveries_new(ctx->loop, DELIVERY_CHECK_MS, on_delivered, p);
@@ -553,6 +559,7 @@ void gw_proxy_free(gw_proxy_t *p)
         return;
     gw_proxy_close_websockets(p);
     gw_proxy_close_tcp_tunnels(p);
+    gw_orphans_close(p, NULL, NULL);
     gw_deliveries_free(p->deliveries);
     gw_upstream_pool_free(p->pool);
     gw_held_free(p->held);
@@ -565,6 +572,7 @@ void gw_proxy_free(gw_proxy_t *p)
     gw_opt_timeout_dispose(p->ctx->loop, &p->event_stream_timeout);
     gw_opt_timeout_dispose(p->ctx->loop, &p->port_tick);
     gw_opt_timeout_dispose(p->ctx->loop, &p->watch_delay);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->tunnel_close_wait);
     free(p);
 }
 
@@ -673,6 +681,7 @@ void gw_proxy_set_revocation(gw_proxy_t *p, gw_revocation_t *r)
 void gw_proxy_drop_pools(gw_proxy_t *p, const char *sandbox_id, const char *current_lifecycle)
 {
     gw_upstream_pool_drop(p->pool, sandbox_id, current_lifecycle);
+    gw_orphans_close(p, sandbox_id, current_lifecycle);
 }
 
 void gw_proxy_client_closed(gw_proxy_t *p, h2o_socket_t *sock)

@@ -16,6 +16,7 @@
 #include "common/hangup.h"
 #include "common/netaddr.h"
 #include "upstream/address_view.h"
+#include "upstream/ws_budget.h"
 
 typedef struct st_gw_proxy_t gw_proxy_t;
 
@@ -67,7 +68,9 @@ typedef struct st_gw_proxy_conf_t {
     size_t max_connection_buffer_bytes;
     size_t max_worker_buffer_bytes;
     uint64_t event_stream_idle_timeout_ms; /* a response of a streamed media type silent this long ends cleanly; 0: never */
-    int splice; /* upstream.splice: Content-Length bodies to HTTP/1.1 plain clients move with splice(2) */
+    int splice;                           /* upstream.splice: Content-Length bodies to HTTP/1.1 plain clients move with splice(2) */
+    gw_ws_budget_conf_t websocket_bounds; /* limits.websocket_*: what the client of a WebSocket or TCP tunnel may send */
+    size_t tunnel_socket_buffer_bytes;    /* limits.tunnel_socket_buffer_bytes: SO_SNDBUF of tunnel sockets; 0: autotuned */
 } gw_proxy_conf_t;
 
 /* A proxy for the worker of ctx; conf is copied. */
@@ -102,6 +105,10 @@ typedef struct st_gw_proxy_counters_t {
     atomic_uint_fast64_t spliced_bytes;        /* body bytes those moved to their clients */
     atomic_uint_fast64_t spliced_tunnels;      /* WebSocket tunnels with bytes moved by splice(2) (upstream/tunnel.c) */
     atomic_uint_fast64_t spliced_tunnel_bytes; /* bytes those moved, both ways */
+    atomic_uint_fast64_t orphans;              /* requests left by their client while at the app (upstream/orphan.c) */
+    atomic_int_fast64_t orphans_open;          /* gauge: those the app has not answered yet, their slots still held */
+    atomic_uint_fast64_t frame_rate_closes;    /* tunnels closed 1008: their client's frames ran out of budget */
+    atomic_uint_fast64_t message_size_closes;  /* tunnels closed 1009: a client's message over the size bound */
 } gw_proxy_counters_t;
 
 /* Watches the HTTP/1 client of each exchange that lasts (common/hangup.h;
@@ -142,7 +149,8 @@ void gw_proxy_client_closed(gw_proxy_t *p, h2o_socket_t *sock);
 void gw_proxy_settle_deliveries(gw_proxy_t *p);
 
 /* Closes every pooled connection of (sandbox) whose lifecycle differs from
- * `current` (NULL: all of that sandbox's). */
+ * `current` (NULL: all of that sandbox's), and the requests of that
+ * lifecycle whose clients left (upstream/orphan.c), giving their slots back. */
 void gw_proxy_drop_pools(gw_proxy_t *p, const char *sandbox_id, const char *current_lifecycle);
 
 #endif

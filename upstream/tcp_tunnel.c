@@ -5,6 +5,8 @@
  * direction has at most one write in flight and its source is not read
  * meanwhile; control frames to the client (Pong, the keep-alive Ping,
  * Close) wait for the data write in flight, so they fall between frames.
+ * The client's frames are charged to a budget (ws_budget.h): past it, or
+ * past the message size, the tunnel closes 1008 or 1009.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +19,6 @@
 #include "upstream/tcp_tunnel.h"
 #include "upstream/tunnel_hold.h"
 #include "upstream/ws_track.h"
-
-/* After the gateway's Close is written: how long the client may take to answer with its own */
-#define CLOSE_WAIT_MS 2000
 
 typedef struct st_tcp_tunnel_t {
     h2o_linklist_t link; /* in proxy->tcp_tunnels */
@@ -35,7 +34,8 @@ typedef struct st_tcp_tunnel_t {
     uint8_t mask[4];
     uint64_t mask_off;
     int in_message;
-    size_t up_consumed; /* client input bytes covered by the write to the sandbox in flight; 0: none */
+    gw_ws_budget_t budget; /* budget.conf NULL: no bounds */
+    size_t up_consumed;    /* client input bytes covered by the write to the sandbox in flight; 0: none */
     /* sandbox -> client: one write in flight, data or control */
     int client_busy;
     size_t down_writing; /* sandbox input bytes in that write; 0: a control write */
@@ -48,7 +48,6 @@ typedef struct st_tcp_tunnel_t {
     int sandbox_eof;                                  /* 1: FIN, 2: an error; the close goes once what was read is written */
     uint64_t pings;                                   /* Pings sent: the next one's number */
     int awaiting_pong;                                /* the last Ping is unanswered */
-    h2o_timeout_t close_wait;
     h2o_timeout_entry_t ping_entry, idle_entry, close_entry;
 } tcp_tunnel_t;
 
@@ -107,7 +106,6 @@ static void tunnel_free(tcp_tunnel_t *t)
     unlink_entry(&t->ping_entry);
     unlink_entry(&t->idle_entry);
     unlink_entry(&t->close_entry);
-    h2o_timeout_dispose(t->proxy->ctx->loop, &t->close_wait);
     if (t->sandbox != NULL)
         h2o_socket_close(t->sandbox);
     if (t->client != NULL)
@@ -119,7 +117,7 @@ static void tunnel_free(tcp_tunnel_t *t)
 }
 
 /* Ends the tunnel with a Close frame: the sandbox's side closes now, the
- * client's once the Close is written and answered (or CLOSE_WAIT_MS). */
+ * client's once the Close is written and answered (or GW_TUNNEL_CLOSE_WAIT_MS). */
 static void begin_close(tcp_tunnel_t *t, uint16_t code, const char *reason)
 {
     if (t->close_len != 0 || t->close_sent)
@@ -207,7 +205,7 @@ static void on_client_written(h2o_socket_t *sock, const char *err)
     if (t->close_sent) {
         /* the Close is out: the client answers with its own (or not) */
         shutdown(h2o_socket_get_fd(t->client), SHUT_WR);
-        h2o_timeout_link(t->proxy->ctx->loop, &t->close_wait, &t->close_entry);
+        h2o_timeout_link(t->proxy->ctx->loop, t->proxy->tunnel_close_wait.timeout, &t->close_entry);
         h2o_socket_read_start(t->client, on_client_read);
         return;
     }
@@ -328,6 +326,18 @@ static int on_client_control(tcp_tunnel_t *t, const gw_ws_header_t *h, const uin
     }
 }
 
+/* 1 when the client's frame `h` is past its bounds: the tunnel closes. */
+static int refused(tcp_tunnel_t *t, const gw_ws_header_t *h)
+{
+    uint16_t code;
+
+    if (t->budget.conf == NULL || (code = gw_ws_budget_charge(&t->budget, h, h2o_now(t->proxy->ctx->loop))) == 0)
+        return 0;
+    gw_tunnel_hold_count_refusal(t->proxy, code);
+    begin_close(t, code, code == GW_WS_CLOSE_TOO_BIG ? "message too big" : "frame rate");
+    return 1;
+}
+
 /* Walks the client's input from its start: payload bytes are unmasked and
  * moved down over the frame headers, so that [0, *out) is what goes to the
  * sandbox. Returns the input bytes walked (a header or control frame cut by
@@ -360,6 +370,9 @@ static ssize_t walk_client_input(tcp_tunnel_t *t, size_t *out)
         if (h.opcode >= GW_WS_OP_CLOSE) {
             if (size - pos < (size_t)n + h.payload_len)
                 break;
+            /* charged once whole: a control frame is decoded again until it is */
+            if (refused(t, &h))
+                return -1;
             gw_ws_mask(buf + pos + n, (size_t)h.payload_len, h.mask, 0);
             if (on_client_control(t, &h, buf + pos + n) != 0)
                 return -1;
@@ -370,6 +383,8 @@ static ssize_t walk_client_input(tcp_tunnel_t *t, size_t *out)
             begin_close(t, GW_WS_CLOSE_PROTOCOL_ERROR, h.opcode == GW_WS_OP_TEXT ? "text message" : "bad fragmentation");
             return -1;
         }
+        if (refused(t, &h))
+            return -1;
         t->payload_left = h.payload_len;
         memcpy(t->mask, h.mask, 4);
         t->mask_off = 0;
@@ -442,6 +457,10 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
     client->data = t;
     gw_proxy_add_egress(t->proxy, client, t->hold.sandbox_id, t->hold.no_activity, t->head_bytes, 1);
     setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &t->proxy->rcvbuf, sizeof(t->proxy->rcvbuf));
+    gw_tunnel_hold_bound_socket(t->proxy, client);
+    gw_tunnel_hold_bound_socket(t->proxy, t->sandbox);
+    if (t->proxy->conf.websocket_bounds.frames_per_second != 0 || t->proxy->conf.websocket_bounds.max_message_bytes != 0)
+        gw_ws_budget_init(&t->budget, &t->proxy->conf.websocket_bounds, h2o_now(t->proxy->ctx->loop));
     reset_idle(t);
     reset_ping(t);
     h2o_socket_read_start(t->sandbox, on_sandbox_read);
@@ -476,7 +495,6 @@ void gw_exchange_tcp_open(gw_exchange_t *ex)
     t->ping_entry.cb = on_ping;
     t->idle_entry.cb = on_idle;
     t->close_entry.cb = on_close_wait;
-    h2o_timeout_init(p->ctx->loop, &t->close_wait, CLOSE_WAIT_MS);
     h2o_linklist_insert(&p->tcp_tunnels, &t->link);
     GW_PROXY_COUNT(p, tcp_tunnels_opened, 1);
     GW_PROXY_COUNT(p, tcp_tunnels_open, 1);

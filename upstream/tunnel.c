@@ -5,13 +5,16 @@
  * buffer more than one read's worth per direction. A spliced direction
  * (gw_tunnel_set_splice) moves socket -> pipe -> socket instead, and its
  * source is not polled while the pipe cannot be emptied into the other
- * side: it holds at most the pipe, in the kernel.
+ * side: it holds at most the pipe, in the kernel. With bounds
+ * (gw_tunnel_set_bounds) the client's frames are walked and charged to a
+ * budget (ws_budget.h), and one past it ends the tunnel with Close frames.
  */
-#define _GNU_SOURCE /* splice, pipe2, F_SETPIPE_SZ */
+#define _GNU_SOURCE /* splice, pipe2, F_SETPIPE_SZ, arc4random_buf */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include "upstream/tunnel.h"
 #include "upstream/ws_track.h"
@@ -58,11 +61,25 @@ struct st_gw_tunnel_t {
     int ping_writing, awaiting_pong;
     uint64_t pings;
     uint8_t ping[GW_WS_PING_MAX];
-    int splice; /* gw_tunnel_set_splice: each direction is spliced once its buffered bytes are written */
+    int splice;                        /* gw_tunnel_set_splice: each direction is spliced once its buffered bytes are written */
+    int tracked[2];                    /* the frames of the bytes read from that side are walked (track[]) */
+    const gw_ws_budget_conf_t *bounds; /* gw_tunnel_set_bounds; NULL: none */
+    h2o_timeout_t *close_wait;         /* gw_tunnel_set_bounds */
+    uint16_t refused;                  /* the close code once the client went past the bounds; 0: not */
+    struct st_tunnel_refusal_t *refusal;
 };
+
+/* A tunnel refused by its bounds, from then on (allocated then: most tunnels never need it). */
+typedef struct st_tunnel_refusal_t {
+    uint8_t frame[2][GW_WS_MAX_HEADER + GW_WS_MAX_CONTROL_PAYLOAD]; /* the Close to each side ([SIDE_CLIENT]: to the client) */
+    int started;                                                    /* the Close frames went (or the client gets none) */
+    int writing;                                                    /* Close frames being written */
+    int done[2];                                                    /* that side is closed (read to its end, or failed) */
+} tunnel_refusal_t;
 
 static void on_read(h2o_socket_t *sock, const char *err);
 static void start_reading(gw_tunnel_t *tunnel, int from);
+static void refusal_step(gw_tunnel_t *tunnel);
 
 static int side_of(gw_tunnel_t *tunnel, h2o_socket_t *sock)
 {
@@ -81,6 +98,8 @@ static void relink(gw_tunnel_t *tunnel, h2o_timeout_t *timeout, h2o_timeout_entr
 
 static void reset_timeout(gw_tunnel_t *tunnel)
 {
+    if (tunnel->refusal != NULL)
+        return; /* the close wait runs */
     relink(tunnel, tunnel->idle_timeout, &tunnel->timeout_entry);
 }
 
@@ -109,6 +128,10 @@ static void on_ping_written(h2o_socket_t *sock, const char *err)
         gw_tunnel_close(tunnel);
         return;
     }
+    if (tunnel->refused) {
+        refusal_step(tunnel);
+        return;
+    }
     if (up->input->size != 0)
         relay(tunnel, SIDE_UPSTREAM);
     else if (!tunnel->side[SIDE_UPSTREAM].eof)
@@ -122,6 +145,8 @@ static void on_ping_due(h2o_timeout_entry_t *entry)
     gw_tunnel_t *tunnel = H2O_STRUCT_FROM_MEMBER(gw_tunnel_t, ping_entry, entry);
     h2o_iovec_t buf;
 
+    if (tunnel->refused)
+        return;
     reset_ping(tunnel);
     if (tunnel->side[SIDE_UPSTREAM].writing != 0 || !tunnel->at_boundary || tunnel->side[SIDE_CLIENT].sock == NULL)
         return;
@@ -154,26 +179,36 @@ static void on_write_complete(h2o_socket_t *dst, const char *err)
     if (tunnel->callbacks->on_bytes != NULL)
         tunnel->callbacks->on_bytes(tunnel->data, to == SIDE_CLIENT ? src->writing : 0, to == SIDE_UPSTREAM ? src->writing : 0);
     h2o_buffer_consume(&src->sock->input, src->writing);
-    if (tunnel->ping_timeout != NULL)
+    if (tunnel->tracked[1 - to])
         gw_ws_track_consumed(&tunnel->track[1 - to], src->writing);
     src->writing = 0;
+    if (tunnel->refused) {
+        refusal_step(tunnel);
+        return;
+    }
     if (src->eof) {
         gw_tunnel_close(tunnel);
         return;
     }
     reset_timeout(tunnel);
     start_reading(tunnel, 1 - to);
-    /* tracking may have held back a Pong that is in the input already */
-    if (tunnel->ping_timeout != NULL && src->sock->input->size != 0)
+    /* tracking may have held back a Pong or a header that is in the input already */
+    if (tunnel->tracked[1 - to] && src->sock->input->size != 0)
         relay(tunnel, 1 - to);
 }
 
+static void begin_refusal(gw_tunnel_t *tunnel, uint16_t code);
+
 /* With tracking: how many of src's input bytes go now (0: none yet). The
  * gateway's Pongs are dropped here; a Ping to the client in flight delays
- * the upstream's bytes until it is written. */
+ * the upstream's bytes until it is written; past the bounds only the
+ * client's bytes before the refused frame go (tunnel->refused is set). */
 static size_t track(gw_tunnel_t *tunnel, int from)
 {
     h2o_socket_t *sock = tunnel->side[from].sock;
+    gw_ws_track_t *t = &tunnel->track[from];
+    gw_ws_track_result_t r;
+    uint64_t now = h2o_now(tunnel->loop);
     size_t n;
 
     if (from == SIDE_UPSTREAM) {
@@ -183,15 +218,16 @@ static size_t track(gw_tunnel_t *tunnel, int from)
         reset_ping(tunnel);
         return sock->input->size;
     }
-    while (gw_ws_track_from_client(&tunnel->track[from], (uint8_t *)sock->input->bytes, sock->input->size, &n) ==
-           GW_WS_TRACK_DROP) {
+    while ((r = gw_ws_track_from_client(t, (uint8_t *)sock->input->bytes, sock->input->size, now, &n)) == GW_WS_TRACK_DROP) {
         h2o_buffer_consume(&sock->input, n);
-        gw_ws_track_consumed(&tunnel->track[from], n);
+        gw_ws_track_consumed(t, n);
         tunnel->awaiting_pong = 0;
         reset_timeout(tunnel);
     }
-    /* the client's frames on their way keep the tunnel from being silent: no Ping is due */
-    if (n != 0)
+    if (r == GW_WS_TRACK_REFUSE && !tunnel->refused)
+        begin_refusal(tunnel, t->refused);
+    /* the client's frames on their way keep the tunnel from being silent: no Ping is due (none at all once refused) */
+    if (n != 0 && !tunnel->refused)
         reset_ping(tunnel);
     return n;
 }
@@ -202,9 +238,11 @@ static void relay(gw_tunnel_t *tunnel, int from)
     tunnel_side_t *src = &tunnel->side[from], *dst = &tunnel->side[1 - from];
     h2o_iovec_t buf = h2o_iovec_init(src->sock->input->bytes, src->sock->input->size);
 
-    if (tunnel->ping_timeout != NULL && (buf.len = track(tunnel, from)) == 0) {
-        /* a Ping in flight (its completion relays), or a Pong to complete */
-        if (from == SIDE_UPSTREAM)
+    if (tunnel->tracked[from] && (buf.len = track(tunnel, from)) == 0) {
+        /* a Ping in flight (its completion relays), a Pong or a header to complete, or a refusal */
+        if (tunnel->refused)
+            refusal_step(tunnel);
+        else if (from == SIDE_UPSTREAM)
             h2o_socket_read_stop(src->sock);
         else
             h2o_socket_read_start(src->sock, on_read);
@@ -217,6 +255,110 @@ static void relay(gw_tunnel_t *tunnel, int from)
     if (from == SIDE_UPSTREAM && tunnel->stall_timeout != NULL)
         h2o_timeout_link(tunnel->loop, tunnel->stall_timeout, &tunnel->stall_entry);
     h2o_socket_write(dst->sock, &buf, 1, on_write_complete);
+}
+
+/* --- refusal (gw_tunnel_set_bounds) -------------------------------------- */
+
+/* The client went past the bounds: nothing more is read from either side
+ * (the client's bytes before the refused frame are written, or being
+ * written), and within the close wait the tunnel is closed (the idle
+ * timer's entry, linked to it). */
+static void begin_refusal(gw_tunnel_t *tunnel, uint16_t code)
+{
+    tunnel_refusal_t *r = h2o_mem_alloc(sizeof(*r));
+
+    memset(r, 0, sizeof(*r));
+    tunnel->refused = code;
+    tunnel->refusal = r;
+    tunnel->awaiting_pong = 0; /* the close wait is not a Pong timeout */
+    if (h2o_timeout_is_linked(&tunnel->timeout_entry))
+        h2o_timeout_unlink(&tunnel->timeout_entry);
+    h2o_timeout_link(tunnel->loop, tunnel->close_wait, &tunnel->timeout_entry);
+    if (h2o_timeout_is_linked(&tunnel->ping_entry))
+        h2o_timeout_unlink(&tunnel->ping_entry);
+    h2o_socket_read_stop(tunnel->side[SIDE_CLIENT].sock);
+    h2o_socket_read_stop(tunnel->side[SIDE_UPSTREAM].sock);
+    if (tunnel->callbacks->on_refused != NULL)
+        tunnel->callbacks->on_refused(tunnel->data, code);
+}
+
+static void on_drain(h2o_socket_t *sock, const char *err)
+{
+    gw_tunnel_t *tunnel = sock->data;
+    tunnel_refusal_t *r = tunnel->refusal;
+    int side = side_of(tunnel, sock);
+
+    h2o_buffer_consume(&sock->input, sock->input->size);
+    if (err == NULL)
+        return;
+    h2o_socket_read_stop(sock);
+    r->done[side] = 1;
+    if (r->done[1 - side])
+        gw_tunnel_close(tunnel);
+}
+
+/* A side's Close is written (or it gets none): its write side is shut,
+ * and what it still sends is read and dropped until it closes. */
+static void drain(gw_tunnel_t *tunnel, int side)
+{
+    h2o_socket_t *sock = tunnel->side[side].sock;
+
+    shutdown(h2o_socket_get_fd(sock), SHUT_WR);
+    h2o_socket_dont_read(sock, 0); /* a spliced side was polled, not read */
+    h2o_buffer_consume(&sock->input, sock->input->size);
+    h2o_socket_read_start(sock, on_drain);
+}
+
+static void on_refusal_written(h2o_socket_t *sock, const char *err)
+{
+    gw_tunnel_t *tunnel = sock->data;
+    tunnel_refusal_t *r = tunnel->refusal;
+    int side = side_of(tunnel, sock);
+
+    --r->writing;
+    if (err == NULL) {
+        drain(tunnel, side);
+        return;
+    }
+    r->done[side] = 1;
+    if (r->done[1 - side])
+        gw_tunnel_close(tunnel);
+}
+
+static void write_close(gw_tunnel_t *tunnel, int side, const uint8_t *mask)
+{
+    tunnel_refusal_t *r = tunnel->refusal;
+    const char *why = tunnel->refused == GW_WS_CLOSE_TOO_BIG ? "message too big" : "frame rate";
+    uint8_t payload[GW_WS_MAX_CONTROL_PAYLOAD];
+    size_t n = gw_ws_close_encode(payload, tunnel->refused, why, strlen(why)), h;
+    h2o_iovec_t buf;
+
+    h = gw_ws_header_encode(r->frame[side], 1, GW_WS_OP_CLOSE, n, mask);
+    if (mask != NULL)
+        gw_ws_mask(payload, n, mask, 0);
+    memcpy(r->frame[side] + h, payload, n);
+    buf = h2o_iovec_init(r->frame[side], h + n);
+    ++r->writing;
+    h2o_socket_write(tunnel->side[side].sock, &buf, 1, on_refusal_written);
+}
+
+/* Once no write is in flight either way: the sandbox gets a Close as from
+ * the client (masked), the client one when the bytes it was sent end
+ * between two frames (a spliced direction's end is not known: then none). */
+static void refusal_step(gw_tunnel_t *tunnel)
+{
+    tunnel_refusal_t *r = tunnel->refusal;
+    uint8_t mask[4];
+
+    if (r->started || tunnel->side[SIDE_CLIENT].writing != 0 || tunnel->side[SIDE_UPSTREAM].writing != 0 || tunnel->ping_writing)
+        return;
+    r->started = 1;
+    arc4random_buf(mask, sizeof(mask));
+    write_close(tunnel, SIDE_UPSTREAM, mask);
+    if (tunnel->tracked[SIDE_UPSTREAM] && tunnel->at_boundary && !tunnel->side[SIDE_UPSTREAM].spliced)
+        write_close(tunnel, SIDE_CLIENT, NULL);
+    else
+        drain(tunnel, SIDE_CLIENT);
 }
 
 /* --- splice(2) ---------------------------------------------------------- */
@@ -238,6 +380,8 @@ static void on_splice_writable(h2o_socket_t *sock, const char *err)
 
     (void)err; /* splice(2) reports it */
     tunnel->side[from].notified = 0;
+    if (tunnel->refused)
+        return; /* the pipe's bytes are dropped: the refusal does not wait for this side */
     splice_pump(tunnel, from);
 }
 
@@ -355,7 +499,7 @@ static void start_reading(gw_tunnel_t *tunnel, int from)
 {
     tunnel_side_t *src = &tunnel->side[from];
 
-    if (tunnel->splice && !src->spliced && src->sock->input->size == 0 && open_pipe(src) == 0) {
+    if (tunnel->splice && !tunnel->tracked[from] && !src->spliced && src->sock->input->size == 0 && open_pipe(src) == 0) {
         src->spliced = 1;
         h2o_socket_dont_read(src->sock, 1);
     }
@@ -409,9 +553,29 @@ void gw_tunnel_set_pings(gw_tunnel_t *tunnel, h2o_timeout_t *interval)
 {
     tunnel->ping_timeout = interval;
     tunnel->ping_entry.cb = on_ping_due;
+}
+
+void gw_tunnel_set_bounds(gw_tunnel_t *tunnel, const gw_ws_budget_conf_t *conf, h2o_timeout_t *close_wait)
+{
+    tunnel->bounds = conf;
+    tunnel->close_wait = close_wait;
+}
+
+/* What is walked: with Pings both ways; with bounds the client's frames,
+ * and the upstream's unless they are spliced (only so that a refusal's
+ * Close can fall between two of them). */
+static void start_tracking(gw_tunnel_t *tunnel)
+{
+    int pings = tunnel->ping_timeout != NULL;
+
+    tunnel->tracked[SIDE_CLIENT] = pings || tunnel->bounds != NULL;
+    tunnel->tracked[SIDE_UPSTREAM] = pings || (tunnel->bounds != NULL && !tunnel->splice);
     tunnel->at_boundary = 1;
     gw_ws_track_init(&tunnel->track[SIDE_CLIENT], GW_WS_FROM_CLIENT);
     gw_ws_track_init(&tunnel->track[SIDE_UPSTREAM], GW_WS_FROM_SERVER);
+    tunnel->track[SIDE_CLIENT].drop_pongs = pings;
+    if (tunnel->bounds != NULL)
+        gw_ws_budget_init(&tunnel->track[SIDE_CLIENT].budget, tunnel->bounds, h2o_now(tunnel->loop));
 }
 
 void gw_tunnel_set_splice(gw_tunnel_t *tunnel)
@@ -428,9 +592,11 @@ void gw_tunnel_start(gw_tunnel_t *tunnel, h2o_socket_t *client)
     /* a TLS side's bytes are not the socket's */
     if (client->ssl != NULL || tunnel->side[SIDE_UPSTREAM].sock->ssl != NULL)
         tunnel->splice = 0;
+    start_tracking(tunnel);
     reset_timeout(tunnel);
     reset_ping(tunnel);
-    for (i = 0; i != 2; ++i) {
+    /* the client's early bytes may already be past its bounds: then the refusal has both sides */
+    for (i = 0; i != 2 && !tunnel->refused; ++i) {
         h2o_socket_t *sock = tunnel->side[i].sock;
         if (sock->input->size != 0) {
             relay(tunnel, i);
@@ -458,6 +624,7 @@ void gw_tunnel_close(gw_tunnel_t *tunnel)
             close(tunnel->side[i].pipe_fds[1]);
         }
     }
+    free(tunnel->refusal);
     if (tunnel->callbacks->on_close != NULL)
         tunnel->callbacks->on_close(tunnel->data);
     free(tunnel);

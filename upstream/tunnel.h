@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <h2o.h>
+#include "upstream/ws_budget.h"
 
 typedef struct st_gw_tunnel_t gw_tunnel_t;
 
@@ -21,6 +22,9 @@ typedef struct st_gw_tunnel_callbacks_t {
     void (*on_keepalive)(void *data, int pong_timeout);
     /* gw_tunnel_set_splice: `bytes` more moved with splice(2), either way (also reported to on_bytes); may be NULL */
     void (*on_spliced)(void *data, uint64_t bytes);
+    /* gw_tunnel_set_bounds: a frame of the client's went past them; the tunnel closes with `code` (1008: the frame
+     * rate, 1009: the message size); may be NULL */
+    void (*on_refused)(void *data, uint16_t code);
 } gw_tunnel_callbacks_t;
 
 /* Creates a tunnel that owns `upstream` (whose input may already hold bytes
@@ -49,6 +53,18 @@ void gw_tunnel_set_pings(gw_tunnel_t *tunnel, h2o_timeout_t *interval);
  * at one side's end hold as on the copying path. Call after
  * gw_tunnel_set_pings, before gw_tunnel_start. */
 void gw_tunnel_set_splice(gw_tunnel_t *tunnel);
+
+/* Bounds on the client's frames (ws_budget.h; `conf` must outlive the
+ * tunnel): its frames are walked, so its direction is never spliced. A
+ * frame past them ends the tunnel: the client's frames before it reach the
+ * sandbox, then a (masked) Close with the code (1008 or 1009); the client
+ * gets a Close with the code too when what it was sent ends between frames
+ * (known unless that direction is spliced), then both sides are shut down
+ * and drained until they close, for `close_wait` at most (which must
+ * outlive the tunnel, and not be the tunnel's own: its expiry frees the
+ * tunnel). Call after gw_tunnel_set_pings and gw_tunnel_set_splice, before
+ * gw_tunnel_start. */
+void gw_tunnel_set_bounds(gw_tunnel_t *tunnel, const gw_ws_budget_conf_t *conf, h2o_timeout_t *close_wait);
 
 /* Starts relaying; takes ownership of `client`, whose input may already
  * hold bytes for the upstream. */

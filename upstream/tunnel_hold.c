@@ -3,7 +3,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <h2o.h>
+#include "common/ws_frame.h"
 #include "upstream/exchange.h"
 #include "upstream/tunnel_hold.h"
 
@@ -46,4 +48,22 @@ void gw_tunnel_hold_release(gw_tunnel_hold_t *h)
     free(h->client_addr);
     free(h->sandbox_id);
     memset(h, 0, sizeof(*h));
+}
+
+void gw_tunnel_hold_bound_socket(gw_proxy_t *p, h2o_socket_t *sock)
+{
+    int n = (int)p->conf.tunnel_socket_buffer_bytes; /* at most 16 MiB (config.c) */
+
+    /* setting it ends the kernel's autotuning of this buffer, which grows it to tcp_wmem[2] (4 MiB) for a peer that
+     * does not read */
+    if (n != 0)
+        setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_SNDBUF, &n, sizeof(n));
+}
+
+void gw_tunnel_hold_count_refusal(gw_proxy_t *p, uint16_t code)
+{
+    if (code == GW_WS_CLOSE_TOO_BIG)
+        GW_PROXY_COUNT(p, message_size_closes, 1);
+    else
+        GW_PROXY_COUNT(p, frame_rate_closes, 1);
 }

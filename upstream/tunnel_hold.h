@@ -2,16 +2,20 @@
  * What a tunnel past its 101 (a WebSocket, websocket.c, or a TCP tunnel,
  * tcp_tunnel.c) holds for its sandbox, taken over from its exchange at the
  * hand-over: the sandbox id it bills under, the connection slots and the
- * revocable grant. Given back when the tunnel closes.
+ * revocable grant. Given back when the tunnel closes. And what both kinds
+ * bound alike: their sockets' kernel buffers, the refusals of their bounds.
  */
 #ifndef GW_UPSTREAM_TUNNEL_HOLD_H
 #define GW_UPSTREAM_TUNNEL_HOLD_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <h2o.h>
 #include "limits/conn_limit.h"
 #include "limits/revocation.h"
 
 struct st_gw_exchange_t;
+struct st_gw_proxy_t;
 
 typedef struct st_gw_tunnel_hold_t {
     char *sandbox_id; /* malloc'd: the tunnel outlives the request's pool */
@@ -31,5 +35,14 @@ void gw_tunnel_hold_take(gw_tunnel_hold_t *h, struct st_gw_exchange_t *ex, gw_re
 /* Gives everything back (the grant out of revocation, the slots to their
  * limits) and frees the copies; `h` is then zeroed. */
 void gw_tunnel_hold_release(gw_tunnel_hold_t *h);
+
+/* Bounds the send buffer of a tunnel's socket (either side) to
+ * limits.tunnel_socket_buffer_bytes (0: left to the kernel's autotuning),
+ * so that a peer that does not read parks at most that (doubled by the
+ * kernel) in this socket. */
+void gw_tunnel_hold_bound_socket(struct st_gw_proxy_t *p, h2o_socket_t *sock);
+
+/* Counts a tunnel closed by its client's bounds with `code` (1008 or 1009). */
+void gw_tunnel_hold_count_refusal(struct st_gw_proxy_t *p, uint16_t code);
 
 #endif

@@ -62,8 +62,13 @@ static void on_websocket_spliced(void *data, uint64_t bytes)
     GW_PROXY_COUNT(ws->proxy, spliced_tunnel_bytes, bytes);
 }
 
+static void on_websocket_refused(void *data, uint16_t code)
+{
+    gw_tunnel_hold_count_refusal(((websocket_t *)data)->proxy, code);
+}
+
 static const gw_tunnel_callbacks_t websocket_callbacks = {on_websocket_bytes, on_websocket_close, on_websocket_keepalive,
-                                                          on_websocket_spliced};
+                                                          on_websocket_spliced, on_websocket_refused};
 
 /* A publish revoked what let the tunnel in: both sockets close (no close
  * frame: the relay may be in the middle of one). */
@@ -103,6 +108,7 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
     gw_proxy_add_egress(ws->proxy, client, ws->hold.sandbox_id, ws->hold.no_activity, ws->head_bytes, 1);
     /* bounds what one read of the client pulls in, as for upstreams */
     setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &ws->proxy->rcvbuf, sizeof(ws->proxy->rcvbuf));
+    gw_tunnel_hold_bound_socket(ws->proxy, client);
     gw_tunnel_start(ws->tunnel, client);
 }
 
@@ -127,6 +133,9 @@ void gw_exchange_upgrade(gw_exchange_t *ex)
         gw_tunnel_set_pings(ws->tunnel, p->websocket_ping.timeout);
     if (p->conf.splice)
         gw_tunnel_set_splice(ws->tunnel);
+    if (p->conf.websocket_bounds.frames_per_second != 0 || p->conf.websocket_bounds.max_message_bytes != 0)
+        gw_tunnel_set_bounds(ws->tunnel, &p->conf.websocket_bounds, p->tunnel_close_wait.timeout);
+    gw_tunnel_hold_bound_socket(p, sock);
     /* a publish handled while the 101 is written finds the tunnel (on_websocket_revoke) */
     ws->writing = ex->req->conn->callbacks->get_socket(ex->req->conn);
     gw_tunnel_hold_take(&ws->hold, ex, on_websocket_revoke);

@@ -6,12 +6,16 @@ client counts bytes to EOF), so that the proxies, not Python, are measured.
     tunnel_throughput.py origin TCP_PORT WS_PORT MIB READY_FILE
         TCP_PORT: on connect, sends MIB MiB then closes (a raw TCP service)
         WS_PORT:  answers a WebSocket upgrade with 101, sends MIB MiB as 64 KiB
-                  binary frames, then a Close, then closes
+                  binary frames, then a Close, then closes; an upgrade of
+                  /up instead reads MIB MiB of the client's 64 KiB frames
+                  (counted as bytes, headers included), then closes
     tunnel_throughput.py client KIND PORT HOST MIB
         KIND tcp: a raw TCP connection (direct or HAProxy mode tcp)
         KIND lizard-tcp: GET /.lizard/tcp (lizard.tcp.v1) on the plain listener
         KIND ws: GET / upgrading to websocket (direct, HAProxy, lizard)
-        prints "<MiB/s> <bytes received>"
+        KIND ws-up: GET /up upgrading to websocket, then sends MIB MiB as
+                  masked 64 KiB binary frames and waits for the origin's close
+        prints "<MiB/s> <bytes received (ws-up: sent)>"
 """
 
 import base64
@@ -22,6 +26,8 @@ import threading
 import time
 
 CHUNK = 65536
+# a client's frame: masked (all zero key: the payload stays as it is), 64 KiB
+UP_FRAME = bytes([0x82, 0x80 | 127]) + CHUNK.to_bytes(8, "big") + b"\0\0\0\0" + b"\x5a" * CHUNK
 KEY = "dGhlIHNhbXBsZSBub25jZQ=="
 ACCEPT = base64.b64encode(hashlib.sha1((KEY + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
 
@@ -64,6 +70,16 @@ def ws_source(mib):
             proto = b"Sec-WebSocket-Protocol: lizard.tcp.v1\r\n" if b"lizard.tcp.v1" in head else b""
             c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                       b"Sec-WebSocket-Accept: " + ACCEPT.encode() + b"\r\n" + proto + b"\r\n")
+            if head.startswith(b"GET /up "):
+                # what came with the head, then the rest: the frames' bytes, headers included
+                left = mib * 16 * len(UP_FRAME) - (len(head) - head.index(b"\r\n\r\n") - 4)
+                buf = bytearray(1 << 20)
+                while left > 0:
+                    n = c.recv_into(buf)
+                    if n == 0:
+                        return
+                    left -= n
+                return
             for _ in range(mib):
                 c.sendall(block)
             c.sendall(b"\x88\x02\x03\xe8")
@@ -86,7 +102,7 @@ def client(kind, port, host, mib):
     t0 = time.monotonic()
     got = 0
     if kind != "tcp":
-        path = "/.lizard/tcp" if kind == "lizard-tcp" else "/"
+        path = "/.lizard/tcp" if kind == "lizard-tcp" else "/up" if kind == "ws-up" else "/"
         extra = "Sec-WebSocket-Protocol: lizard.tcp.v1\r\n" if kind == "lizard-tcp" else ""
         s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                    "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s\r\n" % (path, host, KEY, extra)).encode())
@@ -99,6 +115,17 @@ def client(kind, port, host, mib):
         if not head.startswith(b"HTTP/1.1 101"):
             sys.exit("no 101: %r" % head[:200])
         got = len(head) - head.index(b"\r\n\r\n") - 4
+    if kind == "ws-up":
+        block = UP_FRAME * 16  # 1 MiB of payload
+        for _ in range(mib):
+            s.sendall(block)
+        # the origin closes once it has read them all
+        while s.recv(65536):
+            pass
+        dt = time.monotonic() - t0
+        s.close()
+        print("%.1f %d" % (mib / dt, mib * len(block)))
+        return
     buf = bytearray(1 << 20)
     while True:
         n = s.recv_into(buf)

@@ -259,3 +259,41 @@ def test_browser_framed_sandbox_cannot_give_consent(browser_env, tmp_path, warn_
     assert out["revisit_title"] != "phish", "the sandbox's page loaded without the warning"
     _assert_on_the_page(out["revisit_text"], "the next visit")
     assert not [r for r in evil.snapshot() if r["path"].startswith("/phish")], evil.snapshot()
+
+
+# --- issue 36: the consent cookie is bound to the browser ---------------------
+
+
+def test_browser_consent_given_in_another_browser_does_not_pass(browser_env, tmp_path, warn_gw, app, redis,  # noqa: F811
+                                                                certs):
+    """A consent cookie is worth something only in the browser it was given
+    to (its nonce cookie): one given to another browser (here: the sandbox's
+    server went through the page and the consent itself), put into this
+    browser's cookie jar as a planted cookie would be, still shows the page;
+    this browser's own Continue then works, and its consent lasts."""
+    sid = gwtest.new_sandbox_id("pubp")
+    gwtest.register_sandbox(redis, sid, ports={app.port: "public"})
+    host = warn_gw.host(app.port, sid)
+    base = "https://%s:%d" % (host, warn_gw.tls_port)
+    fields, cookies = _page_as_anyone(warn_gw, host, certs["ca"])
+    status, headers, _ = _gateway_request(
+        warn_gw, host, certs["ca"], "POST", "/.lizard/consent",
+        {"Content-Type": "application/x-www-form-urlencoded",
+         "Cookie": "; ".join("%s=%s" % kv for kv in cookies.items()), "Sec-Fetch-Site": "same-origin",
+         "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, urllib.parse.urlencode(fields))
+    assert status == 303, status
+    elsewhere = _cookies_set(headers)[CONSENT_COOKIE]
+    plant = [{"name": CONSENT_COOKIE, "value": elsewhere, "url": base + "/", "secure": True, "httpOnly": True,
+              "sameSite": "Lax"}]
+    out = run_browser(browser_env, tmp_path, "planted", base + "/?ref=e2e", host, plant=plant)
+    assert not out.get("error"), "browser run failed: %s\nresponses: %s" % (out.get("error"), out.get("responses"))
+    _assert_on_the_page(out["first_text"], "the first visit")
+    assert out["planted"] == [CONSENT_COOKIE], out["planted"]  # the browser holds the other browser's consent
+    assert out["with_planted_title"] != "app home", "the consent of another browser passed the page"
+    _assert_on_the_page(out["with_planted_text"], "the visit with the planted consent")
+    # this browser's Continue: its own consent, then the app, also on the next visit
+    assert out["landed_url"] == base + "/?ref=e2e" and out["landed_title"] == "app home", out
+    assert out["revisit_title"] == "app home", out["revisit_text"][:300]
+    # one consent POST: this browser's own
+    posts = [r for r in out["responses"] if r["url"] == base + "/.lizard/consent"]
+    assert len(posts) == 1 and posts[0]["status"] == 303, posts

@@ -180,8 +180,8 @@ def test_navigations_of_any_method_get_the_page(warn_gw, public, wcurl, upstream
     if site in ("same-site", "same-origin"):
         fields, nonce = show_page(wcurl, public.host)
         (c,) = bh.set_cookies(consent(wcurl, public.host, fields, nonce), CONSENT_COOKIE)
-        r = wcurl(public.host, "/echo?form=1", headers=dict(headers, Cookie="%s=%s" % (CONSENT_COOKIE, c.value)),
-                  data="a=1&b=2", method=method)
+        r = wcurl(public.host, "/echo?form=1", headers=dict(headers, Cookie="%s=%s; %s=%s" % (
+            CONSENT_COOKIE, c.value, NONCE_COOKIE, nonce)), data="a=1&b=2", method=method)
         assert r.status == 200 and r.json()["method"] == method and r.json()["body_length"] == 7, r
 
 
@@ -235,6 +235,9 @@ def test_consent_sets_the_cookie_and_returns(warn_gw, public, wcurl, redis):
     (c,) = bh.set_cookies(r, CONSENT_COOKIE)
     assert c.attrs["max-age"] == str(TTL) and c.attrs["samesite"] == "Lax" and c.attrs["path"] == "/", c
     assert "httponly" in c.attrs and "secure" in c.attrs and "domain" not in c.attrs, c
+    # the nonce the consent is bound to, again: it now lives as long as the consent
+    (n,) = bh.set_cookies(r, NONCE_COOKIE)
+    assert n.value == nonce and n.attrs["max-age"] == str(TTL) and "httponly" in n.attrs, n
     # with the consent cookie: the sandbox, which never sees that cookie
     r = wcurl(public.host, "/echo?a=1", headers=dict(bh.NAVIGATION, Cookie="app=2; %s=%s; %s=%s; z=3" % (
         CONSENT_COOKIE, c.value, NONCE_COOKIE, nonce)))
@@ -252,6 +255,45 @@ def test_consent_sets_the_cookie_and_returns(warn_gw, public, wcurl, redis):
     r = wcurl(warn_gw.host(other, public.id), "/", headers=dict(bh.NAVIGATION,
                                                                  Cookie="%s=%s" % (CONSENT_COOKIE, c.value)))
     assert is_page(r), r
+
+
+def test_consent_is_bound_to_the_browsers_nonce(warn_gw, public, wcurl, upstream):
+    """The consent cookie is not a bearer value (issue 36): one given in
+    another browser (another nonce: the sandbox's own, say, planted by its
+    script where the __Host-Http- prefix is unknown) does not pass the page;
+    the browser it was given to passes. Consent cookies issued before were
+    bound to the host alone: they show the page again (consent is given again
+    with one click)."""
+    fields, theirs = show_page(wcurl, public.host)
+    (c,) = bh.set_cookies(consent(wcurl, public.host, fields, theirs), CONSENT_COOKIE)
+    mine = show_page(wcurl, public.host)[1]  # the victim's browser, shown the page once: a nonce of its own
+    assert mine != theirs
+
+    def navigate(cookies):
+        return wcurl(public.host, "/echo", headers=dict(bh.NAVIGATION, Cookie="; ".join(
+            "%s=%s" % kv for kv in cookies.items())))
+
+    before = upstream.stats()["requests"]
+    assert is_page(navigate({CONSENT_COOKIE: c.value, NONCE_COOKIE: mine}))  # planted in another browser
+    assert is_page(navigate({CONSENT_COOKIE: c.value}))  # without any nonce
+    assert is_page(navigate({CONSENT_COOKIE: c.value, NONCE_COOKIE: mine[:-1] + "="}))
+    assert upstream.stats()["requests"] == before + 1, "the sandbox was reached"  # the /_stats request itself
+    r = navigate({CONSENT_COOKIE: c.value, NONCE_COOKIE: theirs})  # the browser it was given to
+    assert r.status == 200 and r.json()["path"] == "/echo", r
+
+    # what the binding is, from its definition (README, Public ports): the MAC covers
+    # "consent:" + sha256(host "\n" nonce); before issue 36, "consent:" + sha256(host)
+    def minted(binding_input):
+        return bh.sign_cookie(warn_gw.cookie_secret, public.id, public.port, int(time.time()) + 600,
+                              "consent:" + gwtest.sha256_hex(binding_input))
+
+    r = navigate({CONSENT_COOKIE: minted(public.host + "\n" + mine), NONCE_COOKIE: mine})
+    assert r.status == 200 and r.json()["path"] == "/echo", r
+    for nonce in (mine, None):  # a consent of before: the page again, whatever the nonce
+        cookies = {CONSENT_COOKIE: minted(public.host)}
+        if nonce:
+            cookies[NONCE_COOKIE] = nonce
+        assert is_page(navigate(cookies))
 
 
 @pytest.mark.parametrize("bad", ["missing", "altered", "other_host", "cross_site", "other_origin", "open_redirect",

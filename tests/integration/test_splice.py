@@ -6,9 +6,9 @@ or paused client gets the body with back-pressure (the sandbox is not read
 ahead), a client that goes away is billed what it received and leaves no
 descriptor behind. lizard_spliced_bytes_total shows the path was taken, so
 each test fails on the buffered path (upstream.splice false). WebSocket
-tunnels without Pings splice both ways (upstream/tunnel.c): exact frames and
-billing, the stall timeout, revocation, counted in
-lizard_spliced_tunnel_bytes_total."""
+tunnels without Pings splice the app's way (upstream/tunnel.c; both ways
+with the client's frame bounds off): exact frames and billing, the stall
+timeout, revocation, counted in lizard_spliced_tunnel_bytes_total."""
 
 import fcntl
 import hashlib
@@ -259,7 +259,8 @@ def test_splice_off_copies(gw_factory, mredis, upstream, workdir):
 
 # --- WebSocket tunnels ---------------------------------------------------------
 # A ws:// tunnel on the plain listener without Pings (upstream.websocket_ping_interval_ms
-# 0: Pings need the frames tracked) moves both ways with splice(2)
+# 0: Pings need the frames tracked) moves the app's bytes with splice(2), and the
+# client's too when limits.websocket_* are off (their frames are walked otherwise)
 # (upstream/tunnel.c). /ws of upstream.py echoes each frame.
 
 WS_UPGRADE = ("GET /ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -284,14 +285,18 @@ def ws_read_frame(s):
     return hdr[0] & 0x0F, test_metering.recv_exact(s, n), 2 + len(ext) + n
 
 
-@pytest.mark.parametrize("splice", [True, False], ids=["spliced", "copied"])
-def test_websocket_tunnel_spliced_exact_and_billed(gw_factory, mredis, upstream, splice):
+@pytest.mark.parametrize("splice,bounded", [(True, True), (True, False), (False, True)],
+                         ids=["spliced", "spliced-unbounded", "copied"])
+def test_websocket_tunnel_spliced_exact_and_billed(gw_factory, mredis, upstream, splice, bounded):
     """Frames both ways arrive exact; every byte is billed once (egress:
     what the client received plus the 101, ingress: what it sent plus the
     upgrade request); lizard_spliced_tunnel_bytes_total counts exactly the
-    frames of both ways, none with upstream.splice false."""
+    frames spliced: the app's (the client's are walked for the frame and
+    message bounds, limits.websocket_*, so they are copied), both ways with
+    both bounds off, none with upstream.splice false."""
     import test_metering
-    g = start_gw(gw_factory, mredis, upstream={"websocket_ping_interval_ms": 0, "splice": splice})
+    limits = {} if bounded else {"websocket_frames_per_second": 0, "websocket_max_message_bytes": 0}
+    g = start_gw(gw_factory, mredis, upstream={"websocket_ping_interval_ms": 0, "splice": splice}, limits=limits)
     sid = sandbox(mredis, upstream)
     host = g.host(upstream.port, sid)
     s, head = ws_open(g, host)
@@ -315,7 +320,7 @@ def test_websocket_tunnel_spliced_exact_and_billed(gw_factory, mredis, upstream,
     gwtest.wait_for(lambda: metric(g, "lizard_websockets_open") == 0, 20, what="the tunnel to close")
 
     assert metric(g, "lizard_spliced_tunnels_total") == (1 if splice else 0)
-    assert metric(g, "lizard_spliced_tunnel_bytes_total") == (sent + recvd if splice else 0)
+    assert metric(g, "lizard_spliced_tunnel_bytes_total") == (0 if not splice else recvd if bounded else sent + recvd)
     egress = settled_bill(mredis, sid, recvd)
     assert recvd + len(head) - HEAD_BOUND <= egress <= recvd + HEAD_BOUND, (egress, recvd, len(head))
     ingress = 0
@@ -329,7 +334,7 @@ def test_websocket_tunnel_spliced_exact_and_billed(gw_factory, mredis, upstream,
 def test_spliced_websocket_client_that_stops_reading_is_closed(gw_factory, mredis, upstream):
     """The app echoes 8 MB to a spliced tunnel's client that never reads:
     once the write toward it makes no progress for client_stall_timeout_ms
-    (1 s), the tunnel closes, and the gateway's descriptors (both pipes
+    (1 s), the tunnel closes, and the gateway's descriptors (the pipe
     included) are back to what they were."""
     import test_metering
     g = start_gw(gw_factory, mredis, upstream={"websocket_ping_interval_ms": 0}, limits={"client_stall_timeout_ms": 1000})
@@ -347,8 +352,9 @@ def test_spliced_websocket_client_that_stops_reading_is_closed(gw_factory, mredi
         frame = test_metering.ws_frame(b"y" * (8 * 1000 * 1000))
         sender = threading.Thread(target=_send_quietly, args=(s, frame), daemon=True)
         sender.start()
-        gwtest.wait_for(lambda: metric(g, "lizard_spliced_tunnel_bytes_total") > 1000000, 30,
-                        what="the client's frame to be spliced to the app")
+        # the client's frame is copied (walked for the bounds); the app's echo is spliced toward the client
+        gwtest.wait_for(lambda: metric(g, "lizard_spliced_tunnel_bytes_total") > 0, 30,
+                        what="the app's echo to be spliced toward the client")
         gwtest.wait_for(lambda: metric(g, "lizard_websockets_open") == 0, 30, what="the stalled tunnel to close")
         gwtest.wait_for(lambda: open_fds(g) <= baseline, 15, what="descriptors back to %d (now %d)" % (baseline, open_fds(g)))
     finally:

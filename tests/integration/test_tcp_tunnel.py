@@ -464,3 +464,24 @@ def test_client_frames_keep_tunnels_from_being_pinged(gw_factory, register_sandb
     assert op == 0x9
     s.close()
     srv.close()
+
+
+def test_a_client_that_never_answers_the_close_is_closed_after_2s(gw_factory, register_sandbox, certs):
+    """The gateway's Close (here 1002, for a text message) left unanswered by
+    a client that keeps its socket open: the tunnel is freed after the 2 s
+    close wait all the same (its timer is the proxy's: a tunnel's own,
+    freed inside its own expiry, was a use after free)."""
+    g = gw_factory()
+    srv = sink_server()
+    sid, token = tcp_sandbox(register_sandbox, srv.getsockname()[1])
+    s, buf = raw_tunnel(g, g.host(srv.getsockname()[1], sid), token, certs["ca"])
+    try:
+        gwtest.wait_for(lambda: metric(g, 'lizard_tunnels_open{kind="tcp"}') == 1, 10, what="the tunnel to open")
+        s.sendall(masked(0x1, b"text"))
+        op, payload, buf = read_frame(s, buf)
+        assert (op, payload[:2]) == (0x8, b"\x03\xea"), (op, payload)
+        # no answer, socket open: gone after the close wait (generous: a loaded machine)
+        gwtest.wait_for(lambda: metric(g, 'lizard_tunnels_open{kind="tcp"}') == 0, 20, what="the tunnel to be freed")
+    finally:
+        s.close()
+        srv.close()

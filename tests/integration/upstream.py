@@ -22,7 +22,11 @@ Endpoints (any method unless said):
                       (?pieces=5&delay_ms=100&size=16)
   /ws                 WebSocket echo (HTTP/1.1 Upgrade), text and binary
   /_stats             {"connections": N, "requests": N, "bytes_written": N,
-                      "open": connections open now (not reset by /_reset)}
+                      "open": connections open now (not reset by /_reset),
+                      "in_flight": requests being handled now, "peak_in_flight":
+                      the most at once since the start or /_reset,
+                      "endpoints": {"bytes": N, "slow-head": N, ...} requests per
+                      endpoint since then (not the /_ ones)}
   /_reset             sets the counters to 0
 """
 
@@ -48,19 +52,31 @@ class Stats:
         self.requests = 0
         self.bytes_written = 0
         self.open = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.endpoints = {}
 
     def add(self, name, n=1):
         with self.lock:
             setattr(self, name, getattr(self, name) + n)
+            if name == "in_flight" and self.in_flight > self.peak_in_flight:
+                self.peak_in_flight = self.in_flight
+
+    def count_endpoint(self, name):
+        with self.lock:
+            self.endpoints[name] = self.endpoints.get(name, 0) + 1
 
     def snapshot(self):
         with self.lock:
             return {"connections": self.connections, "requests": self.requests, "bytes_written": self.bytes_written,
-                    "open": self.open}
+                    "open": self.open, "in_flight": self.in_flight, "peak_in_flight": self.peak_in_flight,
+                    "endpoints": dict(self.endpoints)}
 
     def reset(self):
         with self.lock:
             self.connections = self.requests = self.bytes_written = 0
+            self.endpoints = {}
+            self.peak_in_flight = self.in_flight
 
 
 STATS = Stats()
@@ -152,6 +168,16 @@ class Handler(BaseHTTPRequestHandler):
 
     def dispatch(self):
         STATS.add("requests")
+        if self.path.startswith("/_"):  # the tests' own questions are not work of the app's
+            return self.dispatch_endpoint()
+        STATS.count_endpoint(urllib.parse.urlsplit(self.path).path.lstrip("/").split("/")[0])
+        STATS.add("in_flight")
+        try:
+            self.dispatch_endpoint()
+        finally:
+            STATS.add("in_flight", -1)
+
+    def dispatch_endpoint(self):
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query))
         parts = [p for p in url.path.split("/") if p]

@@ -20,6 +20,7 @@ GW_DEB_PACKAGES=(
     pebble certbot  # custom domains: a real ACME server and client (test_acme_pebble.py, deploy/lizard-issuer.py)
     openssh-server openssh-client # sshd and ssh through tcp-forward (test_tcp_forward.py)
     haproxy # a real L4 balancer sending the PROXY protocol (test_proxy_protocol_haproxy.py)
+    python3-openssl # pyOpenSSL: a client that renegotiates TLS 1.2 (test_tls_renegotiation.py)
 )
 
 # tests/container/run: the image built and run with podman on a Debian 12

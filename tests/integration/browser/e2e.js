@@ -38,6 +38,12 @@
 //           url (the preview) again and reports that too.
 // "load":   open each of urls (no certificate errors ignored: the CA must be
 //           trusted) and report each landing's URL, title and error.
+// "planted": open url (a public port with auth.public_warning: the warning
+//           page, and this browser's nonce cookie), then add `plant` to the
+//           browser's cookies (a consent given in another browser, as a
+//           planted cookie would be), open url again and report what shows,
+//           then press Continue, report where it lands, and open url once
+//           more.
 'use strict';
 
 const readline = require('readline');
@@ -206,6 +212,25 @@ async function attack(page, cfg, out, timeoutMs) {
     out.landed_text = await bodyText(page);
     await page.goto(cfg.url, { waitUntil: 'load' });
     out.revisit_url = page.url();
+    out.revisit_title = await page.title();
+    out.revisit_text = await bodyText(page);
+}
+
+async function planted(page, context, cfg, out, timeoutMs) {
+    await page.goto(cfg.url, { waitUntil: 'load' });
+    out.first_text = await bodyText(page);
+    await context.addCookies(cfg.plant);
+    out.planted = (await context.cookies()).filter((c) => cfg.plant.some((p) => p.name === c.name)).map((c) => c.name);
+    await page.goto(cfg.url, { waitUntil: 'load' });
+    out.with_planted_title = await page.title();
+    out.with_planted_text = await bodyText(page);
+    const button = await page.$('form button[type=submit]');
+    if (!button) return;
+    await page.focus('form button[type=submit]');
+    await Promise.all([page.waitForNavigation({ waitUntil: 'load', timeout: timeoutMs }), page.keyboard.press('Enter')]);
+    out.landed_url = page.url();
+    out.landed_title = await page.title();
+    await page.goto(cfg.url, { waitUntil: 'load' });
     out.revisit_title = await page.title();
     out.revisit_text = await bodyText(page);
 }
@@ -379,6 +404,8 @@ async function main() {
             await attack(page, cfg, out, timeoutMs);
         } else if (cfg.scenario === 'load') {
             await loadEach(page, cfg, out, timeoutMs);
+        } else if (cfg.scenario === 'planted') {
+            await planted(page, context, cfg, out, timeoutMs);
         } else {
             throw new Error('unknown scenario ' + cfg.scenario);
         }

@@ -147,15 +147,15 @@ START_TEST(test_binding)
 
     gw_warning_binding(GW_WARNING_CSRF, iov(HOST), iov(NONCE_A), csrf);
     gw_warning_binding(GW_WARNING_CSRF, iov("3000-SBX7F3A9.lizard.app"), iov(NONCE_A), csrf_upper);
-    gw_warning_binding(GW_WARNING_CONSENT, iov(HOST), iov(NULL), consent);
+    gw_warning_binding(GW_WARNING_CONSENT, iov(HOST), iov(NONCE_A), consent);
     gw_warning_binding(GW_WARNING_CONSENT, iov(HOST), iov(NONCE_B), consent_b);
     gw_warning_binding(GW_WARNING_CSRF, iov("3000-sbx7f3a9.other.app"), iov(NONCE_A), other);
     ck_assert_uint_eq(strlen(csrf), 5 + 64);
     ck_assert_str_eq(csrf, csrf_upper);
     ck_assert_str_ne(csrf, consent);
     ck_assert_str_ne(csrf, other);
-    /* a consent binds the host only */
-    ck_assert_str_eq(consent, consent_b);
+    /* a consent binds the browser's nonce too (issue 36): one given in another browser is worth nothing here */
+    ck_assert_str_ne(consent, consent_b);
 
     /* a CSRF token: time- and host-bound, and not a consent cookie */
     h2o_iovec_t token = gw_cookie_sign(&pool, &secret, "sbx7f3a9", 3000, NOW + GW_WARNING_CSRF_TTL_S, csrf);
@@ -193,6 +193,17 @@ START_TEST(test_binding_to_the_browser)
     char longer[GW_WARNING_BINDING_SIZE];
     gw_warning_binding(GW_WARNING_CSRF, iov(HOST), iov(NONCE_A "tail"), longer);
     ck_assert_str_eq(longer, mine);
+
+    /* the same for a consent cookie: one given in the browser of nonce B (the sandbox's own) fails with nonce A, with
+     * none, and one issued before issue 36 (bound to the host alone) fails with any */
+    char consent_a[GW_WARNING_BINDING_SIZE], consent_b[GW_WARNING_BINDING_SIZE], consent_none[GW_WARNING_BINDING_SIZE];
+    gw_warning_binding(GW_WARNING_CONSENT, iov(HOST), iov(NONCE_A), consent_a);
+    gw_warning_binding(GW_WARNING_CONSENT, iov(HOST), iov(NONCE_B), consent_b);
+    gw_warning_binding(GW_WARNING_CONSENT, iov(HOST), iov(NULL), consent_none);
+    h2o_iovec_t given_elsewhere = gw_cookie_sign(&pool, &secret, "sbx7f3a9", 3000, NOW + 86400, consent_b);
+    ck_assert_int_eq(gw_cookie_verify(given_elsewhere, &secret, 1, "sbx7f3a9", 3000, NOW, consent_b), GW_COOKIE_OK);
+    ck_assert_int_eq(gw_cookie_verify(given_elsewhere, &secret, 1, "sbx7f3a9", 3000, NOW, consent_a), GW_COOKIE_BAD_SIGNATURE);
+    ck_assert_int_eq(gw_cookie_verify(given_elsewhere, &secret, 1, "sbx7f3a9", 3000, NOW, consent_none), GW_COOKIE_BAD_SIGNATURE);
 }
 END_TEST
 

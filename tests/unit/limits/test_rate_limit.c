@@ -71,6 +71,44 @@ START_TEST(test_many_sandboxes_share_the_table)
 }
 END_TEST
 
+START_TEST(test_any_burst_and_how_full_it_is)
+{
+    gw_rate_limit_t *l = gw_rate_limit_new_watched();
+    int i, admitted = 0;
+
+    /* nothing taken yet: no bucket is empty */
+    ck_assert_int_eq(gw_rate_limit_below(l, "10.0.0.1", 10, 100, 1, T0), 0);
+    /* a bucket of 100 refilled at 10 a second: 100 at once, then one every 100 ms */
+    for (i = 0; i != 150; ++i)
+        admitted += gw_rate_limit_take_burst(l, "10.0.0.1", 10, 100, T0) == 0;
+    ck_assert_int_eq(admitted, 100);
+    ck_assert_int_eq(gw_rate_limit_below(l, "10.0.0.1", 10, 100, 1, T0), 1);
+    /* the question takes nothing: still empty, and another address is not */
+    ck_assert_int_eq(gw_rate_limit_below(l, "10.0.0.1", 10, 100, 1, T0), 1);
+    ck_assert_int_eq(gw_rate_limit_below(l, "10.0.0.2", 10, 100, 1, T0), 0);
+    /* 100 ms later one token is back: not empty, one take, empty again */
+    ck_assert_int_eq(gw_rate_limit_below(l, "10.0.0.1", 10, 100, 1, T0 + SEC / 10), 0);
+    ck_assert_uint_eq(gw_rate_limit_take_burst(l, "10.0.0.1", 10, 100, T0 + SEC / 10), 0);
+    ck_assert_int_eq(gw_rate_limit_below(l, "10.0.0.1", 10, 100, 1, T0 + SEC / 10), 1);
+    ck_assert_uint_ge(gw_rate_limit_take_burst(l, "10.0.0.1", 10, 100, T0 + SEC / 10), 1);
+    /* below half the bucket until 50 tokens are back: 5 s */
+    ck_assert_int_eq(gw_rate_limit_below(l, "10.0.0.1", 10, 100, 50, T0 + SEC / 10 + 4900 * (SEC / 1000)), 1);
+    ck_assert_int_eq(gw_rate_limit_below(l, "10.0.0.1", 10, 100, 50, T0 + SEC / 10 + 5000 * (SEC / 1000)), 0);
+    /* served streams do not refill it, time does: 10 s later it is full again */
+    for (i = 0, admitted = 0; i != 150; ++i)
+        admitted += gw_rate_limit_take_burst(l, "10.0.0.1", 10, 100, T0 + 11 * SEC) == 0;
+    ck_assert_int_eq(admitted, 100);
+    gw_rate_limit_free(l);
+
+    /* a table not made watched never answers empty */
+    l = gw_rate_limit_new();
+    for (i = 0; i != 5; ++i)
+        gw_rate_limit_take_burst(l, "k", 1, 1, T0);
+    ck_assert_int_eq(gw_rate_limit_below(l, "k", 1, 1, 1, T0), 0);
+    gw_rate_limit_free(l);
+}
+END_TEST
+
 #define THREADS 4
 #define TRIES 20000
 static gw_rate_limit_t *shared;
@@ -114,6 +152,7 @@ int main(void)
     tcase_add_test(tc, test_burst_then_rate);
     tcase_add_test(tc, test_retry_after_is_whole_seconds);
     tcase_add_test(tc, test_many_sandboxes_share_the_table);
+    tcase_add_test(tc, test_any_burst_and_how_full_it_is);
     tcase_add_test(tc, test_threads_share_one_bucket);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);

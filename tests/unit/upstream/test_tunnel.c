@@ -5,8 +5,10 @@
  * from being read (the gateway holds one read per direction, not the
  * stream); every byte written is reported once; one side closing closes
  * both, after what it said last has been delivered; an idle tunnel closes.
- * Each test runs twice: copying (_i 0), and spliced (_i 1: the bytes that
- * follow the hand-over move through a pipe, reported by on_spliced).
+ * Past the client's frame bounds, both sides get a Close and the tunnel
+ * closes once they have (or after the close wait). Each test runs twice:
+ * copying (_i 0), and spliced (_i 1: the bytes that follow the hand-over
+ * move through a pipe, reported by on_spliced; with bounds, the app's only).
  * Real sockets (socketpairs) on a real h2o loop.
  */
 #include <check.h>
@@ -24,6 +26,7 @@ static h2o_loop_t *loop;
 typedef struct st_counts_t {
     uint64_t to_client, to_upstream, spliced;
     int closed;
+    uint16_t refused;
 } counts_t;
 
 static void on_bytes(void *data, uint64_t to_client, uint64_t to_upstream)
@@ -43,7 +46,13 @@ static void on_spliced(void *data, uint64_t bytes)
     ((counts_t *)data)->spliced += bytes;
 }
 
-static const gw_tunnel_callbacks_t callbacks = {on_bytes, on_close, NULL, on_spliced};
+static void on_refused(void *data, uint16_t code)
+{
+    ck_assert_uint_eq(((counts_t *)data)->refused, 0);
+    ((counts_t *)data)->refused = code;
+}
+
+static const gw_tunnel_callbacks_t callbacks = {on_bytes, on_close, NULL, on_spliced, on_refused};
 
 /* a new tunnel, spliced in the second run of each test */
 static gw_tunnel_t *new_tunnel(h2o_socket_t *up, h2o_timeout_t *idle, counts_t *c, int spliced)
@@ -250,6 +259,127 @@ START_TEST(test_an_idle_tunnel_closes)
 }
 END_TEST
 
+/* Reads exactly n bytes from fd (the loop turning meanwhile). */
+static void read_exact(int fd, uint8_t *buf, size_t n)
+{
+    size_t got = 0;
+    ssize_t r;
+    int rounds;
+
+    for (rounds = 0; got < n && rounds != 500; ++rounds) {
+        spin(1);
+        if ((r = recv(fd, buf + got, n - got, 0)) > 0)
+            got += (size_t)r;
+    }
+    ck_assert_uint_eq(got, n);
+}
+
+/* A client's frame past the bounds (a message over 1 MiB): the client's
+ * frames before it reach the app, then the gateway's masked Close 1009;
+ * the client gets a Close 1009 after the app's frame (copied: that ends
+ * between frames; spliced: the app's direction is spliced, its end is not
+ * known, so it gets none); both are shut down; the tunnel closes once both
+ * peers have closed. */
+START_TEST(test_past_the_bounds_both_sides_get_a_close)
+{
+    static const uint8_t key[4] = {9, 8, 7, 6}, hello[] = {0x82, 5, 'h', 'e', 'l', 'l', 'o'};
+    gw_ws_budget_conf_t conf = {.max_message_bytes = 1 << 20};
+    int up_peer, cl_peer;
+    h2o_socket_t *up = pair(&up_peer), *cl = pair(&cl_peer);
+    counts_t c = {0};
+    h2o_timeout_t wait;
+    gw_tunnel_t *t;
+    uint8_t sent[64], got[64], close_frame[64];
+    size_t n = 0, h, i;
+    int rounds;
+
+    h2o_timeout_init(loop, &wait, 2000);
+    t = new_tunnel(up, NULL, &c, _i);
+    gw_tunnel_set_bounds(t, &conf, &wait);
+    gw_tunnel_start(t, cl);
+    ck_assert_int_eq(send(up_peer, hello, sizeof(hello), 0), (ssize_t)sizeof(hello));
+    spin(5);
+    /* 10 bytes of a message, then a fragment that takes it past 1 MiB (its first payload bytes with it) */
+    n = gw_ws_header_encode(sent, 0, GW_WS_OP_BINARY, 10, key);
+    memcpy(sent + n, "0123456789", 10);
+    gw_ws_mask(sent + n, 10, key, 0);
+    n += 10;
+    h = n;
+    n += gw_ws_header_encode(sent + n, 1, GW_WS_OP_CONTINUATION, 1 << 20, key);
+    memset(sent + n, 0, 8), n += 8;
+    ck_assert_int_eq(send(cl_peer, sent, n, 0), (ssize_t)n);
+    spin(20);
+    ck_assert_uint_eq(c.refused, GW_WS_CLOSE_TOO_BIG);
+
+    /* the app: the frame before, then a masked Close 1009 "message too big", then its end */
+    read_exact(up_peer, got, h);
+    ck_assert_int_eq(memcmp(got, sent, h), 0);
+    read_exact(up_peer, got, 2 + 4 + 2 + 15);
+    ck_assert_uint_eq(got[0], 0x88);
+    ck_assert_uint_eq(got[1], 0x80 | 17);
+    gw_ws_mask(got + 6, 17, got + 2, 0);
+    ck_assert_int_eq(memcmp(got + 6, "\x03\xf1message too big", 17), 0);
+    ck_assert_int_eq(recv(up_peer, got, sizeof(got), 0), 0);
+    ck_assert_uint_eq(c.to_upstream, h);
+
+    /* the client: the app's frame, the Close (copied), its end */
+    read_exact(cl_peer, got, sizeof(hello));
+    ck_assert_int_eq(memcmp(got, hello, sizeof(hello)), 0);
+    if (!_i) {
+        i = gw_ws_close_frame_encode(close_frame, GW_WS_CLOSE_TOO_BIG, "message too big", 15);
+        read_exact(cl_peer, got, i);
+        ck_assert_int_eq(memcmp(got, close_frame, i), 0);
+    }
+    ck_assert_int_eq(recv(cl_peer, got, sizeof(got), 0), 0);
+
+    /* what each sends now is dropped; the tunnel closes once both have closed */
+    ck_assert_int_eq(send(cl_peer, "late", 4, 0), 4);
+    close(up_peer);
+    spin(5);
+    ck_assert_int_eq(c.closed, 0);
+    close(cl_peer);
+    for (rounds = 0; rounds != 100 && c.closed == 0; ++rounds)
+        spin(1);
+    ck_assert_int_eq(c.closed, 1);
+    ck_assert_uint_eq(c.to_upstream, h);
+    h2o_timeout_dispose(loop, &wait);
+}
+END_TEST
+
+/* Peers that never close: the tunnel closes after the close wait anyway. */
+START_TEST(test_a_refused_tunnel_closes_after_the_close_wait)
+{
+    static const uint8_t key[4] = {1, 1, 1, 1};
+    gw_ws_budget_conf_t conf = {.frames_per_second = 1};
+    int up_peer, cl_peer;
+    h2o_socket_t *up = pair(&up_peer), *cl = pair(&cl_peer);
+    counts_t c = {0};
+    h2o_timeout_t wait;
+    gw_tunnel_t *t;
+    uint8_t ping[6 * 20];
+    size_t i;
+    int rounds;
+
+    h2o_timeout_init(loop, &wait, 100);
+    t = new_tunnel(up, NULL, &c, _i);
+    gw_tunnel_set_bounds(t, &conf, &wait);
+    gw_tunnel_start(t, cl);
+    /* 20 empty Pings: 10 pass (the allowance of 1 a second), the 11th is refused */
+    for (i = 0; i != 20; ++i)
+        gw_ws_header_encode(ping + 6 * i, 1, GW_WS_OP_PING, 0, key);
+    ck_assert_int_eq(send(cl_peer, ping, sizeof(ping), 0), (ssize_t)sizeof(ping));
+    /* each round waits up to 10 ms, so 100 rounds are past the 100 ms */
+    for (rounds = 0; rounds != 100 && c.closed == 0; ++rounds)
+        spin(1);
+    ck_assert_uint_eq(c.refused, GW_WS_CLOSE_POLICY);
+    ck_assert_int_eq(c.closed, 1);
+    ck_assert_uint_eq(c.to_upstream, 6 * 10);
+    close(up_peer);
+    close(cl_peer);
+    h2o_timeout_dispose(loop, &wait);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tunnel");
@@ -263,6 +393,8 @@ int main(void)
     tcase_add_loop_test(tc, test_a_client_that_does_not_read_stops_the_upstream, 0, 2);
     tcase_add_loop_test(tc, test_one_side_closing_closes_both_after_its_last_bytes, 0, 2);
     tcase_add_loop_test(tc, test_an_idle_tunnel_closes, 0, 2);
+    tcase_add_loop_test(tc, test_past_the_bounds_both_sides_get_a_close, 0, 2);
+    tcase_add_loop_test(tc, test_a_refused_tunnel_closes_after_the_close_wait, 0, 2);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,6 +1,8 @@
 /* Unit tests for upstream/ws_track.c: frame boundaries toward the client,
  * the gateway's Pongs dropped from the client's stream (whole, cut, after
- * other frames), the client's own Pongs passed. */
+ * other frames), the client's own Pongs passed; the budget's refusal cut
+ * exactly at the refused frame's header in every split, the client's
+ * frames read for their length only. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +26,13 @@ static size_t forward(const uint8_t *stream, size_t len, size_t chunk, uint8_t *
     gw_ws_track_t t;
 
     gw_ws_track_init(&t, GW_WS_FROM_CLIENT);
+    t.drop_pongs = 1;
     *drops = 0;
     while (fed < len || have != 0) {
         size_t k = chunk < len - fed ? chunk : len - fed;
         memcpy(input + have, stream + fed, k);
         have += k, fed += k;
-        while (gw_ws_track_from_client(&t, input, have, &n) == GW_WS_TRACK_DROP) {
+        while (gw_ws_track_from_client(&t, input, have, 0, &n) == GW_WS_TRACK_DROP) {
             memmove(input, input + n, have - n);
             have -= n;
             gw_ws_track_consumed(&t, n);
@@ -68,6 +71,116 @@ START_TEST(test_gateway_pongs_dropped)
 }
 END_TEST
 
+/* Feeds `stream` in pieces of `chunk` bytes to a tracker with drop_pongs and
+ * a budget, as a tunnel would, until the budget refuses a frame; returns
+ * the bytes forwarded before it (in out) and the close code in *code (0:
+ * never refused). */
+static size_t forward_bounded(const uint8_t *stream, size_t len, size_t chunk, const gw_ws_budget_conf_t *conf, uint8_t *out,
+                              uint16_t *code)
+{
+    uint8_t input[4096];
+    size_t have = 0, fed = 0, outlen = 0, n;
+    gw_ws_track_result_t r;
+    gw_ws_track_t t;
+
+    gw_ws_track_init(&t, GW_WS_FROM_CLIENT);
+    t.drop_pongs = 1;
+    gw_ws_budget_init(&t.budget, conf, 0);
+    *code = 0;
+    while (fed < len || have != 0) {
+        size_t k = chunk < len - fed ? chunk : len - fed;
+        memcpy(input + have, stream + fed, k);
+        have += k, fed += k;
+        while ((r = gw_ws_track_from_client(&t, input, have, 0, &n)) == GW_WS_TRACK_DROP) {
+            memmove(input, input + n, have - n);
+            have -= n;
+            gw_ws_track_consumed(&t, n);
+        }
+        memcpy(out + outlen, input, n);
+        outlen += n;
+        memmove(input, input + n, have - n);
+        have -= n;
+        gw_ws_track_consumed(&t, n);
+        if (r == GW_WS_TRACK_REFUSE) {
+            *code = t.refused;
+            /* it stays refused, and nothing more passes */
+            ck_assert_int_eq(gw_ws_track_from_client(&t, input, have, 1000000, &n), GW_WS_TRACK_REFUSE);
+            ck_assert_uint_eq(n, 0);
+            break;
+        }
+        if (k == 0 && n == 0)
+            break;
+    }
+    return outlen;
+}
+
+/* A budget of 10 frames (1 a second): the 11th frame is refused at its
+ * first byte, whatever the split; the gateway's Pong is dropped and charged
+ * once; the first 10 frames all pass. The same for a header declaring more
+ * than the message bound. */
+START_TEST(test_refused_frame_cut_at_its_header)
+{
+    static const uint8_t k[4] = {1, 2, 3, 4};
+    gw_ws_budget_conf_t rate = {.frames_per_second = 1}, size = {.max_message_bytes = 300};
+    uint8_t stream[1024], want[1024], out[1024];
+    size_t len = 0, wlen = 0, chunk, n, i;
+    uint16_t code;
+
+    for (i = 0; i != 11; ++i) {
+        if (i == 5)
+            len += masked(stream + len, GW_WS_OP_PONG, GW_WS_PING_PREFIX "7");
+        n = masked(stream + len, i == 0 ? GW_WS_OP_TEXT : GW_WS_OP_CONTINUATION, "x");
+        stream[len] &= 0x7f; /* fragments of one message */
+        if (i < 9) {
+            memcpy(want + wlen, stream + len, n);
+            wlen += n;
+        }
+        len += n;
+    }
+    for (chunk = 1; chunk <= len; ++chunk) {
+        ck_assert_uint_eq(forward_bounded(stream, len, chunk, &rate, out, &code), wlen);
+        ck_assert_int_eq(memcmp(out, want, wlen), 0);
+        ck_assert_uint_eq(code, GW_WS_CLOSE_POLICY);
+    }
+
+    /* 200 bytes of a message, then a fragment of 101: refused at its header, split anywhere */
+    len = wlen = 0;
+    len += gw_ws_header_encode(stream + len, 0, GW_WS_OP_BINARY, 200, k);
+    memset(stream + len, 0x89, 200), len += 200;
+    memcpy(want, stream, len), wlen = len;
+    len += gw_ws_header_encode(stream + len, 1, GW_WS_OP_CONTINUATION, 101, k);
+    memset(stream + len, 0, 101), len += 101;
+    for (chunk = 1; chunk <= len; ++chunk) {
+        ck_assert_uint_eq(forward_bounded(stream, len, chunk, &size, out, &code), wlen);
+        ck_assert_int_eq(memcmp(out, want, wlen), 0);
+        ck_assert_uint_eq(code, GW_WS_CLOSE_TOO_BIG);
+    }
+}
+END_TEST
+
+/* A client's frames are read for their length only: reserved bits
+ * (permessage-deflate's RSV1), an unmasked frame, a reserved opcode and a
+ * length not in its shortest form are walked, not a stop to the tracking. */
+START_TEST(test_client_frames_read_for_their_length)
+{
+    static const uint8_t odd[] = {0xc1, 0x83, 1,    2,    3, 4, 'a', 'b', 'c',  /* RSV1 */
+                                  0x82, 0x02, 'h',  'i',                        /* unmasked */
+                                  0x83, 0x80, 0,    0,    0, 0,                 /* reserved opcode 3 */
+                                  0x82, 0xfe, 0x00, 0x01, 0, 0, 0,   0,   'z'}; /* a 16-bit length of 1 */
+    gw_ws_budget_conf_t conf = {.max_message_bytes = 3};
+    uint8_t stream[256], out[256];
+    size_t len = sizeof(odd);
+    uint16_t code;
+
+    memcpy(stream, odd, len);
+    /* a fifth frame over the message bound: each of the four was walked to its end, so it is found */
+    len += gw_ws_header_encode(stream + len, 1, GW_WS_OP_BINARY, 4, (const uint8_t *)"\1\2\3\4");
+    memcpy(stream + len, "four", 4), len += 4;
+    ck_assert_uint_eq(forward_bounded(stream, len, 1, &conf, out, &code), sizeof(odd));
+    ck_assert_uint_eq(code, GW_WS_CLOSE_TOO_BIG);
+}
+END_TEST
+
 START_TEST(test_boundaries_to_client)
 {
     uint8_t s[300];
@@ -81,6 +194,10 @@ START_TEST(test_boundaries_to_client)
         gw_ws_track_consumed(&t, cut);
         ck_assert_int_eq(gw_ws_track_to_client(&t, s + cut, h + 200 - cut), 1);
     }
+    /* a compressed frame (permessage-deflate's RSV1): its boundaries are tracked */
+    gw_ws_track_init(&t, GW_WS_FROM_SERVER);
+    ck_assert_int_eq(gw_ws_track_to_client(&t, (const uint8_t *)"\xc2\x02zz\xc1\x00", 6), 1);
+    ck_assert_int_eq(gw_ws_track_to_client(&t, (const uint8_t *)"\xc2\x02zz\xc1\x00\xc2\x02", 8), 0);
     /* a masked frame from a server: not WebSocket as the codec reads it, tracking stops */
     gw_ws_track_init(&t, GW_WS_FROM_SERVER);
     ck_assert_int_eq(gw_ws_track_to_client(&t, (const uint8_t *)"\x82\x80\0\0\0\0", 6), 0);
@@ -110,6 +227,8 @@ int main(void)
     int failed;
 
     tcase_add_test(tc, test_gateway_pongs_dropped);
+    tcase_add_test(tc, test_refused_frame_cut_at_its_header);
+    tcase_add_test(tc, test_client_frames_read_for_their_length);
     tcase_add_test(tc, test_boundaries_to_client);
     tcase_add_test(tc, test_ping_encode);
     suite_add_tcase(s, tc);
