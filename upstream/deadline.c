@@ -126,7 +126,10 @@ static void on_client_hangup(gw_hangup_watch_t *watch)
     switch (ex->state) {
     case GW_EX_CONNECTING:
     case GW_EX_AWAIT_HEAD:
-        /* logged as nginx logs a client that closed its request: 499 */
+        /* a request the app has whole is orphaned as an HTTP/2 stream's would be (orphan.c): the app reads EOF now,
+         * and its slots are held until it answers; logged as nginx logs a client that closed its request: 499 */
+        gw_exchange_unwatch_client(ex);
+        gw_orphan_adopt(ex);
         end_before_head(ex, 499, "Client Closed Request");
         break;
     case GW_EX_BODY:
