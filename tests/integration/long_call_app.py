@@ -16,6 +16,8 @@ readable socket that reads EOF) and says when.
   GET  /hold-body?id=I            200 application/json, chunked: the first
                                   bytes of a JSON document, then silence;
                                   watches its connection
+  GET  /die-body                  200 application/json, chunked: a first chunk,
+                                  then the connection closes (no last chunk)
   GET  /bytes?text=T              answers T raw (not HTTP) and closes
   GET  /_closed?id=I              {"closed_at": monotonic seconds when the
                                   connection of request I was seen closed,
@@ -125,6 +127,15 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.chunk(b'{"rows": [1, 2, 3')
             self.watch(rid, 600)
+            self.close_connection = True
+        elif path == "/die-body":
+            # a chunked body cut by the app: its connection closes mid-body
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.chunk(b'{"rows": [1')
+            self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
         elif path == "/bytes":
             self.wfile.write(q.get("text", "").encode("latin-1"))

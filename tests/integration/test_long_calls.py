@@ -185,6 +185,43 @@ def test_port_timeout_cuts_a_silent_body_h2_internal_error(gw_factory, register_
                     what="both cuts counted")
 
 
+def test_revocation_and_upstream_reset_cuts_are_visible(gw_factory, register_sandbox, redis, certs, app):
+    """The other reasons a response is cut, over HTTP/2: a publish that
+    unexposes the port mid-stream (revoked) and an app that closes mid-body
+    (upstream_reset) both reset the stream with INTERNAL_ERROR, and their
+    access-log lines and the metric say why."""
+    g = gw_factory({}, name="gw-cut-reasons")
+    sid = gwtest.new_sandbox_id("cutr")
+    register_sandbox(sid, ports={app.port: "public"})
+    host = g.host(app.port, sid)
+    before = {r: metric(g, "lizard_responses_cut_total", 'reason="%s"' % r) for r in ("revoked", "upstream_reset")}
+
+    path = "/hold-body?id=" + uuid.uuid4().hex
+    sock, conn, _ = h2_get(g, host, path, certs["ca"])
+    try:
+        h2_events(sock, conn, lambda e: isinstance(e, h2.events.DataReceived), 10)
+        redis.cmd("HDEL", "lizard:sbx:{%s}" % sid, "port:%d" % app.port)
+        redis.cmd("PUBLISH", "lizard:routes", sid)
+        seen = h2_events(sock, conn, lambda e: isinstance(e, (h2.events.StreamReset, h2.events.StreamEnded)), 10)
+    finally:
+        sock.close()
+    assert [e.error_code for e in seen if isinstance(e, h2.events.StreamReset)] == [INTERNAL_ERROR], seen
+    assert log_line(g, path).get("cut") == "revoked"
+
+    register_sandbox(sid, ports={app.port: "public"})
+    sock, conn, _ = h2_get(g, host, "/die-body", certs["ca"])
+    try:
+        seen = h2_events(sock, conn, lambda e: isinstance(e, (h2.events.StreamReset, h2.events.StreamEnded)), 10)
+    finally:
+        sock.close()
+    assert b"".join(e.data for e in seen if isinstance(e, h2.events.DataReceived)) == b'{"rows": [1', seen
+    assert [e.error_code for e in seen if isinstance(e, h2.events.StreamReset)] == [INTERNAL_ERROR], seen
+    assert log_line(g, "/die-body").get("cut") == "upstream_reset"
+    for r in ("revoked", "upstream_reset"):
+        gwtest.wait_for(lambda r=r: metric(g, "lizard_responses_cut_total", 'reason="%s"' % r) == before[r] + 1, 10,
+                        what="the %s cut counted" % r)
+
+
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "999", "7000", ""])
 def test_bad_port_timeout_is_ignored_and_logged_once(gw_factory, register_sandbox, curl, app, value):
     """A timeout:<n> that is not a decimal from 1000 to
