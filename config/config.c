@@ -129,8 +129,9 @@ const gw_config_key_t gw_config_keys[] = {
 
     ENUM("upstream.host_header", upstream.host_header, host_header_names, STR("preserve")),
     UINT("upstream.connect_timeout_ms", upstream.connect_timeout_ms, 1, MAX_TIMEOUT_MS, "5000"),
-    UINT("upstream.first_byte_timeout_ms", upstream.first_byte_timeout_ms, 1, MAX_TIMEOUT_MS, "60000"),
-    UINT("upstream.idle_timeout_ms", upstream.idle_timeout_ms, 1, MAX_TIMEOUT_MS, "60000"),
+    /* 610 s: a call of the platform's SDK may run 600 s, silent (README, Long calls) */
+    UINT("upstream.first_byte_timeout_ms", upstream.first_byte_timeout_ms, 1, MAX_TIMEOUT_MS, "610000"),
+    UINT("upstream.idle_timeout_ms", upstream.idle_timeout_ms, 1, MAX_TIMEOUT_MS, "610000"),
     UINT("upstream.websocket_idle_timeout_ms", upstream.websocket_idle_timeout_ms, 1, MAX_TIMEOUT_MS, "300000"),
     UINT("upstream.websocket_ping_interval_ms", upstream.websocket_ping_interval_ms, 0, MAX_TIMEOUT_MS, "25000"),
     UINT("upstream.max_idle_per_pool", upstream.max_idle_per_pool, 0, 4096, "64"),
@@ -139,6 +140,10 @@ const gw_config_key_t gw_config_keys[] = {
     /* server-sent events are silent between events: upstream.idle_timeout_ms does not apply to them */
     UINT("upstream.event_stream_idle_timeout_ms", upstream.event_stream_idle_timeout_ms, 0, MAX_TIMEOUT_MS, "0"),
     BOOL("upstream.splice", upstream.splice, "true"),
+    /* the largest timeout:<n> a sandbox record may set; 1 s .. 24 h */
+    UINT("upstream.max_port_timeout_ms", upstream.max_port_timeout_ms, 1000, 86400000, "3600000"),
+    /* idle pooled connections, whatever the response timeouts are */
+    UINT("upstream.pool_idle_timeout_ms", upstream.pool_idle_timeout_ms, 1, MAX_TIMEOUT_MS, "60000"),
 
     /* 1 KiB .. 16 GiB; h2o buffers the whole body before the handler runs */
     UINT("limits.max_request_body_bytes", limits.max_request_body_bytes, 1024, UINT64_C(17179869184), "67108864"),

@@ -115,6 +115,8 @@ typedef struct st_gw_config_t {
         size_t num_allowed_networks;
         uint64_t event_stream_idle_timeout_ms; /* text/event-stream silence that ends the stream cleanly; 0: never */
         int splice;                            /* large Content-Length bodies to plain HTTP/1.1 clients by splice(2) */
+        uint64_t max_port_timeout_ms;          /* a record's timeout:<n> above it is ignored */
+        uint64_t pool_idle_timeout_ms;         /* lifetime of an idle pooled upstream connection */
     } upstream;
 
     struct {

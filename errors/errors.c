@@ -152,6 +152,24 @@ static const struct {
                                    "Start your server on this port, listening on 0.0.0.0 or 127.0.0.1, then reload.", 0,
                                    "Technical detail: this gateway connects to the sandbox over the loopback interface, so a "
                                    "server listening on either address is reachable; the connection was refused."}},
+    [GW_WHY_SILENCE_LIMIT] = {GW_ERR_UPSTREAM_TIMEOUT,
+                              {504, "Gateway Timeout", "The gateway's time limit was reached",
+                               "$s sent nothing on $P for longer than the gateway's limit, and the gateway ended the call.",
+                               "If the app is working on a long call, raise the limit for this port: the platform sets it "
+                               "with the sandbox record's field timeout:<port> (milliseconds, up to the gateway's "
+                               "upstream.max_port_timeout_ms), or answer with a streamed type (text/event-stream, "
+                               "application/x-ndjson), which is never cut for silence.",
+                               0, NULL}},
+    [GW_WHY_NOT_H2C] = {GW_ERR_NOT_HTTP_PORT,
+                        {400, "Bad Request", "This port does not speak gRPC",
+                         "This is a gRPC request, and $p of $S is not an HTTP/2 (h2c) port: the gateway forwards it as "
+                         "HTTP/1.1, which gRPC cannot use.",
+                         "Serve gRPC on a port whose sandbox record says proto:<port> = h2c.", 0, NULL}},
+    [GW_WHY_H2C_NOT_BUILT] = {GW_ERR_NOT_HTTP_PORT,
+                              {400, "Bad Request", "gRPC forwarding is not available",
+                               "This is a gRPC request to $p of $S, an h2c port, and this gateway does not forward HTTP/2 "
+                               "to sandboxes yet.",
+                               "Use HTTP/1.1 (gRPC-Web, Connect) on this port until the gateway is upgraded.", 0, NULL}},
     [GW_WHY_STREAM_ERRORS] = {GW_ERR_TOO_MANY_CONNECTIONS,
                               {429, "Too Many Requests", "Too many broken requests",
                                "Your network address sent this gateway too many HTTP/2 requests that broke the protocol, so it "
@@ -524,11 +542,30 @@ static const error_def_t port_not_open_bad_answer_loopback = {
     0,
     NULL};
 
+/* A program reads only the message: it carries what to do next, and the technical detail, too. */
+static void append_program_hint(sb_t *message, const error_def_t *def, const char *sandbox_id, uint16_t port)
+{
+    sb_puts(message, " ");
+    expand(message, def->hint, sandbox_id, port);
+    if (def->tech != NULL) {
+        sb_puts(message, " ");
+        expand(message, def->tech, sandbox_id, port);
+    }
+}
+
 static const error_def_t *def_of_why(gw_error_code_t code, gw_error_why_t why)
 {
     if ((unsigned)why < GW_WHY_NUM && why != GW_WHY_DEFAULT && whys[why].code == code)
         return &whys[why].def;
     return def_of(code);
+}
+
+/* The definition whose texts render code with why (and detail). */
+static const error_def_t *def_for(gw_error_code_t code, gw_error_why_t why, const char *detail)
+{
+    if (code == GW_ERR_PORT_NOT_OPEN && detail != NULL)
+        return why == GW_WHY_LOOPBACK_UPSTREAM ? &port_not_open_bad_answer_loopback : &port_not_open_bad_answer;
+    return def_of_why(code, why);
 }
 
 h2o_iovec_t gw_error_render(h2o_mem_pool_t *pool, gw_error_code_t code, int html, const char *sandbox_id, uint16_t port,
@@ -540,10 +577,7 @@ h2o_iovec_t gw_error_render(h2o_mem_pool_t *pool, gw_error_code_t code, int html
 h2o_iovec_t gw_error_render_why(h2o_mem_pool_t *pool, gw_error_code_t code, gw_error_why_t why, int html, const char *sandbox_id,
                                 uint16_t port, const char *detail)
 {
-    const error_def_t *def = def_of_why(code, why);
-
-    if (code == GW_ERR_PORT_NOT_OPEN && detail != NULL)
-        def = why == GW_WHY_LOOPBACK_UPSTREAM ? &port_not_open_bad_answer_loopback : &port_not_open_bad_answer;
+    const error_def_t *def = def_for(code, why, detail);
     sb_t message = {0}, hint = {0}, tech = {0}, out = {0};
     h2o_iovec_t body = {NULL, 0};
 
@@ -554,13 +588,7 @@ h2o_iovec_t gw_error_render_why(h2o_mem_pool_t *pool, gw_error_code_t code, gw_e
             expand(&tech, def->tech, sandbox_id, port);
         render_html(&out, def, gw_error_code_name(code), message.buf, message.len, hint.buf, hint.len, tech.buf, tech.len);
     } else {
-        /* a program reads only the message: it carries what to do next, and the technical detail, too */
-        sb_puts(&message, " ");
-        expand(&message, def->hint, sandbox_id, port);
-        if (def->tech != NULL) {
-            sb_puts(&message, " ");
-            expand(&message, def->tech, sandbox_id, port);
-        }
+        append_program_hint(&message, def, sandbox_id, port);
         render_json(&out, gw_error_code_name(code), message.buf, message.len, sandbox_id, port);
     }
     if (message.failed || hint.failed || tech.failed || out.failed)
@@ -581,6 +609,13 @@ Error:
     return body;
 }
 
+/* The message of the JSON body, as plain text (for grpc-message). */
+static void build_plain_message(sb_t *message, const error_def_t *def, const char *sandbox_id, uint16_t port, const char *detail)
+{
+    build_message(message, def, sandbox_id, port, detail);
+    append_program_hint(message, def, sandbox_id, port);
+}
+
 void gw_error_send(h2o_req_t *req, gw_error_code_t code, const char *sandbox_id, uint16_t port, const char *detail)
 {
     gw_error_send_why(req, code, GW_WHY_DEFAULT, sandbox_id, port, detail);
@@ -594,6 +629,14 @@ void gw_error_send_why(h2o_req_t *req, gw_error_code_t code, gw_error_why_t why,
     ssize_t i;
     int html;
 
+    if (gw_error_is_grpc(req)) {
+        sb_t message = {0};
+        build_plain_message(&message, def_for(code, why, detail), sandbox_id, port, detail);
+        gw_error_note(req, code);
+        gw_error_send_grpc(req, def->status, message.buf != NULL ? message.buf : "", message.len);
+        free(message.buf);
+        return;
+    }
     html = gw_error_is_navigation(req);
     body = gw_error_render_why(&req->pool, code, why, html, sandbox_id, port, detail);
 

@@ -57,6 +57,9 @@ typedef enum {
     GW_WHY_ADDR_MISSING,      /* upstream_forbidden: the record has no addr */
     GW_WHY_ADDR_NOT_IP,       /* upstream_forbidden: the record's addr is not an IP literal (never resolved) */
     GW_WHY_LOOPBACK_UPSTREAM, /* port_not_open: the gateway reaches this sandbox over loopback (0.0.0.0 is no fix) */
+    GW_WHY_SILENCE_LIMIT,     /* upstream_timeout: the app was silent for the gateway's limit (the detail says which) */
+    GW_WHY_NOT_H2C,           /* not_http_port: a gRPC request to a port that is not proto:<n> = h2c */
+    GW_WHY_H2C_NOT_BUILT,     /* not_http_port: a gRPC request to an h2c port, whose forwarding this gateway lacks */
     GW_WHY_STREAM_ERRORS,     /* too_many_connections: the address spent limits.max_stream_errors_per_client */
     GW_WHY_NUM
 } gw_error_why_t;
@@ -100,8 +103,26 @@ int gw_error_is_navigation(h2o_req_t *req);
  * Origin. */
 void gw_error_send(h2o_req_t *req, gw_error_code_t code, const char *sandbox_id, uint16_t port, const char *detail);
 
-/* gw_error_send with a finer cause. A 401 carries WWW-Authenticate: Lizard-Token. */
+/* gw_error_send with a finer cause. A 401 carries WWW-Authenticate: Lizard-Token.
+ * A gRPC request (gw_error_is_grpc) gets a gRPC answer (gw_error_send_grpc)
+ * with the message JSON would carry. */
 void gw_error_send_why(h2o_req_t *req, gw_error_code_t code, gw_error_why_t why, const char *sandbox_id, uint16_t port,
                        const char *detail);
+
+/* grpc.c */
+/* 1 when req's content-type is application/grpc or application/grpc+<x>
+ * (parameters and case aside): its errors are gRPC answers. */
+int gw_error_is_grpc(h2o_req_t *req);
+/* The gRPC status of an HTTP status (CONTRACT.md, Long calls): 401 16,
+ * 403 7, 404 5, 429 8, 504 4, any other 14. */
+int gw_error_grpc_status(int http_status);
+/* `s` percent-encoded as grpc-message wants it (bytes outside 0x20-0x7E,
+ * and '%', as %XX), NUL-terminated, from pool; cut at 2 KiB of input. */
+h2o_iovec_t gw_error_grpc_percent_encode(h2o_mem_pool_t *pool, const char *s, size_t len);
+/* Answers req with a gRPC Trailers-Only response: HTTP 200, content-type
+ * application/grpc, grpc-status (gw_error_grpc_status of http_status),
+ * grpc-message (the message, percent-encoded), no body. Headers already in
+ * req->res.headers stay. */
+void gw_error_send_grpc(h2o_req_t *req, int http_status, const char *message, size_t len);
 
 #endif

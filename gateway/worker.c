@@ -16,6 +16,7 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/keepalive.h"
 #include "common/errfmt.h"
 #include "common/loop_timeout.h"
 #include "observe/access_log.h"
@@ -52,7 +53,9 @@ static int open_listener(const gw_netaddr_t *addr, int reuseport, char **err, co
         goto Error;
     if (listen(fd, LISTEN_BACKLOG) != 0)
         goto Error;
-    /* TCP_NODELAY for accepted sockets is set by h2o; nothing else to do */
+    /* TCP_NODELAY for accepted sockets is set by h2o; keepalive is inherited from here (README, Long calls) */
+    if ((addr->ss.ss_family == AF_INET || addr->ss.ss_family == AF_INET6) && gw_tcp_keepalive_set(fd) != 0)
+        goto Error;
     return fd;
 
 Error:
@@ -398,6 +401,7 @@ static int init_routing(gw_worker_t *w, char **err)
                                    .cache_ttl_ms = conf->routing.cache_ttl_ms,
                                    .negative_ttl_ms = conf->routing.negative_ttl_ms,
                                    .stale_ttl_ms = conf->routing.stale_ttl_ms,
+                                   .max_port_timeout_ms = conf->upstream.max_port_timeout_ms,
                                    .counters = &s->metrics.workers[w->index].routes,
                                    .on_lifecycle = on_route_lifecycle,
                                    .lifecycle_data = w,
@@ -459,6 +463,7 @@ static int init_upstream(gw_worker_t *w, char **err)
         .connect_timeout_ms = conf->upstream.connect_timeout_ms,
         .first_byte_timeout_ms = conf->upstream.first_byte_timeout_ms,
         .idle_timeout_ms = conf->upstream.idle_timeout_ms,
+        .pool_idle_timeout_ms = conf->upstream.pool_idle_timeout_ms,
         .websocket_idle_timeout_ms = conf->upstream.websocket_idle_timeout_ms,
         .websocket_ping_interval_ms = conf->upstream.websocket_ping_interval_ms,
         .max_idle_per_pool = conf->upstream.max_idle_per_pool,
@@ -480,6 +485,7 @@ static int init_upstream(gw_worker_t *w, char **err)
     gw_proxy_set_counters(w->proxy, &w->server->metrics.workers[w->index].proxy);
     gw_proxy_set_revocation(w->proxy, w->revocation);
     gw_proxy_set_meter(w->proxy, w->meter);
+    gw_proxy_set_hangup(w->proxy, w->hangup);
     return 0;
 }
 
@@ -573,6 +579,9 @@ static void report_start(gw_server_t *s, char *err)
     pthread_mutex_unlock(&s->start_mutex);
 }
 
+/* After the drain, how long the cut exchanges get to be written and logged. */
+#define CUT_FLUSH_MS 500
+
 static void *worker_main(void *arg)
 {
     gw_worker_t *w = arg;
@@ -599,6 +608,12 @@ static void *worker_main(void *arg)
     h2o_context_request_shutdown(&w->ctx);
     gw_wake_expire_all(w->wake); /* held requests get their 503 now, not at their deadline */
     uint64_t deadline = now_ms() + (uint64_t)atomic_load(&s->stopping);
+    while (gw_metrics_in_flight(&s->metrics) != 0 && now_ms() < deadline)
+        h2o_evloop_run(loop, LOOP_TICK_MS);
+    /* what still runs is cut, visibly (README, Long calls): the loop runs on
+     * briefly so that the resets go out and the access log has the lines */
+    gw_proxy_cut_all(w->proxy);
+    deadline = now_ms() + CUT_FLUSH_MS;
     while (gw_metrics_in_flight(&s->metrics) != 0 && now_ms() < deadline)
         h2o_evloop_run(loop, LOOP_TICK_MS);
 

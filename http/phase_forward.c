@@ -114,7 +114,9 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r)
                                 .client_addr = r->client_limit != NULL ? r->client : NULL,
                                 .conn_limit = r->conn_limit,
                                 .limit_worker = r->thread->worker,
-                                .client_port = listener_port(r->conf, r->req->conn)};
+                                .client_port = listener_port(r->conf, r->req->conn),
+                                /* checked against upstream.max_port_timeout_ms when the record was read */
+                                .timeout_ms = r->sbx_port != NULL ? r->sbx_port->timeout_ms : 0};
 
     if (target.addr.ss.ss_family == AF_INET)
         ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(r->host.port);

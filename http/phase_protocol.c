@@ -2,15 +2,22 @@
  * The protocol phase: a raw TCP port (proto:<n> = tcp, CONTRACT.md "Raw TCP
  * ports") takes only its tunnel's handshake, GET /.lizard/tcp with
  * Sec-WebSocket-Protocol: lizard.tcp.v1; any other request to it is 400
- * not_http_port. After the credentials, as for any request, so that a
- * client without one learns nothing about the port.
+ * not_http_port. A gRPC request to a port that is not proto:<n> = h2c is
+ * not_http_port too, answered the gRPC way (errors/grpc.c). After the
+ * credentials, as for any request, so that a client without one learns
+ * nothing about the port.
  */
 #include "http/phases.h"
 #include "upstream/tcp_tunnel.h"
 
 gw_phase_result_t gw_phase_protocol(gw_pipeline_req_t *r)
 {
-    if (!gw_phase_port_is_tcp(r) || gw_tcp_tunnel_is_handshake(r->req, r->path))
-        return GW_PHASE_NEXT;
-    return gw_phase_error(r, GW_ERR_NOT_HTTP_PORT, NULL);
+    if (gw_phase_port_is_tcp(r) && !gw_tcp_tunnel_is_handshake(r->req, r->path))
+        return gw_phase_error(r, GW_ERR_NOT_HTTP_PORT, NULL);
+    /* gRPC needs HTTP/2 to the app: an h2c port (whose forwarding is issue 41's, not built yet); any other port gets a
+     * gRPC UNAVAILABLE that says so, not an HTTP/1.1 exchange the client cannot read */
+    if (gw_error_is_grpc(r->req))
+        return gw_phase_error_why(r, GW_ERR_NOT_HTTP_PORT,
+                                  r->sbx_port != NULL && r->sbx_port->h2c ? GW_WHY_H2C_NOT_BUILT : GW_WHY_NOT_H2C);
+    return GW_PHASE_NEXT;
 }

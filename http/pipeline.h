@@ -11,7 +11,7 @@
 #include "config/config.h"
 #include "limits/conn_limit.h"
 #include "limits/rate_limit.h"
-#include "http/hangup.h"
+#include "common/hangup.h"
 #include "auth/cookie_keys.h"
 #include "auth/link_keys.h"
 #include "metering/metering.h"

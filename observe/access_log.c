@@ -20,6 +20,7 @@
 #include "auth/query.h"
 #include "routing/host.h"
 #include "observe/access_log.h"
+#include "errors/cut.h"
 #include "errors/errors.h"
 #include "observe/log_writer.h"
 #include "common/client_addr.h"
@@ -343,6 +344,15 @@ static void log_access(h2o_logger_t *_self, h2o_req_t *req)
         const char *name = gw_error_code_name(code);
         put_key(&line, "error");
         put_str(&line, name, strlen(name));
+    }
+    {
+        /* the gateway ended the response before its end (CONTRACT.md, Long calls) */
+        gw_cut_reason_t cut = gw_cut_of(req);
+        if (cut != GW_CUT_NONE) {
+            const char *name = gw_cut_reason_name(cut);
+            put_key(&line, "cut");
+            put_str(&line, name, strlen(name));
+        }
     }
     emit(wl, &line, h2o_now(req->conn->ctx->loop));
 }

@@ -1,7 +1,7 @@
 /*
  * One JSON line per request: time, client, method, host, sandbox and port
  * (for preview hosts), path (query kept, lizard_token removed), status,
- * bytes, duration, error code; one summary line per connection per second
+ * bytes, duration, error code, cut reason; one summary line per connection per second
  * for requests abandoned before any response. Never a credential: no token
  * header, no cookie, no lizard_token parameter.
  */

@@ -21,10 +21,13 @@ static void count_response(h2o_logger_t *self, h2o_req_t *req)
 {
     gw_metrics_worker_t *mw = h2o_context_get_logger_context(req->conn->ctx, self);
     int status = req->res.status, code = gw_error_code_of(req);
+    gw_cut_reason_t cut = gw_cut_of(req);
 
     GW_COUNTER_ADD(&mw->responses_by_class[status >= 100 && status < 600 ? status / 100 : 0], 1);
     if (code >= 0)
         GW_COUNTER_ADD(&mw->errors_by_code[code], 1);
+    if (cut != GW_CUT_NONE)
+        GW_COUNTER_ADD(&mw->cuts_by_reason[cut], 1);
     if (status == 0)
         GW_COUNTER_ADD(&mw->abandoned_requests, 1);
 }
@@ -354,6 +357,13 @@ static void response_metrics(text_t *out, gw_metrics_t *m)
     for (i = 0; i != GW_ERR_NUM_CODES; ++i) {
         snprintf(label, sizeof(label), "code=\"%s\"", gw_error_code_name(i));
         sample(out, "lizard_errors_total", label, SUM_ELEMENT(errors_by_code, i));
+    }
+    family(out, "lizard_responses_cut_total", "counter",
+           "Responses the gateway ended before their end (HTTP/1.1: closed early; HTTP/2: RST_STREAM INTERNAL_ERROR; a "
+           "first_byte_timeout is the 504), by reason; the access log says \"cut\" on each.");
+    for (i = GW_CUT_NONE + 1; i != GW_CUT_NUM; ++i) {
+        snprintf(label, sizeof(label), "reason=\"%s\"", gw_cut_reason_name(i));
+        sample(out, "lizard_responses_cut_total", label, SUM_ELEMENT(cuts_by_reason, i));
     }
 }
 

@@ -16,6 +16,7 @@
 #include "observe/access_log.h"
 #include "auth/cookie_keys.h"
 #include "auth/link_keys.h"
+#include "errors/cut.h"
 #include "errors/errors.h"
 #include "metering/metering.h"
 #include "upstream/proxy.h"
@@ -38,6 +39,7 @@ typedef struct st_gw_metrics_worker_t {
     _Alignas(GW_CACHE_LINE) atomic_uint_fast64_t requests;
     atomic_uint_fast64_t responses_by_class[6]; /* index status/100; [0] unused */
     atomic_uint_fast64_t errors_by_code[GW_ERR_NUM_CODES];
+    atomic_uint_fast64_t cuts_by_reason[GW_CUT_NUM]; /* responses the gateway ended early; [GW_CUT_NONE] unused */
     atomic_uint_fast64_t route_lookups;
     /* gauge: up when the preview handler takes a request, down when the request's pool is disposed; both run
      * on the thread of the request's connection, so each worker's count is exact and never below zero */

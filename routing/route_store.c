@@ -17,8 +17,9 @@ struct st_gw_route_store_t {
     int listening;              /* the subscription is confirmed: a cached entry can be trusted */
     gw_route_store_conf_t conf; /* conf.prefix points to `prefix` */
     char *prefix;
-    gw_keyed_cache_t *cache;     /* of gw_sandbox_t by id */
-    uint64_t bad_host_logged_at; /* when the last "host:<n> not recognised" line was written */
+    gw_keyed_cache_t *cache;        /* of gw_sandbox_t by id */
+    uint64_t bad_host_logged_at;    /* when the last "host:<n> not recognised" line was written */
+    uint64_t bad_timeout_logged_at; /* when the last "timeout:<n> ignored" line was written */
 };
 
 /* Lines about unrecognised host:<n> values are at least this far apart in
@@ -37,8 +38,7 @@ static int parse(void *ctx, const char *id, const redisReply *reply, void **valu
     gw_sandbox_t *sandbox = NULL;
     const char *err;
 
-    (void)ctx;
-    if (gw_sandbox_parse(id, reply, &sandbox, &err) != 0)
+    if (gw_sandbox_parse_capped(id, reply, ((gw_route_store_t *)ctx)->conf.max_port_timeout_ms, &sandbox, &err) != 0)
         return -1;
     *value = sandbox;
     return 0;
@@ -83,6 +83,29 @@ static void note_bad_host(gw_route_store_t *s, const gw_sandbox_t *before, const
             now->id, (unsigned)now->bad_host_port, now->bad_host_value, (unsigned)now->bad_host_port);
 }
 
+/* Tells the operator once per (sandbox, lifecycle) and worker, and again when
+ * it changes, that a record's timeout:<n> is ignored (the config's defaults
+ * apply to that port). */
+static void note_bad_timeout(gw_route_store_t *s, const gw_sandbox_t *before, const gw_sandbox_t *now)
+{
+    uint64_t t;
+
+    if (now == NULL || now->bad_timeout_port == 0)
+        return;
+    if (before != NULL && before->bad_timeout_port == now->bad_timeout_port &&
+        strcmp(before->bad_timeout_value, now->bad_timeout_value) == 0 && strcmp(before->lifecycle.base, now->lifecycle.base) == 0)
+        return;
+    t = h2o_now(s->loop);
+    if (s->bad_timeout_logged_at != 0 && t - s->bad_timeout_logged_at < BAD_HOST_LOG_INTERVAL_MS)
+        return;
+    s->bad_timeout_logged_at = t;
+    fprintf(stderr,
+            "routing: sandbox %s (lifecycle %s): timeout:%u is \"%s\", not a decimal from %u to %llu "
+            "(upstream.max_port_timeout_ms): port %u keeps upstream.first_byte_timeout_ms and upstream.idle_timeout_ms\n",
+            now->id, now->lifecycle.base, (unsigned)now->bad_timeout_port, now->bad_timeout_value, GW_SANDBOX_MIN_TIMEOUT_MS,
+            (unsigned long long)s->conf.max_port_timeout_ms, (unsigned)now->bad_timeout_port);
+}
+
 /* Tells the owner when a known sandbox changed lifecycle or disappeared. */
 static void on_fetched(void *ctx, const char *id, void *before_value, void *after_value)
 {
@@ -90,6 +113,7 @@ static void on_fetched(void *ctx, const char *id, void *before_value, void *afte
     const gw_sandbox_t *before = before_value, *after = after_value;
 
     note_bad_host(s, before, after);
+    note_bad_timeout(s, before, after);
     if (before != NULL && s->conf.on_lifecycle != NULL &&
         (after == NULL || strcmp(before->lifecycle.base, after->lifecycle.base) != 0))
         s->conf.on_lifecycle(s->conf.lifecycle_data, id, after != NULL ? after->lifecycle.base : NULL);
@@ -169,6 +193,8 @@ gw_route_store_t *gw_route_store_new(h2o_loop_t *loop, gw_redis_t *redis, const 
     s->redis = redis;
     s->conf = *conf;
     s->conf.prefix = s->prefix;
+    if (s->conf.max_port_timeout_ms == 0)
+        s->conf.max_port_timeout_ms = GW_SANDBOX_MAX_TIMEOUT_MS;
     s->cache = gw_keyed_cache_new(loop, redis, &cconf);
     return s;
 }

@@ -48,6 +48,7 @@ typedef struct st_gw_route_store_conf_t {
     uint64_t cache_ttl_ms;               /* a route is served without asking Redis for this long after it was read; 0: no cache */
     uint64_t negative_ttl_ms;            /* "no such sandbox" is remembered this long; 0: not at all */
     uint64_t stale_ttl_ms;               /* while Redis cannot answer, routes read less than this long ago still serve */
+    uint64_t max_port_timeout_ms;        /* the largest timeout:<n> a record may set; 0: GW_SANDBOX_MAX_TIMEOUT_MS */
     gw_route_store_counters_t *counters; /* NULL: not counted; borrowed, must outlive the store */
     gw_route_lifecycle_cb on_lifecycle;  /* NULL: none */
     void *lifecycle_data;

@@ -11,6 +11,7 @@
 #define PORT_FIELD_PREFIX "port:"
 #define HOST_FIELD_PREFIX "host:"
 #define PROTO_FIELD_PREFIX "proto:"
+#define TIMEOUT_FIELD_PREFIX "timeout:"
 
 static int is_string(const redisReply *r)
 {
@@ -51,12 +52,31 @@ static int parse_host_field(const redisReply *f, uint16_t *port)
 }
 
 /* The port of a "<prefix><n>" field: returns 1 and sets *port. */
+static int parse_prefixed_field(const redisReply *f, const char *prefix, size_t plen, uint16_t *port)
+{
+    return (size_t)f->len > plen && memcmp(f->str, prefix, plen) == 0 &&
+           gw_port_parse(f->str + plen, (size_t)f->len - plen, port) == 0;
+}
+
 static int parse_proto_field(const redisReply *f, uint16_t *port)
 {
-    size_t plen = sizeof(PROTO_FIELD_PREFIX) - 1;
+    return parse_prefixed_field(f, H2O_STRLIT(PROTO_FIELD_PREFIX), port);
+}
 
-    return (size_t)f->len > plen && memcmp(f->str, PROTO_FIELD_PREFIX, plen) == 0 &&
-           gw_port_parse(f->str + plen, (size_t)f->len - plen, port) == 0;
+/* A decimal from GW_SANDBOX_MIN_TIMEOUT_MS to max, no sign: the value, else 0. */
+static uint32_t parse_timeout(const redisReply *v, uint64_t max)
+{
+    uint64_t n = 0;
+    size_t i;
+
+    if (v->len == 0 || v->len > 10)
+        return 0;
+    for (i = 0; i != v->len; ++i) {
+        if (v->str[i] < '0' || v->str[i] > '9')
+            return 0;
+        n = n * 10 + (uint64_t)(v->str[i] - '0');
+    }
+    return n >= GW_SANDBOX_MIN_TIMEOUT_MS && n <= max ? (uint32_t)n : 0;
 }
 
 static gw_sandbox_port_t *find_port(const gw_sandbox_t *s, uint16_t port)
@@ -107,16 +127,33 @@ static void set_host_mode(gw_sandbox_t *s, uint16_t port, const redisReply *v)
     }
 }
 
-/* host:<n> and proto:<n> (= tcp; "http" and anything else: an HTTP port) of an exposed port */
-static void set_port_option(gw_sandbox_t *s, const redisReply *f, const redisReply *v)
+/* timeout:<n> of an exposed port: its value, or the defaults and a note of
+ * the value for the operator (the first such field only). */
+static void set_timeout(gw_sandbox_t *s, uint16_t port, const redisReply *v, uint64_t max)
+{
+    gw_sandbox_port_t *p = find_port(s, port);
+
+    if (p == NULL)
+        return;
+    if ((p->timeout_ms = parse_timeout(v, max)) != 0 || s->bad_timeout_port != 0)
+        return;
+    s->bad_timeout_port = port;
+    copy_printable(s->bad_timeout_value, GW_SANDBOX_BAD_HOST_MAX, v);
+}
+
+/* host:<n>, timeout:<n> and proto:<n> (tcp, h2c; "http" and anything else: an HTTP port) of an exposed port */
+static void set_port_option(gw_sandbox_t *s, const redisReply *f, const redisReply *v, uint64_t max_timeout_ms)
 {
     gw_sandbox_port_t *p;
     uint16_t port;
 
     if (parse_host_field(f, &port)) {
         set_host_mode(s, port, v);
-    } else if (parse_proto_field(f, &port) && field_is(v, "tcp") && (p = find_port(s, port)) != NULL) {
-        p->tcp = 1;
+    } else if (parse_prefixed_field(f, H2O_STRLIT(TIMEOUT_FIELD_PREFIX), &port)) {
+        set_timeout(s, port, v, max_timeout_ms);
+    } else if (parse_proto_field(f, &port) && (p = find_port(s, port)) != NULL) {
+        p->tcp = field_is(v, "tcp");
+        p->h2c = field_is(v, "h2c");
     }
 }
 
@@ -209,19 +246,24 @@ static void second_pass(gw_sandbox_t *s, const redisReply *reply, size_t max_por
         qsort(s->ports, s->num_ports, sizeof(s->ports[0]), cmp_port);
 }
 
-/* The third pass, once the port table is sorted: host:<n> of the exposed ports. */
-static void third_pass(gw_sandbox_t *s, const redisReply *reply)
+/* The third pass, once the port table is sorted: host:<n>, timeout:<n> and proto:<n> of the exposed ports. */
+static void third_pass(gw_sandbox_t *s, const redisReply *reply, uint64_t max_timeout_ms)
 {
     size_t i;
 
     for (i = 0; s->num_ports != 0 && i + 1 < reply->elements; i += 2) {
         const redisReply *f = reply->element[i], *v = reply->element[i + 1];
         if (is_string(f) && is_string(v))
-            set_port_option(s, f, v);
+            set_port_option(s, f, v, max_timeout_ms);
     }
 }
 
 int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out, const char **err)
+{
+    return gw_sandbox_parse_capped(id, reply, GW_SANDBOX_MAX_TIMEOUT_MS, out, err);
+}
+
+int gw_sandbox_parse_capped(const char *id, const redisReply *reply, uint64_t max_timeout_ms, gw_sandbox_t **out, const char **err)
 {
     const redisReply *lifecycle = NULL, *project = NULL, *ingress_deny = NULL, *ingress_allow = NULL;
     size_t i, id_len, max_ports = 0, size;
@@ -274,7 +316,7 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
     s->project = copy_value(&strings, project);
 
     second_pass(s, reply, max_ports);
-    third_pass(s, reply);
+    third_pass(s, reply, max_timeout_ms);
     s->ingress = gw_ingress_parse(s->id, ingress_deny, ingress_allow);
 
     *out = s;

@@ -41,7 +41,14 @@ typedef struct st_gw_sandbox_port_t {
     gw_port_access_t access;
     gw_port_host_t host;
     int tcp; /* proto:<n> is "tcp": reached only through the TCP tunnel (/.lizard/tcp) */
+    int h2c; /* proto:<n> is "h2c": HTTP/2 to the app (gRPC); its forwarding is not built yet (README, Long calls) */
+    uint32_t
+        timeout_ms; /* timeout:<n>, GW_SANDBOX_MIN_TIMEOUT_MS .. the parser's cap; 0: absent or ignored (the config's defaults) */
 } gw_sandbox_port_t;
+
+/* Bounds of timeout:<n> (CONTRACT.md: 1000 to upstream.max_port_timeout_ms). */
+#define GW_SANDBOX_MIN_TIMEOUT_MS 1000
+#define GW_SANDBOX_MAX_TIMEOUT_MS 86400000 /* the largest upstream.max_port_timeout_ms */
 
 /* Bytes of the addr field kept for the operator's log line. */
 #define GW_SANDBOX_ADDR_TEXT_MAX 64
@@ -75,6 +82,11 @@ typedef struct st_gw_sandbox_t {
      * unprintable bytes as '?', NUL-terminated. */
     uint16_t bad_host_port;
     char bad_host_value[GW_SANDBOX_BAD_HOST_MAX + 1];
+    /* the first timeout:<n> of an exposed port that is not a decimal from
+     * GW_SANDBOX_MIN_TIMEOUT_MS to the cap (that port keeps the defaults);
+     * bad_timeout_port 0: none. The value as bad_host_value. */
+    uint16_t bad_timeout_port;
+    char bad_timeout_value[GW_SANDBOX_BAD_HOST_MAX + 1];
     /* who may reach it and how much (routing/ingress.h), parsed once per fetch */
     gw_ingress_t *ingress; /* NULL: neither ingress_allow nor ingress_deny */
     uint32_t req_rate;     /* requests per second on this gateway; 0: unlimited */
@@ -96,6 +108,11 @@ static inline int gw_sandbox_quota_reached(const gw_sandbox_t *s)
  * fields are tolerated (the state becomes UNKNOWN, the port is skipped);
  * only a reply that is not an array is an error (-1, *err static). */
 int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out, const char **err);
+
+/* gw_sandbox_parse with the largest timeout:<n> accepted
+ * (upstream.max_port_timeout_ms; gw_sandbox_parse's is
+ * GW_SANDBOX_MAX_TIMEOUT_MS): a larger one is ignored like a malformed one. */
+int gw_sandbox_parse_capped(const char *id, const redisReply *reply, uint64_t max_timeout_ms, gw_sandbox_t **out, const char **err);
 
 /* The entry of `port`, or NULL when it is not exposed. */
 const gw_sandbox_port_t *gw_sandbox_port(const gw_sandbox_t *s, uint16_t port);

@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <h2o.h>
 #include "common/counter.h"
+#include "errors/cut.h"
 #include "upstream/delivery.h"
 #include "upstream/held.h"
 #include "upstream/http1_head.h"
@@ -28,7 +29,10 @@ struct st_gw_proxy_t {
     gw_opt_timeout_t websocket_timeout;
     gw_opt_timeout_t websocket_ping;       /* upstream.websocket_ping_interval_ms: a tunnel silent this long pings its client */
     gw_opt_timeout_t client_stall_timeout; /* limits.client_stall_timeout_ms, while an h2o_send waits for proceed */
-    gw_opt_timeout_t event_stream_timeout; /* upstream.event_stream_idle_timeout_ms: io_timeout of text/event-stream bodies */
+    gw_opt_timeout_t event_stream_timeout; /* upstream.event_stream_idle_timeout_ms: io_timeout of streamed media types */
+    gw_opt_timeout_t port_tick;            /* 1 s: checks the silence of exchanges with a timeout:<n> (deadline.c) */
+    gw_opt_timeout_t watch_delay;          /* an HTTP/1 exchange still going after this is watched for its client leaving */
+    gw_hangup_t *hangup;                   /* NULL: clients are not watched */
     gw_opt_timeout_t tunnel_close_wait;    /* GW_TUNNEL_CLOSE_WAIT_MS: a closing tunnel's wait for its peers (never a
                                               tunnel's own h2o_timeout_t: the callback that frees it runs inside it) */
     int rcvbuf;                            /* SO_RCVBUF of upstream sockets */
@@ -41,6 +45,7 @@ struct st_gw_proxy_t {
      * client, the longest-waiting first (the first reset over a budget) */
     gw_held_t *held;             /* per client connection keyed by its h2o_conn_t * */
     h2o_linklist_t waiting;      /* of exchange_t.waiting */
+    h2o_linklist_t exchanges;    /* of exchange_t.link: every exchange not yet disposed (the drain's end cuts them) */
     gw_deliveries_t *deliveries; /* egress held per client connection until delivered */
     gw_proxy_bytes_t total;
     gw_worker_meter_t *meter;      /* NULL: bytes are not billed */
@@ -91,7 +96,7 @@ typedef struct st_gw_exchange_t {
     unsigned localhost : 1;       /* the app sees itself at http://localhost:<port> */
     unsigned no_activity : 1;     /* X-Lizard-No-Activity: reported with its bytes */
     unsigned cut : 1;             /* gw_exchange_reset ran: what it still holds goes when h2o closes the connection */
-    unsigned event_stream : 1;    /* the response is text/event-stream: its silences are event_stream_timeout's */
+    unsigned event_stream : 1;    /* the response is of a streamed media type: its silences are event_stream_timeout's */
     gw_conn_limit_t *slot;        /* the sandbox's connection slot, given back at dispose; NULL: none */
     gw_conn_limit_t *client_slot; /* the client address's slot (client_addr), given back with slot; NULL: none */
     char *client_addr;
@@ -100,8 +105,16 @@ typedef struct st_gw_exchange_t {
 
     h2o_socket_t *sock; /* NULL once released, closed or handed over */
     h2o_timeout_entry_t timer;
+    /* the port's timeout:<n> (0: the proxy's timeouts): ex->timer ticks
+     * every second (deadline.c) and compares the silence with it */
+    uint32_t timeout_ms;
+    uint64_t silent_since;           /* when the app last said something (h2o_now) */
+    h2o_timeout_cb silence_cb;       /* what the silence limit calls, with &ex->timer */
+    h2o_timeout_entry_t watch_timer; /* linked until the HTTP/1 client is watched (deadline.c) */
+    gw_hangup_watch_t hangup;        /* the HTTP/1 client watched for leaving */
     h2o_timeout_entry_t stall_timer; /* linked while a send toward the client is in flight */
     h2o_linklist_t waiting;          /* in proxy->waiting while a send toward the client is in flight */
+    h2o_linklist_t link;             /* in proxy->exchanges until disposed */
     size_t held;                     /* response bytes of this exchange counted in proxy->held */
 
     struct {
@@ -151,6 +164,40 @@ void gw_exchange_release_slots(gw_exchange_t *ex);
 /* Closes the upstream connection, if any, and stops the timer. */
 void gw_exchange_detach_upstream(gw_exchange_t *ex);
 
+/* deadline.c */
+typedef enum en_gw_silence_t {
+    GW_SILENCE_FIRST_BYTE = 0, /* before the response head */
+    GW_SILENCE_BODY            /* between body bytes */
+} gw_silence_t;
+/* The app said something (or is about to be asked): its next silence ends
+ * at the limit of `which` (the port's timeout:<n>, else the proxy's; the
+ * event-stream limit for a streamed body), which calls cb with &ex->timer.
+ * Replaces what ex->timer was set to. */
+static inline void gw_exchange_set_silence(gw_exchange_t *ex, gw_silence_t which, h2o_timeout_cb cb);
+void gw_exchange_set_port_silence(gw_exchange_t *ex, h2o_timeout_cb cb);
+/* The limit of `which` that fires for ex, as a sentence for the 504's
+ * message (into buf, NUL-terminated). */
+void gw_exchange_silence_detail(gw_exchange_t *ex, gw_silence_t which, char *buf, size_t bufsize);
+/* 1 when the response's Content-Type is a streamed media type (README, Long
+ * calls): text/event-stream, application/x-ndjson, ... */
+int gw_exchange_is_streamed(h2o_req_t *req);
+/* Starts the watch for an HTTP/1 client that leaves (after the proxy's
+ * watch_delay; a no-op for HTTP/2, tunnels, or without a hang-up set). */
+void gw_exchange_watch_client(gw_exchange_t *ex);
+/* Stops that watch (idempotent). */
+void gw_exchange_unwatch_client(gw_exchange_t *ex);
+
+static inline void gw_exchange_set_silence(gw_exchange_t *ex, gw_silence_t which, h2o_timeout_cb cb)
+{
+    if (which == GW_SILENCE_BODY && ex->event_stream) {
+        gw_exchange_set_timer(ex, &ex->proxy->event_stream_timeout, cb);
+    } else if (ex->timeout_ms != 0) {
+        gw_exchange_set_port_silence(ex, cb);
+    } else {
+        gw_exchange_set_timer(ex, which == GW_SILENCE_FIRST_BYTE ? &ex->proxy->first_byte_timeout : &ex->proxy->io_timeout, cb);
+    }
+}
+
 /* response.c */
 /* Decodes in place the body bytes that came with the head (the upstream
  * input past its first head_size bytes, which stay as they are), before the
@@ -165,9 +212,16 @@ void gw_exchange_start_body(gw_exchange_t *ex, int no_body);
 void gw_exchange_account(gw_exchange_t *ex);
 /* No send toward the client is in flight any more: unlinks the stall timer and the waiting list. */
 void gw_exchange_stop_waiting(gw_exchange_t *ex);
-/* A publish revoked a response being streamed: it is cut (as after an
- * upstream failure) and what is held of the body is not sent either. */
-void gw_exchange_cut(gw_exchange_t *ex);
+/* A response being streamed is cut for `reason` (a publish revoked it, the
+ * drain ended): as after an upstream failure, and what is held of the body
+ * is not sent either. */
+void gw_exchange_cut(gw_exchange_t *ex, gw_cut_reason_t reason);
+/* A response its client does not take, or whose HTTP/1 client left: the
+ * upstream connection and the slots are given back now, what is held is
+ * dropped, and the response is cut (HTTP/2: RST_STREAM INTERNAL_ERROR;
+ * HTTP/1: the connection is reset). `reason` goes to the access log
+ * (GW_CUT_NONE: the client left, nothing was cut). Last use of ex. */
+void gw_exchange_reset(gw_exchange_t *ex, gw_cut_reason_t reason);
 void gw_exchange_on_client_stall(h2o_timeout_entry_t *entry);
 void gw_exchange_on_proceed(h2o_generator_t *generator, h2o_req_t *req);
 void gw_exchange_on_stop(h2o_generator_t *generator, h2o_req_t *req);

@@ -392,3 +392,86 @@ void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const g
         }
     }
 }
+
+void gw_http1_allow_token_header(h2o_req_t *req)
+{
+    static const h2o_iovec_t token_header = {H2O_STRLIT("x-lizard-access-token")};
+    ssize_t origin = h2o_find_header_by_str(&req->headers, H2O_STRLIT("origin"), -1);
+    ssize_t allowed = h2o_find_header(&req->res.headers, H2O_TOKEN_ACCESS_CONTROL_ALLOW_ORIGIN, -1);
+    ssize_t headers;
+
+    if (origin == -1 || allowed == -1)
+        return;
+    h2o_iovec_t allow = req->res.headers.entries[allowed].value;
+    if (!h2o_memis(allow.base, allow.len, H2O_STRLIT("*")) &&
+        !h2o_memis(allow.base, allow.len, req->headers.entries[origin].value.base, req->headers.entries[origin].value.len))
+        return;
+    if ((headers = h2o_find_header_by_str(&req->res.headers, H2O_STRLIT("access-control-allow-headers"), -1)) == -1) {
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("access-control-allow-headers"), 0, NULL, token_header.base,
+                              token_header.len);
+        return;
+    }
+    h2o_iovec_t *value = &req->res.headers.entries[headers].value;
+    if (h2o_contains_token(value->base, value->len, token_header.base, token_header.len, ','))
+        return;
+    *value = value->len == 0 ? token_header : h2o_concat(&req->pool, *value, h2o_iovec_init(H2O_STRLIT(", ")), token_header);
+}
+
+/* The escaped form of one byte of a quote: printable ASCII as is, '"' and
+ * '\\' behind a backslash, CR LF TAB as \\r \\n \\t, others \\xNN. Returns the length written to out (at most 4). */
+static size_t quote_byte(char *out, unsigned char c)
+{
+    static const char hex[] = "0123456789abcdef";
+
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+        out[0] = (char)c;
+        return 1;
+    }
+    out[0] = '\\';
+    switch (c) {
+    case '"':
+    case '\\':
+        out[1] = (char)c;
+        return 2;
+    case '\r':
+        out[1] = 'r';
+        return 2;
+    case '\n':
+        out[1] = 'n';
+        return 2;
+    case '\t':
+        out[1] = 't';
+        return 2;
+    default:
+        out[1] = 'x';
+        out[2] = hex[c >> 4];
+        out[3] = hex[c & 15];
+        return 4;
+    }
+}
+
+size_t gw_http1_quote(char *buf, size_t bufsize, const char *bytes, size_t len)
+{
+    static const char lead[] = " It sent: \"", tail[] = "\"";
+    size_t n = 0, i;
+    char one[4];
+
+    if (bufsize < sizeof(lead) + sizeof(tail) + 3 + 1)
+        return 0;
+    memcpy(buf, lead, sizeof(lead) - 1);
+    n = sizeof(lead) - 1;
+    for (i = 0; i != len && i != GW_HTTP1_QUOTE_BYTES; ++i) {
+        size_t k = quote_byte(one, (unsigned char)bytes[i]);
+        /* room for this byte, "..." and the closing quote */
+        if (n + k + 3 + sizeof(tail) > bufsize)
+            break;
+        memcpy(buf + n, one, k);
+        n += k;
+    }
+    if (i != len) {
+        memcpy(buf + n, "...", 3);
+        n += 3;
+    }
+    memcpy(buf + n, tail, sizeof(tail));
+    return n + sizeof(tail) - 1;
+}

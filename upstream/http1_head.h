@@ -111,4 +111,19 @@ int gw_http1_body_decode(gw_http1_body_t *body, char *buf, size_t *len);
 void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const gw_http1_response_t *res, int drop_server,
                                const gw_address_view_t *view);
 
+/* A CORS preflight cannot carry the token, so the app's answer does not
+ * list the token header; when the app's answer (in req->res) allows the
+ * request's origin, x-lizard-access-token is added to
+ * Access-Control-Allow-Headers. */
+void gw_http1_allow_token_header(h2o_req_t *req);
+
+/* At most this many bytes of an answer are quoted by gw_http1_quote. */
+#define GW_HTTP1_QUOTE_BYTES 64
+
+/* Writes ` It sent: "<the first GW_HTTP1_QUOTE_BYTES of bytes, escaped>"`
+ * (with "..." when there were more) into buf, NUL-terminated: for the
+ * message of a bad_upstream_response. Returns the length, 0 (nothing
+ * written) when bufsize is too small for any of it. */
+size_t gw_http1_quote(char *buf, size_t bufsize, const char *bytes, size_t len);
+
 #endif

@@ -14,6 +14,7 @@
 #include "errors/errors.h"
 #include "upstream/request_line.h"
 #include "common/client_addr.h"
+#include "common/keepalive.h"
 #include "common/netaddr.h"
 #include "upstream/exchange.h"
 
@@ -26,6 +27,12 @@
  * completing together does not close what the next requests need, short
  * enough that a burst's connections do not stay for upstream.idle_timeout_ms. */
 #define POOL_SURPLUS_IDLE_MS 2000
+/* An HTTP/1 exchange still going after this long has its client watched for
+ * leaving (deadline.c): the sandbox sees a caller that left this much later
+ * at most, and exchanges that end sooner cost no system call. */
+#define CLIENT_WATCH_DELAY_MS 200
+/* The tick of timeout:<n> silences (deadline.c); the loop has this timeout already. */
+#define PORT_TICK_MS 1000
 /* How often a client connection holding egress not yet known delivered asks
  * the kernel what its client acknowledged (upstream/delivery.h): the delay
  * of billing, at one ioctl per second per connection with traffic. */
@@ -42,7 +49,6 @@
 #define DETAIL_HEAD_TOO_LARGE "Its response head is larger than 64 KiB."
 #define DETAIL_BAD_CHUNKED "Its chunked body is malformed (a chunk size or line end that RFC 9112 does not allow)."
 #define DETAIL_CONNECT_TIMEOUT "Connecting to it timed out."
-#define DETAIL_FIRST_BYTE_TIMEOUT "It accepted the request but did not start answering in time."
 
 static void on_head_read(h2o_socket_t *sock, const char *err);
 static void connect_fresh(gw_exchange_t *ex);
@@ -176,6 +182,7 @@ void gw_exchange_detach_upstream(gw_exchange_t *ex)
 {
     gw_splice_stop(ex);
     gw_exchange_clear_timer(ex);
+    gw_exchange_unwatch_client(ex);
     if (ex->sock != NULL) {
         h2o_socket_close(ex->sock);
         ex->sock = NULL;
@@ -184,16 +191,32 @@ void gw_exchange_detach_upstream(gw_exchange_t *ex)
 
 /* Answers with a gateway error. Must be the caller's last use of ex: the
  * response may complete, and dispose the request, at any time after. */
-static void fail(gw_exchange_t *ex, gw_error_code_t code, const char *detail)
+static void fail_why(gw_exchange_t *ex, gw_error_code_t code, gw_error_why_t why, const char *detail)
 {
-    gw_error_why_t why = GW_WHY_DEFAULT;
-
     gw_exchange_detach_upstream(ex);
     ex->state = GW_EX_OVER;
     /* "listen on 0.0.0.0, not 127.0.0.1" is wrong advice when the gateway itself connects over loopback */
     if (code == GW_ERR_PORT_NOT_OPEN && gw_netaddr_is_loopback((const struct sockaddr *)&ex->addr.ss))
         why = GW_WHY_LOOPBACK_UPSTREAM;
     gw_error_send_why(ex->req, code, why, ex->sandbox_id, ex->port, detail);
+}
+
+static void fail(gw_exchange_t *ex, gw_error_code_t code, const char *detail)
+{
+    fail_why(ex, code, GW_WHY_DEFAULT, detail);
+}
+
+/* bad_upstream_response: what was wrong, and the first bytes the app sent
+ * (at most GW_HTTP1_QUOTE_BYTES, escaped), so that "it speaks HTTP/2" or "it
+ * wrote Unauthorized" is seen at once. */
+static void fail_bad_answer(gw_exchange_t *ex, const char *why)
+{
+    char detail[512];
+    size_t n = (size_t)snprintf(detail, sizeof(detail), "%s", why);
+
+    if (ex->sock != NULL && ex->sock->input->size != 0 && n < sizeof(detail))
+        gw_http1_quote(detail + n, sizeof(detail) - n, ex->sock->input->bytes, ex->sock->input->size);
+    fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, detail);
 }
 
 /* No response byte came on this connection: retry once on a fresh
@@ -211,6 +234,7 @@ static void on_no_response(gw_exchange_t *ex, const char *detail)
         ex->up_req.done = 0;
         ex->up_req.failed = 0;
         ex->res.got_byte = 0;
+        gw_exchange_watch_client(ex); /* the detach stopped it */
         connect_fresh(ex);
         return;
     }
@@ -219,32 +243,6 @@ static void on_no_response(gw_exchange_t *ex, const char *detail)
 
 /* --- the response head ---------------------------------------------------- */
 
-/* A preflight cannot carry the token, so the app's answer does not list the
- * token header; when the app allows the origin, the gateway does. */
-static void allow_token_header(h2o_req_t *req)
-{
-    static const h2o_iovec_t token_header = {H2O_STRLIT("x-lizard-access-token")};
-    ssize_t origin = h2o_find_header_by_str(&req->headers, H2O_STRLIT("origin"), -1);
-    ssize_t allowed = h2o_find_header(&req->res.headers, H2O_TOKEN_ACCESS_CONTROL_ALLOW_ORIGIN, -1);
-    ssize_t headers;
-
-    if (origin == -1 || allowed == -1)
-        return;
-    h2o_iovec_t allow = req->res.headers.entries[allowed].value;
-    if (!h2o_memis(allow.base, allow.len, H2O_STRLIT("*")) &&
-        !h2o_memis(allow.base, allow.len, req->headers.entries[origin].value.base, req->headers.entries[origin].value.len))
-        return;
-    if ((headers = h2o_find_header_by_str(&req->res.headers, H2O_STRLIT("access-control-allow-headers"), -1)) == -1) {
-        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("access-control-allow-headers"), 0, NULL, token_header.base,
-                              token_header.len);
-        return;
-    }
-    h2o_iovec_t *value = &req->res.headers.entries[headers].value;
-    if (h2o_contains_token(value->base, value->len, token_header.base, token_header.len, ','))
-        return;
-    *value = value->len == 0 ? token_header : h2o_concat(&req->pool, *value, h2o_iovec_init(H2O_STRLIT(", ")), token_header);
-}
-
 static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
 {
     h2o_req_t *req = ex->req;
@@ -252,12 +250,12 @@ static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
     int no_body;
 
     if (gw_http1_response_framing(head, &ex->res.body, &why) != 0) {
-        fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, why);
+        fail_bad_answer(ex, why);
         return;
     }
     if (head->status == 101 && !(ex->is_websocket && ex->up_req.done && !ex->up_req.failed)) {
         /* switching protocols unasked (or before the request was out) */
-        fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, DETAIL_UNASKED_101);
+        fail_bad_answer(ex, DETAIL_UNASKED_101);
         return;
     }
     no_body = head->status != 101 && (ex->is_head || head->status == 204 || head->status == 304);
@@ -266,7 +264,7 @@ static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
          * anything of the response is set: broken framing there is still
          * a 502 of the gateway's own, with none of the app's headers */
         if (gw_exchange_decode_first(ex, head->size) != 0) {
-            fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, DETAIL_BAD_CHUNKED);
+            fail_bad_answer(ex, DETAIL_BAD_CHUNKED);
             return;
         }
     }
@@ -275,7 +273,7 @@ static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
     req->res.reason = h2o_strdup(&req->pool, head->reason.base, head->reason.len).base;
     gw_http1_response_headers(&req->pool, &req->res.headers, head, req->conn->ctx->globalconf->server_name.len != 0, &ex->view);
     if (ex->cors_preflight)
-        allow_token_header(ex->req);
+        gw_http1_allow_token_header(ex->req);
     h2o_buffer_consume(&ex->sock->input, head->size);
 
     if (head->status == 101) {
@@ -303,7 +301,11 @@ static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
 static void on_first_byte_timeout(h2o_timeout_entry_t *entry)
 {
     gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, timer, entry);
-    fail(ex, GW_ERR_UPSTREAM_TIMEOUT, DETAIL_FIRST_BYTE_TIMEOUT);
+    char detail[384];
+
+    gw_exchange_silence_detail(ex, GW_SILENCE_FIRST_BYTE, detail, sizeof(detail));
+    gw_cut_note(ex->req, GW_CUT_FIRST_BYTE_TIMEOUT);
+    fail_why(ex, GW_ERR_UPSTREAM_TIMEOUT, GW_WHY_SILENCE_LIMIT, detail);
 }
 
 static void on_head_read(h2o_socket_t *sock, const char *err)
@@ -315,7 +317,7 @@ static void on_head_read(h2o_socket_t *sock, const char *err)
         if (!ex->res.got_byte && sock->input->size == 0) {
             on_no_response(ex, DETAIL_CLOSED);
         } else {
-            fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, DETAIL_CLOSED_IN_HEAD);
+            fail_bad_answer(ex, DETAIL_CLOSED_IN_HEAD);
         }
         return;
     }
@@ -330,10 +332,10 @@ static void on_head_read(h2o_socket_t *sock, const char *err)
         case GW_HTTP1_HEAD_PARTIAL:
             return;
         case GW_HTTP1_HEAD_INVALID:
-            fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, DETAIL_NOT_HTTP);
+            fail_bad_answer(ex, DETAIL_NOT_HTTP);
             return;
         case GW_HTTP1_HEAD_TOO_LARGE:
-            fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, DETAIL_HEAD_TOO_LARGE);
+            fail_bad_answer(ex, DETAIL_HEAD_TOO_LARGE);
             return;
         }
         if (head.status >= 200 || head.status == 101)
@@ -360,13 +362,13 @@ static void on_request_written(h2o_socket_t *sock, const char *err)
         ex->up_req.done = 1;
         ex->up_req.failed = 1;
         if (ex->state == GW_EX_AWAIT_HEAD)
-            gw_exchange_set_timer(ex, &ex->proxy->first_byte_timeout, on_first_byte_timeout);
+            gw_exchange_set_silence(ex, GW_SILENCE_FIRST_BYTE, on_first_byte_timeout);
         return;
     }
     ex->up_req.body_written += ex->up_req.body_inflight;
     ex->up_req.body_inflight = 0;
     if (ex->state == GW_EX_AWAIT_HEAD)
-        gw_exchange_set_timer(ex, &ex->proxy->first_byte_timeout, on_first_byte_timeout);
+        gw_exchange_set_silence(ex, GW_SILENCE_FIRST_BYTE, on_first_byte_timeout);
     if (ex->up_req.body_written < ex->req->entity.len) {
         write_request(ex);
     } else {
@@ -395,7 +397,7 @@ static void write_request(gw_exchange_t *ex)
 static void start_request(gw_exchange_t *ex)
 {
     ex->state = GW_EX_AWAIT_HEAD;
-    gw_exchange_set_timer(ex, &ex->proxy->first_byte_timeout, on_first_byte_timeout);
+    gw_exchange_set_silence(ex, GW_SILENCE_FIRST_BYTE, on_first_byte_timeout);
     write_request(ex);
     h2o_socket_read_start(ex->sock, on_head_read);
 }
@@ -438,6 +440,8 @@ static void connect_fresh(gw_exchange_t *ex)
     /* a small receive buffer bounds what one read event can pull in, so
      * that back-pressure holds (see gw_proxy_new) */
     setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_RCVBUF, &p->rcvbuf, sizeof(p->rcvbuf));
+    /* a call silent for minutes keeps its place in the NATs between (README, Long calls) */
+    gw_tcp_keepalive_set(h2o_socket_get_fd(sock));
     sock->data = ex;
     ex->sock = sock;
     gw_exchange_set_timer(ex, &p->connect_timeout, on_connect_timeout);
@@ -448,11 +452,14 @@ static void on_exchange_dispose(void *_ex)
     gw_exchange_t *ex = _ex;
 
     gw_exchange_stop_waiting(ex);
+    if (h2o_linklist_is_linked(&ex->link))
+        h2o_linklist_unlink(&ex->link);
     if (ex->revocable.grant.record != NULL) {
         if (ex->proxy->revocation != NULL)
             gw_revocation_remove(ex->proxy->revocation, &ex->revocable);
         gw_sandbox_release(ex->revocable.grant.record);
     }
+    gw_exchange_unwatch_client(ex);
     /* a request still at the app keeps its slots until the app is done with it (MadeYouReset across reconnections) */
     if (!gw_orphan_adopt(ex)) {
         gw_exchange_release_slots(ex);
@@ -477,7 +484,7 @@ static void on_exchange_revoke(gw_revocable_t *item, gw_error_code_t code)
         fail(ex, code, NULL);
         break;
     case GW_EX_BODY:
-        gw_exchange_cut(ex);
+        gw_exchange_cut(ex, code == GW_ERR_EGRESS_QUOTA_EXCEEDED ? GW_CUT_EGRESS_QUOTA : GW_CUT_REVOKED);
         break;
     case GW_EX_OVER:
         break;
@@ -505,11 +512,11 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     memset(p, 0, sizeof(*p));
     p->ctx = ctx;
     p->conf = *conf;
-    gw_upstream_pool_conf_t pool_conf = {.idle_timeout_ms = conf->idle_timeout_ms,
-                                         .surplus_timeout_ms = conf->idle_timeout_ms < POOL_SURPLUS_IDLE_MS ? conf->idle_timeout_ms
-                                                                                                            : POOL_SURPLUS_IDLE_MS,
-                                         .max_idle_per_key = conf->max_idle_per_pool,
-                                         .max_idle = conf->max_idle_per_worker};
+    gw_upstream_pool_conf_t pool_conf = {
+        .idle_timeout_ms = conf->pool_idle_timeout_ms,
+        .surplus_timeout_ms = conf->pool_idle_timeout_ms < POOL_SURPLUS_IDLE_MS ? conf->pool_idle_timeout_ms : POOL_SURPLUS_IDLE_MS,
+        .max_idle_per_key = conf->max_idle_per_pool,
+        .max_idle = conf->max_idle_per_worker};
     p->pool = gw_upstream_pool_new(ctx->loop, &pool_conf);
     gw_opt_timeout_init(ctx->loop, &p->connect_timeout, conf->connect_timeout_ms);
     gw_opt_timeout_init(ctx->loop, &p->first_byte_timeout, conf->first_byte_timeout_ms);
@@ -518,11 +525,14 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     gw_opt_timeout_init(ctx->loop, &p->websocket_ping, conf->websocket_ping_interval_ms);
     gw_opt_timeout_init(ctx->loop, &p->client_stall_timeout, conf->client_stall_timeout_ms);
     gw_opt_timeout_init(ctx->loop, &p->event_stream_timeout, conf->event_stream_idle_timeout_ms);
+    gw_opt_timeout_init(ctx->loop, &p->port_tick, PORT_TICK_MS);
+    gw_opt_timeout_init(ctx->loop, &p->watch_delay, CLIENT_WATCH_DELAY_MS);
     gw_opt_timeout_init(ctx->loop, &p->tunnel_close_wait, GW_TUNNEL_CLOSE_WAIT_MS);
     h2o_linklist_init_anchor(&p->websockets);
     h2o_linklist_init_anchor(&p->tcp_tunnels);
     h2o_linklist_init_anchor(&p->orphans);
     h2o_linklist_init_anchor(&p->waiting);
+    h2o_linklist_init_anchor(&p->exchanges);
     p->deliveries = gw_deliveries_new(ctx->loop, DELIVERY_CHECK_MS, on_delivered, p);
     p->held = gw_held_new();
 
@@ -560,6 +570,8 @@ void gw_proxy_free(gw_proxy_t *p)
     gw_opt_timeout_dispose(p->ctx->loop, &p->websocket_ping);
     gw_opt_timeout_dispose(p->ctx->loop, &p->client_stall_timeout);
     gw_opt_timeout_dispose(p->ctx->loop, &p->event_stream_timeout);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->port_tick);
+    gw_opt_timeout_dispose(p->ctx->loop, &p->watch_delay);
     gw_opt_timeout_dispose(p->ctx->loop, &p->tunnel_close_wait);
     free(p);
 }
@@ -576,6 +588,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->super.stop = gw_exchange_on_stop;
     ex->proxy = p;
     ex->req = req;
+    h2o_linklist_insert(&p->exchanges, &ex->link);
     ex->sandbox_id = h2o_strdup(&req->pool, target->sandbox_id, SIZE_MAX).base;
     ex->lifecycle = h2o_strdup(&req->pool, target->lifecycle.base, target->lifecycle.len);
     ex->port = target->port;
@@ -587,6 +600,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->is_idempotent = method_is_idempotent(req->method);
     ex->cors_preflight = target->cors_preflight != 0;
     ex->localhost = target->localhost != 0;
+    ex->timeout_ms = target->timeout_ms;
     gw_address_view_init(&ex->view, &req->pool, req->authority, ex->localhost ? ex->port : 0, &p->conf.cookie_rules);
     ex->slot = target->conn_limit;
     ex->slot_worker = target->limit_worker;
@@ -626,6 +640,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     }
 
     ex->up_req.head = build_request_head(ex);
+    gw_exchange_watch_client(ex);
     key = (gw_upstream_key_t){ex->sandbox_id, ex->lifecycle, ex->port, &ex->addr};
     if (!ex->is_websocket && !ex->is_tcp && (sock = gw_upstream_pool_take(p->pool, &key)) != NULL) {
         GW_PROXY_COUNT(p, reuses, 1);
@@ -636,6 +651,11 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     } else {
         connect_fresh(ex);
     }
+}
+
+void gw_proxy_set_hangup(gw_proxy_t *p, gw_hangup_t *h)
+{
+    p->hangup = h;
 }
 
 void gw_proxy_set_counters(gw_proxy_t *p, gw_proxy_counters_t *c)

@@ -13,6 +13,7 @@
 #include "limits/conn_limit.h"
 #include "limits/revocation.h"
 #include "metering/worker_meter.h"
+#include "common/hangup.h"
 #include "common/netaddr.h"
 #include "upstream/address_view.h"
 #include "upstream/ws_budget.h"
@@ -38,6 +39,7 @@ typedef struct st_gw_proxy_target_t {
     int tcp;                       /* a TCP tunnel's handshake to a proto tcp port (upstream/tcp_tunnel.h) */
     gw_grant_t grant;              /* what let the request in (record borrowed: the proxy retains it); record NULL: the
                                       exchange is not revocable */
+    uint32_t timeout_ms;           /* the port's timeout:<n>: replaces first_byte_timeout_ms and idle_timeout_ms; 0: those */
 } gw_proxy_target_t;
 
 /* Per-request byte counts, reported when a proxied exchange ends (metering). */
@@ -53,10 +55,11 @@ typedef struct st_gw_proxy_conf_t {
     gw_cookie_rules_t cookie_rules; /* what a sandbox's Set-Cookie may not do (strings borrowed: must outlive the proxy) */
     uint64_t connect_timeout_ms;
     uint64_t first_byte_timeout_ms;
-    uint64_t idle_timeout_ms; /* mid-body silence, and the idle lifetime of a pooled connection */
+    uint64_t idle_timeout_ms;      /* mid-body silence */
+    uint64_t pool_idle_timeout_ms; /* the idle lifetime of a pooled connection */
     uint64_t websocket_idle_timeout_ms;
     uint64_t websocket_ping_interval_ms; /* a WebSocket tunnel without a frame this long pings its client; 0: never */
-    size_t max_idle_per_pool;            /* idle connections a pool keeps for idle_timeout_ms (more are kept 2 s) */
+    size_t max_idle_per_pool;            /* idle connections a pool keeps for pool_idle_timeout_ms (more are kept 2 s) */
     size_t max_idle_per_worker;          /* idle connections of all pools; past it the one idle longest is closed */
     const gw_cidr_t *allowed_networks;   /* borrowed: must outlive the proxy */
     size_t num_allowed_networks;
@@ -64,7 +67,7 @@ typedef struct st_gw_proxy_conf_t {
     uint64_t client_stall_timeout_ms;
     size_t max_connection_buffer_bytes;
     size_t max_worker_buffer_bytes;
-    uint64_t event_stream_idle_timeout_ms; /* a text/event-stream response silent this long ends cleanly; 0: never */
+    uint64_t event_stream_idle_timeout_ms; /* a response of a streamed media type silent this long ends cleanly; 0: never */
     int splice;                           /* upstream.splice: Content-Length bodies to HTTP/1.1 plain clients move with splice(2) */
     gw_ws_budget_conf_t websocket_bounds; /* limits.websocket_*: what the client of a WebSocket or TCP tunnel may send */
     size_t tunnel_socket_buffer_bytes;    /* limits.tunnel_socket_buffer_bytes: SO_SNDBUF of tunnel sockets; 0: autotuned */
@@ -107,6 +110,17 @@ typedef struct st_gw_proxy_counters_t {
     atomic_uint_fast64_t frame_rate_closes;    /* tunnels closed 1008: their client's frames ran out of budget */
     atomic_uint_fast64_t message_size_closes;  /* tunnels closed 1009: a client's message over the size bound */
 } gw_proxy_counters_t;
+
+/* Watches the HTTP/1 client of each exchange that lasts (common/hangup.h;
+ * borrowed, the worker's; NULL: not watched): a client that closes ends
+ * its exchange and the connection to its sandbox at once. */
+void gw_proxy_set_hangup(gw_proxy_t *p, gw_hangup_t *h);
+
+/* The drain's end: every exchange still going is cut (access log "cut":
+ * "shutdown"): a response being streamed ends as after an upstream failure,
+ * one still waiting for its head is reset (HTTP/2) or closed (HTTP/1). Their
+ * requests are disposed as the loop runs on. */
+void gw_proxy_cut_all(gw_proxy_t *p);
 
 /* Makes this proxy count into `c` (NULL: stop counting). */
 void gw_proxy_set_counters(gw_proxy_t *p, gw_proxy_counters_t *c);

@@ -55,6 +55,8 @@ void gw_exchange_release_upstream(gw_exchange_t *ex, int complete)
     h2o_buffer_t *empty = ex->rest;
 
     gw_exchange_clear_timer(ex);
+    /* the app is done: a client leaving now is h2o's to notice as it writes */
+    gw_exchange_unwatch_client(ex);
     ex->sock = NULL;
     /* ex->rest is empty: the upstream is released once */
     ex->rest = sock->input;
@@ -177,13 +179,13 @@ void gw_exchange_send(gw_exchange_t *ex)
 
 static void on_io_timeout(h2o_timeout_entry_t *entry);
 
-/* The deadline of the app's silence mid-body: server-sent events are quiet
- * between events for as long as the app likes (a dashboard, a build log), so
- * upstream.idle_timeout_ms would cut healthy streams; they have their own,
- * off by default. */
+/* The deadline of the app's silence mid-body: streamed media types (server-
+ * sent events, NDJSON) are quiet between events for as long as the app likes
+ * (a dashboard, a build log, a running cell), so upstream.idle_timeout_ms
+ * would cut healthy streams; they have their own, off by default. */
 static void set_body_timer(gw_exchange_t *ex)
 {
-    gw_exchange_set_timer(ex, ex->event_stream ? &ex->proxy->event_stream_timeout : &ex->proxy->io_timeout, on_io_timeout);
+    gw_exchange_set_silence(ex, GW_SILENCE_BODY, on_io_timeout);
 }
 
 /* Back-pressure: the upstream is read only while less than read_pause_at of
@@ -241,16 +243,11 @@ void gw_exchange_on_stop(h2o_generator_t *generator, h2o_req_t *req)
     ex->state = GW_EX_OVER;
 }
 
-/* A response its client does not take: the upstream connection and the
- * sandbox's connection slot are given back now, what is held of the body is
- * dropped, and the response is cut (HTTP/2: RST_STREAM CANCEL; HTTP/1: the
- * connection is reset). The request is disposed by h2o, now or a little
- * later; last use of ex. */
-static void reset_exchange(gw_exchange_t *ex)
+void gw_exchange_reset(gw_exchange_t *ex, gw_cut_reason_t reason)
 {
     h2o_req_t *req = ex->req;
-    /* a spliced body has no send in flight whose failure would end it */
-    int spliced = ex->splice.active;
+    /* a spliced body, or one waiting for the app, has no send in flight whose failure would end it */
+    int no_send = ex->splice.active || !ex->res.sending;
 
     gw_exchange_stop_waiting(ex);
     gw_exchange_detach_upstream(ex);
@@ -260,8 +257,10 @@ static void reset_exchange(gw_exchange_t *ex)
     gw_exchange_account(ex);
     ex->state = GW_EX_OVER;
     gw_exchange_release_slots(ex);
+    gw_cut_note(req, reason);
     if (req->version >= 0x200) {
-        h2o_http2_reset_request(req, H2O_HTTP2_ERROR_CANCEL); /* patch 0230 */
+        /* INTERNAL_ERROR, as every cut (CONTRACT.md, Long calls) */
+        h2o_http2_reset_request(req, H2O_HTTP2_ERROR_INTERNAL); /* patch 0230 */
     } else {
         /* the write in flight fails (EPIPE) and h2o closes the connection;
          * no linger: what the kernel holds for the client is dropped */
@@ -271,7 +270,7 @@ static void reset_exchange(gw_exchange_t *ex)
             setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
             shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
         }
-        if (spliced)
+        if (no_send)
             h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
     }
 }
@@ -282,7 +281,7 @@ void gw_exchange_on_client_stall(h2o_timeout_entry_t *entry)
 {
     gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, stall_timer, entry);
     GW_PROXY_COUNT(ex->proxy, client_stalls, 1);
-    reset_exchange(ex);
+    gw_exchange_reset(ex, GW_CUT_CLIENT_STALL);
 }
 
 /* Over limits.max_connection_buffer_bytes (for ex's client connection) or
@@ -305,12 +304,12 @@ static int enforce_budgets(gw_exchange_t *ex)
             continue;
         GW_PROXY_COUNT(p, budget_resets, 1);
         if (victim == ex) {
-            reset_exchange(ex);
+            gw_exchange_reset(ex, GW_CUT_CLIENT_STALL);
             return 1;
         }
         /* the victim may be disposed now; `next` is not (a request owns no
          * other), and it is still linked unless it was ex */
-        reset_exchange(victim);
+        gw_exchange_reset(victim, GW_CUT_CLIENT_STALL);
     }
     return 0;
 }
@@ -326,6 +325,7 @@ static void on_io_timeout(h2o_timeout_entry_t *entry)
      * (with Last-Event-ID) where it would report an error for a cut one. */
     if (!ex->event_stream || ex->res.body.framing == GW_HTTP1_LENGTH)
         ex->res.body_error = 1;
+    gw_cut_note(ex->req, GW_CUT_IDLE_TIMEOUT);
     gw_exchange_release_upstream(ex, 0);
     if (!ex->res.sending)
         gw_exchange_send(ex);
@@ -334,8 +334,11 @@ static void on_io_timeout(h2o_timeout_entry_t *entry)
 /* The body bytes that arrived are decoded (`ret` as gw_http1_body_decode's). */
 static void on_body_decoded(gw_exchange_t *ex, int ret)
 {
-    if (ret < 0)
+    if (ret < 0) {
+        /* the app closed or broke its body before its end */
         ex->res.body_error = 1;
+        gw_cut_note(ex->req, GW_CUT_UPSTREAM_RESET);
+    }
     if (ret != 0) {
         gw_exchange_release_upstream(ex, ret > 0);
     } else {
@@ -386,25 +389,12 @@ int gw_exchange_decode_first(gw_exchange_t *ex, size_t head_size)
     return 0;
 }
 
-/* Content-Type text/event-stream, parameters and case aside. */
-static int is_event_stream(h2o_req_t *req)
-{
-    ssize_t i = h2o_find_header(&req->res.headers, H2O_TOKEN_CONTENT_TYPE, -1);
-    static const char type[] = "text/event-stream";
-
-    if (i == -1)
-        return 0;
-    h2o_iovec_t v = req->res.headers.entries[i].value;
-    size_t n = sizeof(type) - 1;
-    return v.len >= n && h2o_lcstris(v.base, n, type, n) && (v.len == n || v.base[n] == ';' || v.base[n] == ' ');
-}
-
 void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
 {
     h2o_socket_t *sock = ex->sock;
 
     ex->state = GW_EX_BODY;
-    ex->event_stream = is_event_stream(ex->req);
+    ex->event_stream = gw_exchange_is_streamed(ex->req);
     h2o_start_response(ex->req, &ex->super);
     if (no_body) {
         if (sock->input->size != 0) {
@@ -429,8 +419,9 @@ void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
     on_body_decoded(ex, ex->res.first_decoded);
 }
 
-void gw_exchange_cut(gw_exchange_t *ex)
+void gw_exchange_cut(gw_exchange_t *ex, gw_cut_reason_t reason)
 {
+    gw_cut_note(ex->req, reason);
     gw_splice_stop(ex);
     ex->res.body_error = 1;
     if (ex->sock != NULL)

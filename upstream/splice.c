@@ -108,6 +108,7 @@ static void on_io_timeout(h2o_timeout_entry_t *entry)
 
     /* the app went silent mid-body: the client sees a truncated response */
     ex->res.body_error = 1;
+    gw_cut_note(ex->req, GW_CUT_IDLE_TIMEOUT);
     end(ex);
 }
 
@@ -131,7 +132,7 @@ static void on_client_ready(h2o_socket_t *watch, const char *err)
  * its idle timeout. */
 static void wait_upstream(gw_exchange_t *ex)
 {
-    gw_exchange_set_timer(ex, ex->event_stream ? &ex->proxy->event_stream_timeout : &ex->proxy->io_timeout, on_io_timeout);
+    gw_exchange_set_silence(ex, GW_SILENCE_BODY, on_io_timeout);
     h2o_socket_read_start(ex->sock, on_upstream_ready);
     gw_exchange_account(ex);
 }
@@ -205,6 +206,7 @@ static int from_upstream(gw_exchange_t *ex)
          * Content-Length: the client sees the truncation */
         ex->res.body_error = 1;
         ex->res.body.keepalive = 0;
+        gw_cut_note(ex->req, GW_CUT_UPSTREAM_RESET);
         release(ex, 0);
         return 1;
     }

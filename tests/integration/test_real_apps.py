@@ -304,6 +304,37 @@ class JupyterClient:
         return None
 
 
+def execute_cell(j, kid, xsrf, certs, code, silence_s):
+    """Runs `code` in kernel `kid` over its WebSocket through the gateway, as
+    the notebook page does; waits up to silence_s for each message. Returns
+    (the cell's output, the execute_reply status)."""
+    session = uuid.uuid4().hex
+    msg_id = uuid.uuid4().hex
+    execute = {"header": {"msg_id": msg_id, "username": "test", "session": session, "msg_type": "execute_request",
+                          "version": "5.3"},
+               "parent_header": {}, "metadata": {}, "channel": "shell",
+               "content": {"code": code, "silent": False, "store_history": True,
+                           "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}
+
+    async def go():
+        out, status = [], None
+        cookie = "_xsrf=" + xsrf
+        async with ws_connect(j.apps.gw, j.host, "/api/kernels/%s/channels?session_id=%s" % (kid, session), certs,
+                              {bh.TOKEN_HEADER: j.apps.token, "Origin": j.origin, "Cookie": cookie}) as ws:
+            await ws.send(json.dumps(execute))
+            while status != "ok" or not out:
+                m = json.loads(await asyncio.wait_for(ws.recv(), silence_s))
+                if m.get("parent_header", {}).get("msg_id") != msg_id:
+                    continue
+                if m["msg_type"] == "stream":
+                    out.append(m["content"]["text"])
+                elif m["msg_type"] == "execute_reply":
+                    status = m["content"]["status"]
+        return "".join(out), status
+
+    return run(go(), timeout=silence_s + 60)
+
+
 @pytest.mark.parametrize("mode", ["preserve", "localhost"])
 def test_jupyter_notebook_kernel_and_cell(apps, curl, certs, tmp_path, jupyter, mode):
     j = JupyterClient(apps, curl, tmp_path, apps.id if mode == "preserve" else apps.id_localhost)
@@ -326,31 +357,7 @@ def test_jupyter_notebook_kernel_and_cell(apps, curl, certs, tmp_path, jupyter, 
                                                                    gwtest.tail(jupyter.log))
     kid = kernel.json()["id"]
 
-    session = uuid.uuid4().hex
-    msg_id = uuid.uuid4().hex
-    execute = {"header": {"msg_id": msg_id, "username": "test", "session": session, "msg_type": "execute_request",
-                          "version": "5.3"},
-               "parent_header": {}, "metadata": {}, "channel": "shell",
-               "content": {"code": "print('lizard says', 6 * 7)", "silent": False, "store_history": True,
-                           "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}
-
-    async def go():
-        out, status = [], None
-        cookie = "_xsrf=" + xsrf
-        async with ws_connect(apps.gw, j.host, "/api/kernels/%s/channels?session_id=%s" % (kid, session), certs,
-                              {bh.TOKEN_HEADER: apps.token, "Origin": j.origin, "Cookie": cookie}) as ws:
-            await ws.send(json.dumps(execute))
-            while status != "ok" or not out:
-                m = json.loads(await asyncio.wait_for(ws.recv(), 60))
-                if m.get("parent_header", {}).get("msg_id") != msg_id:
-                    continue
-                if m["msg_type"] == "stream":
-                    out.append(m["content"]["text"])
-                elif m["msg_type"] == "execute_reply":
-                    status = m["content"]["status"]
-        return "".join(out), status
-
-    text, status = run(go(), timeout=120)
+    text, status = execute_cell(j, kid, xsrf, certs, "print('lizard says', 6 * 7)", 60)
     assert status == "ok"
     assert text == "lizard says 42\n", text
     gone = j.req("/api/kernels/" + kid, method="DELETE", headers=api)

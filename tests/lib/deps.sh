@@ -15,6 +15,7 @@ GW_DEB_PACKAGES=(
     "${GW_DEB_BUILD_PACKAGES[@]}" check
     redis-server redis-sentinel redis-tools curl nghttp2-client openssl
     python3-pytest python3-h2 python3-websockets python3-yaml python3-cryptography
+    python3-grpcio # a real gRPC client: gRPC answers to gRPC requests (test_long_calls.py)
     clang libclang-rt-14-dev clang-format
     pebble certbot  # custom domains: a real ACME server and client (test_acme_pebble.py, deploy/lizard-issuer.py)
     openssh-server openssh-client # sshd and ssh through tcp-forward (test_tcp_forward.py)
@@ -90,19 +91,23 @@ gw_deps_browser() {
     fi
 }
 
-# gw_deps_apps: the real applications of test_real_apps.py: Debian's Jupyter
-# Notebook and Flask, and Vite from the npm registry into
-# tests/integration/apps/vite/node_modules (npm ci, only when it is missing or
-# older than package-lock.json).
+# gw_deps_apps: the real applications of test_real_apps.py and
+# test_long_calls.py: Debian's Jupyter Notebook and Flask, Vite and the MCP
+# SDK from the npm registry into tests/integration/apps/{vite,mcp}/node_modules
+# (npm ci, only when it is missing or older than package-lock.json).
 gw_deps_apps() {
-    local dir=tests/integration/apps/vite
+    local dir pkg
     gw_deps_install "${GW_DEB_APP_PACKAGES[@]}"
-    [ -f "$dir/package.json" ] || return 0
-    if ! command -v npm >/dev/null 2>&1; then
-        gw_deps_install nodejs npm
-    fi
-    if [ ! -d "$dir/node_modules/vite" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
-        echo "deps: npm ci in $dir" >&2
-        npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
-    fi
+    for dir in tests/integration/apps/vite:vite tests/integration/apps/mcp:@modelcontextprotocol/sdk; do
+        pkg=${dir#*:}
+        dir=${dir%%:*}
+        [ -f "$dir/package.json" ] || continue
+        if ! command -v npm >/dev/null 2>&1; then
+            gw_deps_install nodejs npm
+        fi
+        if [ ! -d "$dir/node_modules/$pkg" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+            echo "deps: npm ci in $dir" >&2
+            npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
+        fi
+    done
 }

@@ -155,11 +155,14 @@ START_TEST(test_defaults)
                                    .same_site = GW_COOKIE_SAME_SITE_LAX,
                                    .routing_ttls_ms = {10000, 1000, 60000},
                                    .host_header = GW_HOST_HEADER_PRESERVE,
-                                   .upstream_timeouts_ms = {5000, 60000, 60000, 300000},
+                                   .upstream_timeouts_ms = {5000, 610000, 610000, 300000},
                                    .max_idle_per_pool = 64,
                                    .num_allowed_networks = 2});
     ck_assert_str_eq(c->listen[0].address, "0.0.0.0:443");
     ck_assert_str_eq(c->listen[1].address, "0.0.0.0:80");
+    /* README, Long calls: a 600 s call is never cut; pooled connections keep their own lifetime */
+    ck_assert_uint_eq(c->upstream.max_port_timeout_ms, 3600000);
+    ck_assert_uint_eq(c->upstream.pool_idle_timeout_ms, 60000);
 
     ck_assert_str_eq(c->redis.address, "127.0.0.1:6379");
     ck_assert_uint_eq(port_of(&c->redis.addr), 6379);

@@ -306,6 +306,78 @@ START_TEST(host_modes)
 }
 END_TEST
 
+START_TEST(port_timeouts)
+{
+    /* timeout:<n> of exposed ports: a decimal from 1000 to the cap, else ignored (0) and the first noted */
+    const char *kv[] = {"port:3000",
+                        "public",
+                        "timeout:3000",
+                        "120000",
+                        "port:4000",
+                        "public",
+                        "timeout:4000",
+                        "abc",
+                        "port:5000",
+                        "public",
+                        "timeout:5000",
+                        "0",
+                        "port:6000",
+                        "public",
+                        "timeout:6000",
+                        "-5",
+                        "port:7000",
+                        "public",
+                        "timeout:7000",
+                        "999",
+                        "port:8000",
+                        "public",
+                        "timeout:8000",
+                        "1000",
+                        "port:8001",
+                        "public",
+                        "timeout:8001",
+                        "7200000",
+                        "timeout:9999",
+                        "5000",
+                        NULL};
+    redisReply *r = hash(kv);
+    gw_sandbox_t *s = NULL, *capped = NULL;
+    const char *err = NULL;
+
+    ck_assert_int_eq(gw_sandbox_parse("sbx1", r, &s, &err), 0);
+    ck_assert_uint_eq(gw_sandbox_port(s, 3000)->timeout_ms, 120000);
+    ck_assert_uint_eq(gw_sandbox_port(s, 4000)->timeout_ms, 0);
+    ck_assert_uint_eq(gw_sandbox_port(s, 5000)->timeout_ms, 0);
+    ck_assert_uint_eq(gw_sandbox_port(s, 6000)->timeout_ms, 0);
+    ck_assert_uint_eq(gw_sandbox_port(s, 7000)->timeout_ms, 0);
+    ck_assert_uint_eq(gw_sandbox_port(s, 8000)->timeout_ms, 1000);
+    ck_assert_uint_eq(gw_sandbox_port(s, 8001)->timeout_ms, 7200000); /* under GW_SANDBOX_MAX_TIMEOUT_MS */
+    ck_assert_ptr_null(gw_sandbox_port(s, 9999));                     /* not exposed: ignored */
+    ck_assert_uint_eq(s->bad_timeout_port, 4000);
+    ck_assert_str_eq(s->bad_timeout_value, "abc");
+    gw_sandbox_release(s);
+
+    /* upstream.max_port_timeout_ms: above it is ignored like a malformed value */
+    ck_assert_int_eq(gw_sandbox_parse_capped("sbx1", r, 3600000, &capped, &err), 0);
+    ck_assert_uint_eq(gw_sandbox_port(capped, 3000)->timeout_ms, 120000);
+    ck_assert_uint_eq(gw_sandbox_port(capped, 8001)->timeout_ms, 0);
+    gw_sandbox_release(capped);
+    freeReplyObject(r);
+}
+END_TEST
+
+START_TEST(proto_h2c)
+{
+    /* h2c is known (gRPC's port); its forwarding is not built: the port stays an HTTP port, marked */
+    const char *kv[] = {"port:50051", "public", "proto:50051", "h2c", "port:3000", "public", "proto:3000", "http", NULL};
+    gw_sandbox_t *s = parse_kv(kv);
+    ck_assert_int_eq(gw_sandbox_port(s, 50051)->h2c, 1);
+    ck_assert_int_eq(gw_sandbox_port(s, 50051)->tcp, 0);
+    ck_assert_int_eq(gw_sandbox_port(s, 3000)->h2c, 0);
+    gw_sandbox_release(s);
+}
+END_TEST
+
 START_TEST(proto_tcp)
 {
     /* proto:<n> before and after its port; only the exact "tcp" makes a TCP port */
@@ -522,6 +594,8 @@ int main(void)
     tcase_add_test(tc, binary_safe_strings);
     tcase_add_test(tc, refcount);
     tcase_add_test(tc, proto_tcp);
+    tcase_add_test(tc, proto_h2c);
+    tcase_add_test(tc, port_timeouts);
     tcase_add_test(tc, id_copied);
     tcase_add_test(tc, ingress_lists);
     tcase_add_test(tc, ingress_malformed_refuses);

@@ -743,6 +743,30 @@ START_TEST(test_response_head_mutations)
 }
 END_TEST
 
+/* bad_upstream_response quotes the app's first bytes: escaped, at most 64, bounded by the buffer */
+START_TEST(test_quote)
+{
+    char buf[512], small[24];
+    static const char h2_settings[] = "\x00\x00\x12\x04\x00\x00\x00\x00\x00";
+    char many[100];
+
+    ck_assert_uint_eq(gw_http1_quote(buf, sizeof(buf), H2O_STRLIT("Unauthorized\r\n")), strlen(buf));
+    ck_assert_str_eq(buf, " It sent: \"Unauthorized\\r\\n\"");
+    gw_http1_quote(buf, sizeof(buf), h2_settings, sizeof(h2_settings) - 1);
+    ck_assert_str_eq(buf, " It sent: \"\\x00\\x00\\x12\\x04\\x00\\x00\\x00\\x00\\x00\"");
+    gw_http1_quote(buf, sizeof(buf), H2O_STRLIT("a\"b\\c\xff"));
+    ck_assert_str_eq(buf, " It sent: \"a\\\"b\\\\c\\xff\"");
+    memset(many, 'x', sizeof(many));
+    gw_http1_quote(buf, sizeof(buf), many, sizeof(many));
+    ck_assert_uint_eq(strlen(buf), strlen(" It sent: \"") + 64 + strlen("...\""));
+    /* a small buffer: cut, still closed and terminated */
+    ck_assert_uint_eq(gw_http1_quote(small, sizeof(small), many, sizeof(many)), strlen(small));
+    ck_assert_uint_lt(strlen(small), sizeof(small));
+    ck_assert(strcmp(small + strlen(small) - 4, "...\"") == 0);
+    ck_assert_uint_eq(gw_http1_quote(small, 8, many, sizeof(many)), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("http1_head");
@@ -767,6 +791,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_body_decode_strict_chunks);
     tcase_add_test(tc, test_response_headers_reaching_the_client);
     tcase_add_test(tc, test_response_headers_through_a_view);
+    tcase_add_test(tc, test_quote);
     suite_add_tcase(s, tc);
     TCase *bytes = tcase_create("bytes");
     /* thousands of parses each, under ASan on a loaded machine: not a time bound, just room */

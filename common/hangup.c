@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
-#include "http/hangup.h"
+#include "common/hangup.h"
 
 #define EVENTS_PER_READ 64
 

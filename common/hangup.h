@@ -8,8 +8,8 @@
  * HTTP/2 needs none of this: h2o keeps reading it and disposes the request
  * of a reset stream or a closed connection.
  */
-#ifndef GW_HTTP_HANGUP_H
-#define GW_HTTP_HANGUP_H
+#ifndef GW_COMMON_HANGUP_H
+#define GW_COMMON_HANGUP_H
 
 #include <h2o.h>
 
