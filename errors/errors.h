@@ -30,6 +30,7 @@ typedef enum {
     GW_ERR_IP_NOT_ALLOWED,
     GW_ERR_RATE_LIMITED,
     GW_ERR_EGRESS_QUOTA_EXCEEDED,
+    GW_ERR_ORIGIN_NOT_ALLOWED,
     /* not in the contract's table (README, Errors): requests HTTP itself rules out */
     GW_ERR_NUM_CODES
 } gw_error_code_t;
@@ -57,6 +58,7 @@ typedef enum {
     GW_WHY_ADDR_MISSING,      /* upstream_forbidden: the record has no addr */
     GW_WHY_ADDR_NOT_IP,       /* upstream_forbidden: the record's addr is not an IP literal (never resolved) */
     GW_WHY_LOOPBACK_UPSTREAM, /* port_not_open: the gateway reaches this sandbox over loopback (0.0.0.0 is no fix) */
+    GW_WHY_WRONG_BEARER,      /* invalid_token: an Authorization: Bearer the gateway took as the access token */
     GW_WHY_NUM
 } gw_error_why_t;
 

@@ -41,6 +41,12 @@ typedef struct st_gw_sandbox_port_t {
     gw_port_access_t access;
     gw_port_host_t host;
     int tcp; /* proto:<n> is "tcp": reached only through the TCP tunnel (/.lizard/tcp) */
+    /* cors:<n> = edge (CONTRACT.md, "CORS at the edge"): the gateway answers the port's CORS itself, for the
+     * origins of cors_origins:<n> (http/cors.h); 0: CORS is the app's business */
+    unsigned cors_edge : 1;
+    unsigned cors_any : 1;    /* cors_origins:<n> has "*": any origin but null, without credentials */
+    h2o_iovec_t cors_origins; /* the exact origins, normalized (lowercase, no default port), each followed by ','; in the
+                                 record's own storage; {NULL, 0}: none */
 } gw_sandbox_port_t;
 
 /* Bytes of the addr field kept for the operator's log line. */
@@ -75,6 +81,10 @@ typedef struct st_gw_sandbox_t {
      * unprintable bytes as '?', NUL-terminated. */
     uint16_t bad_host_port;
     char bad_host_value[GW_SANDBOX_BAD_HOST_MAX + 1];
+    /* the first cors_origins:<n> entry of an exposed port that is not an origin (ignored, the others hold);
+     * bad_cors_port 0: none. Cut and made printable as bad_host_value. */
+    uint16_t bad_cors_port;
+    char bad_cors_value[GW_SANDBOX_BAD_HOST_MAX + 1];
     /* who may reach it and how much (routing/ingress.h), parsed once per fetch */
     gw_ingress_t *ingress; /* NULL: neither ingress_allow nor ingress_deny */
     uint32_t req_rate;     /* requests per second on this gateway; 0: unlimited */
