@@ -15,6 +15,7 @@
 #include "upstream/http1_head.h"
 #include "upstream/opt_timeout.h"
 #include "upstream/splice.h"
+#include "upstream/sse_watch.h"
 #include "upstream/proxy.h"
 #include "upstream/upstream_pool.h"
 
@@ -86,6 +87,7 @@ typedef struct st_gw_exchange_t {
     unsigned no_activity : 1;     /* X-Lizard-No-Activity: reported with its bytes */
     unsigned cut : 1;             /* gw_exchange_reset ran: what it still holds goes when h2o closes the connection */
     unsigned event_stream : 1;    /* the response is text/event-stream: its silences are event_stream_timeout's */
+    unsigned sse_watched : 1;     /* its events make the sandbox active, its comments do not (sse_watch.h) */
     gw_conn_limit_t *slot;        /* the sandbox's connection slot, given back at dispose; NULL: none */
     gw_conn_limit_t *client_slot; /* the client address's slot (client_addr), given back with slot; NULL: none */
     char *client_addr;
@@ -123,6 +125,7 @@ typedef struct st_gw_exchange_t {
     h2o_buffer_t *rest;
     h2o_doublebuffer_t sending;
     gw_splice_t splice; /* splice.c: the body moved without copies */
+    gw_sse_watch_t sse; /* sse_watched: where the event stream's last bytes left its lines */
     char chunk_head[sizeof("ffffffffffffffff\r\n")];
 } gw_exchange_t;
 

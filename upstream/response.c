@@ -365,6 +365,8 @@ static void on_body_bytes(gw_exchange_t *ex, size_t newbytes, const char *err)
         set_body_timer(ex);
         ret = gw_http1_body_decode(&ex->res.body, in->bytes + in->size - newbytes, &len);
         in->size -= newbytes - len;
+        if (ex->sse_watched)
+            gw_exchange_events_seen(ex, in->bytes + in->size - len, len);
     }
     on_body_decoded(ex, ret);
 }
@@ -405,6 +407,9 @@ void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
 
     ex->state = GW_EX_BODY;
     ex->event_stream = is_event_stream(ex->req);
+    /* keepalives are not activity: the bytes that came with the head are the stream's first */
+    if (ex->event_stream && !no_body && !ex->no_activity)
+        gw_exchange_watch_events(ex, sock->input->bytes, sock->input->size);
     h2o_start_response(ex->req, &ex->super);
     if (no_body) {
         if (sock->input->size != 0) {
@@ -416,7 +421,7 @@ void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
         gw_exchange_send(ex);
         return;
     }
-    if ((ex->splice.wanted = gw_splice_eligible(ex))) {
+    if ((ex->splice.wanted = !ex->sse_watched && gw_splice_eligible(ex))) {
         /* not read again before it is spliced (update_reading); waiting
          * for the client is not the app's idleness (nor its first byte) */
         ex->res.read_paused = 1;

@@ -22,6 +22,9 @@ typedef struct st_gw_ws_track_t {
     uint64_t payload_left; /* of the frame being walked */
     size_t scanned;        /* bytes at the start of the input already walked */
     int broken;            /* the stream is not WebSocket as the codec reads it: tracking stopped, bytes pass as they are */
+    /* keepalives are not activity (CONTRACT.md, Activity): the frame walked is not a Ping or Pong, and a byte of
+     * such a frame (or of a broken stream) was walked since gw_ws_track_take_activity */
+    int in_data, activity;
 } gw_ws_track_t;
 
 typedef enum en_gw_ws_track_t {
@@ -39,6 +42,10 @@ int gw_ws_track_to_client(gw_ws_track_t *t, const uint8_t *buf, size_t size);
  * with the start of the input (*n bytes). A Pong is held back until it is
  * whole; the gateway's own (GW_WS_PING_PREFIX) is dropped. */
 gw_ws_track_result_t gw_ws_track_from_client(gw_ws_track_t *t, const uint8_t *buf, size_t size, size_t *n);
+
+/* 1 when bytes walked since the last call belong to frames other than
+ * Ping and Pong (the sandbox's activity), else 0; starts over. */
+int gw_ws_track_take_activity(gw_ws_track_t *t);
 
 /* The first n bytes of the input were written or dropped (consumed). */
 void gw_ws_track_consumed(gw_ws_track_t *t, size_t n);
