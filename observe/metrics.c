@@ -27,6 +27,9 @@ static void count_response(h2o_logger_t *self, h2o_req_t *req)
         GW_COUNTER_ADD(&mw->errors_by_code[code], 1);
     if (status == 0)
         GW_COUNTER_ADD(&mw->abandoned_requests, 1);
+    h2o_iovec_t mcp_method = gw_mcp_method_header(&req->headers);
+    if (mcp_method.base != NULL)
+        GW_COUNTER_ADD(&mw->mcp_requests[gw_mcp_method_of(mcp_method)], 1);
 }
 
 /* The logger finds its worker's block once per context, as h2o's own loggers keep per-thread state. */
@@ -348,6 +351,12 @@ static void response_metrics(text_t *out, gw_metrics_t *m)
     for (i = 0; i != GW_ERR_NUM_CODES; ++i) {
         snprintf(label, sizeof(label), "code=\"%s\"", gw_error_code_name(i));
         sample(out, "lizard_errors_total", label, SUM_ELEMENT(errors_by_code, i));
+    }
+    family(out, "lizard_mcp_requests_total", "counter",
+           "Preview requests that named their MCP method in Mcp-Method, by method (any other method: other).");
+    for (i = 0; i != GW_MCP_NUM_METHODS; ++i) {
+        snprintf(label, sizeof(label), "method=\"%s\"", gw_mcp_method_name(i));
+        sample(out, "lizard_mcp_requests_total", label, SUM_ELEMENT(mcp_requests, i));
     }
 }
 
