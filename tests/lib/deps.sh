@@ -89,19 +89,23 @@ gw_deps_browser() {
     fi
 }
 
-# gw_deps_apps: the real applications of test_real_apps.py: Debian's Jupyter
-# Notebook and Flask, and Vite from the npm registry into
-# tests/integration/apps/vite/node_modules (npm ci, only when it is missing or
-# older than package-lock.json).
+# gw_deps_apps: the real applications of test_real_apps.py and test_mcp.py:
+# Debian's Jupyter Notebook and Flask; from the npm registry Vite into
+# tests/integration/apps/vite, the MCP SDK (server and client) into
+# tests/integration/apps/mcp and the example authorization server's into
+# deploy/oauth-as (npm ci in each, only when its node_modules is missing or
+# older than its package-lock.json).
 gw_deps_apps() {
-    local dir=tests/integration/apps/vite
+    local dir
     gw_deps_install "${GW_DEB_APP_PACKAGES[@]}"
-    [ -f "$dir/package.json" ] || return 0
-    if ! command -v npm >/dev/null 2>&1; then
-        gw_deps_install nodejs npm
-    fi
-    if [ ! -d "$dir/node_modules/vite" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
-        echo "deps: npm ci in $dir" >&2
-        npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
-    fi
+    for dir in tests/integration/apps/vite tests/integration/apps/mcp deploy/oauth-as; do
+        [ -f "$dir/package.json" ] || continue
+        if ! command -v npm >/dev/null 2>&1; then
+            gw_deps_install nodejs npm
+        fi
+        if [ ! -f "$dir/node_modules/.package-lock.json" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+            echo "deps: npm ci in $dir" >&2
+            npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
+        fi
+    done
 }
