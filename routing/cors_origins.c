@@ -124,10 +124,12 @@ size_t gw_cors_origins_parse(const char *s, size_t len, char *out, int *any, h2o
 
 int gw_cors_origins_contain(h2o_iovec_t list, h2o_iovec_t origin)
 {
-    const char *p = list.base, *end = list.base + list.len;
+    const char *p, *end;
 
-    if (origin.len == 0)
+    if (origin.len == 0 || list.len == 0)
         return 0;
+    p = list.base;
+    end = list.base + list.len;
     while (p < end) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         size_t n = (size_t)(comma - p); /* every entry ends in ',' */

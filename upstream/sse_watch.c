@@ -29,9 +29,13 @@ static const char *line_end(const char *p, const char *end)
 
 int gw_sse_watch_feed(gw_sse_watch_t *w, const char *buf, size_t len)
 {
-    const char *p = buf, *end = buf + len;
+    const char *p, *end;
     int seen = 0;
 
+    if (len == 0) /* an empty input buffer may have no bytes at all (NULL) */
+        return 0;
+    p = buf;
+    end = buf + len;
     while (p != end) {
         switch (w->state) {
         case AFTER_CR:
