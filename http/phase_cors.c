@@ -46,10 +46,14 @@ gw_phase_result_t gw_phase_cors_edge(gw_pipeline_req_t *r)
         h2o_send_inline(req, "", 0);
         return GW_PHASE_ANSWERED;
     }
-    /* a prefilter is per request (h2o_add_prefilter, in req->pool): the responses of other ports never meet it */
-    cors_prefilter_t *pf = (void *)h2o_add_prefilter(req, sizeof(*pf));
-    pf->super.on_setup_ostream = on_setup_ostream;
-    pf->cors = cors;
+    /* a prefilter is per request (h2o_add_prefilter, in req->pool): the responses of other ports never meet it; the
+     * phases run again after a wake hold, the prefilter is added once */
+    if (!r->cors_edge) {
+        cors_prefilter_t *pf = (void *)h2o_add_prefilter(req, sizeof(*pf));
+        pf->super.on_setup_ostream = on_setup_ostream;
+        pf->cors = cors;
+        r->cors_edge = 1;
+    }
     if (gw_phase_is_cors_preflight(req))
         return gw_phase_error(r, GW_ERR_ORIGIN_NOT_ALLOWED, NULL);
     return GW_PHASE_NEXT;

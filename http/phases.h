@@ -59,6 +59,7 @@ typedef struct st_gw_pipeline_req_t {
     gw_warning_cookies_t warning; /* the warning page's consent and nonce cookies, {NULL, 0} if absent */
     /* credentials */
     gw_grant_t grant;
+    unsigned cors_edge : 1; /* the gateway writes this request's CORS headers (phase_cors.c): once, whatever re-runs */
     /* hold */
     gw_wake_waiter_t *waiter; /* held while the sandbox wakes, or NULL */
     gw_hangup_watch_t hangup; /* HTTP/1: the client is watched while held */

@@ -194,3 +194,29 @@ def test_ports_without_cors_edge_are_as_before(gateway, redis, app, raw):
     assert r.status == 204 and app.snapshot()[-1]["method"] == "OPTIONS"
     r = raw(host, headers={"Origin": "https://x.example", "X-Lizard-Access-Token": token})
     assert [v for k, v in r.header_list if k == "access-control-allow-origin"] == ["*", "https://someone-else.example"]
+
+
+def test_websocket_and_http2_through_an_edge_port(gateway, redis, upstream, curl, certs):
+    """An edge port still tunnels WebSocket (the upgrade's head goes through the same prefilter) and serves HTTP/2
+    with the same headers."""
+    import asyncio
+
+    from test_browser_revocation import echo, ws_connect
+
+    origin = "https://app.example.com"
+    sid = gwtest.new_sandbox_id("cors")
+    token = gwtest.register_sandbox(redis, sid, ports={upstream.port: "private"},
+                                    extra={"cors:%d" % upstream.port: "edge", "cors_origins:%d" % upstream.port: origin})
+    host = gateway.host(upstream.port, sid)
+
+    async def go():
+        async with ws_connect(gateway, host, "/ws", certs["ca"], headers={"Origin": origin, "X-Lizard-Access-Token": token}) as ws:
+            await echo(ws, "through an edge port")
+
+    asyncio.run(go())
+    r = curl(host, "/echo", http2=True, headers={"Origin": origin, "X-Lizard-Access-Token": token})
+    assert r.status == 200 and r.http_version == "2"
+    assert [v for k, v in r.header_list if k == "access-control-allow-origin"] == [origin]
+    r = curl(host, "/echo", http2=True, method="OPTIONS",
+             headers={"Origin": origin, "Access-Control-Request-Method": "PUT"})
+    assert r.status == 204 and r.headers["access-control-allow-methods"] == "PUT"
