@@ -115,6 +115,8 @@ const gw_config_key_t gw_config_keys[] = {
     /* the warning page of public ports (auth/warning.h) */
     BOOL("auth.public_warning", auth.public_warning, "false"),
     UINT("auth.public_warning_ttl_s", auth.public_warning_ttl_s, 60, 31536000, "86400"),
+    /* OAuth discovery for MCP and other OAuth clients (http/oauth_resource.h) */
+    LIST("auth.oauth_authorization_servers", gw_config_parse_oauth_servers, "[]"),
 
     /* 0 is allowed: no caching (or no serving stale routes) */
     UINT("routing.cache_ttl_ms", routing.cache_ttl_ms, 0, MAX_TIMEOUT_MS, "10000"),
@@ -498,6 +500,9 @@ void gw_config_free(gw_config_t *c)
     free(c->auth.cookie_name);
     free(c->auth.link_keys_env);
     free(c->auth.link_keys_file);
+    for (i = 0; i != c->auth.num_oauth_authorization_servers; ++i)
+        free(c->auth.oauth_authorization_servers[i]);
+    free(c->auth.oauth_authorization_servers);
 
     free(c->upstream.allowed_networks);
     free(c->metering.spill_file);

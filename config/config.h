@@ -89,6 +89,10 @@ typedef struct st_gw_config_t {
         uint64_t link_max_ttl_s;       /* a link expiring further away than this is refused */
         int public_warning;            /* the warning page on public ports (needs cookie secrets) */
         uint64_t public_warning_ttl_s; /* lifetime of the warning page's consent cookie */
+        /* OAuth discovery (RFC 9728, http/oauth_resource.h): the issuer URLs named in the protected resource
+         * document and the 401s' Bearer challenge; none: discovery off */
+        char **oauth_authorization_servers;
+        size_t num_oauth_authorization_servers;
     } auth;
 
     struct {

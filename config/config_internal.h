@@ -85,6 +85,7 @@ int gw_config_parse_domains(const gw_config_key_t *key, const json_t *v, gw_conf
 int gw_config_parse_certificates(const gw_config_key_t *key, const json_t *v, gw_config_t *c, char **err);
 int gw_config_parse_sentinels(const gw_config_key_t *key, const json_t *v, gw_config_t *c, char **err);
 int gw_config_parse_allowed_networks(const gw_config_key_t *key, const json_t *v, gw_config_t *c, char **err);
+int gw_config_parse_oauth_servers(const gw_config_key_t *key, const json_t *v, gw_config_t *c, char **err);
 
 /* What the config names outside itself (config_secrets.c): the Redis
  * passwords and cookie secrets from the environment or their file, and the

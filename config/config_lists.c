@@ -1,7 +1,8 @@
 /*
  * The config keys that are not scalars, each read by a parser of its own
  * (named by a LIST row of the key table in config.c): listen, domains,
- * tls.certificates, redis.sentinels and upstream.allowed_networks. Each
+ * tls.certificates, redis.sentinels, upstream.allowed_networks and
+ * auth.oauth_authorization_servers. Each
  * checks its items, their keys and the duplicates among them.
  */
 #include <stdlib.h>
@@ -10,6 +11,8 @@
 #include "config/config_internal.h"
 
 #define MAX_SENTINELS 16
+#define MAX_OAUTH_SERVERS 8
+#define MAX_URL_LEN 2048
 
 int gw_config_parse_listen(const gw_config_key_t *key, const json_t *v, gw_config_t *c, char **err)
 {
@@ -219,6 +222,50 @@ int gw_config_parse_allowed_networks(const gw_config_key_t *key, const json_t *v
             return gw_config_fail(err, item_path, "%s, got %s", why != NULL ? why : "expected an IP network", desc);
         }
         c->upstream.num_allowed_networks = i + 1;
+    }
+    return 0;
+}
+
+/* An issuer URL as a JSON document may carry it unescaped: http(s)://, a host, printable ASCII without quotes,
+ * backslashes or spaces (RFC 8414: no query or fragment). */
+static int is_issuer_url(const char *s, size_t len)
+{
+    size_t i, scheme = strncmp(s, "https://", 8) == 0 ? 8 : strncmp(s, "http://", 7) == 0 ? 7 : 0;
+
+    if (scheme == 0 || len <= scheme || s[scheme] == '/' || len > MAX_URL_LEN)
+        return 0;
+    for (i = 0; i != len; ++i)
+        if (s[i] <= 0x20 || s[i] >= 0x7f || s[i] == '"' || s[i] == '\\' || s[i] == '?' || s[i] == '#')
+            return 0;
+    return 1;
+}
+
+int gw_config_parse_oauth_servers(const gw_config_key_t *key, const json_t *v, gw_config_t *c, char **err)
+{
+    char path[GW_CONFIG_MAX_PATH_LEN], desc[GW_CONFIG_MAX_GOT_LEN + 16];
+    json_t *item;
+    size_t i, j;
+
+    if (!json_is_array(v) || json_array_size(v) > MAX_OAUTH_SERVERS)
+        return gw_config_fail_expected(err, key->path, "an array of at most 8 issuer URLs", v);
+    if (json_array_size(v) == 0)
+        return 0;
+    c->auth.oauth_authorization_servers = gw_config_calloc(json_array_size(v), sizeof(char *));
+    json_array_foreach(v, i, item)
+    {
+        gw_config_path_index(path, sizeof(path), key->path, i);
+        if (!json_is_string(item) || !is_issuer_url(json_string_value(item), json_string_length(item))) {
+            gw_config_describe(item, desc, sizeof(desc));
+            return gw_config_fail(err, path,
+                                  "expected an issuer URL such as \"https://auth.lizard.app\" (http or https, no spaces, "
+                                  "quotes, query or fragment), got %s",
+                                  desc);
+        }
+        c->auth.oauth_authorization_servers[i] = h2o_strdup(NULL, json_string_value(item), SIZE_MAX).base;
+        c->auth.num_oauth_authorization_servers = i + 1;
+        for (j = 0; j != i; ++j)
+            if (strcmp(c->auth.oauth_authorization_servers[j], c->auth.oauth_authorization_servers[i]) == 0)
+                return gw_config_fail(err, path, "\"%s\" is listed twice", c->auth.oauth_authorization_servers[i]);
     }
     return 0;
 }

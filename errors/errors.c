@@ -55,6 +55,7 @@ static const char code_names[GW_ERR_NUM_CODES][CODE_NAME_SIZE] = {
     [GW_ERR_IP_NOT_ALLOWED] = "ip_not_allowed",
     [GW_ERR_RATE_LIMITED] = "rate_limited",
     [GW_ERR_EGRESS_QUOTA_EXCEEDED] = "egress_quota_exceeded",
+    [GW_ERR_ORIGIN_NOT_ALLOWED] = "origin_not_allowed",
 };
 
 /* The module of the error_logs entry that carries a request's code. */
@@ -129,6 +130,16 @@ static const error_def_t defs[GW_ERR_NUM_CODES] = {
     [GW_ERR_EGRESS_QUOTA_EXCEEDED] = {429, "Too Many Requests", "Traffic quota used up",
                                       "$s has used up its egress quota: it sent as many bytes as its plan allows.",
                                       "Ask the sandbox's owner to raise the quota.", 0, NULL},
+    /* a CORS preflight on a cors:<n> = edge port (http/cors.h): the page's code cannot read this, its developer can */
+    [GW_ERR_ORIGIN_NOT_ALLOWED] = {403, "Forbidden", "This site may not call this preview",
+                                   "A page of another site asked to call $p of $S, and the sandbox does not let that site's "
+                                   "origin in.",
+                                   "If you own the sandbox, add the page's origin (such as https://app.example.com) to the "
+                                   "port's allowed origins; otherwise call the preview from an allowed site.",
+                                   0,
+                                   "Technical detail: the CORS preflight's Origin is not in the sandbox record's "
+                                   "cors_origins:<port> (cors:<port> is edge: the gateway answers the port's CORS itself). "
+                                   "Origin null is never allowed."},
 };
 
 /* The finer causes (gw_error_why_t): the code each belongs to, and its text. */
@@ -183,6 +194,12 @@ static const struct {
                                    {403, "Forbidden", "Access token not valid",
                                     "The X-Lizard-Access-Token header sent for $S does not match its access token.",
                                     "Send the sandbox's current access token: it changes when the platform rotates it.", 0, NULL}},
+    [GW_WHY_WRONG_BEARER] = {GW_ERR_INVALID_TOKEN,
+                             {403, "Forbidden", "Access token not valid",
+                              "The Authorization: Bearer token sent for $S is no longer its access token.",
+                              "Send the sandbox's current access token or a share link for this port: the token changes "
+                              "when the platform rotates it.",
+                              0, NULL}},
     [GW_WHY_WRONG_LINK] = {GW_ERR_INVALID_TOKEN,
                            {403, "Forbidden", "This preview link is not valid",
                             "The preview link you opened for $S is not valid, or no longer is.",

@@ -30,6 +30,7 @@ typedef enum {
     GW_ERR_IP_NOT_ALLOWED,
     GW_ERR_RATE_LIMITED,
     GW_ERR_EGRESS_QUOTA_EXCEEDED,
+    GW_ERR_ORIGIN_NOT_ALLOWED,
     /* not in the contract's table (README, Errors): requests HTTP itself rules out */
     GW_ERR_NUM_CODES
 } gw_error_code_t;
@@ -61,6 +62,7 @@ typedef enum {
     GW_WHY_NOT_H2C,           /* not_http_port: a gRPC request to a port that is not proto:<n> = h2c */
     GW_WHY_H2C_NOT_BUILT,     /* not_http_port: a gRPC request to an h2c port, whose forwarding this gateway lacks */
     GW_WHY_STREAM_ERRORS,     /* too_many_connections: the address spent limits.max_stream_errors_per_client */
+    GW_WHY_WRONG_BEARER,      /* invalid_token: an Authorization: Bearer the gateway took as the access token */
     GW_WHY_NUM
 } gw_error_why_t;
 

@@ -4,8 +4,11 @@
  * compared with the access token; anything else there is the access token.
  * The cookie is always the gateway's own: an access cookie, or the cookie a
  * share link became (auth/cookie.h); a link itself in the cookie is refused.
+ * An Authorization: Bearer is the gateway's only when it is a share link or
+ * the access token; any other Bearer belongs to the app.
  */
 #include <string.h>
+#include <h2o/string_.h>
 #include "auth/share_link.h"
 #include "auth/token.h"
 #include "http/credentials.h"
@@ -140,6 +143,11 @@ gw_credential_status_t gw_credentials_check(const gw_credentials_t *c, const gw_
         return gw_share_link_is(c->header) ? check_link(c->header, keys, sbx, port, now, grant, why)
                                            : check_token(c->header, sbx, grant, why, GW_WHY_WRONG_TOKEN_HEADER);
     }
+    if (c->bearer.base != NULL) {
+        *from = GW_CREDENTIAL_FROM_BEARER;
+        return gw_share_link_is(c->bearer) ? check_link(c->bearer, keys, sbx, port, now, grant, why)
+                                           : check_token(c->bearer, sbx, grant, why, GW_WHY_WRONG_BEARER);
+    }
     if (c->has_query) {
         *from = GW_CREDENTIAL_FROM_QUERY;
         return gw_share_link_is(c->query) ? check_link(c->query, keys, sbx, port, now, grant, why)
@@ -152,4 +160,21 @@ gw_credential_status_t gw_credentials_check(const gw_credentials_t *c, const gw_
                                             : check_cookie(c->cookie, keys, sbx, port, now, grant, why);
     }
     return GW_CREDENTIAL_NONE;
+}
+
+h2o_iovec_t gw_credentials_bearer(h2o_iovec_t field)
+{
+    size_t i = sizeof("Bearer") - 1;
+
+    if (field.len <= i || !h2o_lcstris(field.base, i, H2O_STRLIT("bearer")) || field.base[i] != ' ')
+        return h2o_iovec_init(NULL, 0);
+    while (i != field.len && field.base[i] == ' ')
+        ++i;
+    /* h2o trims the field's trailing blanks: what is left is the value, or nothing */
+    return i != field.len ? h2o_iovec_init(field.base + i, field.len - i) : h2o_iovec_init(NULL, 0);
+}
+
+int gw_credentials_bearer_is_ours(h2o_iovec_t value, const gw_sandbox_t *sbx)
+{
+    return gw_share_link_is(value) || (sbx->has_token && gw_token_matches_digest(value, sbx->token_digest));
 }

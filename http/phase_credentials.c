@@ -14,6 +14,7 @@
 #include "auth/cookie.h"
 #include "auth/query.h"
 #include "http/credentials.h"
+#include "http/oauth_resource.h"
 #include "http/phases.h"
 #include "http/redirect.h"
 #include "http/warning_page.h"
@@ -31,15 +32,31 @@ static h2o_iovec_t cookie_name(const gw_config_t *conf)
     return h2o_iovec_init(conf->auth.cookie_name, strlen(conf->auth.cookie_name));
 }
 
-/* Takes the token header fields and the Cookie fields off the request, in
- * one pass over its headers: the first token header is the credential
- * (r->token_header), none is forwarded (the proxy's X-Lizard-* rule need
- * not find it, nor a phase look it up again); the Cookie fields are
- * returned in *fields for the caller to rebuild. */
+/* An Authorization field: 1 when it is the gateway's (a Bearer that is a
+ * share link or the record's access token), to be taken off; the only one
+ * of the request (num_fields 1) is then its credential (r->bearer). With
+ * several fields none is a credential (which would count is ambiguous), and
+ * the gateway's are still never forwarded. Any other is the app's. */
+static int take_authorization(gw_pipeline_req_t *r, h2o_iovec_t field, size_t num_fields)
+{
+    h2o_iovec_t bearer = gw_credentials_bearer(field);
+
+    if (bearer.base == NULL || r->sbx == NULL || !gw_credentials_bearer_is_ours(bearer, r->sbx))
+        return 0;
+    if (num_fields == 1)
+        r->bearer = bearer;
+    return 1;
+}
+
+/* Takes the token header fields, the gateway's Authorization fields and the
+ * Cookie fields off the request, in one pass over its headers: the first
+ * token header is the credential (r->token_header), none is forwarded (the
+ * proxy's X-Lizard-* rule need not find it, nor a phase look it up again);
+ * the Cookie fields are returned in *fields for the caller to rebuild. */
 static void take_token_and_cookie_fields(gw_pipeline_req_t *r, h2o_iovec_t **fields, size_t *num_fields)
 {
     h2o_headers_t *headers = &r->req->headers;
-    size_t num_cookies = 0, num_tokens = 0, taken = 0, i, kept;
+    size_t num_cookies = 0, num_tokens = 0, num_auth = 0, taken = 0, i, kept;
 
     /* Linear in the number of header fields: HPACK makes a repeated "cookie" field cost a byte,
      * so a request can carry hundreds of thousands of them. */
@@ -47,12 +64,14 @@ static void take_token_and_cookie_fields(gw_pipeline_req_t *r, h2o_iovec_t **fie
         const h2o_iovec_t *name = headers->entries[i].name;
         if (name == &H2O_TOKEN_COOKIE->buf)
             ++num_cookies;
+        else if (name == &H2O_TOKEN_AUTHORIZATION->buf)
+            ++num_auth;
         else if (h2o_memis(name->base, name->len, H2O_STRLIT(TOKEN_HEADER))) /* h2o's names are lowercase */
             ++num_tokens;
     }
     *fields = NULL;
     *num_fields = 0;
-    if (num_cookies == 0 && num_tokens == 0)
+    if (num_cookies == 0 && num_tokens == 0 && num_auth == 0)
         return;
     if (num_cookies != 0)
         *fields = h2o_mem_alloc_pool(&r->req->pool, sizeof(**fields) * num_cookies);
@@ -60,6 +79,8 @@ static void take_token_and_cookie_fields(gw_pipeline_req_t *r, h2o_iovec_t **fie
         const h2o_header_t *h = headers->entries + i;
         if (h->name == &H2O_TOKEN_COOKIE->buf)
             (*fields)[(*num_fields)++] = h->value;
+        else if (h->name == &H2O_TOKEN_AUTHORIZATION->buf && take_authorization(r, h->value, num_auth))
+            continue;
         else if (num_tokens != 0 && h2o_memis(h->name->base, h->name->len, H2O_STRLIT(TOKEN_HEADER))) {
             if (taken++ == 0)
                 r->token_header = h->value;
@@ -202,8 +223,11 @@ static credential_t check_credential(gw_pipeline_req_t *r, const gw_sandbox_t *s
                                      int *clear)
 {
     h2o_req_t *req = r->req;
-    gw_credentials_t c = {
-        .header = r->token_header, .query = r->query_token, .has_query = r->query_token_count != 0, .cookie = r->cookie};
+    gw_credentials_t c = {.header = r->token_header,
+                          .query = r->query_token,
+                          .has_query = r->query_token_count != 0,
+                          .cookie = r->cookie,
+                          .bearer = r->bearer};
     gw_credential_keys_t keys = {r->conf->cookie_keys, r->conf->link_keys, r->conf->config->auth.link_max_ttl_s};
     int from = GW_CREDENTIAL_FROM_HEADER;
 
@@ -256,6 +280,7 @@ static int authenticate(gw_pipeline_req_t *r, const gw_sandbox_t *sbx, gw_grant_
     default:
         break;
     }
+    gw_oauth_resource_challenge(conf, req);
     gw_phase_error_why(r, GW_ERR_MISSING_TOKEN,
                        same_site(conf) != GW_COOKIE_SAME_SITE_NONE && is_cross_site_frame(req) ? GW_WHY_EMBEDDED_SAME_SITE
                                                                                                : GW_WHY_DEFAULT);
@@ -311,10 +336,18 @@ gw_phase_result_t gw_phase_credentials(gw_pipeline_req_t *r)
     gw_sandbox_t *sbx = r->sbx;
 
     r->grant = (gw_grant_t){.record = sbx, .port = r->host.port, .kind = GW_GRANT_PUBLIC};
+    /* a tcp port takes only its tunnel's handshake: no CORS to answer */
+    if (r->sbx_port != NULL && r->sbx_port->cors_edge && !r->sbx_port->tcp && gw_phase_cors_edge(r) == GW_PHASE_ANSWERED)
+        return GW_PHASE_ANSWERED;
     switch (r->sbx_port != NULL ? r->sbx_port->access : GW_PORT_NOT_EXPOSED) {
     case GW_PORT_PUBLIC:
         return public_warning(r, sbx) ? GW_PHASE_NEXT : GW_PHASE_ANSWERED;
     case GW_PORT_PRIVATE:
+        /* the RFC 9728 document names who issues credentials: it cannot need one */
+        if (gw_oauth_resource_is_request(r->conf->config, r->req, r->path)) {
+            gw_oauth_resource_send(r->conf->config, r->req);
+            return GW_PHASE_ANSWERED;
+        }
         if (gw_phase_is_cors_preflight(r->req)) {
             r->grant.kind = GW_GRANT_PREFLIGHT;
             return GW_PHASE_NEXT;

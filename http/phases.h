@@ -55,9 +55,11 @@ typedef struct st_gw_pipeline_req_t {
     size_t query_token_count;     /* 0: no lizard_token parameter */
     h2o_iovec_t token_header;     /* the first X-Lizard-Access-Token value, {NULL, 0} if absent */
     h2o_iovec_t cookie;           /* the gateway's cookie, {NULL, 0} if absent */
+    h2o_iovec_t bearer;           /* an Authorization: Bearer that is the gateway's credential, {NULL, 0} if none */
     gw_warning_cookies_t warning; /* the warning page's consent and nonce cookies, {NULL, 0} if absent */
     /* credentials */
     gw_grant_t grant;
+    unsigned cors_edge : 1; /* the gateway writes this request's CORS headers (phase_cors.c): once, whatever re-runs */
     /* hold */
     gw_wake_waiter_t *waiter; /* held while the sandbox wakes, or NULL */
     gw_hangup_watch_t hangup; /* HTTP/1: the client is watched while held */
@@ -94,6 +96,12 @@ gw_phase_result_t gw_phase_hold(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_address(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_limits(gw_pipeline_req_t *r);
 gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r);
+
+/* CORS on a cors:<n> = edge port (r->sbx_port non-NULL), first in the
+ * credentials phase (phase_cors.c): answers a preflight (204, or
+ * origin_not_allowed), else makes the gateway write the CORS headers of
+ * whatever answers the request and says next. */
+gw_phase_result_t gw_phase_cors_edge(gw_pipeline_req_t *r);
 
 /* The host phase without the request's state (the plain listener's redirect
  * handler runs it alone): counts the request, checks its request line and

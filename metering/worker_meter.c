@@ -75,6 +75,11 @@ void gw_worker_meter_add(gw_worker_meter_t *wm, const char *sandbox_id, uint64_t
         gw_activity_touch(wm->activity, sandbox_id, wall_ms());
 }
 
+void gw_worker_meter_touch(gw_worker_meter_t *wm, const char *sandbox_id)
+{
+    gw_activity_touch(wm->activity, sandbox_id, wall_ms());
+}
+
 void gw_worker_meter_stop_tick(gw_worker_meter_t *wm)
 {
     if (h2o_timeout_is_linked(&wm->tick))

@@ -37,6 +37,10 @@ void gw_worker_meter_set_route(gw_worker_meter_t *wm, const char *sandbox_id, h2
  * no_activity (X-Lizard-No-Activity). sandbox_id is only read during the call. */
 void gw_worker_meter_add(gw_worker_meter_t *wm, const char *sandbox_id, uint64_t egress, uint64_t ingress, int no_activity);
 
+/* Records activity of a sandbox now, without bytes (an event of a stream
+ * whose bytes are billed without activity, upstream/sse_watch.h). */
+void gw_worker_meter_touch(gw_worker_meter_t *wm, const char *sandbox_id);
+
 /* Stops the tick (the loop stops soon): counts stay until gw_worker_meter_free. */
 void gw_worker_meter_stop_tick(gw_worker_meter_t *wm);
 

@@ -23,6 +23,7 @@
 #include "errors/cut.h"
 #include "errors/errors.h"
 #include "observe/log_writer.h"
+#include "observe/mcp.h"
 #include "common/client_addr.h"
 #include "common/errfmt.h"
 #include "common/netaddr.h"
@@ -199,6 +200,28 @@ static void put_time(line_t *l, time_t t, int ms)
     put_str(l, ts, n);
 }
 
+/* mcp_method, mcp_name (cut, escaped) and mcp_session (a hash, never the id), from the request's headers (observe/mcp.h). */
+static void put_mcp(line_t *l, h2o_req_t *req)
+{
+    gw_mcp_headers_t mcp;
+
+    gw_mcp_headers_find(&req->headers, &mcp);
+    if (mcp.method.base != NULL) {
+        put_key(l, "mcp_method");
+        put_str(l, mcp.method.base, mcp.method.len < GW_MCP_METHOD_LOG_MAX ? mcp.method.len : GW_MCP_METHOD_LOG_MAX);
+    }
+    if (mcp.name.base != NULL) {
+        put_key(l, "mcp_name");
+        put_str(l, mcp.name.base, mcp.name.len < GW_MCP_NAME_LOG_MAX ? mcp.name.len : GW_MCP_NAME_LOG_MAX);
+    }
+    if (mcp.session.base != NULL) {
+        char hash[GW_MCP_SESSION_HASH_LEN + 1];
+        gw_mcp_session_hash(mcp.session, hash);
+        put_key(l, "mcp_session");
+        put_str(l, hash, GW_MCP_SESSION_HASH_LEN);
+    }
+}
+
 /* One line per connection that abandoned requests since the last flush. */
 static void flush_abandoned(h2o_timeout_entry_t *entry)
 {
@@ -354,6 +377,7 @@ static void log_access(h2o_logger_t *_self, h2o_req_t *req)
             put_str(&line, name, strlen(name));
         }
     }
+    put_mcp(&line, req);
     emit(wl, &line, h2o_now(req->conn->ctx->loop));
 }
 

@@ -30,6 +30,9 @@ static void count_response(h2o_logger_t *self, h2o_req_t *req)
         GW_COUNTER_ADD(&mw->cuts_by_reason[cut], 1);
     if (status == 0)
         GW_COUNTER_ADD(&mw->abandoned_requests, 1);
+    h2o_iovec_t mcp_method = gw_mcp_method_header(&req->headers);
+    if (mcp_method.base != NULL)
+        GW_COUNTER_ADD(&mw->mcp_requests[gw_mcp_method_of(mcp_method)], 1);
 }
 
 /* The logger finds its worker's block once per context, as h2o's own loggers keep per-thread state. */
@@ -364,6 +367,12 @@ static void response_metrics(text_t *out, gw_metrics_t *m)
     for (i = GW_CUT_NONE + 1; i != GW_CUT_NUM; ++i) {
         snprintf(label, sizeof(label), "reason=\"%s\"", gw_cut_reason_name(i));
         sample(out, "lizard_responses_cut_total", label, SUM_ELEMENT(cuts_by_reason, i));
+    }
+    family(out, "lizard_mcp_requests_total", "counter",
+           "Preview requests that named their MCP method in Mcp-Method, by method (any other method: other).");
+    for (i = 0; i != GW_MCP_NUM_METHODS; ++i) {
+        snprintf(label, sizeof(label), "method=\"%s\"", gw_mcp_method_name(i));
+        sample(out, "lizard_mcp_requests_total", label, SUM_ELEMENT(mcp_requests, i));
     }
 }
 

@@ -14,6 +14,7 @@
 #include "common/counter.h"
 #include "common/proxy_header.h"
 #include "observe/access_log.h"
+#include "observe/mcp.h"
 #include "auth/cookie_keys.h"
 #include "auth/link_keys.h"
 #include "errors/cut.h"
@@ -54,7 +55,8 @@ typedef struct st_gw_metrics_worker_t {
     gw_wake_counters_t wake;           /* the worker's held-request registry; its held gauge likewise */
     h2o_context_t *ctx;                /* its HTTP/2 event counters (h2o's relaxed atomics); borrowed, set before the worker runs */
     atomic_int redis_connected;
-    gw_proxy_header_counters_t proxy_header; /* the proxy_protocol listeners' headers (gateway/proxy_protocol.h) */
+    gw_proxy_header_counters_t proxy_header;               /* the proxy_protocol listeners' headers (gateway/proxy_protocol.h) */
+    atomic_uint_fast64_t mcp_requests[GW_MCP_NUM_METHODS]; /* requests with an Mcp-Method header, by method (observe/mcp.h) */
 } gw_metrics_worker_t;
 
 typedef struct st_gw_metrics_t {

@@ -5,9 +5,11 @@
  * that the next fetch can tell a lifecycle change); a (re)subscription
  * expires everything and lets the lookup connection reconnect at once.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/hashtab.h"
 #include "routing/route_store.h"
 
 struct st_gw_route_store_t {
@@ -20,7 +22,17 @@ struct st_gw_route_store_t {
     gw_keyed_cache_t *cache;        /* of gw_sandbox_t by id */
     uint64_t bad_host_logged_at;    /* when the last "host:<n> not recognised" line was written */
     uint64_t bad_timeout_logged_at; /* when the last "timeout:<n> ignored" line was written */
+    gw_hashtab_t bad_cors;          /* of bad_cors_t: the (sandbox, lifecycle) whose malformed cors_origins were logged */
 };
+
+/* A (sandbox, lifecycle) whose cors_origins:<n> entry that is not an origin was logged. */
+typedef struct st_bad_cors_t {
+    gw_hashtab_node_t node;
+    char key[]; /* "<id>\n<lifecycle>" */
+} bad_cors_t;
+
+/* At most this many are remembered per store; past it the memo starts again (a line more, never unbounded). */
+#define MAX_BAD_CORS 1024
 
 /* Lines about unrecognised host:<n> values are at least this far apart in
  * one store (without a cache every fetch would write one). */
@@ -106,6 +118,32 @@ static void note_bad_timeout(gw_route_store_t *s, const gw_sandbox_t *before, co
             (unsigned long long)s->conf.max_port_timeout_ms, (unsigned)now->bad_timeout_port);
 }
 
+/* Tells the operator once per (sandbox, lifecycle) in each worker that an entry of a record's cors_origins:<n> is not
+ * an origin: it is ignored, the port's other origins hold (README, Browser code on other origins). */
+static void note_bad_cors(gw_route_store_t *s, const gw_sandbox_t *now)
+{
+    size_t id_len, key_len;
+    bad_cors_t *b;
+
+    if (now == NULL || now->bad_cors_port == 0)
+        return;
+    id_len = strlen(now->id);
+    key_len = id_len + 1 + now->lifecycle.len;
+    b = h2o_mem_alloc(sizeof(*b) + key_len);
+    memcpy(b->key, now->id, id_len);
+    b->key[id_len] = '\n';
+    memcpy(b->key + id_len + 1, now->lifecycle.base, now->lifecycle.len);
+    if (gw_hashtab_find(&s->bad_cors, b->key, key_len) != NULL) {
+        free(b);
+        return;
+    }
+    if (gw_hashtab_size(&s->bad_cors) >= MAX_BAD_CORS)
+        gw_hashtab_free_all(&s->bad_cors, offsetof(bad_cors_t, node));
+    gw_hashtab_insert(&s->bad_cors, &b->node, b->key, key_len);
+    fprintf(stderr, "routing: sandbox %s: cors_origins:%u has \"%s\", not an origin (scheme://host[:port]): ignored\n", now->id,
+            (unsigned)now->bad_cors_port, now->bad_cors_value);
+}
+
 /* Tells the owner when a known sandbox changed lifecycle or disappeared. */
 static void on_fetched(void *ctx, const char *id, void *before_value, void *after_value)
 {
@@ -114,6 +152,7 @@ static void on_fetched(void *ctx, const char *id, void *before_value, void *afte
 
     note_bad_host(s, before, after);
     note_bad_timeout(s, before, after);
+    note_bad_cors(s, after);
     if (before != NULL && s->conf.on_lifecycle != NULL &&
         (after == NULL || strcmp(before->lifecycle.base, after->lifecycle.base) != 0))
         s->conf.on_lifecycle(s->conf.lifecycle_data, id, after != NULL ? after->lifecycle.base : NULL);
@@ -196,6 +235,7 @@ gw_route_store_t *gw_route_store_new(h2o_loop_t *loop, gw_redis_t *redis, const 
     if (s->conf.max_port_timeout_ms == 0)
         s->conf.max_port_timeout_ms = GW_SANDBOX_MAX_TIMEOUT_MS;
     s->cache = gw_keyed_cache_new(loop, redis, &cconf);
+    gw_hashtab_init(&s->bad_cors);
     return s;
 }
 
@@ -204,6 +244,8 @@ void gw_route_store_free(gw_route_store_t *s)
     if (s == NULL)
         return;
     gw_keyed_cache_free(s->cache);
+    gw_hashtab_free_all(&s->bad_cors, offsetof(bad_cors_t, node));
+    gw_hashtab_dispose(&s->bad_cors);
     free(s->prefix);
     free(s);
 }

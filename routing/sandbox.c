@@ -6,12 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <h2o/string_.h>
+#include "routing/cors_origins.h"
 #include "routing/sandbox.h"
 
 #define PORT_FIELD_PREFIX "port:"
 #define HOST_FIELD_PREFIX "host:"
 #define PROTO_FIELD_PREFIX "proto:"
 #define TIMEOUT_FIELD_PREFIX "timeout:"
+#define CORS_FIELD_PREFIX "cors:"
+#define CORS_ORIGINS_FIELD_PREFIX "cors_origins:"
 
 static int is_string(const redisReply *r)
 {
@@ -141,8 +144,27 @@ static void set_timeout(gw_sandbox_t *s, uint16_t port, const redisReply *v, uin
     copy_printable(s->bad_timeout_value, GW_SANDBOX_BAD_HOST_MAX, v);
 }
 
-/* host:<n>, timeout:<n> and proto:<n> (tcp, h2c; "http" and anything else: an HTTP port) of an exposed port */
-static void set_port_option(gw_sandbox_t *s, const redisReply *f, const redisReply *v, uint64_t max_timeout_ms)
+/* cors_origins:<n> of an exposed port, normalized into the record's storage at *strings; its first entry that is
+ * not an origin is noted for the operator (the first such field only) */
+static void set_cors_origins(gw_sandbox_t *s, gw_sandbox_port_t *p, const redisReply *v, char **strings)
+{
+    h2o_iovec_t bad;
+    int any;
+    size_t n = gw_cors_origins_parse(v->str, (size_t)v->len, *strings, &any, &bad);
+
+    p->cors_any = any;
+    p->cors_origins = h2o_iovec_init(n != 0 ? *strings : NULL, n);
+    *strings += n;
+    if (bad.base != NULL && s->bad_cors_port == 0) {
+        redisReply shown = {.str = (char *)bad.base, .len = bad.len};
+        s->bad_cors_port = p->port;
+        copy_printable(s->bad_cors_value, GW_SANDBOX_BAD_HOST_MAX, &shown);
+    }
+}
+
+/* host:<n>, timeout:<n>, proto:<n> (tcp, h2c; "http" and anything else: an HTTP port), cors:<n> (= edge; "app" and
+ * anything else: the app's) and cors_origins:<n> of an exposed port */
+static void set_port_option(gw_sandbox_t *s, const redisReply *f, const redisReply *v, uint64_t max_timeout_ms, char **strings)
 {
     gw_sandbox_port_t *p;
     uint16_t port;
@@ -154,6 +176,12 @@ static void set_port_option(gw_sandbox_t *s, const redisReply *f, const redisRep
     } else if (parse_proto_field(f, &port) && (p = find_port(s, port)) != NULL) {
         p->tcp = field_is(v, "tcp");
         p->h2c = field_is(v, "h2c");
+    } else if (parse_prefixed_field(f, CORS_FIELD_PREFIX, sizeof(CORS_FIELD_PREFIX) - 1, &port) && field_is(v, "edge") &&
+               (p = find_port(s, port)) != NULL) {
+        p->cors_edge = 1;
+    } else if (parse_prefixed_field(f, CORS_ORIGINS_FIELD_PREFIX, sizeof(CORS_ORIGINS_FIELD_PREFIX) - 1, &port) &&
+               (p = find_port(s, port)) != NULL && p->cors_origins.base == NULL && !p->cors_any) {
+        set_cors_origins(s, p, v, strings);
     }
 }
 
@@ -246,15 +274,16 @@ static void second_pass(gw_sandbox_t *s, const redisReply *reply, size_t max_por
         qsort(s->ports, s->num_ports, sizeof(s->ports[0]), cmp_port);
 }
 
-/* The third pass, once the port table is sorted: host:<n>, timeout:<n> and proto:<n> of the exposed ports. */
-static void third_pass(gw_sandbox_t *s, const redisReply *reply, uint64_t max_timeout_ms)
+/* The third pass, once the port table is sorted: the options of the exposed ports (cors_origins:<n> lists written
+ * at *strings). */
+static void third_pass(gw_sandbox_t *s, const redisReply *reply, uint64_t max_timeout_ms, char *strings)
 {
     size_t i;
 
     for (i = 0; s->num_ports != 0 && i + 1 < reply->elements; i += 2) {
         const redisReply *f = reply->element[i], *v = reply->element[i + 1];
         if (is_string(f) && is_string(v))
-            set_port_option(s, f, v, max_timeout_ms);
+            set_port_option(s, f, v, max_timeout_ms, &strings);
     }
 }
 
@@ -266,7 +295,7 @@ int gw_sandbox_parse(const char *id, const redisReply *reply, gw_sandbox_t **out
 int gw_sandbox_parse_capped(const char *id, const redisReply *reply, uint64_t max_timeout_ms, gw_sandbox_t **out, const char **err)
 {
     const redisReply *lifecycle = NULL, *project = NULL, *ingress_deny = NULL, *ingress_allow = NULL;
-    size_t i, id_len, max_ports = 0, size;
+    size_t i, id_len, max_ports = 0, size, cors_bytes = 0;
     gw_sandbox_t *s;
     char *strings;
 
@@ -297,10 +326,13 @@ int gw_sandbox_parse_capped(const char *id, const redisReply *reply, uint64_t ma
             ingress_allow = v;
         else if ((size_t)f->len > sizeof(PORT_FIELD_PREFIX) - 1 && memcmp(f->str, PORT_FIELD_PREFIX, 5) == 0)
             ++max_ports;
+        else if ((size_t)f->len > sizeof(CORS_ORIGINS_FIELD_PREFIX) - 1 &&
+                 memcmp(f->str, CORS_ORIGINS_FIELD_PREFIX, sizeof(CORS_ORIGINS_FIELD_PREFIX) - 1) == 0)
+            cors_bytes += (size_t)v->len + 1; /* normalized lists are never longer (routing/cors_origins.h) */
     }
 
     size = sizeof(*s) + max_ports * sizeof(gw_sandbox_port_t) + (lifecycle != NULL ? (size_t)lifecycle->len : 0) + 1 +
-           (project != NULL ? (size_t)project->len : 0) + 1;
+           (project != NULL ? (size_t)project->len : 0) + 1 + cors_bytes;
     if ((s = calloc(1, size)) == NULL) {
         *err = "out of memory";
         return -1;
@@ -316,7 +348,7 @@ int gw_sandbox_parse_capped(const char *id, const redisReply *reply, uint64_t ma
     s->project = copy_value(&strings, project);
 
     second_pass(s, reply, max_ports);
-    third_pass(s, reply, max_timeout_ms);
+    third_pass(s, reply, max_timeout_ms, strings);
     s->ingress = gw_ingress_parse(s->id, ingress_deny, ingress_allow);
 
     *out = s;

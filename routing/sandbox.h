@@ -44,6 +44,12 @@ typedef struct st_gw_sandbox_port_t {
     int h2c; /* proto:<n> is "h2c": HTTP/2 to the app (gRPC); its forwarding is not built yet (README, Long calls) */
     uint32_t
         timeout_ms; /* timeout:<n>, GW_SANDBOX_MIN_TIMEOUT_MS .. the parser's cap; 0: absent or ignored (the config's defaults) */
+    /* cors:<n> = edge (CONTRACT.md, "CORS at the edge"): the gateway answers the port's CORS itself, for the
+     * origins of cors_origins:<n> (http/cors.h); 0: CORS is the app's business */
+    unsigned cors_edge : 1;
+    unsigned cors_any : 1;    /* cors_origins:<n> has "*": any origin but null, without credentials */
+    h2o_iovec_t cors_origins; /* the exact origins, normalized (lowercase, no default port), each followed by ','; in the
+                                 record's own storage; {NULL, 0}: none */
 } gw_sandbox_port_t;
 
 /* Bounds of timeout:<n> (CONTRACT.md: 1000 to upstream.max_port_timeout_ms). */
@@ -87,6 +93,10 @@ typedef struct st_gw_sandbox_t {
      * bad_timeout_port 0: none. The value as bad_host_value. */
     uint16_t bad_timeout_port;
     char bad_timeout_value[GW_SANDBOX_BAD_HOST_MAX + 1];
+    /* the first cors_origins:<n> entry of an exposed port that is not an origin (ignored, the others hold);
+     * bad_cors_port 0: none. Cut and made printable as bad_host_value. */
+    uint16_t bad_cors_port;
+    char bad_cors_value[GW_SANDBOX_BAD_HOST_MAX + 1];
     /* who may reach it and how much (routing/ingress.h), parsed once per fetch */
     gw_ingress_t *ingress; /* NULL: neither ingress_allow nor ingress_deny */
     uint32_t req_rate;     /* requests per second on this gateway; 0: unlimited */

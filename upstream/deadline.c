@@ -74,7 +74,7 @@ int gw_exchange_is_streamed(h2o_req_t *req)
         return 0;
     h2o_iovec_t v = req->res.headers.entries[i].value;
     if (v.len >= sizeof(sse) - 1 && h2o_lcstris(v.base, sizeof(sse) - 1, sse, sizeof(sse) - 1))
-        return v.len == sizeof(sse) - 1 || v.base[sizeof(sse) - 1] == ';' || v.base[sizeof(sse) - 1] == ' ';
+        return v.len == sizeof(sse) - 1 || v.base[sizeof(sse) - 1] == ';' || v.base[sizeof(sse) - 1] == ' ' ? 2 : 0;
     if (v.len <= sizeof(app) - 1 || !h2o_lcstris(v.base, sizeof(app) - 1, app, sizeof(app) - 1))
         return 0;
     v.base += sizeof(app) - 1;

@@ -16,6 +16,7 @@
 #include "upstream/http1_head.h"
 #include "upstream/opt_timeout.h"
 #include "upstream/splice.h"
+#include "upstream/sse_watch.h"
 #include "upstream/proxy.h"
 #include "upstream/upstream_pool.h"
 
@@ -97,6 +98,7 @@ typedef struct st_gw_exchange_t {
     unsigned no_activity : 1;     /* X-Lizard-No-Activity: reported with its bytes */
     unsigned cut : 1;             /* gw_exchange_reset ran: what it still holds goes when h2o closes the connection */
     unsigned event_stream : 1;    /* the response is of a streamed media type: its silences are event_stream_timeout's */
+    unsigned sse_watched : 1;     /* its events make the sandbox active, its comments do not (sse_watch.h) */
     gw_conn_limit_t *slot;        /* the sandbox's connection slot, given back at dispose; NULL: none */
     gw_conn_limit_t *client_slot; /* the client address's slot (client_addr), given back with slot; NULL: none */
     char *client_addr;
@@ -142,6 +144,7 @@ typedef struct st_gw_exchange_t {
     h2o_buffer_t *rest;
     h2o_doublebuffer_t sending;
     gw_splice_t splice; /* splice.c: the body moved without copies */
+    gw_sse_watch_t sse; /* sse_watched: where the event stream's last bytes left its lines */
     char chunk_head[sizeof("ffffffffffffffff\r\n")];
 } gw_exchange_t;
 
@@ -178,8 +181,10 @@ void gw_exchange_set_port_silence(gw_exchange_t *ex, h2o_timeout_cb cb);
 /* The limit of `which` that fires for ex, as a sentence for the 504's
  * message (into buf, NUL-terminated). */
 void gw_exchange_silence_detail(gw_exchange_t *ex, gw_silence_t which, char *buf, size_t bufsize);
-/* 1 when the response's Content-Type is a streamed media type (README, Long
- * calls): text/event-stream, application/x-ndjson, ... */
+/* Non-zero when the response's Content-Type is a streamed media type
+ * (README, Long calls): 2 for text/event-stream (server-sent events, whose
+ * comment lines are keepalives: sse_watch.h), 1 for the others
+ * (application/x-ndjson, ...), 0 otherwise. */
 int gw_exchange_is_streamed(h2o_req_t *req);
 /* Starts the watch for an HTTP/1 client that leaves (after the proxy's
  * watch_delay; a no-op for HTTP/2, tunnels, or without a hang-up set). */

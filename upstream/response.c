@@ -368,6 +368,8 @@ static void on_body_bytes(gw_exchange_t *ex, size_t newbytes, const char *err)
         set_body_timer(ex);
         ret = gw_http1_body_decode(&ex->res.body, in->bytes + in->size - newbytes, &len);
         in->size -= newbytes - len;
+        if (ex->sse_watched)
+            gw_exchange_events_seen(ex, in->bytes + in->size - len, len);
     }
     on_body_decoded(ex, ret);
 }
@@ -394,7 +396,11 @@ void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
     h2o_socket_t *sock = ex->sock;
 
     ex->state = GW_EX_BODY;
-    ex->event_stream = gw_exchange_is_streamed(ex->req);
+    int streamed = gw_exchange_is_streamed(ex->req);
+    ex->event_stream = streamed != 0;
+    /* keepalives are not activity: the bytes that came with the head are the stream's first (server-sent events only) */
+    if (streamed == 2 && !no_body && !ex->no_activity)
+        gw_exchange_watch_events(ex, sock->input->bytes, sock->input->size);
     h2o_start_response(ex->req, &ex->super);
     if (no_body) {
         if (sock->input->size != 0) {
@@ -406,7 +412,7 @@ void gw_exchange_start_body(gw_exchange_t *ex, int no_body)
         gw_exchange_send(ex);
         return;
     }
-    if ((ex->splice.wanted = gw_splice_eligible(ex))) {
+    if ((ex->splice.wanted = !ex->sse_watched && gw_splice_eligible(ex))) {
         /* not read again before it is spliced (update_reading); waiting
          * for the client is not the app's idleness (nor its first byte) */
         ex->res.read_paused = 1;

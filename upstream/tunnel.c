@@ -175,9 +175,10 @@ static void on_write_complete(h2o_socket_t *dst, const char *err)
     }
     if (to == SIDE_CLIENT && h2o_timeout_is_linked(&tunnel->stall_entry))
         h2o_timeout_unlink(&tunnel->stall_entry);
-    /* written to the socket: these are the bytes billed */
+    /* written to the socket: these are the bytes billed; tracked, Pings and Pongs are not activity */
     if (tunnel->callbacks->on_bytes != NULL)
-        tunnel->callbacks->on_bytes(tunnel->data, to == SIDE_CLIENT ? src->writing : 0, to == SIDE_UPSTREAM ? src->writing : 0);
+        tunnel->callbacks->on_bytes(tunnel->data, to == SIDE_CLIENT ? src->writing : 0, to == SIDE_UPSTREAM ? src->writing : 0,
+                                    tunnel->ping_timeout != NULL && !gw_ws_track_take_activity(&tunnel->track[1 - to]));
     h2o_buffer_consume(&src->sock->input, src->writing);
     if (tunnel->tracked[1 - to])
         gw_ws_track_consumed(&tunnel->track[1 - to], src->writing);
@@ -423,7 +424,7 @@ static void spliced(gw_tunnel_t *tunnel, int from, size_t n)
     if (tunnel->callbacks->on_spliced != NULL)
         tunnel->callbacks->on_spliced(tunnel->data, n);
     if (tunnel->callbacks->on_bytes != NULL)
-        tunnel->callbacks->on_bytes(tunnel->data, from == SIDE_UPSTREAM ? n : 0, from == SIDE_CLIENT ? n : 0);
+        tunnel->callbacks->on_bytes(tunnel->data, from == SIDE_UPSTREAM ? n : 0, from == SIDE_CLIENT ? n : 0, 0);
     reset_timeout(tunnel);
 }
 

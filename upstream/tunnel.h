@@ -13,8 +13,9 @@
 typedef struct st_gw_tunnel_t gw_tunnel_t;
 
 typedef struct st_gw_tunnel_callbacks_t {
-    /* bytes written to the client / to the upstream socket since the previous call; may be NULL */
-    void (*on_bytes)(void *data, uint64_t to_client, uint64_t to_upstream);
+    /* bytes written to the client / to the upstream socket since the previous call; keepalive: they were WebSocket
+     * Pings and Pongs only (frames tracked, gw_tunnel_set_pings), not the sandbox's activity; may be NULL */
+    void (*on_bytes)(void *data, uint64_t to_client, uint64_t to_upstream, int keepalive);
     /* the tunnel has closed both sockets and is about to be freed; may be NULL */
     void (*on_close)(void *data);
     /* keep-alive (gw_tunnel_set_pings): a Ping was sent (pong_timeout 0), or the tunnel closes because its client

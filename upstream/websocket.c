@@ -27,11 +27,13 @@ typedef struct st_websocket_t {
     int spliced;           /* counted in lizard_spliced_tunnels_total */
 } websocket_t;
 
-static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstream)
+static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstream, int keepalive)
 {
     websocket_t *ws = data;
-    gw_proxy_add_bytes(ws->proxy, ws->hold.sandbox_id, ws->hold.no_activity, 0, to_upstream);
-    gw_proxy_add_egress(ws->proxy, ws->client, ws->hold.sandbox_id, ws->hold.no_activity, to_client, 1);
+    int no_activity = ws->hold.no_activity || keepalive;
+
+    gw_proxy_add_bytes(ws->proxy, ws->hold.sandbox_id, no_activity, 0, to_upstream);
+    gw_proxy_add_egress(ws->proxy, ws->client, ws->hold.sandbox_id, no_activity, to_client, 1);
 }
 
 static void on_websocket_close(void *data)

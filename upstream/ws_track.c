@@ -25,14 +25,18 @@ static size_t walk_one(gw_ws_track_t *t, const uint8_t *buf, size_t size, size_t
     if (t->payload_left != 0) {
         size_t k = t->payload_left < size - pos ? (size_t)t->payload_left : size - pos;
         t->payload_left -= k;
+        t->activity |= t->in_data;
         return pos + k;
     }
     switch (gw_ws_parse(&t->parser, buf + pos, size - pos, &used)) {
     case GW_WS_PARSE_ERROR:
         t->broken = 1;
+        t->activity = 1; /* what passes untracked cannot be told from activity */
         return size;
     case GW_WS_PARSE_DONE:
         t->payload_left = t->parser.header.payload_len;
+        t->in_data = t->parser.header.opcode != GW_WS_OP_PING && t->parser.header.opcode != GW_WS_OP_PONG;
+        t->activity |= t->in_data;
         break;
     default:
         break;
@@ -143,6 +147,9 @@ gw_ws_track_result_t gw_ws_track_from_client(gw_ws_track_t *t, const uint8_t *bu
         }
         pos += used;
         t->payload_left = t->parser.header.payload_len;
+        /* keepalives are not activity (CONTRACT.md, Activity) */
+        t->in_data = t->parser.header.opcode != GW_WS_OP_PING && t->parser.header.opcode != GW_WS_OP_PONG;
+        t->activity |= t->in_data;
         if ((code = charge(t, &t->parser.header, now_ms)) != 0)
             return refuse(t, code, start, n);
     }
@@ -150,6 +157,14 @@ gw_ws_track_result_t gw_ws_track_from_client(gw_ws_track_t *t, const uint8_t *bu
     t->scanned = size;
     *n = t->broken ? size : size - t->parser.have;
     return GW_WS_TRACK_PASS;
+}
+
+int gw_ws_track_take_activity(gw_ws_track_t *t)
+{
+    int activity = t->activity || t->broken;
+
+    t->activity = 0;
+    return activity;
 }
 
 void gw_ws_track_consumed(gw_ws_track_t *t, size_t n)

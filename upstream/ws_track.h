@@ -28,6 +28,9 @@ typedef struct st_gw_ws_track_t {
     int drop_pongs;        /* the gateway sends Pings: its Pongs are dropped (gw_ws_track_from_client) */
     gw_ws_budget_t budget; /* budget.conf NULL: frames are not charged */
     uint16_t refused;      /* the close code of the frame the budget refused; 0: none */
+    /* keepalives are not activity (CONTRACT.md, Activity): the frame walked is not a Ping or Pong, and a byte of
+     * such a frame (or of a broken stream) was walked since gw_ws_track_take_activity */
+    int in_data, activity;
 } gw_ws_track_t;
 
 typedef enum en_gw_ws_track_t {
@@ -56,6 +59,10 @@ int gw_ws_track_to_client(gw_ws_track_t *t, const uint8_t *buf, size_t size);
  * header (a Pong: the whole frame) is walked; once one is refused the
  * answer stays GW_WS_TRACK_REFUSE. */
 gw_ws_track_result_t gw_ws_track_from_client(gw_ws_track_t *t, const uint8_t *buf, size_t size, uint64_t now_ms, size_t *n);
+
+/* 1 when bytes walked since the last call belong to frames other than
+ * Ping and Pong (the sandbox's activity), else 0; starts over. */
+int gw_ws_track_take_activity(gw_ws_track_t *t);
 
 /* The first n bytes of the input were written or dropped (consumed). */
 void gw_ws_track_consumed(gw_ws_track_t *t, size_t n);

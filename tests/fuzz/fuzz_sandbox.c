@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <hiredis/hiredis.h>
+#include <h2o/string_.h>
+#include "routing/cors_origins.h"
 #include "routing/sandbox.h"
 
 #define MAX_ELEMENTS 64
@@ -43,7 +45,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     reply.element = ptrs;
 
     if (gw_sandbox_parse("sbx1", &reply, &s, &err) == 0 && s != NULL) {
+        const gw_sandbox_port_t *p = gw_sandbox_port(s, 3000);
         gw_sandbox_port_access(s, 3000);
+        if (p != NULL) /* the normalized cors_origins:3000, walked as requests walk it */
+            gw_cors_origins_contain(p->cors_origins, h2o_iovec_init(H2O_STRLIT("https://app.example.com")));
         gw_sandbox_state_name(s->state);
         gw_sandbox_release(s);
     }

@@ -6,7 +6,7 @@ keep alive through silence, and gRPC clients get gRPC answers.
 
 The apps: long_call_app.py (a code-execution API: NDJSON /execute, blocking
 /exec, and calls that watch their caller), the MCP SDK from npm
-(apps/mcp), Debian's Jupyter and grpcio. The real-program scenarios run
+(apps/mcp-long), Debian's Jupyter and grpcio. The real-program scenarios run
 concurrently in one test: their silences (90 s, 120 s) overlap, so the
 suite pays about two minutes for all of them."""
 
@@ -32,7 +32,7 @@ from test_access_log import h2_connect, metric
 from test_real_apps import JupyterClient, execute_cell, jupyter  # noqa: F401 - jupyter: the fixture
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MCP_DIR = os.path.join(HERE, "apps", "mcp")
+MCP_DIR = os.path.join(HERE, "apps", "mcp-long")
 TOKEN_HEADER = "X-Lizard-Access-Token"
 INTERNAL_ERROR = 0x2
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
@@ -496,7 +496,7 @@ def mcp_server(workdir):
     if node is None:
         missing("node is missing (apt-get install nodejs npm)")
     if not os.path.isdir(os.path.join(MCP_DIR, "node_modules", "@modelcontextprotocol")):
-        missing("the MCP SDK is not installed: npm ci --prefix tests/integration/apps/mcp")
+        missing("the MCP SDK is not installed: npm ci --prefix tests/integration/apps/mcp-long")
     p = Proc([node, os.path.join(MCP_DIR, "server.mjs"), "0"], os.path.join(workdir, "mcp"), "mcp-server", cwd=MCP_DIR)
     yield p
     p.stop()

@@ -91,21 +91,22 @@ gw_deps_browser() {
     fi
 }
 
-# gw_deps_apps: the real applications of test_real_apps.py and
-# test_long_calls.py: Debian's Jupyter Notebook and Flask, Vite and the MCP
-# SDK from the npm registry into tests/integration/apps/{vite,mcp}/node_modules
-# (npm ci, only when it is missing or older than package-lock.json).
+# gw_deps_apps: the real applications of test_real_apps.py, test_long_calls.py
+# and test_mcp.py: Debian's Jupyter Notebook and Flask; from the npm registry
+# Vite into tests/integration/apps/vite, the MCP SDK (server and clients) into
+# tests/integration/apps/mcp and tests/integration/apps/mcp-long (a long tool
+# call), and the example authorization server's into deploy/oauth-as (npm ci
+# in each, only when its node_modules is missing or older than its
+# package-lock.json).
 gw_deps_apps() {
-    local dir pkg
+    local dir
     gw_deps_install "${GW_DEB_APP_PACKAGES[@]}"
-    for dir in tests/integration/apps/vite:vite tests/integration/apps/mcp:@modelcontextprotocol/sdk; do
-        pkg=${dir#*:}
-        dir=${dir%%:*}
+    for dir in tests/integration/apps/vite tests/integration/apps/mcp tests/integration/apps/mcp-long deploy/oauth-as; do
         [ -f "$dir/package.json" ] || continue
         if ! command -v npm >/dev/null 2>&1; then
             gw_deps_install nodejs npm
         fi
-        if [ ! -d "$dir/node_modules/$pkg" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+        if [ ! -f "$dir/node_modules/.package-lock.json" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
             echo "deps: npm ci in $dir" >&2
             npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >&2
         fi

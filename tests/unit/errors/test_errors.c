@@ -66,6 +66,7 @@ START_TEST(test_code_table)
         {GW_ERR_IP_NOT_ALLOWED, "ip_not_allowed", 403},
         {GW_ERR_RATE_LIMITED, "rate_limited", 429},
         {GW_ERR_EGRESS_QUOTA_EXCEEDED, "egress_quota_exceeded", 429},
+        {GW_ERR_ORIGIN_NOT_ALLOWED, "origin_not_allowed", 403},
     };
     size_t i;
 

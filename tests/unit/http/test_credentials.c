@@ -94,7 +94,7 @@ START_TEST(test_access_token)
     ck_assert_int_eq(check((gw_credentials_t){.query = h2o_iovec_init(H2O_STRLIT("")), .has_query = 1}, &g, &why, &from),
                      GW_CREDENTIAL_REFUSED);
     ck_assert_int_eq(why, GW_WHY_WRONG_LINK);
-    ck_assert_int_eq(check((gw_credentials_t){{NULL, 0}, {NULL, 0}, 0, {NULL, 0}}, &g, &why, &from), GW_CREDENTIAL_NONE);
+    ck_assert_int_eq(check((gw_credentials_t){{NULL, 0}, {NULL, 0}, 0, {NULL, 0}, {NULL, 0}}, &g, &why, &from), GW_CREDENTIAL_NONE);
 }
 END_TEST
 
@@ -189,6 +189,57 @@ START_TEST(test_gateway_cookie_and_order)
 }
 END_TEST
 
+/* Authorization: Bearer (CONTRACT.md, Authentication 4): the scheme, the
+ * value, whose it is, and its place between the header and the query. */
+START_TEST(test_bearer)
+{
+    gw_grant_t g;
+    gw_error_why_t why;
+    int from;
+    h2o_iovec_t v;
+
+    v = gw_credentials_bearer(h2o_iovec_init(H2O_STRLIT("Bearer test")));
+    ck_assert(h2o_memis(v.base, v.len, H2O_STRLIT("test")));
+    v = gw_credentials_bearer(h2o_iovec_init(H2O_STRLIT("bEaReR    abc.def")));
+    ck_assert(h2o_memis(v.base, v.len, H2O_STRLIT("abc.def")));
+    /* no value, another scheme, no space */
+    ck_assert_ptr_null(gw_credentials_bearer(h2o_iovec_init(H2O_STRLIT("Bearer"))).base);
+    ck_assert_ptr_null(gw_credentials_bearer(h2o_iovec_init(H2O_STRLIT("Bearer   "))).base);
+    ck_assert_ptr_null(gw_credentials_bearer(h2o_iovec_init(H2O_STRLIT("Basic dGVzdA=="))).base);
+    ck_assert_ptr_null(gw_credentials_bearer(h2o_iovec_init(H2O_STRLIT("Bearertest"))).base);
+    ck_assert_ptr_null(gw_credentials_bearer(h2o_iovec_init(H2O_STRLIT(""))).base);
+    /* the gateway's: the access token, or any share link (another port's is refused, not passed on) */
+    ck_assert(gw_credentials_bearer_is_ours(h2o_iovec_init(H2O_STRLIT("test")), sbx));
+    ck_assert(gw_credentials_bearer_is_ours(link_for(3001, 2), sbx));
+    ck_assert(!gw_credentials_bearer_is_ours(h2o_iovec_init(H2O_STRLIT("eyJhbGciOi.app.jwt")), sbx));
+    ck_assert(!gw_credentials_bearer_is_ours(h2o_iovec_init(H2O_STRLIT("tes")), sbx));
+
+    ck_assert_int_eq(check((gw_credentials_t){.bearer = h2o_iovec_init(H2O_STRLIT("test"))}, &g, &why, &from), GW_CREDENTIAL_OK);
+    ck_assert_int_eq(from, GW_CREDENTIAL_FROM_BEARER);
+    ck_assert_int_eq(g.kind, GW_GRANT_TOKEN);
+    ck_assert_int_eq(check((gw_credentials_t){.bearer = link_for(3000, 2)}, &g, &why, &from), GW_CREDENTIAL_OK);
+    ck_assert_int_eq(g.kind, GW_GRANT_LINK);
+    ck_assert_int_eq(check((gw_credentials_t){.bearer = link_for(3001, 2)}, &g, &why, &from), GW_CREDENTIAL_REFUSED);
+    ck_assert_int_eq(why, GW_WHY_LINK_OTHER_PORT);
+    /* a token that no longer matches (the record changed while the request was held) */
+    ck_assert_int_eq(check((gw_credentials_t){.bearer = h2o_iovec_init(H2O_STRLIT("old"))}, &g, &why, &from),
+                     GW_CREDENTIAL_REFUSED);
+    ck_assert_int_eq(why, GW_WHY_WRONG_BEARER);
+    /* after the header, before the query */
+    ck_assert_int_eq(
+        check((gw_credentials_t){.header = h2o_iovec_init(H2O_STRLIT("nope")), .bearer = h2o_iovec_init(H2O_STRLIT("test"))}, &g,
+              &why, &from),
+        GW_CREDENTIAL_REFUSED);
+    ck_assert_int_eq(from, GW_CREDENTIAL_FROM_HEADER);
+    ck_assert_int_eq(check((gw_credentials_t){.bearer = h2o_iovec_init(H2O_STRLIT("test")),
+                                              .query = h2o_iovec_init(H2O_STRLIT("nope")),
+                                              .has_query = 1},
+                           &g, &why, &from),
+                     GW_CREDENTIAL_OK);
+    ck_assert_int_eq(from, GW_CREDENTIAL_FROM_BEARER);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("credentials");
@@ -201,6 +252,7 @@ int main(void)
     tcase_add_test(tc, test_share_link_everywhere);
     tcase_add_test(tc, test_gateway_cookie_and_order);
     tcase_add_test(tc, test_link_cookie);
+    tcase_add_test(tc, test_bearer);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <hiredis/hiredis.h>
+#include <h2o/string_.h>
 #include "routing/sandbox.h"
 
 #define TOKEN "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -395,6 +396,52 @@ START_TEST(proto_tcp)
 }
 END_TEST
 
+START_TEST(cors_fields)
+{
+    /* cors:<n> and cors_origins:<n> before and after their port; only "edge" makes an edge port; the list is
+     * normalized into the record, its garbage noted once */
+    const char *kv[] = {"cors_origins:3000",
+                        "https://App.example.com:443, garbage, http://127.0.0.1:5173",
+                        "cors:3000",
+                        "edge",
+                        "port:3000",
+                        "private",
+                        "port:4000",
+                        "public",
+                        "cors:4000",
+                        "edge",
+                        "cors_origins:4000",
+                        "*",
+                        "port:5000",
+                        "public",
+                        "cors:5000",
+                        "EDGE",
+                        "cors_origins:5000",
+                        "https://x.example",
+                        "cors:6000",
+                        "edge",
+                        "cors_origins:6000",
+                        "https://unexposed.example",
+                        NULL};
+    gw_sandbox_t *s = parse_kv(kv);
+    const gw_sandbox_port_t *p = gw_sandbox_port(s, 3000);
+
+    ck_assert_int_eq(p->cors_edge, 1);
+    ck_assert_int_eq(p->cors_any, 0);
+    ck_assert(h2o_memis(p->cors_origins.base, p->cors_origins.len, H2O_STRLIT("https://app.example.com,http://127.0.0.1:5173,")));
+    ck_assert_uint_eq(s->bad_cors_port, 3000);
+    ck_assert_str_eq(s->bad_cors_value, "garbage");
+    p = gw_sandbox_port(s, 4000);
+    ck_assert_int_eq(p->cors_edge, 1);
+    ck_assert_int_eq(p->cors_any, 1);
+    ck_assert_uint_eq(p->cors_origins.len, 0);
+    p = gw_sandbox_port(s, 5000);
+    ck_assert_int_eq(p->cors_edge, 0); /* "EDGE" is not "edge": the app's, as before */
+    ck_assert_ptr_null(gw_sandbox_port(s, 6000));
+    gw_sandbox_release(s);
+}
+END_TEST
+
 START_TEST(missing_strings_are_empty)
 {
     const char *kv[] = {"state", "paused", NULL};
@@ -596,6 +643,7 @@ int main(void)
     tcase_add_test(tc, proto_tcp);
     tcase_add_test(tc, proto_h2c);
     tcase_add_test(tc, port_timeouts);
+    tcase_add_test(tc, cors_fields);
     tcase_add_test(tc, id_copied);
     tcase_add_test(tc, ingress_lists);
     tcase_add_test(tc, ingress_malformed_refuses);

@@ -219,6 +219,53 @@ START_TEST(test_ping_encode)
 }
 END_TEST
 
+/* Keepalives are not activity: Pings and Pongs either way (however the
+ * bytes are cut) walk without activity; a data frame's header or payload
+ * byte, a Close, or a broken stream is activity. */
+START_TEST(test_activity)
+{
+    uint8_t s[512];
+    size_t len = 0, h, cut, n;
+    gw_ws_track_t t;
+
+    len += gw_ws_header_encode(s + len, 1, GW_WS_OP_PING, 4, NULL);
+    memcpy(s + len, "ping", 4), len += 4;
+    len += gw_ws_header_encode(s + len, 1, GW_WS_OP_PONG, 0, NULL);
+    for (cut = 0; cut <= len; ++cut) {
+        gw_ws_track_init(&t, GW_WS_FROM_SERVER);
+        gw_ws_track_to_client(&t, s, cut);
+        ck_assert_int_eq(gw_ws_track_take_activity(&t), 0);
+        gw_ws_track_consumed(&t, cut);
+        gw_ws_track_to_client(&t, s + cut, len - cut);
+        ck_assert_int_eq(gw_ws_track_take_activity(&t), 0);
+    }
+    /* a text frame of 100 bytes after them: its payload alone is activity too */
+    h = gw_ws_header_encode(s + len, 1, GW_WS_OP_TEXT, 100, NULL);
+    memset(s + len + h, 'x', 100);
+    gw_ws_track_init(&t, GW_WS_FROM_SERVER);
+    gw_ws_track_to_client(&t, s, len + h + 10);
+    ck_assert_int_eq(gw_ws_track_take_activity(&t), 1);
+    gw_ws_track_consumed(&t, len + h + 10);
+    gw_ws_track_to_client(&t, s + len + h + 10, 90);
+    ck_assert_int_eq(gw_ws_track_take_activity(&t), 1);
+    ck_assert_int_eq(gw_ws_track_take_activity(&t), 0);
+    /* from the client: its Ping is no activity, its message is */
+    gw_ws_track_init(&t, GW_WS_FROM_CLIENT);
+    n = masked(s, GW_WS_OP_PING, "are you there");
+    ck_assert_int_eq(gw_ws_track_from_client(&t, s, n, 0, &h), GW_WS_TRACK_PASS);
+    ck_assert_uint_eq(h, n);
+    ck_assert_int_eq(gw_ws_track_take_activity(&t), 0);
+    gw_ws_track_consumed(&t, n);
+    n = masked(s, GW_WS_OP_CLOSE, "");
+    gw_ws_track_from_client(&t, s, n, 0, &h);
+    ck_assert_int_eq(gw_ws_track_take_activity(&t), 1);
+    /* not WebSocket: every byte counts */
+    gw_ws_track_init(&t, GW_WS_FROM_SERVER);
+    gw_ws_track_to_client(&t, (const uint8_t *)"\x82\x80\0\0\0\0", 6);
+    ck_assert_int_eq(gw_ws_track_take_activity(&t), 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ws_track");
@@ -231,6 +278,7 @@ int main(void)
     tcase_add_test(tc, test_client_frames_read_for_their_length);
     tcase_add_test(tc, test_boundaries_to_client);
     tcase_add_test(tc, test_ping_encode);
+    tcase_add_test(tc, test_activity);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
