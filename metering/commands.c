@@ -69,13 +69,8 @@ static void cmd_incrby(cmd_t *c, char *key, size_t keycap, const char *prefix, c
     cmd_num(c, 0, r->egress);
 }
 
-int gw_metering_executed_here(const gw_metering_record_t *r, const char *replid)
-{
-    return replid != NULL && r->executed_on[0] != '\0' && strcmp(r->executed_on, replid) == 0;
-}
-
-long gw_metering_emit_batch(const char *prefix, const char *instance_id, const gw_metering_batch_t *b, const char *replid,
-                            gw_metering_emit_cb emit, void *arg)
+long gw_metering_emit_batch(const char *prefix, const char *instance_id, const gw_metering_batch_t *b, gw_metering_emit_cb emit,
+                            void *arg)
 {
     size_t prefix_len = strlen(prefix), keycap, i;
     char *stream, *key;
@@ -90,19 +85,7 @@ long gw_metering_emit_batch(const char *prefix, const char *instance_id, const g
 
     /* per record */
     for (i = 0; i != b->num_records; ++i) {
-        gw_metering_record_t zero;
         const gw_metering_record_t *r = b->records + i;
-        if (gw_metering_executed_here(r, replid)) {
-            /* in this primary's data set already: INCRBY 0 writes nothing but is propagated, so the
-             * WAIT that follows counts the replicas that have everything up to here */
-            zero = *r;
-            zero.egress = 0;
-            cmd_incrby(&cmd, key, keycap, prefix, &zero);
-            if (emit(arg, cmd.argc, cmd.argv, cmd.argvlen) != 0)
-                goto Error;
-            emitted += 1;
-            continue;
-        }
         cmd_xadd(&cmd, stream_key, instance_id, r);
         if (emit(arg, cmd.argc, cmd.argv, cmd.argvlen) != 0)
             goto Error;
@@ -137,40 +120,4 @@ size_t gw_metering_report_exec_errors(const redisReply *reply)
     if (n != 0)
         fprintf(stderr, LOG_PREFIX "%zu commands of a written batch failed in Redis: %s\n", n, first);
     return n;
-}
-
-long gw_metering_role_replicas(const redisReply *reply)
-{
-    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 || reply->element[0]->type != REDIS_REPLY_STRING ||
-        strcmp(reply->element[0]->str, "master") != 0 || reply->element[2]->type != REDIS_REPLY_ARRAY)
-        return -1;
-    return (long)reply->element[2]->elements;
-}
-
-int gw_metering_info_replid(const redisReply *reply, char *replid)
-{
-    static const char role[] = "role:master\r\n", key[] = "master_replid:";
-    const char *p, *end;
-    size_t len;
-
-    if (reply == NULL || reply->type != REDIS_REPLY_STRING || reply->str == NULL)
-        return -1;
-    if (strstr(reply->str, role) == NULL || (p = strstr(reply->str, key)) == NULL)
-        return -1;
-    p += sizeof(key) - 1;
-    for (end = p; *end != '\0' && *end != '\r' && *end != '\n'; ++end)
-        ;
-    if ((len = (size_t)(end - p)) == 0 || len > GW_METERING_REPLID_MAX)
-        return -1;
-    memcpy(replid, p, len);
-    replid[len] = '\0';
-    return 0;
-}
-
-void gw_metering_mark_executed(gw_metering_batch_t *b, const char *replid)
-{
-    size_t i;
-
-    for (i = 0; i != b->num_records; ++i)
-        snprintf(b->records[i].executed_on, sizeof(b->records[i].executed_on), "%s", replid);
 }
