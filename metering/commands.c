@@ -121,3 +121,38 @@ size_t gw_metering_report_exec_errors(const redisReply *reply)
         fprintf(stderr, LOG_PREFIX "%zu commands of a written batch failed in Redis: %s\n", n, first);
     return n;
 }
+
+/* The value of `field` in an entry's [field, value, ...] array, or NULL. */
+static const redisReply *entry_field(const redisReply *fields, const char *field)
+{
+    size_t i;
+
+    for (i = 0; i + 1 < fields->elements; i += 2)
+        if (fields->element[i]->type == REDIS_REPLY_STRING && strcmp(fields->element[i]->str, field) == 0)
+            return fields->element[i + 1];
+    return NULL;
+}
+
+int gw_metering_search_page(const redisReply *reply, const char *gateway, uint64_t seq, char *last, size_t last_size)
+{
+    char want[24];
+    size_t i;
+
+    last[0] = '\0';
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY)
+        return -1;
+    snprintf(want, sizeof(want), "%llu", (unsigned long long)seq);
+    for (i = 0; i != reply->elements; ++i) {
+        const redisReply *e = reply->element[i], *g, *s;
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
+            e->element[1]->type != REDIS_REPLY_ARRAY)
+            return -1;
+        if ((g = entry_field(e->element[1], "gateway")) != NULL && (s = entry_field(e->element[1], "seq")) != NULL &&
+            g->type == REDIS_REPLY_STRING && s->type == REDIS_REPLY_STRING && strcmp(g->str, gateway) == 0 &&
+            strcmp(s->str, want) == 0)
+            return 1;
+    }
+    if (reply->elements == GW_METERING_SEARCH_PAGE)
+        snprintf(last, last_size, "%s", reply->element[reply->elements - 1]->element[0]->str);
+    return 0;
+}

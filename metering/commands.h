@@ -27,4 +27,19 @@ long gw_metering_emit_batch(const char *prefix, const char *instance_id, const g
  * same way and hold up every later batch. */
 size_t gw_metering_report_exec_errors(const redisReply *reply);
 
+/* An EXEC whose answer was lost is looked for in the stream before it is
+ * sent again: XREVRANGE <prefix>egress <end> <since - this> COUNT
+ * GW_METERING_SEARCH_PAGE, page after page (at most
+ * GW_METERING_SEARCH_PAGES), for its first record's (gateway, seq). The
+ * margin covers a primary whose clock is behind ours. */
+#define GW_METERING_SEARCH_MARGIN_MS 10000
+#define GW_METERING_SEARCH_PAGE 500
+#define GW_METERING_SEARCH_PAGES 40
+
+/* Reads one XREVRANGE page: 1 when an entry has fields gateway=`gateway`
+ * and seq=`seq`, else 0 with *last (last_size bytes) set to the page's last
+ * entry id (the next page ends before it; "" when the page was not full:
+ * the search is over). -1: not an XREVRANGE reply. */
+int gw_metering_search_page(const redisReply *reply, const char *gateway, uint64_t seq, char *last, size_t last_size);
+
 #endif

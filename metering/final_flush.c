@@ -145,12 +145,43 @@ static int send_batch_blocking(final_t *f, redisContext *c, gw_metering_t *m, gw
         freeReplyObject(reply);
     }
     if (!ok) {
-        gw_metering_batch_failed(m, b);
+        if (i != replies) /* no answer to the EXEC: it may have run */
+            gw_metering_batch_unknown(m, b, (uint64_t)time(NULL) * 1000);
+        else
+            gw_metering_batch_failed(m, b);
         return -1;
     }
     gw_metering_batch_executed(m, b, have ? where.replid : f->replid, have ? where.offset : GW_METERING_OFFSET_UNKNOWN,
                                need_replica);
     return 0;
+}
+
+/* A batch whose EXEC got no answer (the flusher's connection died under
+ * it): 1 when the stream holds it, 0 when not, -1 when that cannot be told. */
+static int search_blocking(final_t *f, redisContext *c, gw_metering_t *m, const gw_metering_batch_t *b)
+{
+    const gw_metering_record_t *r = b->records;
+    uint64_t since = b->unknown_since_ms > GW_METERING_SEARCH_MARGIN_MS ? b->unknown_since_ms - GW_METERING_SEARCH_MARGIN_MS : 0;
+    char key[300], end[66] = "+", start[32], count[16], last[64];
+    const char *argv[] = {"XREVRANGE", key, end, start, "COUNT", count};
+    size_t argvlen[6] = {9, 0, 1, 0, 5, 0};
+    redisReply *reply;
+    int found = 0;
+
+    argvlen[1] = (size_t)snprintf(key, sizeof(key), "%segress", m->prefix);
+    argvlen[3] = (size_t)snprintf(start, sizeof(start), "%llu-0", (unsigned long long)since);
+    argvlen[5] = (size_t)snprintf(count, sizeof(count), "%d", GW_METERING_SEARCH_PAGE);
+    for (int page = 0; page != GW_METERING_SEARCH_PAGES && found == 0; ++page) {
+        redisSetTimeout(c, remaining_tv(f));
+        if (argvlen[1] >= sizeof(key) || (reply = redisCommandArgv(c, 6, argv, argvlen)) == NULL)
+            return -1;
+        found = gw_metering_search_page(reply, r->gateway != NULL ? r->gateway : m->instance_id, r->seq, last, sizeof(last));
+        freeReplyObject(reply);
+        if (found != 0 || last[0] == '\0')
+            break;
+        argvlen[2] = (size_t)snprintf(end, sizeof(end), "(%s", last);
+    }
+    return found;
 }
 
 /* With Sentinel: WAIT 1 for what this connection wrote (it makes the
@@ -267,8 +298,23 @@ static size_t write_batches(final_t *f, gw_metering_t *m, const gw_redis_conf_t 
     if (info_blocking(f, c, &info) == 0) {
         gw_metering_primary_now(m, &info);
         snprintf(f->replid, sizeof(f->replid), "%s", info.replid);
-        while ((b = gw_metering_next_batch(m)) != NULL && send_batch_blocking(f, c, m, b, need_replica) == 0)
+        while ((b = gw_metering_next_batch(m)) != NULL) {
+            int found = b->unknown_since_ms != 0 ? search_blocking(f, c, m, b) : 0;
+            if (found < 0) {
+                set_why(f, "cannot search the stream");
+                gw_metering_batch_unknown(m, b, b->unknown_since_ms);
+                break;
+            }
+            if (found) {
+                gw_metering_batch_found(m, b, info.replid, info.offset, need_replica);
+                continue;
+            }
+            if (b->unknown_since_ms != 0)
+                gw_metering_batch_lacking(m, b);
+            if (send_batch_blocking(f, c, m, b, need_replica) != 0)
+                break;
             wrote = 1;
+        }
         if (need_replica)
             wait_acks_blocking(f, c, m, wrote);
     }

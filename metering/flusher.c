@@ -2,11 +2,14 @@
  * The flusher (metering/flusher.h): on each connection first INFO
  * replication (which batches the primary holds), then for each batch
  * MULTI, its commands, EXEC and INFO replication queued in one go; while
- * batches wait for a replica, INFO replication every tick.
+ * batches wait for a replica, INFO replication every tick. A batch whose
+ * EXEC got no answer is looked for in the stream (XREVRANGE) before it is
+ * executed again.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "metering/commands.h"
 #include "metering/flusher.h"
 #include "metering/quota.h"
@@ -20,6 +23,10 @@ typedef struct st_gw_metering_flusher_t {
     gw_metering_batch_t *sending;            /* from MULTI until the INFO after its EXEC answered */
     int exec_ok;                             /* sending's EXEC was answered with its results */
     int exec_alone;                          /* the INFO after it could not be queued: on_exec settles the batch */
+    int exec_unknown;                        /* sending's EXEC got no answer: it may have run */
+    uint64_t sent_ms;                        /* when sending's EXEC went (wall clock) */
+    unsigned search_pages;                   /* of the stream, for sending, whose EXEC may have run */
+    uint64_t offset;                         /* the primary's master_repl_offset at its last INFO */
     int probed;                              /* the primary of this connection was compared with the queue */
     int asking;                              /* an INFO replication of ours (not a batch's) awaits its answer */
     int failing;                             /* the last attempt failed: log only when that changes */
@@ -67,7 +74,13 @@ static void learn(flusher_t *f, const gw_repl_info_t *info)
         gw_metering_primary_now(f->m, info);
         snprintf(f->replid, sizeof(f->replid), "%s", info->replid);
         f->probed = 1;
+    } else if (strcmp(f->replid, info->replid) != 0) {
+        /* the same server (one connection) renamed its history: Redis does when a primary without a
+         * backlog (one promoted before it ever synced, or just started) gets its first replica */
+        gw_metering_history_renamed(f->m, f->replid, info);
+        snprintf(f->replid, sizeof(f->replid), "%s", info->replid);
     }
+    f->offset = info->offset;
     if (f->need_replica)
         gw_metering_acked(f->m, info);
 }
@@ -127,6 +140,8 @@ static void on_exec(void *data, const char *err, redisReply *reply)
 
     if (err != NULL || reply == NULL || reply->type != REDIS_REPLY_ARRAY) {
         f->exec_ok = 0;
+        /* no answer (an error reply means it did not run) */
+        f->exec_unknown = err != NULL && (strcmp(err, "disconnected") == 0 || strcmp(err, "timeout") == 0);
         if (f->redis != NULL) /* not while the flusher stops */
             set_failing(f, 1, err != NULL ? err : "transaction aborted", f->sending->num_records);
     } else {
@@ -151,7 +166,10 @@ static void on_exec_info(void *data, const char *err, redisReply *reply)
 
     f->sending = NULL;
     if (!f->exec_ok) {
-        gw_metering_batch_failed(f->m, b);
+        if (f->exec_unknown)
+            gw_metering_batch_unknown(f->m, b, f->sent_ms); /* looked for in the stream before it goes again */
+        else
+            gw_metering_batch_failed(f->m, b);
         return; /* sent again at the next tick or reconnect, not in a tight loop */
     }
     set_failing(f, 0, NULL, 0);
@@ -197,6 +215,84 @@ Discard:
     return -1;
 }
 
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Sends f->sending (set, SENDING). */
+static void execute(flusher_t *f)
+{
+    gw_metering_batch_t *b = f->sending;
+
+    f->exec_ok = 0;
+    f->exec_alone = 0;
+    f->exec_unknown = 0;
+    f->sent_ms = wall_ms();
+    if (send_batch(f, b) != 0) {
+        f->sending = NULL;
+        set_failing(f, 1, "could not queue the commands", b->num_records);
+        gw_metering_batch_failed(f->m, b);
+    }
+}
+
+static void search(flusher_t *f, const char *end);
+
+/* A page of the stream, newest first, looking for the batch whose EXEC got no answer. */
+static void on_search(void *data, const char *err, redisReply *reply)
+{
+    flusher_t *f = data;
+    gw_metering_batch_t *b = f->sending;
+    const gw_metering_record_t *r = b->records;
+    char last[64], end[66];
+    int found = err == NULL ? gw_metering_search_page(reply, r->gateway != NULL ? r->gateway : f->m->instance_id, r->seq, last,
+                                                      sizeof(last))
+                            : -1;
+
+    if (found < 0 || f->redis == NULL) {
+        f->sending = NULL;
+        gw_metering_batch_unknown(f->m, b, b->unknown_since_ms); /* still unknown: searched again later */
+        return;
+    }
+    if (found) {
+        /* it ran: this primary holds it; its offset now bounds where */
+        f->sending = NULL;
+        gw_metering_batch_found(f->m, b, f->replid, f->offset, f->need_replica);
+        fprintf(stderr, LOG_PREFIX "a batch whose EXEC got no answer is in the stream: not executed again\n");
+        send_next(f);
+        return;
+    }
+    if (last[0] != '\0' && ++f->search_pages < GW_METERING_SEARCH_PAGES) {
+        snprintf(end, sizeof(end), "(%s", last);
+        search(f, end);
+        return;
+    }
+    gw_metering_batch_lacking(f->m, b);
+    execute(f);
+}
+
+static void search(flusher_t *f, const char *end)
+{
+    gw_metering_batch_t *b = f->sending;
+    size_t prefix_len = strlen(f->m->prefix);
+    char *key = h2o_mem_alloc(prefix_len + sizeof("egress")), start[32], count[16];
+    uint64_t since = b->unknown_since_ms > GW_METERING_SEARCH_MARGIN_MS ? b->unknown_since_ms - GW_METERING_SEARCH_MARGIN_MS : 0;
+    const char *argv[] = {"XREVRANGE", key, end, start, "COUNT", count};
+    size_t argvlen[] = {9, prefix_len + sizeof("egress") - 1, strlen(end), 0, 5, 0};
+
+    memcpy(key, f->m->prefix, prefix_len);
+    memcpy(key + prefix_len, "egress", sizeof("egress"));
+    argvlen[3] = (size_t)snprintf(start, sizeof(start), "%llu-0", (unsigned long long)since);
+    argvlen[5] = (size_t)snprintf(count, sizeof(count), "%d", GW_METERING_SEARCH_PAGE);
+    if (gw_redis_command_argv(f->redis, GW_METERING_EXEC_TIMEOUT_MS, on_search, f, 6, argv, argvlen) == NULL) {
+        f->sending = NULL;
+        gw_metering_batch_unknown(f->m, b, b->unknown_since_ms);
+    }
+    free(key);
+}
+
 static void send_next(flusher_t *f)
 {
     gw_metering_batch_t *b;
@@ -206,13 +302,14 @@ static void send_next(flusher_t *f)
     if ((b = gw_metering_next_batch(f->m)) == NULL)
         return;
     f->sending = b;
-    f->exec_ok = 0;
-    f->exec_alone = 0;
-    if (send_batch(f, b) != 0) {
-        f->sending = NULL;
-        set_failing(f, 1, "could not queue the commands", b->num_records);
-        gw_metering_batch_failed(f->m, b);
+    if (b->unknown_since_ms != 0) {
+        /* its EXEC may have run (on this primary, or on one this one was promoted from): only if the
+         * stream does not hold it is it executed again */
+        f->search_pages = 0;
+        search(f, "+");
+        return;
     }
+    execute(f);
 }
 
 static void on_redis_state(void *data, int connected)

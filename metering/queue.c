@@ -171,6 +171,33 @@ void gw_metering_batch_failed(gw_metering_t *m, gw_metering_batch_t *b)
     pthread_mutex_unlock(&m->mutex);
 }
 
+void gw_metering_batch_unknown(gw_metering_t *m, gw_metering_batch_t *b, uint64_t sent_ms)
+{
+    pthread_mutex_lock(&m->mutex);
+    b->state = GW_METERING_BATCH_SEALED;
+    if (b->unknown_since_ms == 0 || sent_ms < b->unknown_since_ms)
+        b->unknown_since_ms = sent_ms;
+    ++m->stats.flush_failures;
+    pthread_mutex_unlock(&m->mutex);
+}
+
+void gw_metering_batch_lacking(gw_metering_t *m, gw_metering_batch_t *b)
+{
+    pthread_mutex_lock(&m->mutex);
+    ++m->stats.batches_reexecuted;
+    b->unknown_since_ms = 0;
+    pthread_mutex_unlock(&m->mutex);
+}
+
+void gw_metering_batch_found(gw_metering_t *m, gw_metering_batch_t *b, const char *replid, uint64_t offset, int need_replica)
+{
+    pthread_mutex_lock(&m->mutex);
+    ++m->stats.batches_held;
+    pthread_mutex_unlock(&m->mutex);
+    b->unknown_since_ms = 0;
+    gw_metering_batch_executed(m, b, replid, offset, need_replica);
+}
+
 /* Under mutex: b is written; out of the queue and the journal. */
 static void written(gw_metering_t *m, gw_metering_batch_t *b)
 {
@@ -220,6 +247,7 @@ void gw_metering_batch_executed(gw_metering_t *m, gw_metering_batch_t *b, const 
     pthread_mutex_lock(&m->mutex);
     --m->num_unsent;
     b->state = GW_METERING_BATCH_EXECUTED;
+    b->unknown_since_ms = 0;
     snprintf(b->exec_replid, sizeof(b->exec_replid), "%s", replid);
     b->exec_offset = offset;
     m->unacked_records += b->num_records;
@@ -266,6 +294,27 @@ void gw_metering_primary_now(gw_metering_t *m, const gw_repl_info_t *info)
                 LOG_PREFIX "a new primary (%s): it holds %zu unacknowledged batches (not executed again) and lacks %zu "
                            "(executed on it, same seq)\n",
                 info->replid, held, lacking);
+}
+
+void gw_metering_history_renamed(gw_metering_t *m, const char *old_replid, const gw_repl_info_t *info)
+{
+    size_t renamed = 0;
+
+    pthread_mutex_lock(&m->mutex);
+    for (gw_metering_batch_t *b = m->head; b != NULL; b = b->next) {
+        if (b->state != GW_METERING_BATCH_EXECUTED || strcmp(b->exec_replid, old_replid) != 0 ||
+            (b->exec_offset != GW_METERING_OFFSET_UNKNOWN && b->exec_offset > info->offset))
+            continue;
+        snprintf(b->exec_replid, sizeof(b->exec_replid), "%s", info->replid);
+        if (m->spill.path != NULL)
+            gw_journal_put_exec(&m->journal.pending, b);
+        ++renamed;
+    }
+    pthread_mutex_unlock(&m->mutex);
+    if (renamed != 0)
+        fprintf(stderr, LOG_PREFIX "the primary's replication id changed from %s to %s (its first replica attached): %zu "
+                        "unacknowledged batches follow it\n",
+                old_replid, info->replid, renamed);
 }
 
 void gw_metering_acked(gw_metering_t *m, const gw_repl_info_t *info)

@@ -114,8 +114,19 @@ size_t gw_metering_seal(gw_metering_t *m, int force);
 /* The oldest batch to execute (SEALED), now SENDING; NULL when there is
  * none. Finish it with gw_metering_batch_executed or _failed. */
 gw_metering_batch_t *gw_metering_next_batch(gw_metering_t *m);
-/* Its EXEC failed or its answer was lost: SEALED again, sent again as is. */
+/* Its EXEC failed: SEALED again, sent again as is. */
 void gw_metering_batch_failed(gw_metering_t *m, gw_metering_batch_t *b);
+/* Its EXEC's answer was lost (sent at sent_ms, wall clock): SEALED again,
+ * and before it is sent again the stream is searched for it
+ * (unknown_since_ms; the flusher's). */
+void gw_metering_batch_unknown(gw_metering_t *m, gw_metering_batch_t *b, uint64_t sent_ms);
+/* An unknown batch is not in the current primary's stream: executed again
+ * (counted as such). */
+void gw_metering_batch_lacking(gw_metering_t *m, gw_metering_batch_t *b);
+/* An unknown batch was found in the current primary's stream: EXECUTED
+ * there (at `offset`, that primary's offset now: an upper bound), counted as
+ * held. */
+void gw_metering_batch_found(gw_metering_t *m, gw_metering_batch_t *b, const char *replid, uint64_t offset, int need_replica);
 /* Its EXEC was answered by the primary of history `replid`, whose
  * master_repl_offset was `offset` right after it (GW_METERING_OFFSET_UNKNOWN:
  * not learnt). Written now unless need_replica; else EXECUTED until a
@@ -125,6 +136,11 @@ void gw_metering_batch_executed(gw_metering_t *m, gw_metering_batch_t *b, const 
  * batch it holds stays EXECUTED (now in its history), each it lacks is
  * SEALED again, to be executed on it (same seq). Counted and said. */
 void gw_metering_primary_now(gw_metering_t *m, const struct st_gw_repl_info_t *info);
+/* The primary of this very connection now calls its history info->replid
+ * instead of old_replid (a primary takes a new replication id, keeping its
+ * offsets, when its first replica attaches): batches executed there are in
+ * the renamed history. */
+void gw_metering_history_renamed(gw_metering_t *m, const char *old_replid, const gw_repl_info_t *info);
 /* Every EXECUTED batch an online replica of that primary acknowledged is written. */
 void gw_metering_acked(gw_metering_t *m, const struct st_gw_repl_info_t *info);
 /* 1 when batches wait for a replica's acknowledgement. */

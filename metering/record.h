@@ -61,6 +61,9 @@ typedef struct st_gw_metering_batch_t {
     char exec_replid[GW_METERING_REPLID_MAX + 1];
     uint64_t exec_offset;
     uint64_t first_seq, last_seq; /* the lowest and highest seq of its records: its name in the journal */
+    /* SEALED after an EXEC whose answer was lost (the connection died): it
+     * may have run. The wall-clock ms it was sent at; 0: it did not run. */
+    uint64_t unknown_since_ms;
     uint64_t egress;              /* the sum of its records' egress (metrics) */
 } gw_metering_batch_t;
 

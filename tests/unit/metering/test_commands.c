@@ -105,6 +105,28 @@ START_TEST(test_long_prefix_and_id_make_whole_keys)
 }
 END_TEST
 
+/* A page of XREVRANGE: found by (gateway, seq), or the id the next page ends before. */
+START_TEST(test_search_page)
+{
+    redisReader *rd = redisReaderCreate();
+    const char text[] = "*2\r\n"
+                        "*2\r\n$3\r\n9-1\r\n*4\r\n$7\r\ngateway\r\n$4\r\ngw-2\r\n$3\r\nseq\r\n$2\r\n17\r\n"
+                        "*2\r\n$3\r\n8-0\r\n*4\r\n$3\r\nseq\r\n$2\r\n17\r\n$7\r\ngateway\r\n$4\r\ngw-1\r\n";
+    void *reply = NULL;
+    char last[64];
+
+    ck_assert_int_eq(redisReaderFeed(rd, text, sizeof(text) - 1), REDIS_OK);
+    ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
+    ck_assert_int_eq(gw_metering_search_page(reply, "gw-1", 17, last, sizeof(last)), 1);
+    ck_assert_int_eq(gw_metering_search_page(reply, "gw-1", 18, last, sizeof(last)), 0);
+    ck_assert_str_eq(last, ""); /* fewer than a page: nothing older to read */
+    ck_assert_int_eq(gw_metering_search_page(reply, "gw-3", 17, last, sizeof(last)), 0);
+    freeReplyObject(reply);
+    ck_assert_int_eq(gw_metering_search_page(NULL, "gw-1", 17, last, sizeof(last)), -1);
+    redisReaderFree(rd);
+}
+END_TEST
+
 static Suite *commands_suite(void)
 {
     Suite *s = suite_create("commands");
@@ -112,6 +134,7 @@ static Suite *commands_suite(void)
 
     tcase_add_test(tc, test_commands_of_a_batch);
     tcase_add_test(tc, test_long_prefix_and_id_make_whole_keys);
+    tcase_add_test(tc, test_search_page);
     suite_add_tcase(s, tc);
     return s;
 }

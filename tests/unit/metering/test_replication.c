@@ -157,6 +157,32 @@ START_TEST(test_failover_executes_only_what_is_missing)
 }
 END_TEST
 
+/* A primary promoted before it ever synced takes a new replication id
+ * (keeping its offsets) when its first replica attaches: batches executed
+ * on it before follow, so that the replica's acknowledgement and a later
+ * failover find them held. */
+START_TEST(test_history_renamed)
+{
+    gw_metering_t *m = new_metering(NULL, NOW);
+    gw_meter_t *meter = gw_meter_new();
+    gw_metering_batch_t *b;
+    gw_repl_info_t renamed = {.is_primary = 1, .replid = R3, .offset = 2500, .online_replicas = 1, .best_ack = 2500};
+    gw_repl_info_t promoted = {.is_primary = 1, .replid = R2, .replid2 = R3, .offset = 3000, .second_offset = 2501};
+
+    b = seal_one(m, meter, "a", 100);
+    gw_metering_batch_executed(m, gw_metering_next_batch(m), R1, 2000, 1);
+    gw_metering_history_renamed(m, R1, &renamed);
+    ck_assert_str_eq(b->exec_replid, R3);
+    ck_assert_uint_eq(b->exec_offset, 2000);
+    /* held by a replica promoted from the renamed history */
+    gw_metering_primary_now(m, &promoted);
+    ck_assert_int_eq(b->state, GW_METERING_BATCH_EXECUTED);
+    ck_assert_str_eq(b->exec_replid, R2);
+    gw_meter_free(meter);
+    gw_metering_free(m);
+}
+END_TEST
+
 /* No replica for a long time: past GW_METERING_MAX_UNACKED_RECORDS the
  * oldest executed batches are released, counted. */
 START_TEST(test_unacked_are_bounded)
@@ -197,6 +223,7 @@ static Suite *replication_suite(void)
     tcase_add_test(tc, test_waiting_never_holds_later_batches);
     tcase_add_test(tc, test_failover_executes_only_what_is_missing);
     tcase_add_test(tc, test_unacked_are_bounded);
+    tcase_add_test(tc, test_history_renamed);
     suite_add_tcase(s, tc);
     return s;
 }
