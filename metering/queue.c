@@ -312,8 +312,9 @@ void gw_metering_history_renamed(gw_metering_t *m, const char *old_replid, const
     }
     pthread_mutex_unlock(&m->mutex);
     if (renamed != 0)
-        fprintf(stderr, LOG_PREFIX "the primary's replication id changed from %s to %s (its first replica attached): %zu "
-                        "unacknowledged batches follow it\n",
+        fprintf(stderr,
+                LOG_PREFIX "the primary's replication id changed from %s to %s (its first replica attached): %zu "
+                           "unacknowledged batches follow it\n",
                 old_replid, info->replid, renamed);
 }
 

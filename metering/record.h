@@ -64,7 +64,7 @@ typedef struct st_gw_metering_batch_t {
     /* SEALED after an EXEC whose answer was lost (the connection died): it
      * may have run. The wall-clock ms it was sent at; 0: it did not run. */
     uint64_t unknown_since_ms;
-    uint64_t egress;              /* the sum of its records' egress (metrics) */
+    uint64_t egress; /* the sum of its records' egress (metrics) */
 } gw_metering_batch_t;
 
 /* A record in a table keyed by its sandbox id (several may share one id
