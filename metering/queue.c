@@ -267,7 +267,7 @@ void gw_metering_batch_executed(gw_metering_t *m, gw_metering_batch_t *b, const 
 
 void gw_metering_primary_now(gw_metering_t *m, const gw_repl_info_t *info)
 {
-    size_t held = 0, lacking = 0;
+    size_t held = 0, lacking = 0, unknown = 0;
 
     pthread_mutex_lock(&m->mutex);
     for (gw_metering_batch_t *b = m->head; b != NULL; b = b->next) {
@@ -276,24 +276,31 @@ void gw_metering_primary_now(gw_metering_t *m, const gw_repl_info_t *info)
         if (gw_repl_holds(info, b->exec_replid, b->exec_offset)) {
             /* in this primary's history now, at the same offset (a promoted replica continues the offsets) */
             snprintf(b->exec_replid, sizeof(b->exec_replid), "%s", info->replid);
+            if (m->spill.path != NULL)
+                gw_journal_put_exec(&m->journal.pending, b);
             ++held;
-        } else {
-            b->state = GW_METERING_BATCH_SEALED;
-            m->unacked_records -= b->num_records;
-            ++m->num_unsent;
-            ++lacking;
+            continue;
         }
-        if (m->spill.path != NULL && b->state == GW_METERING_BATCH_EXECUTED)
-            gw_journal_put_exec(&m->journal.pending, b);
+        b->state = GW_METERING_BATCH_SEALED;
+        m->unacked_records -= b->num_records;
+        ++m->num_unsent;
+        if (gw_repl_lacks(info, b->exec_replid, b->exec_offset)) {
+            ++lacking;
+        } else {
+            /* a history unrelated to the batch's: a replica restarted from its own disk takes a new
+             * replication id, yet may hold what it received before; its stream says */
+            b->unknown_since_ms = b->sealed_ms != 0 ? b->sealed_ms : 1;
+            ++unknown;
+        }
     }
     m->stats.batches_held += held;
     m->stats.batches_reexecuted += lacking;
     pthread_mutex_unlock(&m->mutex);
-    if (held + lacking != 0)
+    if (held + lacking + unknown != 0)
         fprintf(stderr,
-                LOG_PREFIX "a new primary (%s): it holds %zu unacknowledged batches (not executed again) and lacks %zu "
-                           "(executed on it, same seq)\n",
-                info->replid, held, lacking);
+                LOG_PREFIX "a new primary (%s): it holds %zu unacknowledged batches (not executed again), lacks %zu "
+                           "(executed on it, same seq), and %zu are looked for in its stream\n",
+                info->replid, held, lacking, unknown);
 }
 
 void gw_metering_history_renamed(gw_metering_t *m, const char *old_replid, const gw_repl_info_t *info)

@@ -61,10 +61,13 @@ typedef struct st_gw_metering_batch_t {
     char exec_replid[GW_METERING_REPLID_MAX + 1];
     uint64_t exec_offset;
     uint64_t first_seq, last_seq; /* the lowest and highest seq of its records: its name in the journal */
-    /* SEALED after an EXEC whose answer was lost (the connection died): it
-     * may have run. The wall-clock ms it was sent at; 0: it did not run. */
+    /* SEALED after an EXEC whose answer was lost (the connection died), or
+     * executed on a history unrelated to the new primary's: it may be there.
+     * Wall-clock ms before which it was not executed (the stream is searched
+     * from there); 0: it is not there. */
     uint64_t unknown_since_ms;
     uint64_t egress; /* the sum of its records' egress (metrics) */
+    uint64_t sealed_ms; /* its records' latest to_ms: it was executed after this (wall clock) */
 } gw_metering_batch_t;
 
 /* A record in a table keyed by its sandbox id (several may share one id
@@ -98,7 +101,7 @@ char *gw_metering_project_dup(const char *s, size_t len);
 /* An empty batch with room for `capacity` records; gw_metering_batch_free
  * frees it with its records' strings. free(NULL) is a no-op. */
 gw_metering_batch_t *gw_metering_batch_new(size_t capacity);
-/* Sets first_seq, last_seq and egress from the records (once they are in). */
+/* Sets first_seq, last_seq, egress and sealed_ms from the records (once they are in). */
 void gw_metering_batch_sum(gw_metering_batch_t *b);
 void gw_metering_batch_free(gw_metering_batch_t *b);
 

@@ -121,6 +121,12 @@ int gw_repl_holds(const gw_repl_info_t *now, const char *replid, uint64_t offset
            offset != GW_METERING_OFFSET_UNKNOWN && offset < now->second_offset;
 }
 
+int gw_repl_lacks(const gw_repl_info_t *now, const char *replid, uint64_t offset)
+{
+    return now->replid2[0] != '\0' && strcmp(now->replid2, replid) == 0 && now->second_offset != 0 && offset != 0 &&
+           offset != GW_METERING_OFFSET_UNKNOWN && offset >= now->second_offset;
+}
+
 int gw_repl_acked(const gw_repl_info_t *now, const char *replid, uint64_t offset)
 {
     return now->online_replicas != 0 && strcmp(now->replid, replid) == 0 && offset != GW_METERING_OFFSET_UNKNOWN &&

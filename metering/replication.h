@@ -31,6 +31,12 @@ int gw_repl_info_parse(const char *text, size_t len, gw_repl_info_t *out);
  * promotion (master_replid2, second_repl_offset > offset). 0 otherwise. */
 int gw_repl_holds(const gw_repl_info_t *now, const char *replid, uint64_t offset);
 
+/* 1 when the primary described by `now` certainly lacks it: promoted from
+ * that history before `offset` (known). Neither this nor gw_repl_holds: an
+ * unrelated history (a replica restarted from its own disk), which may hold
+ * it all the same. */
+int gw_repl_lacks(const gw_repl_info_t *now, const char *replid, uint64_t offset);
+
 /* 1 when an online replica of the primary described by `now` acknowledged
  * everything up to `offset` of history `replid` (WAIT counts the same). */
 int gw_repl_acked(const gw_repl_info_t *now, const char *replid, uint64_t offset);

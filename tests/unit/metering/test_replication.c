@@ -125,7 +125,7 @@ START_TEST(test_failover_executes_only_what_is_missing)
 {
     gw_metering_t *m = new_metering(NULL, NOW);
     gw_meter_t *meter = gw_meter_new();
-    gw_metering_batch_t *held, *lacking, *b;
+    gw_metering_batch_t *held, *lacking, *unrelated, *b;
     gw_metering_stats_t st;
     gw_repl_info_t now = {.is_primary = 1, .replid = R2, .replid2 = R1, .offset = 3100, .second_offset = 3001};
 
@@ -133,6 +133,10 @@ START_TEST(test_failover_executes_only_what_is_missing)
     gw_metering_batch_executed(m, gw_metering_next_batch(m), R1, 1000, 1);
     lacking = seal_one(m, meter, "b", 200);
     gw_metering_batch_executed(m, gw_metering_next_batch(m), R1, 4000, 1);
+    /* executed on a primary whose history the new one does not know (a replica restarted from its own
+     * disk takes a new id): only its stream can tell */
+    unrelated = seal_one(m, meter, "d", 400);
+    gw_metering_batch_executed(m, gw_metering_next_batch(m), R3, 50, 1);
     seal_one(m, meter, "c", 300); /* never sent */
 
     gw_metering_primary_now(m, &now);
@@ -143,9 +147,13 @@ START_TEST(test_failover_executes_only_what_is_missing)
     ck_assert_str_eq(held->exec_replid, R2); /* in R2's history now, at the same offset */
     ck_assert_uint_eq(held->exec_offset, 1000);
     ck_assert_int_eq(lacking->state, GW_METERING_BATCH_SEALED);
-    /* in seq order: the lacking one first, then the one never sent */
+    ck_assert_uint_eq(lacking->unknown_since_ms, 0);
+    ck_assert_int_eq(unrelated->state, GW_METERING_BATCH_SEALED);
+    ck_assert_uint_eq(unrelated->unknown_since_ms, NOW); /* searched from when it was sealed */
+    /* in seq order: the lacking one first, then the one to look for, then the one never sent */
     ck_assert_ptr_eq(b = gw_metering_next_batch(m), lacking);
     gw_metering_batch_executed(m, b, R2, 3300, 1);
+    ck_assert_ptr_eq(gw_metering_next_batch(m), unrelated);
     ck_assert_str_eq(gw_metering_next_batch(m)->records[0].sandbox, "c");
     /* a second look at the same primary changes nothing */
     gw_metering_primary_now(m, &now);
