@@ -260,7 +260,8 @@ static void on_search(void *data, const char *err, redisReply *reply)
         /* it ran: this primary holds it; its offset now bounds where */
         f->sending = NULL;
         gw_metering_batch_found(f->m, b, f->replid, f->offset, f->need_replica);
-        fprintf(stderr, LOG_PREFIX "a batch whose EXEC got no answer is in the stream: not executed again\n");
+        fprintf(stderr, LOG_PREFIX "a batch that may have run (its EXEC got no answer, or the primary's history is new) is in the "
+                                   "stream: not executed again\n");
         send_next(f);
         return;
     }

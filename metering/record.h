@@ -66,7 +66,7 @@ typedef struct st_gw_metering_batch_t {
      * Wall-clock ms before which it was not executed (the stream is searched
      * from there); 0: it is not there. */
     uint64_t unknown_since_ms;
-    uint64_t egress; /* the sum of its records' egress (metrics) */
+    uint64_t egress;    /* the sum of its records' egress (metrics) */
     uint64_t sealed_ms; /* its records' latest to_ms: it was executed after this (wall clock) */
 } gw_metering_batch_t;
 
