@@ -578,6 +578,53 @@ def test_sigkill_loses_nothing_journaled(gw_factory, mredis, msandbox, upstream,
     assert not os.path.exists(spill)
 
 
+def test_journal_on_a_full_disk(gw_factory, mredis, msandbox, upstream, curl, workdir):
+    """The journal on a full filesystem (a 128 KiB tmpfs, filled): the write
+    fails, which stderr says once and the metric counts; the stale journal is
+    set aside (a crash must not replay it as whole); billing goes on into
+    Redis, every byte; once there is room the journal is written whole again
+    and the stale copy removed. Needs mount(2) (root): skipped without it."""
+    mnt = os.path.join(workdir, "full-" + gwtest.new_sandbox_id())
+    os.makedirs(mnt)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", mnt], capture_output=True).returncode != 0:
+        os.rmdir(mnt)
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    try:
+        spill = os.path.join(mnt, "egress.spill")
+        g = start_gw(gw_factory, mredis, metering={"flush_interval_ms": FLUSH_MS, "spill_file": spill})
+        gwtest.wait_for(lambda: os.path.exists(spill), 10, what="the journal")
+        filler = os.path.join(mnt, "filler")
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"x" * 512) > 0:
+                pass
+        except OSError:
+            pass  # full
+        os.close(fd)
+        # traffic until the journal needs a page the filesystem has not got (every flush writes entries)
+        body_out = body_in = n = 0
+        deadline = time.monotonic() + 30
+        while metric(g, "lizard_metering_journal_failures_total") == 0:
+            assert time.monotonic() < deadline, "no journal write failed on a full filesystem"
+            o, i, k = traffic(curl, g, msandbox, upstream, n=1, size=1000, post=10)
+            body_out, body_in, n = body_out + o, body_in + i, n + k
+        assert "No space left on device" in gwtest.tail(g.log, 50), gwtest.tail(g.log, 50)
+        assert glob.glob(spill + ".unwritable-*"), os.listdir(mnt)
+        # nothing is lost meanwhile: Redis takes every byte
+        wait_egress(mredis, msandbox.id, body_out)
+        os.unlink(filler)
+        gwtest.wait_for(lambda: not glob.glob(spill + ".unwritable-*") and os.path.exists(spill), 10,
+                        what="the journal written again, the stale copy removed")
+        assert "written again" in gwtest.tail(g.log, 50)
+        assert g.stop() == 0, gwtest.tail(g.log)
+        recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
+        check_bounds(recs, body_out, body_in, n)
+        assert incr_total(mredis, msandbox.id) == total(recs, "egress")
+    finally:
+        subprocess.run(["umount", "-l", mnt])
+        shutil.rmtree(mnt, ignore_errors=True)
+
+
 def spill_lines(path):
     return journal_file.sealed(path)
 
