@@ -762,10 +762,35 @@ class Soak:
         elif kind == "primary killed during sync":
             self.kill_primary_during_sync()
 
+    def stall_replica(self):
+        """Restarts the replica (it holds what it had, from its AOF) and holds its full sync back
+        (diskless, an hour's delay): no replica acknowledges anything until release_replica. Returns the
+        (primary, replica) nodes, or None when the replica is not in sync to begin with."""
+        if not self.replica_in_sync():
+            return None
+        before = self.cp.primary_port()
+        primary = next(n for n in (self.cluster.primary, self.cluster.replica) if n.port == before)
+        replica = next(n for n in (self.cluster.primary, self.cluster.replica) if n.port != before)
+        for key, value in (("repl-diskless-sync", "yes"), ("repl-diskless-sync-max-replicas", "0"),
+                           ("repl-diskless-sync-delay", "3600")):
+            self.cp.cmd("CONFIG", "SET", key, value)
+        replica.kill()
+        replica.replicaof = before
+        replica.start()
+        try:
+            gwtest.wait_for(lambda: "state=wait_bgsave" in self.cp.cmd("INFO", "replication").decode(), 20, interval=0.1,
+                            what="the replica waiting for its full sync")
+            self.count("replica held in its full sync")
+        except TimeoutError:
+            self.count("replica resynced partially")
+        return primary, replica
+
     def kill_gw_b(self):
-        """SIGKILL gateway B (the OOM killer, a node dying), then start it on its journal. Its clients
-        are moved to A first and B is left idle long enough to journal what they received: what a
-        SIGKILL loses is at most one journal interval, and the soak's billing check is exact."""
+        """SIGKILL gateway B (the OOM killer, a node dying) while no replica acknowledges anything (a
+        replica in its full sync: every batch since waits), then start it on its journal. Its clients are
+        moved to A first and B is left idle long enough to journal what they received: what a SIGKILL
+        loses is at most one journal interval, and the soak's billing check is exact."""
+        staged = self.stall_replica()
         self.gw_restarting = True
         with self.lock:
             self.gw_b_up.clear()
@@ -781,29 +806,21 @@ class Soak:
         time.sleep(0.5)
         self.start_gw("b")
         self.gw_restarting = False
+        if staged is not None:
+            time.sleep(1.0)  # B's replayed batches are held by the primary and wait for the replica with A's
+            self.cp.cmd("CONFIG", "SET", "repl-diskless-sync-delay", "0")  # the sync goes
+            gwtest.wait_for(lambda: self.replica_in_sync(), 60, interval=0.2, what="the replica in sync after its held sync")
+            self.cp.cmd("CONFIG", "SET", "repl-diskless-sync-delay", "5")
 
     def kill_primary_during_sync(self):
-        """The replica restarted (it holds what it had, from its AOF) and its full sync held back (diskless,
-        an hour's delay): no replica acknowledges anything, batches are executed on the primary alone; then
+        """A replica held in its full sync (stall_replica): batches are executed on the primary alone; then
         the primary is SIGKILLed and the sentinels promote that replica. The gateways execute again on it
         exactly the batches it lacks."""
-        if not self.replica_in_sync():
+        staged = self.stall_replica()
+        if staged is None:
             return
-        before = self.cp.primary_port()
-        primary = next(n for n in (self.cluster.primary, self.cluster.replica) if n.port == before)
-        replica = next(n for n in (self.cluster.primary, self.cluster.replica) if n.port != before)
-        for key, value in (("repl-diskless-sync", "yes"), ("repl-diskless-sync-max-replicas", "0"),
-                           ("repl-diskless-sync-delay", "3600")):
-            self.cp.cmd("CONFIG", "SET", key, value)
-        replica.kill()
-        replica.replicaof = before
-        replica.start()
-        try:
-            gwtest.wait_for(lambda: "state=wait_bgsave" in self.cp.cmd("INFO", "replication").decode(), 20, interval=0.1,
-                            what="the replica waiting for its full sync")
-            self.count("primary killed while its replica waited for its sync")
-        except TimeoutError:
-            self.count("primary killed after its replica resynced partially")
+        primary, _replica = staged
+        before = primary.port
         time.sleep(self.rng.uniform(0.5, 2.0))  # batches executed on the primary alone
         primary.kill()
         gwtest.wait_for(lambda: self.cp.primary_port() != before, 60, interval=0.2, what="failover after a kill during a sync")
