@@ -306,6 +306,9 @@ static void install(gw_metering_t *m, gw_journal_replay_t *r)
         if (b->state == GW_METERING_BATCH_EXECUTED) {
             m->unacked_records += b->num_records;
         } else {
+            /* the journal does not say it ran, yet it may have: a SIGKILL between its EXEC and the entry
+             * saying where it went, or that entry damaged. The stream is searched for it first. */
+            b->unknown_since_ms = b->sealed_ms != 0 ? b->sealed_ms : 1;
             ++m->num_unsent;
         }
     }

@@ -578,6 +578,42 @@ def test_sigkill_loses_nothing_journaled(gw_factory, mredis, msandbox, upstream,
     assert not os.path.exists(spill)
 
 
+def test_replay_executes_nothing_twice(gw_factory, mredis):
+    """A journal whose batches the previous run may have executed without
+    saying so (a SIGKILL between an EXEC and the journal's entry of where it
+    went): at the next start each is looked for in the stream first. The one
+    Redis holds is not executed again (its record once, its total as it
+    was); the one it lacks is executed."""
+    g = start_gw(gw_factory, mredis, start=False)
+    spill = g.config()["metering"]["spill_file"]
+    os.makedirs(os.path.dirname(spill), exist_ok=True)
+    ran, lost = gwtest.new_sandbox_id("ran"), gwtest.new_sandbox_id("lost")
+    now = int(time.time() * 1000)
+
+    def rec(sandbox, seq, egress):
+        return {"t": "rec", "sandbox": sandbox, "project": "p", "egress": egress, "ingress": 5, "from_ms": now - 900,
+                "to_ms": now - 800, "gateway": "old-gw", "seq": seq}
+
+    # what the killed run's EXEC of the first batch wrote
+    mredis.cmd("XADD", "lizard:egress", "*", "sandbox", ran, "project", "p", "egress", "500", "ingress", "5", "from_ms",
+               str(now - 900), "to_ms", str(now - 800), "gateway", "old-gw", "seq", "42")
+    mredis.cmd("INCRBY", "lizard:egress:{%s}" % ran, "500")
+    with open(spill, "wb") as f:
+        f.write(journal_file.HEADER)
+        f.write(journal_file.entry({"t": "batch", "first": 42, "last": 42, "records": 1}))
+        f.write(journal_file.entry(rec(ran, 42, 500)))
+        f.write(journal_file.entry({"t": "batch", "first": 43, "last": 43, "records": 1}))
+        f.write(journal_file.entry(rec(lost, 43, 700)))
+    g.start()
+    gwtest.wait_for(lambda: records(mredis, lost), 10, what="the batch Redis lacked executed")
+    assert g.stop() == 0, gwtest.tail(g.log)
+    assert [int(r["seq"]) for r in records(mredis, ran)] == [42], records(mredis, ran)
+    assert incr_total(mredis, ran) == 500
+    assert [int(r["seq"]) for r in records(mredis, lost)] == [43]
+    assert incr_total(mredis, lost) == 700
+    assert "is in the stream: not executed again" in gwtest.tail(g.log, 50), gwtest.tail(g.log, 50)
+
+
 def test_journal_on_a_full_disk(gw_factory, mredis, msandbox, upstream, curl, workdir):
     """The journal on a full filesystem (a 128 KiB tmpfs, filled): the write
     fails, which stderr says once and the metric counts; the stale journal is

@@ -81,9 +81,12 @@ START_TEST(test_replay_after_a_kill)
     ck_assert_str_eq(b->exec_replid, REPLID);
     ck_assert_uint_eq(b->exec_offset, 3000);
     ck_assert_str_eq(b->records[0].gateway, "gw-test");
+    ck_assert_uint_eq(b->unknown_since_ms, 0);
     b = b->next;
     ck_assert_str_eq(b->records[0].sandbox, "sc");
     ck_assert_int_eq(b->state, GW_METERING_BATCH_SEALED);
+    /* the journal does not say it ran: looked for in the stream before it is executed */
+    ck_assert_uint_eq(b->unknown_since_ms, NOW + 3);
     b = b->next; /* the open counts, sealed at start: their own batch, this run's seq */
     ck_assert_str_eq(b->records[0].sandbox, "sa");
     ck_assert_str_eq(b->records[0].project, "proj \"quoted\" \xc3\xa9");
