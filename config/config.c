@@ -186,6 +186,7 @@ const gw_config_key_t gw_config_keys[] = {
 
     UINT("metering.flush_interval_ms", metering.flush_interval_ms, 100, MAX_TIMEOUT_MS, "5000"),
     STRING("metering.spill_file", metering.spill_file, 1, 4096, STR("/var/lib/lizard-gateway/egress.spill")),
+    UINT("metering.journal_interval_ms", metering.journal_interval_ms, 10, MAX_TIMEOUT_MS, "1000"),
 
     {.path = "admin.address", .type = GW_CONFIG_ADDRESS, FIELD(admin.address), .aux_offset = offsetof(gw_config_t, admin.addr), .dflt = STR("127.0.0.1:9901"), OR_NULL("an address string such as \"127.0.0.1:9901\", or null to disable")},
 

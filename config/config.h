@@ -149,6 +149,7 @@ typedef struct st_gw_config_t {
     struct {
         uint64_t flush_interval_ms;
         char *spill_file;
+        uint64_t journal_interval_ms; /* how often counts are appended to the journal (spill_file) and fsynced */
     } metering;
 
     struct {

@@ -260,7 +260,8 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
 
     /* locks the spill file (one gateway per file) and reads what the
      * previous run left in it, before any worker can count */
-    gw_metering_conf_t mconf = {config->redis.prefix, config->instance_id, config->metering.spill_file};
+    gw_metering_conf_t mconf = {config->redis.prefix, config->instance_id, config->metering.spill_file,
+                                config->metering.journal_interval_ms};
     if ((s->metering = gw_metering_new(&mconf, wall_ms(), err)) == NULL)
         return -1;
     s->metrics.metering = s->metering;
@@ -450,6 +451,7 @@ static int init_metering(gw_worker_t *w, char **err)
                                                                           .redis = w->redis,
                                                                           .prefix = conf->redis.prefix,
                                                                           .flush_interval_ms = conf->metering.flush_interval_ms,
+                                                                          .journal_interval_ms = conf->metering.journal_interval_ms,
                                                                           .flusher_redis = w->index == 0 ? &rconf : NULL});
     return 0;
 }

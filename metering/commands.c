@@ -69,13 +69,8 @@ static void cmd_incrby(cmd_t *c, char *key, size_t keycap, const char *prefix, c
     cmd_num(c, 0, r->egress);
 }
 
-int gw_metering_executed_here(const gw_metering_record_t *r, const char *replid)
-{
-    return replid != NULL && r->executed_on[0] != '\0' && strcmp(r->executed_on, replid) == 0;
-}
-
-long gw_metering_emit_batch(const char *prefix, const char *instance_id, const gw_metering_batch_t *b, const char *replid,
-                            gw_metering_emit_cb emit, void *arg)
+long gw_metering_emit_batch(const char *prefix, const char *instance_id, const gw_metering_batch_t *b, gw_metering_emit_cb emit,
+                            void *arg)
 {
     size_t prefix_len = strlen(prefix), keycap, i;
     char *stream, *key;
@@ -90,19 +85,7 @@ long gw_metering_emit_batch(const char *prefix, const char *instance_id, const g
 
     /* per record */
     for (i = 0; i != b->num_records; ++i) {
-        gw_metering_record_t zero;
         const gw_metering_record_t *r = b->records + i;
-        if (gw_metering_executed_here(r, replid)) {
-            /* in this primary's data set already: INCRBY 0 writes nothing but is propagated, so the
-             * WAIT that follows counts the replicas that have everything up to here */
-            zero = *r;
-            zero.egress = 0;
-            cmd_incrby(&cmd, key, keycap, prefix, &zero);
-            if (emit(arg, cmd.argc, cmd.argv, cmd.argvlen) != 0)
-                goto Error;
-            emitted += 1;
-            continue;
-        }
         cmd_xadd(&cmd, stream_key, instance_id, r);
         if (emit(arg, cmd.argc, cmd.argv, cmd.argvlen) != 0)
             goto Error;
@@ -139,38 +122,37 @@ size_t gw_metering_report_exec_errors(const redisReply *reply)
     return n;
 }
 
-long gw_metering_role_replicas(const redisReply *reply)
-{
-    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 || reply->element[0]->type != REDIS_REPLY_STRING ||
-        strcmp(reply->element[0]->str, "master") != 0 || reply->element[2]->type != REDIS_REPLY_ARRAY)
-        return -1;
-    return (long)reply->element[2]->elements;
-}
-
-int gw_metering_info_replid(const redisReply *reply, char *replid)
-{
-    static const char role[] = "role:master\r\n", key[] = "master_replid:";
-    const char *p, *end;
-    size_t len;
-
-    if (reply == NULL || reply->type != REDIS_REPLY_STRING || reply->str == NULL)
-        return -1;
-    if (strstr(reply->str, role) == NULL || (p = strstr(reply->str, key)) == NULL)
-        return -1;
-    p += sizeof(key) - 1;
-    for (end = p; *end != '\0' && *end != '\r' && *end != '\n'; ++end)
-        ;
-    if ((len = (size_t)(end - p)) == 0 || len > GW_METERING_REPLID_MAX)
-        return -1;
-    memcpy(replid, p, len);
-    replid[len] = '\0';
-    return 0;
-}
-
-void gw_metering_mark_executed(gw_metering_batch_t *b, const char *replid)
+/* The value of `field` in an entry's [field, value, ...] array, or NULL. */
+static const redisReply *entry_field(const redisReply *fields, const char *field)
 {
     size_t i;
 
-    for (i = 0; i != b->num_records; ++i)
-        snprintf(b->records[i].executed_on, sizeof(b->records[i].executed_on), "%s", replid);
+    for (i = 0; i + 1 < fields->elements; i += 2)
+        if (fields->element[i]->type == REDIS_REPLY_STRING && strcmp(fields->element[i]->str, field) == 0)
+            return fields->element[i + 1];
+    return NULL;
+}
+
+int gw_metering_search_page(const redisReply *reply, const char *gateway, uint64_t seq, char *last, size_t last_size)
+{
+    char want[24];
+    size_t i;
+
+    last[0] = '\0';
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY)
+        return -1;
+    snprintf(want, sizeof(want), "%llu", (unsigned long long)seq);
+    for (i = 0; i != reply->elements; ++i) {
+        const redisReply *e = reply->element[i], *g, *s;
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 || e->element[0]->type != REDIS_REPLY_STRING ||
+            e->element[1]->type != REDIS_REPLY_ARRAY)
+            return -1;
+        if ((g = entry_field(e->element[1], "gateway")) != NULL && (s = entry_field(e->element[1], "seq")) != NULL &&
+            g->type == REDIS_REPLY_STRING && s->type == REDIS_REPLY_STRING && strcmp(g->str, gateway) == 0 &&
+            strcmp(s->str, want) == 0)
+            return 1;
+    }
+    if (reply->elements == GW_METERING_SEARCH_PAGE)
+        snprintf(last, last_size, "%s", reply->element[reply->elements - 1]->element[0]->str);
+    return 0;
 }

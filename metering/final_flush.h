@@ -1,7 +1,7 @@
 /*
  * The final flush: at exit, with no event loop running, everything still
  * pending is written to Redis over a blocking hiredis connection within a
- * deadline, and what Redis did not take goes to the spill file.
+ * deadline, and what Redis did not take stays in the journal.
  */
 #ifndef GW_METERING_FINAL_FLUSH_H
 #define GW_METERING_FINAL_FLUSH_H
@@ -13,11 +13,12 @@
 /* Seals everything and writes it to Redis (to conf->addr, or to the
  * primary the sentinels name; with conf's passwords), all within
  * timeout_ms: first the workers' last activity (ZADD GT, best-effort), then
- * the batches; a batch counts as written as in the flusher (EXEC, and WAIT
- * with Sentinel or when the primary has replicas; not executed again on a
- * primary that ran it already); what could not be written goes to the
- * spill file. Call after the flusher stopped. Returns 0 when everything was
- * written or spilled, -1 when records were lost (reported on stderr,
+ * every batch the primary does not hold already; a batch counts as written
+ * as in the flusher (EXEC answered; with Sentinel once a replica
+ * acknowledged it, which a WAIT 1 hastens). What is left stays in the
+ * journal (rewritten) for the next start; with nothing left the journal is
+ * removed. Call after the flusher stopped. Returns 0 when everything was
+ * written or journaled, -1 when records were lost (reported on stderr,
  * counted in records_lost). */
 int gw_metering_final_flush(gw_metering_t *m, const gw_redis_conf_t *conf, uint64_t timeout_ms);
 

@@ -71,7 +71,7 @@ int gw_quota_watch_check(gw_quota_watch_t *w, const char *sandbox, uint64_t quot
     return 1;
 }
 
-size_t gw_quota_watch_exec(gw_quota_watch_t *w, const gw_metering_batch_t *b, const char *replid, const redisReply *exec,
+size_t gw_quota_watch_exec(gw_quota_watch_t *w, const gw_metering_batch_t *b, const redisReply *exec,
                            void (*reached)(void *arg, const char *sandbox), void *arg)
 {
     size_t i, at = 0, calls = 0;
@@ -79,8 +79,8 @@ size_t gw_quota_watch_exec(gw_quota_watch_t *w, const gw_metering_batch_t *b, co
     for (i = 0; i != b->num_records; ++i) {
         const gw_metering_record_t *r = b->records + i;
         const redisReply *incrby;
-        /* gw_metering_emit_batch: XADD then INCRBY, or INCRBY 0 alone for a record this primary has */
-        at += gw_metering_executed_here(r, replid) ? 1 : 2;
+        /* gw_metering_emit_batch: XADD then INCRBY */
+        at += 2;
         if (at > exec->elements)
             break;
         incrby = exec->element[at - 1];

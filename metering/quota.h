@@ -31,12 +31,11 @@ void gw_quota_watch_free(gw_quota_watch_t *w);
  * control plane raised it the next crossing is reported again. */
 int gw_quota_watch_check(gw_quota_watch_t *w, const char *sandbox, uint64_t quota, uint64_t total);
 
-/* Reads the EXEC reply of batch b, as gw_metering_emit_batch sent it to the
- * primary of `replid`, and calls reached(arg, sandbox) for each record whose
+/* Reads the EXEC reply of batch b, as gw_metering_emit_batch sent it, and calls reached(arg, sandbox) for each record whose
  * INCRBY reply gw_quota_watch_check reports (sandbox valid during the call).
  * Returns the number of calls. A reply shorter than the batch (or a failed
  * INCRBY) is read as far as it goes. */
-size_t gw_quota_watch_exec(gw_quota_watch_t *w, const gw_metering_batch_t *b, const char *replid, const redisReply *exec,
+size_t gw_quota_watch_exec(gw_quota_watch_t *w, const gw_metering_batch_t *b, const redisReply *exec,
                            void (*reached)(void *arg, const char *sandbox), void *arg);
 
 /* The quota a merged record carries: the smallest set one (0: none), so

@@ -59,6 +59,28 @@ gw_metering_batch_t *gw_metering_batch_new(size_t capacity)
     return b;
 }
 
+void gw_metering_batch_sum(gw_metering_batch_t *b)
+{
+    size_t i;
+
+    b->first_seq = UINT64_MAX;
+    b->last_seq = 0;
+    b->egress = 0;
+    b->sealed_ms = 0;
+    for (i = 0; i != b->num_records; ++i) {
+        const gw_metering_record_t *r = b->records + i;
+        if (r->to_ms > b->sealed_ms)
+            b->sealed_ms = r->to_ms;
+        if (r->seq < b->first_seq)
+            b->first_seq = r->seq;
+        if (r->seq > b->last_seq)
+            b->last_seq = r->seq;
+        b->egress += r->egress;
+    }
+    if (b->num_records == 0)
+        b->first_seq = 0;
+}
+
 void gw_metering_batch_free(gw_metering_batch_t *b)
 {
     size_t i;

@@ -22,6 +22,8 @@ struct st_gw_worker_meter_t {
     gw_activity_t *activity;
     h2o_timeout_t *tick_timeout; /* the loop's (common/loop_timeout.h) */
     h2o_timeout_entry_t tick;
+    uint64_t flush_interval_ms;
+    uint64_t next_flush_at; /* h2o_now: the next tick at or after it seals */
 };
 
 static uint64_t wall_ms(void)
@@ -31,16 +33,24 @@ static uint64_t wall_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Every metering.flush_interval_ms: this worker's counts go to the shared
- * queue; the flusher's worker then seals and sends. */
+/* Every tick (half the journal interval, or the flush interval if shorter):
+ * this worker's counts go to the shared queue, where the journal's thread
+ * finds them. Every flush interval the flusher's worker also seals them
+ * into a batch, and the activity is written. */
 static void on_tick(h2o_timeout_entry_t *entry)
 {
     gw_worker_meter_t *wm = H2O_STRUCT_FROM_MEMBER(gw_worker_meter_t, tick, entry);
+    uint64_t now = h2o_now(wm->loop);
+    int flush = now >= wm->next_flush_at;
 
-    gw_metering_submit(wm->metering, wm->meter, h2o_now(wm->loop));
+    gw_metering_submit(wm->metering, wm->meter, now);
     if (wm->runs_flusher)
-        gw_metering_flush(wm->metering);
-    gw_activity_flush(wm->activity, wm->redis, wm->prefix);
+        gw_metering_flush(wm->metering, flush); /* between seals: acknowledgements, a retry */
+    if (flush) {
+        gw_activity_flush(wm->activity, wm->redis, wm->prefix);
+        /* a tick a few ms early must not wait a whole interval more */
+        wm->next_flush_at = now + wm->flush_interval_ms - wm->flush_interval_ms / 10;
+    }
     h2o_timeout_link(wm->loop, wm->tick_timeout, &wm->tick);
 }
 
@@ -54,8 +64,13 @@ gw_worker_meter_t *gw_worker_meter_new(h2o_loop_t *loop, const gw_worker_meter_c
                               .runs_flusher = conf->flusher_redis != NULL,
                               .loop = loop,
                               .meter = gw_meter_new(),
-                              .activity = gw_activity_new()};
-    wm->tick_timeout = gw_loop_timeout_acquire(loop, conf->flush_interval_ms);
+                              .activity = gw_activity_new(),
+                              .flush_interval_ms = conf->flush_interval_ms};
+    /* half the journal interval here and half in the journal's thread: a count is on disk within one */
+    uint64_t half = conf->journal_interval_ms / 2 != 0 ? conf->journal_interval_ms / 2 : 1;
+    uint64_t tick_ms = conf->journal_interval_ms != 0 && half < conf->flush_interval_ms ? half : conf->flush_interval_ms;
+    wm->next_flush_at = h2o_now(loop) + conf->flush_interval_ms - conf->flush_interval_ms / 10;
+    wm->tick_timeout = gw_loop_timeout_acquire(loop, tick_ms);
     wm->tick.cb = on_tick;
     h2o_timeout_link(loop, wm->tick_timeout, &wm->tick);
     if (wm->runs_flusher) /* the flusher copies the settings */

@@ -2,7 +2,8 @@
  * A worker's metering: its meter (bytes per sandbox, for billing) and its
  * activity (last traffic per sandbox), the one way bytes enter metering on
  * the worker's thread (the proxy counts, the pipeline names the project),
- * and the timer that hands both over every metering.flush_interval_ms.
+ * and the timer that hands both over every metering.journal_interval_ms
+ * (the journal) and seals every metering.flush_interval_ms.
  */
 #ifndef GW_METERING_WORKER_METER_H
 #define GW_METERING_WORKER_METER_H
@@ -16,10 +17,12 @@ typedef struct st_gw_worker_meter_t gw_worker_meter_t;
 
 /* Every pointer is borrowed and must outlive the worker meter. */
 typedef struct st_gw_worker_meter_conf_t {
-    gw_metering_t *metering;              /* the process's queue */
-    gw_redis_t *redis;                    /* the worker's connection: the activity's ZADDs */
-    const char *prefix;                   /* redis.prefix */
-    uint64_t flush_interval_ms;           /* metering.flush_interval_ms */
+    gw_metering_t *metering;    /* the process's queue */
+    gw_redis_t *redis;          /* the worker's connection: the activity's ZADDs */
+    const char *prefix;         /* redis.prefix */
+    uint64_t flush_interval_ms; /* metering.flush_interval_ms */
+    uint64_t
+        journal_interval_ms; /* metering.journal_interval_ms: counts reach the queue (and the journal) this often; 0: at flushes */
     const gw_redis_conf_t *flusher_redis; /* non-NULL: this worker runs the metering flusher, connecting with it */
 } gw_worker_meter_conf_t;
 

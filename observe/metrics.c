@@ -493,7 +493,7 @@ static void front_metrics(text_t *out, gw_metrics_t *m)
            SUM(abandoned_requests));
 }
 
-/* The metering queue, its flushes and the spill file (metering/metering.h). */
+/* The metering queue, its flushes and the journal (metering/metering.h). */
 static void metering_metrics(text_t *out, gw_metrics_t *m)
 {
     gw_metering_stats_t ms = {0};
@@ -515,8 +515,25 @@ static void metering_metrics(text_t *out, gw_metrics_t *m)
            "Sandboxes a metering flush found at or past their egress_quota, published on <prefix>routes so that every "
            "gateway refuses their new requests.",
            ms.quota_reached);
+    metric(out, "lizard_metering_unacknowledged_batches", "gauge",
+           "Metering batches executed on the primary and not yet acknowledged by a replica (Sentinel); kept in the journal.",
+           ms.unacked_batches);
+    metric(out, "lizard_metering_unacknowledged_bytes", "gauge", "The egress bytes of the unacknowledged metering batches.",
+           ms.unacked_bytes);
+    metric(out, "lizard_metering_journal_bytes", "gauge", "The size of the metering journal (metering.spill_file).",
+           ms.journal_bytes);
+    metric(out, "lizard_metering_journal_failures_total", "counter",
+           "Metering journal writes that failed (full disk, I/O error); counts stay in memory, the next write rewrites it.",
+           ms.journal_failures);
+    metric(out, "lizard_metering_batches_reexecuted_total", "counter",
+           "Unacknowledged metering batches executed again on a new primary that lacked them.", ms.batches_reexecuted);
+    metric(out, "lizard_metering_batches_held_total", "counter",
+           "Unacknowledged metering batches not executed again: the new primary held them (replication id and offset).",
+           ms.batches_held);
+    metric(out, "lizard_metering_unacknowledged_released_total", "counter",
+           "Metering records released unacknowledged at the bound of records waiting for a replica.", ms.unacked_released);
     family(out, "lizard_metering_spill_records_total", "counter",
-           "Spill file records: written at exit, replayed at start, malformed lines skipped.");
+           "Journal records: left in it at exit, replayed at start, malformed entries skipped.");
     sample(out, "lizard_metering_spill_records_total", "op=\"written\"", ms.spill_written);
     sample(out, "lizard_metering_spill_records_total", "op=\"replayed\"", ms.spill_replayed);
     sample(out, "lizard_metering_spill_records_total", "op=\"malformed\"", ms.spill_malformed);

@@ -15,17 +15,23 @@ MASTER = "lizard"
 
 
 class RedisNode(gwtest.Redis):
-    """A redis-server; replicaof=port makes it a replica of 127.0.0.1:port."""
+    """A redis-server; replicaof=port makes it a replica of 127.0.0.1:port;
+    aof=True keeps its data across a kill (appendfsync always), so that a
+    restarted replica holds what it acknowledged."""
 
-    def __init__(self, workdir, replicaof=None):
+    def __init__(self, workdir, replicaof=None, aof=False):
         super().__init__(workdir)
         self.replicaof = replicaof
+        self.aof = aof
 
     def start(self):
         os.makedirs(self.workdir, exist_ok=True)
         logf = open(self.log, "ab")
-        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--dir", self.workdir, "--daemonize", "no", "--protected-mode", "no"]
+        args = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                "yes" if self.aof else "no", "--appendfsync", "always", "--dir", self.workdir, "--daemonize", "no",
+                "--protected-mode", "no"]
+        if self.aof:  # the nodes share a directory: each its own AOF
+            args += ["--appenddirname", "appendonly-%d" % self.port]
         if self.replicaof:
             args += ["--replicaof", "127.0.0.1", str(self.replicaof)]
         self.proc = subprocess.Popen(args, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -84,15 +90,16 @@ class Sentinel:
 class Cluster:
     """Primary + replica + three sentinels, all ready to fail over."""
 
-    def __init__(self, workdir):
+    def __init__(self, workdir, aof=False):
         self.workdir = workdir
-        self.primary = RedisNode(workdir)
+        self.aof = aof
+        self.primary = RedisNode(workdir, aof=aof)
         self.replica = None
         self.sentinels = []
 
     def start(self):
         self.primary.start()
-        self.replica = RedisNode(self.workdir, replicaof=self.primary.port).start()
+        self.replica = RedisNode(self.workdir, replicaof=self.primary.port, aof=self.aof).start()
         gwtest.wait_for(lambda: b"master_link_status:up" in self.replica.cmd("INFO", "replication"), 20,
                         what="the replica in sync")
         self.sentinels = [Sentinel(self.workdir, self.primary.port).start() for _ in range(3)]

@@ -59,5 +59,7 @@ def test_dashboard_queries_exposed_metrics(gateway):
     # what the issue asks the dashboard to show
     for want in ("lizard_responses_total", "lizard_errors_total", "lizard_route_cache_total", "lizard_upstream_connects_total",
                  "lizard_websockets_open", "lizard_metering_pending_records", "lizard_redis_connected_workers",
-                 "lizard_wake_milliseconds_bucket", "lizard_responses_cut_total"):
+                 "lizard_wake_milliseconds_bucket", "lizard_metering_unacknowledged_batches",
+                 "lizard_metering_unacknowledged_bytes", "lizard_metering_journal_bytes",
+                 "lizard_metering_batches_reexecuted_total", "lizard_metering_batches_held_total", "lizard_responses_cut_total"):
         assert want in checked, want

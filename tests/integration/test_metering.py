@@ -1,8 +1,8 @@
 """Metering, as billing sees it: the XADD records on <prefix>egress and the
 INCRBY totals on <prefix>egress:{<sandboxId>} written by a real gateway for
 real traffic (HTTP/1.1, HTTP/2, a WebSocket exchange); Redis killed or paused
-during traffic; SIGTERM with Redis up (final flush) and down (spill file,
-replayed on the next start).
+during traffic; SIGTERM with Redis up (final flush) and down (the journal,
+replayed on the next start); SIGKILL (the journal, replayed).
 
 Each test runs its own redis-server, so that killing it touches no other
 test. Byte bounds: bodies and WebSocket frames are counted exactly; each
@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import shutil
+import signal
 import ssl
 import struct
 import subprocess
@@ -23,6 +24,7 @@ import time
 import pytest
 
 import gwtest
+import journal_file
 from test_h2_security import DATA, END_STREAM, SETTINGS, WINDOW_UPDATE, RawH2, frame
 
 HEAD_BOUND = 512  # per request head and per response head
@@ -506,23 +508,21 @@ def test_sigterm_with_redis_down_spills_and_replays(gw_factory, mredis, msandbox
     assert g.stop() == 0, gwtest.tail(g.log)
     assert time.monotonic() - t < 8, "the final flush must give up on a dead Redis quickly"
 
-    with open(spill) as f:
-        lines = [json.loads(line) for line in f if line.strip()]
+    lines = journal_file.sealed(spill)
     mine = [r for r in lines if r["sandbox"] == msandbox.id]
     assert len(mine) == 1, lines
     assert mine[0]["project"] == msandbox.project and mine[0]["gateway"] == INSTANCE
     check_bounds([{k: str(v) for k, v in r.items()} for r in mine], body_out, body_in, n)
 
-    # a damaged line (a crash mid-write, a hand edit) is reported and skipped
-    with open(spill, "a") as f:
-        f.write('{"sandbox": "broken", "egress": \n')
-        f.write("not json at all\n")
+    # damaged entries (a disk error, a hand edit) are reported and skipped alone
+    with open(spill, "ab") as f:
+        f.write(journal_file.entry({"t": "rec", "sandbox": "broken", "egress": 1})[:-12] + b"x" * 11 + b"\n")
+        f.write(b"not json at all\n")
 
     mredis.start()
     g.start()
     recs = gwtest.wait_for(lambda: records(mredis, msandbox.id), 10, what="replayed records")
-    gwtest.wait_for(lambda: not os.path.exists(spill), 10, what="the spill file to be set aside after the replay")
-    # it had malformed lines: kept for a person to look at, not deleted
+    # it had malformed entries: kept for a person to look at, not deleted (the journal is rewritten)
     aside = glob.glob(spill + ".malformed-*")
     assert len(aside) == 1, aside
     with open(aside[0]) as f:
@@ -533,7 +533,8 @@ def test_sigterm_with_redis_down_spills_and_replays(gw_factory, mredis, msandbox
     assert incr_total(mredis, msandbox.id) == mine[0]["egress"]
     with open(g.log, "rb") as f:
         log = f.read().decode("utf-8", "replace")
-    assert "malformed spill line" in log, log
+    assert "skipping a malformed journal entry: its checksum does not match" in log, log
+    assert "skipping a malformed journal entry: not an entry" in log, log
     assert "kept as %s" % aside[0] in log, log
     assert g.alive()
 
@@ -545,9 +546,123 @@ def test_sigterm_with_redis_down_spills_and_replays(gw_factory, mredis, msandbox
     assert len(recs) == 2 and int(recs[1]["seq"]) > int(recs[0]["seq"]), recs
 
 
+def sigkill(g):
+    os.kill(g.proc.pid, signal.SIGKILL)
+    g.proc.wait()
+    g.proc = None
+
+
+def test_sigkill_loses_nothing_journaled(gw_factory, mredis, msandbox, upstream, curl):
+    """A gateway killed with SIGKILL (the OOM killer, a node dying) 2 s after
+    serving 3 MB, with the flush interval a minute away: nothing reached
+    Redis, everything reached the journal (a count is on disk within
+    metering.journal_interval_ms, 1 s by default); the next start on the same
+    journal writes all of it, once. Without the journal all of it is lost."""
+    g = start_gw(gw_factory, mredis, flush_ms=60000)
+    spill = g.config()["metering"]["spill_file"]
+    body_out, body_in, n = traffic(curl, g, msandbox, upstream, n=3, size=1000000)
+    # the bound under test: 2 s after the last response (the journal's 1 s, and as much again for
+    # a loaded machine)
+    time.sleep(2.0)
+    assert records(mredis, msandbox.id) == []
+    sigkill(g)
+    assert os.path.exists(spill), "no journal after a SIGKILL"
+
+    g.start()
+    wait_egress(mredis, msandbox.id, body_out, timeout=15)
+    assert g.stop() == 0, gwtest.tail(g.log)
+    recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
+    check_bounds(recs, body_out, body_in, n)
+    assert incr_total(mredis, msandbox.id) == total(recs, "egress")
+    assert all(r["gateway"] == INSTANCE for r in recs)
+    assert not os.path.exists(spill)
+
+
+def test_replay_executes_nothing_twice(gw_factory, mredis):
+    """A journal whose batches the previous run may have executed without
+    saying so (a SIGKILL between an EXEC and the journal's entry of where it
+    went): at the next start each is looked for in the stream first. The one
+    Redis holds is not executed again (its record once, its total as it
+    was); the one it lacks is executed."""
+    g = start_gw(gw_factory, mredis, start=False)
+    spill = g.config()["metering"]["spill_file"]
+    os.makedirs(os.path.dirname(spill), exist_ok=True)
+    ran, lost = gwtest.new_sandbox_id("ran"), gwtest.new_sandbox_id("lost")
+    now = int(time.time() * 1000)
+
+    def rec(sandbox, seq, egress):
+        return {"t": "rec", "sandbox": sandbox, "project": "p", "egress": egress, "ingress": 5, "from_ms": now - 900,
+                "to_ms": now - 800, "gateway": "old-gw", "seq": seq}
+
+    # what the killed run's EXEC of the first batch wrote
+    mredis.cmd("XADD", "lizard:egress", "*", "sandbox", ran, "project", "p", "egress", "500", "ingress", "5", "from_ms",
+               str(now - 900), "to_ms", str(now - 800), "gateway", "old-gw", "seq", "42")
+    mredis.cmd("INCRBY", "lizard:egress:{%s}" % ran, "500")
+    with open(spill, "wb") as f:
+        f.write(journal_file.HEADER)
+        f.write(journal_file.entry({"t": "batch", "first": 42, "last": 42, "records": 1}))
+        f.write(journal_file.entry(rec(ran, 42, 500)))
+        f.write(journal_file.entry({"t": "batch", "first": 43, "last": 43, "records": 1}))
+        f.write(journal_file.entry(rec(lost, 43, 700)))
+    g.start()
+    gwtest.wait_for(lambda: records(mredis, lost), 10, what="the batch Redis lacked executed")
+    assert g.stop() == 0, gwtest.tail(g.log)
+    assert [int(r["seq"]) for r in records(mredis, ran)] == [42], records(mredis, ran)
+    assert incr_total(mredis, ran) == 500
+    assert [int(r["seq"]) for r in records(mredis, lost)] == [43]
+    assert incr_total(mredis, lost) == 700
+    assert "is in the stream: not executed again" in gwtest.tail(g.log, 50), gwtest.tail(g.log, 50)
+
+
+def test_journal_on_a_full_disk(gw_factory, mredis, msandbox, upstream, curl, workdir):
+    """The journal on a full filesystem (a 128 KiB tmpfs, filled): the write
+    fails, which stderr says once and the metric counts; the stale journal is
+    set aside (a crash must not replay it as whole); billing goes on into
+    Redis, every byte; once there is room the journal is written whole again
+    and the stale copy removed. Needs mount(2) (root): skipped without it."""
+    mnt = os.path.join(workdir, "full-" + gwtest.new_sandbox_id())
+    os.makedirs(mnt)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", mnt], capture_output=True).returncode != 0:
+        os.rmdir(mnt)
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    try:
+        spill = os.path.join(mnt, "egress.spill")
+        g = start_gw(gw_factory, mredis, metering={"flush_interval_ms": FLUSH_MS, "spill_file": spill})
+        gwtest.wait_for(lambda: os.path.exists(spill), 10, what="the journal")
+        filler = os.path.join(mnt, "filler")
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while os.write(fd, b"x" * 512) > 0:
+                pass
+        except OSError:
+            pass  # full
+        os.close(fd)
+        # traffic until the journal needs a page the filesystem has not got (every flush writes entries)
+        body_out = body_in = n = 0
+        deadline = time.monotonic() + 30
+        while metric(g, "lizard_metering_journal_failures_total") == 0:
+            assert time.monotonic() < deadline, "no journal write failed on a full filesystem"
+            o, i, k = traffic(curl, g, msandbox, upstream, n=1, size=1000, post=10)
+            body_out, body_in, n = body_out + o, body_in + i, n + k
+        assert "No space left on device" in gwtest.tail(g.log, 50), gwtest.tail(g.log, 50)
+        assert glob.glob(spill + ".unwritable-*"), os.listdir(mnt)
+        # nothing is lost meanwhile: Redis takes every byte
+        wait_egress(mredis, msandbox.id, body_out)
+        os.unlink(filler)
+        gwtest.wait_for(lambda: not glob.glob(spill + ".unwritable-*") and os.path.exists(spill), 10,
+                        what="the journal written again, the stale copy removed")
+        assert "written again" in gwtest.tail(g.log, 50)
+        assert g.stop() == 0, gwtest.tail(g.log)
+        recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
+        check_bounds(recs, body_out, body_in, n)
+        assert incr_total(mredis, msandbox.id) == total(recs, "egress")
+    finally:
+        subprocess.run(["umount", "-l", mnt])
+        shutil.rmtree(mnt, ignore_errors=True)
+
+
 def spill_lines(path):
-    with open(path, "rb") as f:
-        return [json.loads(line) for line in f.read().splitlines() if line.strip()]
+    return journal_file.sealed(path)
 
 
 def test_spill_file_in_use_is_refused(gw_factory, mredis, msandbox, upstream, curl):
@@ -617,7 +732,8 @@ def test_spill_keeps_records_with_odd_projects(gw_factory, mredis, upstream, cur
     for k, sid in ids.items():
         recs = gwtest.wait_for(lambda: records(mredis, sid), 10, what="replayed records of %s" % k)
         assert recs[0]["project"] == sandboxes[k][1], recs
-    gwtest.wait_for(lambda: not os.path.exists(spill), 10, what="the spill file to be removed after the replay")
+    assert g.stop() == 0
+    assert not os.path.exists(spill), "nothing is left: the journal is removed at exit"
     assert not glob.glob(spill + ".malformed-*")
 
 
@@ -638,7 +754,6 @@ def test_spill_line_with_nul_is_skipped_alone(gw_factory, mredis):
     g.start()
     gwtest.wait_for(lambda: records(mredis, third), 10, what="replayed records")
     assert [r["sandbox"] for r in records(mredis) if r["gateway"] == "old-gw"] == [second, third]
-    gwtest.wait_for(lambda: not os.path.exists(spill), 10, what="the spill file to be set aside")
     aside = glob.glob(spill + ".malformed-*")
     assert len(aside) == 1, aside
     with open(aside[0], "rb") as f:
@@ -696,8 +811,8 @@ def test_spill_handover_to_another_instance(gw_factory, mredis, msandbox, upstre
     b = start_gw(gw_factory, mredis, flush_ms=FLUSH_MS, instance_id="handover-b",
                  metering={"flush_interval_ms": FLUSH_MS, "spill_file": spill})
     gwtest.wait_for(lambda: records(mredis, msandbox.id), 10, what="A's records replayed by B")
-    gwtest.wait_for(lambda: not os.path.exists(spill), 10, what="the spill file removed after the replay")
     assert b.stop() == 0
+    assert not os.path.exists(spill), "everything written: the journal is removed at exit"
     b.start()  # a second start finds nothing to replay
     gwtest.wait_for(lambda: metric(b, "lizard_workers") > 0, 10, what="B started again")
     assert b.stop() == 0

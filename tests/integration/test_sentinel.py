@@ -264,23 +264,83 @@ def test_replica_in_first_sync_does_not_count(cluster, gw_factory, upstream, cer
     gwtest.wait_for(lambda: fleet.egress_total(replica, sid) > 0 or records_of(replica, sid), 60, interval=0.2,
                     what="the new primary getting the metering")
     # the new primary has no replica: nothing counts as written; at exit the final flush executes the
-    # rest there and spills everything
+    # rest there and the journal keeps everything for the next start
     assert metric(g, "lizard_metering_pending_records") >= 1
     assert g.stop() == 0, gwtest.tail(g.log)
-    assert "spilling" in gwtest.tail(g.log, 200)
+    assert "kept, written at the next start" in gwtest.tail(g.log, 200)
     recs = records_of(replica, sid)
     assert len(fleet.dedup(recs)) == len(recs), recs  # no (gateway, seq) twice
     assert fleet.egress_of(recs, {sid}) == expected, (fleet.egress_of(recs, {sid}), expected)
     assert fleet.egress_total(replica, sid) == expected
 
 
+def test_failover_during_first_sync_writes_every_batch(cluster, gw_factory, upstream, certs):
+    """The only replica is in its first sync (the primary holds the sync
+    back): no replica acknowledges anything. Four 1 MB downloads, a batch
+    or more each: every one reaches the primary as it forms (none waits for
+    an earlier one's acknowledgement), and after the primary is SIGKILLed
+    for good and that replica promoted (empty), every delivered byte is on
+    the new primary within 15 s, in the stream and in the INCRBY total, none
+    twice. (Before: one batch, then nothing until SIGTERM.)"""
+    primary, replica = cluster.primary, cluster.replica
+    g = sentinel_gateway(gw_factory, cluster.addresses())
+    gwtest.wait_for(lambda: ready(g), 15, what="/readyz through the sentinels")
+    sid = gwtest.new_sandbox_id("sh")
+    gwtest.register_sandbox(primary, sid, ports={upstream.port: "public"})
+    assert primary.cmd("WAIT", "1", "5000") >= 1
+    c = fleet.Client(g.tls_port, g.host(upstream.port, sid), certs["ca"])
+    status, n0, _ = c.get("/bytes/1000000")  # the route cached, and the head's gap measured
+    assert status == 200
+    gwtest.wait_for(lambda: metric(g, "lizard_metering_pending_records") == 0 and fleet.egress_total(primary, sid) > 0,
+                    10, what="the first request written")
+    head_gap = n0 - fleet.egress_total(primary, sid)
+    assert 0 <= head_gap < 512, head_gap
+
+    fleet.stall_first_sync(primary, replica)
+    delivered = 0
+    for i in range(4):
+        status, n, _ = c.get("/bytes/1000000")
+        assert status == 200 and n > 1000000, (status, n)
+        delivered += n - head_gap
+        # the next download after this one's batch formed (flush interval 200 ms): batches of their own
+        gwtest.wait_for(lambda: fleet.egress_total(primary, sid) >= n0 - head_gap + delivered, 10,
+                        what="download %d on the primary, as its batch formed" % (i + 1))
+    c.close()
+    assert metric(g, "lizard_metering_unacknowledged_batches") >= 4
+    primary.kill()  # for good
+
+    gwtest.wait_for(lambda: cluster.sentinels[0].master_port_now() == replica.port, 60, interval=0.2,
+                    what="the sentinels promoting the replica that was in its first sync")
+    t_promoted = time.monotonic()
+    # the bound under test: 15 s from the promotion (the gateway's reconnect and one INFO)
+    gwtest.wait_for(lambda: fleet.egress_total(replica, sid) == delivered, 15, interval=0.1,
+                    what="every delivered byte in the new primary's INCRBY total")
+    recs = records_of(replica, sid)
+    print("\nfailover during a first sync: %d bytes on the new primary %.1f s after the promotion, %d batches "
+          "executed again" % (fleet.egress_of(recs, {sid}), time.monotonic() - t_promoted,
+                              metric(g, "lizard_metering_batches_reexecuted_total")))
+    assert len(fleet.dedup(recs)) == len(recs), recs  # no (gateway, seq) twice
+    assert fleet.egress_of(recs, {sid}) == delivered
+    assert metric(g, "lizard_metering_batches_reexecuted_total") >= 4
+    assert g.stop() == 0, gwtest.tail(g.log)
+    recs = records_of(replica, sid)
+    assert len(fleet.dedup(recs)) == len(recs) and fleet.egress_of(recs, {sid}) == delivered
+    assert fleet.egress_total(replica, sid) == delivered
+
+
+def flusher_clients(primary):
+    """The metering flusher's connection: while batches wait for a replica it asks INFO replication every tick."""
+    return [ln for ln in primary.cmd("CLIENT", "LIST").decode().splitlines() if "cmd=info" in ln]
+
+
 def test_executed_batch_is_never_executed_again_on_its_primary(cluster, gw_factory, upstream, certs):
-    """EXEC took a batch, WAIT finds no replica (the replica stopped with
-    SIGSTOP); the flusher's connection is killed (a blip after EXEC), then
-    SIGTERM: the flusher's retry, the final flush and, at the next start, the
-    spill replay send it again to the same primary (same replication id) as
-    INCRBY 0 only. The total equals the bytes, each record is in the stream
-    once, and the replay settles once the replica is back."""
+    """EXEC took a batch, no replica acknowledges it (the replica stopped
+    with SIGSTOP); the flusher's connection is killed (a blip after EXEC),
+    then SIGTERM, then a start on the journal: the flusher after its
+    reconnect, the final flush and the replay at the next start find the
+    batch held by the same primary (same replication id, offset below its
+    own) and never execute it again. The total equals the bytes, each record
+    is in the stream once, and the replay settles once the replica is back."""
     primary, replica = cluster.primary, cluster.replica
     g = sentinel_gateway(gw_factory, cluster.addresses())
     spill = g.config()["metering"]["spill_file"]
@@ -300,30 +360,34 @@ def test_executed_batch_is_never_executed_again_on_its_primary(cluster, gw_facto
         c.close()
         # a batch of this request (its ingress at least; its egress is billed once acknowledged)
         gwtest.wait_for(lambda: len(records_of(primary, sid)) > n_before, 10, what="the batch executed")
-        time.sleep(1.5)  # the flusher is in its ROLE/WAIT loop
+        gwtest.wait_for(lambda: metric(g, "lizard_metering_unacknowledged_batches") >= 1 and flusher_clients(primary), 10,
+                        what="the flusher waiting for a replica's acknowledgement")
         assert metric(g, "lizard_metering_pending_records") >= 1
-        # a connection blip after EXEC: the flusher reconnects to the same primary and sends again
+        # a connection blip after EXEC: the flusher reconnects to the same primary
         before_blip = records_of(primary, sid)
-        waiting = [ln for ln in primary.cmd("CLIENT", "LIST").decode().splitlines() if "cmd=wait" in ln]
-        assert waiting, "no WAIT in flight"
-        for ln in waiting:
-            primary.cmd("CLIENT", "KILL", "ID", ln.split("id=", 1)[1].split(" ", 1)[0])
-        gwtest.wait_for(lambda: any("cmd=wait" in ln for ln in primary.cmd("CLIENT", "LIST").decode().splitlines()), 10,
-                        what="the flusher waiting for a replica again")
+        killed = {ln.split("id=", 1)[1].split(" ", 1)[0] for ln in flusher_clients(primary)}
+        for cid in killed:
+            primary.cmd("CLIENT", "KILL", "ID", cid)
+        gwtest.wait_for(lambda: [ln for ln in flusher_clients(primary) if ln.split("id=", 1)[1].split(" ", 1)[0] not in killed],
+                        10, what="the flusher on a new connection, waiting for a replica again")
+        time.sleep(0.5)  # its INFO compared with the batch, and two ticks (200 ms) in which it could have sent it
         assert records_of(primary, sid) == before_blip
         assert g.stop() == 0, gwtest.tail(g.log)
         assert os.path.exists(spill), gwtest.tail(g.log, 100)
         after_stop = records_of(primary, sid)
         assert len(fleet.dedup(after_stop)) == len(after_stop), after_stop  # no (gateway, seq) twice
         assert fleet.egress_total(primary, sid) == fleet.egress_of(after_stop, {sid})
-        g.start()  # replays the spill file: the replica is still stopped, so it stays pending
-        time.sleep(1.0)
+        g.start()  # replays the journal: the replica is still stopped, so it stays pending
+        gwtest.wait_for(lambda: metric(g, "lizard_metering_unacknowledged_batches") >= 1, 10,
+                        what="the replayed batch found held by the primary")
         assert records_of(primary, sid) == after_stop
     finally:
         replica.resume()
-    gwtest.wait_for(lambda: not os.path.exists(spill), 15, what="the replay settled once the replica acknowledged")
+    gwtest.wait_for(lambda: metric(g, "lizard_metering_pending_records") == 0, 15,
+                    what="the replay settled once the replica acknowledged")
     assert records_of(primary, sid) == after_stop
     assert fleet.egress_total(primary, sid) == fleet.egress_of(after_stop, {sid})
     assert g.stop() == 0
+    assert not os.path.exists(spill)
     assert records_of(primary, sid) == after_stop
     assert fleet.egress_total(primary, sid) == fleet.egress_of(after_stop, {sid})

@@ -48,12 +48,21 @@ static inline void teardown(void)
 
 static inline gw_metering_t *new_metering(const char *spill_file, uint64_t now)
 {
-    gw_metering_conf_t conf = {"lizard:", "gw-test", spill_file};
+    gw_metering_conf_t conf = {"lizard:", "gw-test", spill_file, 0};
     char *err = NULL;
     gw_metering_t *m = gw_metering_new(&conf, now, &err);
     ck_assert_msg(m != NULL, "%s", err);
     ck_assert_ptr_null(err);
     return m;
+}
+
+/* The flusher's outcome for b without Sentinel: EXEC answered (ok), or failed. */
+static inline void batch_done(gw_metering_t *m, gw_metering_batch_t *b, int ok)
+{
+    if (ok)
+        gw_metering_batch_executed(m, b, "0123456789abcdef0123456789abcdef01234567", 1000, 0);
+    else
+        gw_metering_batch_failed(m, b);
 }
 
 /* The malloc'd path of the file "<spill>.malformed-<t>" in dir; NULL: none.

@@ -56,7 +56,7 @@ START_TEST(test_commands_of_a_batch)
     seen_t s = {0};
 
     recs[1].gateway = (char *)"old-gw"; /* replayed from a spill file */
-    ck_assert_int_eq(gw_metering_emit_batch("lizard:", "gw-1", &b, NULL, collect, &s), 4);
+    ck_assert_int_eq(gw_metering_emit_batch("lizard:", "gw-1", &b, collect, &s), 4);
     ck_assert_uint_eq(s.n, 4);
     ck_assert_int_eq(s.argc[0], 19);
     ck_assert_str_eq(s.argv[0][0], "XADD");
@@ -75,61 +75,12 @@ START_TEST(test_commands_of_a_batch)
 
     /* a command that cannot be queued stops the batch */
     s = (seen_t){.fail_at = 2};
-    ck_assert_int_eq(gw_metering_emit_batch("lizard:", "gw-1", &b, NULL, collect, &s), -1);
+    ck_assert_int_eq(gw_metering_emit_batch("lizard:", "gw-1", &b, collect, &s), -1);
     ck_assert_uint_eq(s.n, 1);
     seen_free(&s);
 }
 END_TEST
 
-/* A record that EXEC took on a primary is never executed on that primary
- * again (a retry after a lost WAIT, the final flush, a spill replay): only
- * INCRBY 0, for WAIT to count from; on another primary it is written whole. */
-START_TEST(test_executed_records_are_not_executed_again_on_that_primary)
-{
-    static const char replid[] = "0123456789abcdef0123456789abcdef01234567";
-    gw_metering_record_t recs[2] = {record("aaa", 100, 5), record("bbb", 200, 6)};
-    gw_metering_batch_t b = {.records = recs, .num_records = 2};
-    seen_t s = {0};
-
-    gw_metering_mark_executed(&b, replid);
-    ck_assert_str_eq(recs[1].executed_on, replid);
-    ck_assert_int_eq(gw_metering_emit_batch("lizard:", "gw-1", &b, replid, collect, &s), 2);
-    ck_assert_str_eq(s.argv[0][0], "INCRBY");
-    ck_assert_str_eq(s.argv[0][1], "lizard:egress:{aaa}");
-    ck_assert_str_eq(s.argv[0][2], "0");
-    ck_assert_str_eq(s.argv[1][1], "lizard:egress:{bbb}");
-    ck_assert_str_eq(s.argv[1][2], "0");
-    seen_free(&s);
-
-    s = (seen_t){0};
-    ck_assert_int_eq(gw_metering_emit_batch("lizard:", "gw-1", &b, "ffff", collect, &s), 4);
-    ck_assert_str_eq(s.argv[0][0], "XADD");
-    ck_assert_str_eq(s.argv[1][2], "100");
-    seen_free(&s);
-}
-END_TEST
-
-START_TEST(test_info_replid)
-{
-    char id[GW_METERING_REPLID_MAX + 1];
-    char primary[] = "# Replication\r\nrole:master\r\nconnected_slaves:0\r\nmaster_replid:"
-                     "0123456789abcdef0123456789abcdef01234567\r\nmaster_replid2:0000\r\n";
-    char replica[] = "# Replication\r\nrole:slave\r\nmaster_replid:0123456789abcdef0123456789abcdef01234567\r\n";
-    redisReply r = {.type = REDIS_REPLY_STRING};
-
-    r.str = primary;
-    r.len = strlen(primary);
-    ck_assert_int_eq(gw_metering_info_replid(&r, id), 0);
-    ck_assert_str_eq(id, "0123456789abcdef0123456789abcdef01234567");
-    r.str = replica;
-    r.len = strlen(replica);
-    ck_assert_int_eq(gw_metering_info_replid(&r, id), -1);
-    ck_assert_int_eq(gw_metering_info_replid(NULL, id), -1);
-}
-END_TEST
-
-/* The key buffer once had room for a prefix of 64 bytes, a limit only the
- * config knew: a longer one was cut silently. */
 START_TEST(test_long_prefix_and_id_make_whole_keys)
 {
     char prefix[1001], id[GW_SANDBOX_ID_MAX + 1], want[1200];
@@ -144,13 +95,35 @@ START_TEST(test_long_prefix_and_id_make_whole_keys)
     id[sizeof(id) - 1] = '\0';
     rec = record(id, 1, 1);
     ck_assert_uint_eq(strlen(rec.sandbox), GW_SANDBOX_ID_MAX);
-    ck_assert_int_eq(gw_metering_emit_batch(prefix, "gw-1", &b, NULL, collect, &s), 2);
+    ck_assert_int_eq(gw_metering_emit_batch(prefix, "gw-1", &b, collect, &s), 2);
     snprintf(want, sizeof(want), "%segress", prefix);
     ck_assert_str_eq(s.argv[0][1], want);
     snprintf(want, sizeof(want), "%segress:{%s}", prefix, id);
     ck_assert_uint_eq(strlen(s.argv[1][1]), 1000 + strlen("egress:{}") + GW_SANDBOX_ID_MAX);
     ck_assert_str_eq(s.argv[1][1], want);
     seen_free(&s);
+}
+END_TEST
+
+/* A page of XREVRANGE: found by (gateway, seq), or the id the next page ends before. */
+START_TEST(test_search_page)
+{
+    redisReader *rd = redisReaderCreate();
+    const char text[] = "*2\r\n"
+                        "*2\r\n$3\r\n9-1\r\n*4\r\n$7\r\ngateway\r\n$4\r\ngw-2\r\n$3\r\nseq\r\n$2\r\n17\r\n"
+                        "*2\r\n$3\r\n8-0\r\n*4\r\n$3\r\nseq\r\n$2\r\n17\r\n$7\r\ngateway\r\n$4\r\ngw-1\r\n";
+    void *reply = NULL;
+    char last[64];
+
+    ck_assert_int_eq(redisReaderFeed(rd, text, sizeof(text) - 1), REDIS_OK);
+    ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
+    ck_assert_int_eq(gw_metering_search_page(reply, "gw-1", 17, last, sizeof(last)), 1);
+    ck_assert_int_eq(gw_metering_search_page(reply, "gw-1", 18, last, sizeof(last)), 0);
+    ck_assert_str_eq(last, ""); /* fewer than a page: nothing older to read */
+    ck_assert_int_eq(gw_metering_search_page(reply, "gw-3", 17, last, sizeof(last)), 0);
+    freeReplyObject(reply);
+    ck_assert_int_eq(gw_metering_search_page(NULL, "gw-1", 17, last, sizeof(last)), -1);
+    redisReaderFree(rd);
 }
 END_TEST
 
@@ -161,8 +134,7 @@ static Suite *commands_suite(void)
 
     tcase_add_test(tc, test_commands_of_a_batch);
     tcase_add_test(tc, test_long_prefix_and_id_make_whole_keys);
-    tcase_add_test(tc, test_executed_records_are_not_executed_again_on_that_primary);
-    tcase_add_test(tc, test_info_replid);
+    tcase_add_test(tc, test_search_page);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -129,7 +129,7 @@ static void on_reached(void *arg, const char *sandbox)
     snprintf(c->ids[c->n++], sizeof(c->ids[0]), "%s", sandbox);
 }
 
-static void add_record(gw_metering_batch_t *b, const char *id, uint64_t egress, uint64_t quota, const char *executed_on)
+static void add_record(gw_metering_batch_t *b, const char *id, uint64_t egress, uint64_t quota)
 {
     gw_metering_record_t *r = b->records + b->num_records++;
     memset(r, 0, sizeof(*r));
@@ -137,19 +137,18 @@ static void add_record(gw_metering_batch_t *b, const char *id, uint64_t egress, 
     r->project = strdup("p");
     r->egress = egress;
     r->egress_quota = quota;
-    snprintf(r->executed_on, sizeof(r->executed_on), "%s", executed_on);
 }
 
 /* Sends b to the fake and reads the EXEC reply: the sandboxes reported, in order. */
-static size_t flush(gw_quota_watch_t *w, fake_t *f, const gw_metering_batch_t *b, const char *replid, calls_t *c)
+static size_t flush(gw_quota_watch_t *w, fake_t *f, const gw_metering_batch_t *b, calls_t *c)
 {
     redisReply *reply;
     size_t n;
 
     memset(c, 0, sizeof(*c));
-    ck_assert_int_ge(gw_metering_emit_batch("lizard:", "gw", b, replid, run_command, f), 0);
+    ck_assert_int_ge(gw_metering_emit_batch("lizard:", "gw", b, run_command, f), 0);
     reply = exec_reply(f);
-    n = gw_quota_watch_exec(w, b, replid, reply, on_reached, c);
+    n = gw_quota_watch_exec(w, b, reply, on_reached, c);
     freeReplyObject(reply);
     return n;
 }
@@ -162,21 +161,17 @@ START_TEST(test_exec_reply)
     calls_t c;
 
     /* "open" has no quota, "under" stays under, "over" passes its own, "gone" is one a failed INCRBY hides */
-    add_record(b, "open", 5000, 0, "");
-    add_record(b, "under", 100, 1000, "");
-    add_record(b, "over", 700, 600, "");
-    add_record(b, "gone", 900, 100, "");
+    add_record(b, "open", 5000, 0);
+    add_record(b, "under", 100, 1000);
+    add_record(b, "over", 700, 600);
+    add_record(b, "gone", 900, 100);
     f.fail_incrby = 4;
-    ck_assert_uint_eq(flush(w, &f, b, "r1", &c), 1);
+    ck_assert_uint_eq(flush(w, &f, b, &c), 1);
     ck_assert_str_eq(c.ids[0], "over");
-    /* the same batch sent again to the primary that took it (its answer was lost): INCRBY 0 alone, and
-     * "over" is not reported twice; "under" is not over by an INCRBY 0 */
-    gw_metering_mark_executed(b, "r1");
-    ck_assert_uint_eq(flush(w, &f, b, "r1", &c), 0);
-    /* to another primary in full (its INCRBYs add up here, as on one shared total): "under" reaches its
-     * 1000 now, "over" was reported at its quota already */
+    /* executed again on a primary that lacked it (its INCRBYs add up here, as on one shared total):
+     * "under" reaches its 1000 now, "over" was reported at its quota already */
     b->records[1].egress = 900;
-    ck_assert_uint_eq(flush(w, &f, b, "r2", &c), 1);
+    ck_assert_uint_eq(flush(w, &f, b, &c), 1);
     ck_assert_str_eq(c.ids[0], "under");
     gw_metering_batch_free(b);
     gw_quota_watch_free(w);
@@ -193,11 +188,11 @@ START_TEST(test_short_reply)
     void *reply = NULL;
     calls_t c = {.n = 0};
 
-    add_record(b, "first", 700, 600, "");
-    add_record(b, "second", 700, 600, "");
+    add_record(b, "first", 700, 600);
+    add_record(b, "second", 700, 600);
     ck_assert_int_eq(redisReaderFeed(rd, text, sizeof(text) - 1), REDIS_OK);
     ck_assert_int_eq(redisReaderGetReply(rd, &reply), REDIS_OK);
-    ck_assert_uint_eq(gw_quota_watch_exec(w, b, NULL, reply, on_reached, &c), 1);
+    ck_assert_uint_eq(gw_quota_watch_exec(w, b, reply, on_reached, &c), 1);
     ck_assert_str_eq(c.ids[0], "first");
     freeReplyObject(reply);
     redisReaderFree(rd);

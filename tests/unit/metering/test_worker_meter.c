@@ -51,7 +51,7 @@ START_TEST(test_bytes_are_billed_with_their_route)
     ck_assert_uint_eq(r->egress, 7);
     ck_assert_uint_eq(r->ingress, 9);
     ck_assert_uint_eq(r->egress_quota, 0);
-    gw_metering_batch_done(m, b, 1);
+    batch_done(m, b, 1);
     gw_metering_free(m);
     h2o_evloop_destroy(loop);
 }
