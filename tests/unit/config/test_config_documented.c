@@ -107,16 +107,17 @@ static char *read_source_file(const char *name)
 }
 
 /* The configuration table of docs/gen/configuration.md: key (without a trailing "[]") and default cell of each row. */
-typedef struct st_readme_row_t {
+typedef struct st_doc_row_t {
     char key[128], dflt[256];
-} readme_row_t;
+} doc_row_t;
 
-static size_t readme_rows(readme_row_t *rows, size_t max)
+static size_t doc_rows(doc_row_t *rows, size_t max)
 {
     char *text = read_source_file(CONFIG_DOC), *p;
     size_t n = 0;
 
-    ck_assert_msg((p = strstr(text, "\n| key | default | meaning |\n")) != NULL, CONFIG_DOC ": no \"| key | default | meaning |\" table");
+    ck_assert_msg((p = strstr(text, "\n| key | default | meaning |\n")) != NULL,
+                  CONFIG_DOC ": no \"| key | default | meaning |\" table");
     while ((p = strstr(p, "\n| `")) != NULL) {
         char *key = p + 4, *key_end = strchr(key, '`'), *cell, *cell_end;
 
@@ -136,7 +137,7 @@ static size_t readme_rows(readme_row_t *rows, size_t max)
 }
 
 /* How the configuration table writes the default `dflt` (JSON text) of a scalar key: 1000, `lax`. */
-static void readme_default(const char *dflt, char *buf, size_t size)
+static void doc_default(const char *dflt, char *buf, size_t size)
 {
     json_t *v = json_loads(dflt, JSON_DECODE_ANY, NULL);
 
@@ -163,8 +164,8 @@ static json_t *example_value(json_t *example, const char *path)
 
 START_TEST(test_documented_keys)
 {
-    readme_row_t rows[128];
-    size_t num_rows = readme_rows(rows, 128), i, j;
+    doc_row_t rows[128];
+    size_t num_rows = doc_rows(rows, 128), i, j;
     char *text = read_source_file("deploy/gateway.example.json"), path[256], expected[256];
     json_t *example = json_loads(text, 0, NULL), *section, *value, *dflt;
     const char *name, *key;
@@ -193,7 +194,7 @@ START_TEST(test_documented_keys)
     /* every key of the table is documented, with its default */
     for (i = 0; i != gw_config_num_keys; ++i) {
         const gw_config_key_t *k = &gw_config_keys[i];
-        const readme_row_t *row = NULL;
+        const doc_row_t *row = NULL;
         int exempt = 0;
 
         for (j = 0; j != num_rows; ++j)
@@ -201,7 +202,7 @@ START_TEST(test_documented_keys)
                 row = &rows[j];
         ck_assert_msg(row != NULL, CONFIG_DOC ": the configuration table has no row for %s", k->path);
         if (k->type != GW_CONFIG_LIST && k->dflt != NULL) {
-            readme_default(k->dflt, expected, sizeof(expected));
+            doc_default(k->dflt, expected, sizeof(expected));
             ck_assert_msg(strncmp(row->dflt, expected, strlen(expected)) == 0 &&
                               !(row->dflt[strlen(expected)] >= '0' && row->dflt[strlen(expected)] <= '9'),
                           CONFIG_DOC ": the default of %s is \"%s\"; the table (config/config.c) says %s", k->path, row->dflt,
@@ -235,11 +236,11 @@ END_TEST
 START_TEST(test_listener_keys)
 {
     static const char *const keys[] = {"address", "tls", "trusted", "proxy_protocol"};
-    char *readme = read_source_file(CONFIG_DOC), *text = read_source_file("deploy/gateway.example.json"), *row, *row_end;
+    char *doc = read_source_file(CONFIG_DOC), *text = read_source_file("deploy/gateway.example.json"), *row, *row_end;
     json_t *example = json_loads(text, 0, NULL), *item;
     size_t i, j;
 
-    ck_assert_ptr_nonnull(row = strstr(readme, "\n| `listen[]` | "));
+    ck_assert_ptr_nonnull(row = strstr(doc, "\n| `listen[]` | "));
     ck_assert_ptr_nonnull(row_end = strchr(row + 1, '\n'));
     *row_end = '\0';
     for (i = 0; i != sizeof(keys) / sizeof(keys[0]); ++i) {
@@ -257,7 +258,7 @@ START_TEST(test_listener_keys)
     }
     json_decref(example);
     free(text);
-    free(readme);
+    free(doc);
 }
 END_TEST
 
