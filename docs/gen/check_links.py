@@ -55,11 +55,11 @@ def anchors(path):
         seen, out = {}, set()
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        for _, line in prose_lines(text):
-            m = re.match(r"^#{1,6} (.*?)\s*#*\s*$", line)
-            if m:
+        lines = text.split("\n")
+        for n, line in prose_lines(text):
+            if re.match(r"^#{1,6} ", line):
                 # the heading as written (code spans were blanked in `line`)
-                base = slug(text.split("\n")[_ - 1].lstrip("#").strip())
+                base = slug(lines[n - 1].lstrip("#").strip())
                 n = seen.get(base, 0)
                 seen[base] = n + 1
                 out.add(base if n == 0 else "%s-%d" % (base, n))

@@ -447,9 +447,9 @@ def metrics_page():
                         for k, vs in labels.items())
         if typ == "histogram":
             lab = (lab + "; " if lab else "") + "`le` (buckets)"
-        rows.append(["`%s`" % name, typ, cell(lab).replace("\\|", "\\|"), cell(hlp)])
+        rows.append(["`%s`" % name, typ, cell(lab), cell(hlp)])
     head, _ = intro(rel)
-    return banner([ "observe/metrics.c", rel]) + head + "\n" + table(["name", "type", "labels", "help"], rows)
+    return banner(["observe/metrics.c", rel]) + head + "\n" + table(["name", "type", "labels", "help"], rows)
 
 
 # --- main ----------------------------------------------------------------------------------
