@@ -13,7 +13,8 @@
  *      (UINT, STRING, CHECKED_STRING, ENV_NAME for "*_env", ENUM, ADDRESS;
  *      the default is JSON text, NULL for none; a new section needs nothing
  *      more: a row "share.x" makes "share" a section);
- *   3. a row in the README's configuration table, with the same default;
+ *   3. a row in docs/gen/configuration.md's table, with the same default and
+ *      what the key does, then docs/gen/gen.py (docs/configuration.md);
  *   4. the key, with its default, in deploy/gateway.example.json (a key the
  *      example cannot hold, e.g. one set instead of another, is listed with
  *      its reason in not_in_example of the test below).

@@ -3,7 +3,7 @@
  * completely, then frozen and shared read-only by every thread.
  * Every key, with its range and default, is one row of the key table in
  * config.c (gw_config_keys); defaults are written there and nowhere else.
- * To add a key: a field here, a row in that table, a row in the README's
+ * To add a key: a field here, a row in that table, a row in docs/gen/configuration.md's
  * configuration table and a line in deploy/gateway.example.json (config.c's
  * opening comment says how; test_config_documented.c checks the last two).
  */

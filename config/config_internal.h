@@ -35,7 +35,7 @@ typedef struct st_gw_config_key_t {
     uint64_t min, max;   /* UINT: the range; STRING: the length in bytes */
     /* The default as JSON text, read by the same reader as the file's value
      * when the key is absent; NULL: none (unset, required, or computed at
-     * load, e.g. instance_id). Checked against the README and the example. */
+     * load, e.g. instance_id). Checked against docs/gen/configuration.md and the example. */
     const char *dflt;
     int allow_unix;              /* ADDRESS */
     int nullable;                /* null is accepted and leaves the field NULL ("null to disable") */

@@ -88,7 +88,11 @@ static void usage(FILE *out)
                  "Signals: SIGHUP reloads certificates, tls.ticket_keys_file, auth.cookie_secrets_file and\n"
                  "auth.link_keys_file;\n"
                  "SIGUSR1 reopens the access log (rotation); SIGTERM drains in-flight requests, flushes\n"
-                 "metering and exits.\n");
+                 "metering and exits.\n"
+                 "\n"
+                 "Documentation: README.md and docs/ in the source tree (docs/configuration.md: every\n"
+                 "key; docs/errors.md: every error code; docs/metrics.md: every metric;\n"
+                 "docs/operations.md: signals, logs, the admin listener).\n");
 }
 
 /* SIGHUP: one line each for certificates, ticket keys and cookie secrets, never a secret.

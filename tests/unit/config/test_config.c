@@ -2,7 +2,7 @@
  * config/config.c: every key read through the key table, the defaults, and
  * the messages an operator sees for unknown keys, wrong types, bad values
  * and bad JSON. JSON in this file is written with ' for " (see q()).
- * Secrets and files: test_config_secrets.c; the README and the example
+ * Secrets and files: test_config_secrets.c; docs/gen/configuration.md and the example
  * against the table: test_config_documented.c.
  */
 #include <sys/un.h>
@@ -160,7 +160,7 @@ START_TEST(test_defaults)
                                    .num_allowed_networks = 2});
     ck_assert_str_eq(c->listen[0].address, "0.0.0.0:443");
     ck_assert_str_eq(c->listen[1].address, "0.0.0.0:80");
-    /* README, Long calls: a 600 s call is never cut; pooled connections keep their own lifetime */
+    /* docs/long-calls.md: a 600 s call is never cut; pooled connections keep their own lifetime */
     ck_assert_uint_eq(c->upstream.max_port_timeout_ms, 3600000);
     ck_assert_uint_eq(c->upstream.pool_idle_timeout_ms, 60000);
 

@@ -1,14 +1,17 @@
 /*
- * The key table (config/config.c) against what documents it: the README's
- * configuration table and deploy/gateway.example.json hold every key with
- * its default and no other key (each failure names the key), and the
- * example loads.
+ * The key table (config/config.c) against what documents it: the
+ * configuration table of docs/gen/configuration.md (the words docs/gen/gen.py
+ * writes into docs/configuration.md) and deploy/gateway.example.json hold
+ * every key with its default and no other key (each failure names the key),
+ * and the example loads.
  */
 #include <jansson.h>
 #include "config/config_internal.h"
 #include "config_test.h"
 
 #define EXAMPLE_SPILL_DIR "/var/lib/lizard-gateway"
+/* The configuration table people write: docs/gen/gen.py makes docs/configuration.md of it and config.c. */
+#define CONFIG_DOC "docs/gen/configuration.md"
 
 /* deploy/gateway.example.json with its spill file moved from
  * EXAMPLE_SPILL_DIR (systemd's StateDirectory, absent on a build machine) to
@@ -74,9 +77,9 @@ static const struct {
     {"redis.master_name", "only with redis.sentinels"},
     {"redis.sentinel_password_env", "only with redis.sentinels"},
     {"auth.cookie_secrets_file", "set instead of auth.cookie_secrets_env, never with it"},
-    {"auth.link_keys_env", "share links are off until the control plane shares keys (README, Share links)"},
+    {"auth.link_keys_env", "share links are off until the control plane shares keys (docs/share-links.md)"},
     {"auth.link_keys_file", "set instead of auth.link_keys_env, never with it"},
-    {"tls.sealed_key_env", "custom domains are off until the control plane shares a sealing key (README, Custom domains)"},
+    {"tls.sealed_key_env", "custom domains are off until the control plane shares a sealing key (docs/custom-domains.md)"},
 };
 
 static const gw_config_key_t *table_key(const char *path)
@@ -103,19 +106,18 @@ static char *read_source_file(const char *name)
     return text;
 }
 
-/* The README's configuration table: key (without a trailing "[]") and default cell of each row. */
-typedef struct st_readme_row_t {
+/* The configuration table of docs/gen/configuration.md: key (without a trailing "[]") and default cell of each row. */
+typedef struct st_doc_row_t {
     char key[128], dflt[256];
-} readme_row_t;
+} doc_row_t;
 
-static size_t readme_rows(readme_row_t *rows, size_t max)
+static size_t doc_rows(doc_row_t *rows, size_t max)
 {
-    char *text = read_source_file("README.md"), *p, *end;
+    char *text = read_source_file(CONFIG_DOC), *p;
     size_t n = 0;
 
-    ck_assert_msg((p = strstr(text, "\n## Configuration\n")) != NULL, "README.md: no \"## Configuration\" section");
-    if ((end = strstr(p + 1, "\n## ")) != NULL)
-        *end = '\0';
+    ck_assert_msg((p = strstr(text, "\n| key | default | meaning |\n")) != NULL,
+                  CONFIG_DOC ": no \"| key | default | meaning |\" table");
     while ((p = strstr(p, "\n| `")) != NULL) {
         char *key = p + 4, *key_end = strchr(key, '`'), *cell, *cell_end;
 
@@ -125,7 +127,7 @@ static size_t readme_rows(readme_row_t *rows, size_t max)
         if (strlen(rows[n].key) > 2 && strcmp(rows[n].key + strlen(rows[n].key) - 2, "[]") == 0)
             rows[n].key[strlen(rows[n].key) - 2] = '\0';
         ck_assert_msg((cell = strstr(key_end, " | ")) != NULL && (cell_end = strstr(cell + 3, " | ")) != NULL,
-                      "README.md: the row of %s has no default column", rows[n].key);
+                      CONFIG_DOC ": the row of %s has no default column", rows[n].key);
         snprintf(rows[n].dflt, sizeof(rows[n].dflt), "%.*s", (int)(cell_end - cell - 3), cell + 3);
         ++n;
         p = key_end;
@@ -134,8 +136,8 @@ static size_t readme_rows(readme_row_t *rows, size_t max)
     return n;
 }
 
-/* How the README writes the default `dflt` (JSON text) of a scalar key: 1000, `lax`. */
-static void readme_default(const char *dflt, char *buf, size_t size)
+/* How the configuration table writes the default `dflt` (JSON text) of a scalar key: 1000, `lax`. */
+static void doc_default(const char *dflt, char *buf, size_t size)
 {
     json_t *v = json_loads(dflt, JSON_DECODE_ANY, NULL);
 
@@ -162,8 +164,8 @@ static json_t *example_value(json_t *example, const char *path)
 
 START_TEST(test_documented_keys)
 {
-    readme_row_t rows[128];
-    size_t num_rows = readme_rows(rows, 128), i, j;
+    doc_row_t rows[128];
+    size_t num_rows = doc_rows(rows, 128), i, j;
     char *text = read_source_file("deploy/gateway.example.json"), path[256], expected[256];
     json_t *example = json_loads(text, 0, NULL), *section, *value, *dflt;
     const char *name, *key;
@@ -172,7 +174,7 @@ START_TEST(test_documented_keys)
 
     /* every key documented is a key of the table */
     for (i = 0; i != num_rows; ++i)
-        ck_assert_msg(table_key(rows[i].key) != NULL, "README.md: %s is not a key of the table (config/config.c)", rows[i].key);
+        ck_assert_msg(table_key(rows[i].key) != NULL, CONFIG_DOC ": %s is not a key of the table (config/config.c)", rows[i].key);
     json_object_foreach(example, name, section)
     {
         if (table_key(name) != NULL)
@@ -192,18 +194,18 @@ START_TEST(test_documented_keys)
     /* every key of the table is documented, with its default */
     for (i = 0; i != gw_config_num_keys; ++i) {
         const gw_config_key_t *k = &gw_config_keys[i];
-        const readme_row_t *row = NULL;
+        const doc_row_t *row = NULL;
         int exempt = 0;
 
         for (j = 0; j != num_rows; ++j)
             if (strcmp(rows[j].key, k->path) == 0)
                 row = &rows[j];
-        ck_assert_msg(row != NULL, "README.md: the configuration table has no row for %s", k->path);
+        ck_assert_msg(row != NULL, CONFIG_DOC ": the configuration table has no row for %s", k->path);
         if (k->type != GW_CONFIG_LIST && k->dflt != NULL) {
-            readme_default(k->dflt, expected, sizeof(expected));
+            doc_default(k->dflt, expected, sizeof(expected));
             ck_assert_msg(strncmp(row->dflt, expected, strlen(expected)) == 0 &&
                               !(row->dflt[strlen(expected)] >= '0' && row->dflt[strlen(expected)] <= '9'),
-                          "README.md: the default of %s is \"%s\"; the table (config/config.c) says %s", k->path, row->dflt,
+                          CONFIG_DOC ": the default of %s is \"%s\"; the table (config/config.c) says %s", k->path, row->dflt,
                           expected);
         }
 
@@ -229,23 +231,23 @@ START_TEST(test_documented_keys)
 END_TEST
 
 /* The keys of a listen[] item (config_lists.c), which the key table does not
- * list: each is accepted, named in the README's listen[] row and used by a
+ * list: each is accepted, named in the listen[] row of CONFIG_DOC and used by a
  * listener of the example. */
 START_TEST(test_listener_keys)
 {
     static const char *const keys[] = {"address", "tls", "trusted", "proxy_protocol"};
-    char *readme = read_source_file("README.md"), *text = read_source_file("deploy/gateway.example.json"), *row, *row_end;
+    char *doc = read_source_file(CONFIG_DOC), *text = read_source_file("deploy/gateway.example.json"), *row, *row_end;
     json_t *example = json_loads(text, 0, NULL), *item;
     size_t i, j;
 
-    ck_assert_ptr_nonnull(row = strstr(readme, "\n| `listen[]` | "));
+    ck_assert_ptr_nonnull(row = strstr(doc, "\n| `listen[]` | "));
     ck_assert_ptr_nonnull(row_end = strchr(row + 1, '\n'));
     *row_end = '\0';
     for (i = 0; i != sizeof(keys) / sizeof(keys[0]); ++i) {
         char quoted[64], json[256];
         int used = 0;
         snprintf(quoted, sizeof(quoted), "\"%s\"", keys[i]);
-        ck_assert_msg(strstr(row, quoted) != NULL, "README.md: the listen[] row does not name %s", quoted);
+        ck_assert_msg(strstr(row, quoted) != NULL, CONFIG_DOC ": the listen[] row does not name %s", quoted);
         json_array_foreach(json_object_get(example, "listen"), j, item) used |= json_object_get(item, keys[i]) != NULL;
         ck_assert_msg(used, "deploy/gateway.example.json: no listener sets %s", quoted);
         /* the key is one the parser takes (a value it refuses names the key) */
@@ -256,7 +258,7 @@ START_TEST(test_listener_keys)
     }
     json_decref(example);
     free(text);
-    free(readme);
+    free(doc);
 }
 END_TEST
 
