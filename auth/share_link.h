@@ -13,7 +13,7 @@
 #include <h2o/memory.h>
 
 #define GW_SHARE_LINK_PREFIX "lzs1."
-/* key ids: 1-64 of [A-Za-z0-9._-] (README, Share links) */
+/* key ids: 1-64 of [A-Za-z0-9._-] (docs/share-links.md, Share links) */
 #define GW_LINK_KID_MAX 64
 /* the contract's minimum; shorter secrets are refused at load */
 #define GW_LINK_SECRET_MIN 32

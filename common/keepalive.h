@@ -1,5 +1,5 @@
 /*
- * TCP keepalive on the gateway's client and sandbox sockets (README, Long
+ * TCP keepalive on the gateway's client and sandbox sockets (docs/long-calls.md, Long
  * calls): a call that says nothing for ten minutes keeps its place in the
  * L4 balancers and NATs between, and a peer that vanished is found.
  */

@@ -125,14 +125,14 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("routing.stale_ttl_ms", routing.stale_ttl_ms, 0, MAX_TIMEOUT_MS, "60000"),
     /* 0: a request for a waking sandbox asks for the resume and is answered 503 at once */
     UINT("routing.resume_timeout_ms", routing.resume_timeout_ms, 0, MAX_TIMEOUT_MS, "30000"),
-    /* custom-domain look-ups in Redis a client address, and the whole gateway, may cause (README, Custom domains); 0: no bound */
+    /* custom-domain look-ups in Redis a client address, and the whole gateway, may cause (docs/custom-domains.md, Custom domains); 0: no bound */
     UINT("routing.domain_lookups_per_second_per_client", routing.domain_lookups_per_second_per_client, 0, 1000000, "20"),
     UINT("routing.domain_lookup_burst_per_client", routing.domain_lookup_burst_per_client, 1, 1000000, "200"),
     UINT("routing.domain_lookups_per_second", routing.domain_lookups_per_second, 0, 1000000, "2000"),
 
     ENUM("upstream.host_header", upstream.host_header, host_header_names, STR("preserve")),
     UINT("upstream.connect_timeout_ms", upstream.connect_timeout_ms, 1, MAX_TIMEOUT_MS, "5000"),
-    /* 610 s: a call of the platform's SDK may run 600 s, silent (README, Long calls) */
+    /* 610 s: a call of the platform's SDK may run 600 s, silent (docs/long-calls.md, Long calls) */
     UINT("upstream.first_byte_timeout_ms", upstream.first_byte_timeout_ms, 1, MAX_TIMEOUT_MS, "610000"),
     UINT("upstream.idle_timeout_ms", upstream.idle_timeout_ms, 1, MAX_TIMEOUT_MS, "610000"),
     UINT("upstream.websocket_idle_timeout_ms", upstream.websocket_idle_timeout_ms, 1, MAX_TIMEOUT_MS, "300000"),
@@ -168,7 +168,7 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("limits.max_held_requests_per_sandbox", limits.max_held_requests_per_sandbox, 1, 1000000, "256"),
     UINT("limits.max_held_requests_per_worker", limits.max_held_requests_per_worker, 1, 1000000, "4096"),
     /* 0 (no request with a body is held) .. 64 GiB; 64 MiB holds one upload of the default
-     * limits.max_request_body_bytes while its sandbox wakes (README, Waking paused sandboxes) */
+     * limits.max_request_body_bytes while its sandbox wakes (docs/wake.md, Waking paused sandboxes) */
     UINT("limits.max_held_request_bytes", limits.max_held_request_bytes, 0, UINT64_C(68719476736), "67108864"),
     /* 0 (off) .. 1000000: HTTP/2 streams the gateway resets for a client's protocol error (MadeYouReset), per client address
      * across its connections and the workers; a well-behaved client makes none */
@@ -178,7 +178,7 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("limits.max_requests_per_connection", limits.max_requests_per_connection, 0, 1000000000, "1000"),
     /* 0 (off) .. 64 MiB */
     UINT("limits.max_pipelined_unsent_bytes", limits.max_pipelined_unsent_bytes, 0, 67108864, "65536"),
-    /* 0 (off) .. 1,000,000 frames a second; the allowance is GW_WS_BUDGET_SECONDS (10) of it (README, Limits under hostile clients) */
+    /* 0 (off) .. 1,000,000 frames a second; the allowance is GW_WS_BUDGET_SECONDS (10) of it (docs/security.md, Limits under hostile clients) */
     UINT("limits.websocket_frames_per_second", limits.websocket_frames_per_second, 0, 1000000, "10000"),
     /* 0 (off) .. 2^62; a message is a request body's worth by default */
     UINT("limits.websocket_max_message_bytes", limits.websocket_max_message_bytes, 0, UINT64_C(4611686018427387904), "67108864"),

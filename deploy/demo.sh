@@ -338,7 +338,7 @@ if ! wait_until 15 curl -sf --noproxy '*' "http://127.0.0.1:$ADMIN_PORT/healthz"
     die "the gateway did not become healthy (see .run/gateway.log)"
 fi
 
-# --- the control plane's side of waking paused sandboxes (README, "Waking paused sandboxes") ----
+# --- the control plane's side of waking paused sandboxes (docs/wake.md, "Waking paused sandboxes") ----
 log "starting the example resume consumer (log: .run/consumer.log)"
 nohup "$PYTHON" "$ROOT/deploy/resume-consumer.py" --redis "127.0.0.1:$REDIS_PORT" --delay 2 \
     >"$RUN/consumer.out" 2>"$RUN/consumer.log" </dev/null &

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """An example of the control plane's side of custom domains (CONTRACT.md,
-"Custom domains"; README, "Custom domains"): issues and renews the
+"Custom domains"; docs/custom-domains.md, "Custom domains"): issues and renews the
 certificates the gateways serve, with a standard ACME client (Debian's
 certbot, manual mode) answering HTTP-01 through the gateways themselves.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """An example of the control plane's side of waking paused sandboxes
-(CONTRACT.md, "Waking a paused sandbox"; README, "Waking paused sandboxes").
+(CONTRACT.md, "Waking a paused sandbox"; docs/wake.md, "Waking paused sandboxes").
 
 Gateways append a request to the stream <prefix>resume when a request comes
 for a paused sandbox whose hash says `resume: auto`; they hold that request

@@ -31,7 +31,7 @@ typedef enum {
     GW_ERR_RATE_LIMITED,
     GW_ERR_EGRESS_QUOTA_EXCEEDED,
     GW_ERR_ORIGIN_NOT_ALLOWED,
-    /* not in the contract's table (README, Errors): requests HTTP itself rules out */
+    /* not in the contract's table (docs/errors.md, Errors): requests HTTP itself rules out */
     GW_ERR_NUM_CODES
 } gw_error_code_t;
 

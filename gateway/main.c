@@ -31,7 +31,7 @@
 /* Bound of the drain of in-flight requests at SIGTERM. With METERING_EXEC_WAIT_MS
  * (worker.c) and METERING_FINAL_FLUSH_MS the whole stop takes at most 9 s: within
  * the 10 s that `docker stop`, `podman stop` and compose give before SIGKILL, so
- * the last interval's metering is never killed with the process (README, Deploying). */
+ * the last interval's metering is never killed with the process (docs/deploying.md, Deploying). */
 #define DRAIN_MS 6000
 /* a change of a secret file is reloaded once this long after the last event of the
  * change (kubelet's swap, an editor's write and rename are several events) */

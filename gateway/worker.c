@@ -53,7 +53,7 @@ static int open_listener(const gw_netaddr_t *addr, int reuseport, char **err, co
         goto Error;
     if (listen(fd, LISTEN_BACKLOG) != 0)
         goto Error;
-    /* TCP_NODELAY for accepted sockets is set by h2o; keepalive is inherited from here (README, Long calls) */
+    /* TCP_NODELAY for accepted sockets is set by h2o; keepalive is inherited from here (docs/long-calls.md, Long calls) */
     if ((addr->ss.ss_family == AF_INET || addr->ss.ss_family == AF_INET6) && gw_tcp_keepalive_set(fd) != 0)
         goto Error;
     return fd;
@@ -612,7 +612,7 @@ static void *worker_main(void *arg)
     uint64_t deadline = now_ms() + (uint64_t)atomic_load(&s->stopping);
     while (gw_metrics_in_flight(&s->metrics) != 0 && now_ms() < deadline)
         h2o_evloop_run(loop, LOOP_TICK_MS);
-    /* what still runs is cut, visibly (README, Long calls): the loop runs on
+    /* what still runs is cut, visibly (docs/long-calls.md, Long calls): the loop runs on
      * briefly so that the resets go out and the access log has the lines */
     gw_proxy_cut_all(w->proxy);
     deadline = now_ms() + CUT_FLUSH_MS;

@@ -155,7 +155,7 @@ gw_credential_status_t gw_credentials_check(const gw_credentials_t *c, const gw_
     }
     if (c->cookie.base != NULL) {
         *from = GW_CREDENTIAL_FROM_COOKIE;
-        /* the cookie a share link became is the gateway's own, not the link (README, Share links) */
+        /* the cookie a share link became is the gateway's own, not the link (docs/share-links.md, Share links) */
         return gw_cookie_is_link(c->cookie) ? check_link_cookie(c->cookie, keys, sbx, port, now, grant, why)
                                             : check_cookie(c->cookie, keys, sbx, port, now, grant, why);
     }

@@ -1,5 +1,5 @@
 /*
- * CORS at the edge, as part of the credentials phase (README, "Browser code
+ * CORS at the edge, as part of the credentials phase (docs/cors.md, "Browser code
  * on other origins"): on a port with cors:<n> = edge, a preflight is
  * answered here and never forwarded (204 for an allowed origin, 403
  * origin_not_allowed otherwise), and every other response of the request,

@@ -1,5 +1,5 @@
 /*
- * The ingress phase, right after the route (README, "Who may reach a
+ * The ingress phase, right after the route (docs/access-control.md, "Who may reach a
  * sandbox, and how much"): the sandbox's ingress_deny then ingress_allow
  * (403 ip_not_allowed; the message never names the lists); and the rate
  * phase, after the credentials and the protocol: its egress_quota against

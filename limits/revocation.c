@@ -34,7 +34,7 @@ int gw_grant_recheck(const gw_grant_t *grant, const gw_sandbox_t *now_record, ui
 
     if (now_record == NULL)
         return GW_ERR_SANDBOX_NOT_FOUND;
-    /* in the order a new request meets them (README, "What a request goes through") */
+    /* in the order a new request meets them (docs/request-path.md, "What a request goes through") */
     switch (gw_sandbox_port_access(now_record, grant->port)) {
     case GW_PORT_PUBLIC:
         break;

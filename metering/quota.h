@@ -1,5 +1,5 @@
 /*
- * egress_quota on the metering side (README, "Who may reach a sandbox, and
+ * egress_quota on the metering side (docs/access-control.md, "Who may reach a sandbox, and
  * how much"): the running totals that a written batch's INCRBY replies
  * return, compared with the quota its records carry (no other Redis call).
  * A sandbox found at or past its quota is published on <prefix>routes once,

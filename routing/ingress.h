@@ -1,6 +1,6 @@
 /*
  * Who may reach a sandbox and how much (../shared/CONTRACT.md, Redis:
- * ingress_allow, ingress_deny, req_rate, egress_quota; README, "Who may
+ * ingress_allow, ingress_deny, req_rate, egress_quota; docs/access-control.md, "Who may
  * reach a sandbox, and how much"): the fields parsed once per route fetch,
  * with the sandbox's record, so that a request only compares addresses.
  */

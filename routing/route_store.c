@@ -119,7 +119,7 @@ static void note_bad_timeout(gw_route_store_t *s, const gw_sandbox_t *before, co
 }
 
 /* Tells the operator once per (sandbox, lifecycle) in each worker that an entry of a record's cors_origins:<n> is not
- * an origin: it is ignored, the port's other origins hold (README, Browser code on other origins). */
+ * an origin: it is ignored, the port's other origins hold (docs/cors.md, Browser code on other origins). */
 static void note_bad_cors(gw_route_store_t *s, const gw_sandbox_t *now)
 {
     size_t id_len, key_len;

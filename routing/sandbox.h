@@ -41,7 +41,7 @@ typedef struct st_gw_sandbox_port_t {
     gw_port_access_t access;
     gw_port_host_t host;
     int tcp; /* proto:<n> is "tcp": reached only through the TCP tunnel (/.lizard/tcp) */
-    int h2c; /* proto:<n> is "h2c": HTTP/2 to the app (gRPC); its forwarding is not built yet (README, Long calls) */
+    int h2c; /* proto:<n> is "h2c": HTTP/2 to the app (gRPC); its forwarding is not built yet (docs/long-calls.md, Long calls) */
     uint32_t
         timeout_ms; /* timeout:<n>, GW_SANDBOX_MIN_TIMEOUT_MS .. the parser's cap; 0: absent or ignored (the config's defaults) */
     /* cors:<n> = edge (CONTRACT.md, "CORS at the edge"): the gateway answers the port's CORS itself, for the
@@ -106,7 +106,7 @@ typedef struct st_gw_sandbox_t {
 } gw_sandbox_t;
 
 /* 1 when the sandbox's metered egress, as read with its record, has reached
- * its egress_quota: new requests and tunnels are refused (README, "Who may
+ * its egress_quota: new requests and tunnels are refused (docs/access-control.md, "Who may
  * reach a sandbox, and how much"). One integer test without a quota. */
 static inline int gw_sandbox_quota_reached(const gw_sandbox_t *s)
 {

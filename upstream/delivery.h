@@ -4,7 +4,7 @@
  * has acknowledged it (TCP_INFO tcpi_bytes_acked), checked once a second
  * while a connection holds any and
  * when it closes; what is never delivered (the client reset the connection,
- * or did not take it within 10 s of a close) is never billed. README
+ * or did not take it within 10 s of a close) is never billed. docs/metering.md
  * "Metering" states the bound.
  */
 #ifndef GW_UPSTREAM_DELIVERY_H

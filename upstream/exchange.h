@@ -182,7 +182,7 @@ void gw_exchange_set_port_silence(gw_exchange_t *ex, h2o_timeout_cb cb);
  * message (into buf, NUL-terminated). */
 void gw_exchange_silence_detail(gw_exchange_t *ex, gw_silence_t which, char *buf, size_t bufsize);
 /* Non-zero when the response's Content-Type is a streamed media type
- * (README, Long calls): 2 for text/event-stream (server-sent events, whose
+ * (docs/long-calls.md, Long calls): 2 for text/event-stream (server-sent events, whose
  * comment lines are keepalives: sse_watch.h), 1 for the others
  * (application/x-ndjson, ...), 0 otherwise. */
 int gw_exchange_is_streamed(h2o_req_t *req);

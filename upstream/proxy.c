@@ -440,7 +440,7 @@ static void connect_fresh(gw_exchange_t *ex)
     /* a small receive buffer bounds what one read event can pull in, so
      * that back-pressure holds (see gw_proxy_new) */
     setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_RCVBUF, &p->rcvbuf, sizeof(p->rcvbuf));
-    /* a call silent for minutes keeps its place in the NATs between (README, Long calls) */
+    /* a call silent for minutes keeps its place in the NATs between (docs/long-calls.md, Long calls) */
     gw_tcp_keepalive_set(h2o_socket_get_fd(sock));
     sock->data = ex;
     ex->sock = sock;

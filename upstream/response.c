@@ -19,7 +19,7 @@
  * after it), before h2o has written it: of a larger rest, all but this much
  * goes first, billed when written, then a final send of this much. Bounds
  * what a connection that closes while h2o still writes can be billed for
- * and never get (README, Metering). Not under HTTP/2 when the piece takes
+ * and never get (docs/metering.md, Metering). Not under HTTP/2 when the piece takes
  * the client's whole window: h2o 2.2.5 would hold the empty END_STREAM
  * after it until the client opens the window again. */
 #define FINAL_SEND_MAX_BYTES (16 * 1024)

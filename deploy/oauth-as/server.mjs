@@ -10,7 +10,7 @@
 // side (mint_link below) and replaces authorize() with the platform's login,
 // a consent page, and a check that the signed-in user may open that sandbox's
 // port; it serves https, stores clients and codes somewhere durable, and is
-// listed in the gateways' auth.oauth_authorization_servers. README: "MCP
+// listed in the gateways' auth.oauth_authorization_servers. docs/mcp.md: "MCP
 // servers in sandboxes".
 //
 // Environment:

@@ -430,7 +430,7 @@ def _nssdb_trusting(home, ca):
 
 def test_browser_demo_url_and_a_second_sandbox_with_the_demo_ca(browser_env, tmp_path, curl_runner):
     """deploy/demo.sh (on free ports, with the built gateway) prints a preview
-    URL under *.lizard.localhost; a second sandbox registered as the README
+    URL under *.lizard.localhost; a second sandbox registered as docs/getting-started.md
     says is served under the same certificate. Both load in Chromium with
     only the demo CA trusted (no certificate error ignored), and with curl
     --cacert."""
@@ -451,7 +451,7 @@ def test_browser_demo_url_and_a_second_sandbox_with_the_demo_ca(browser_env, tmp
         demo_url = urls[0]
         assert demo_url.startswith("https://%d-demo.lizard.localhost:%d/?lizard_token=" % (
             ports["DEMO_APP_PORT"], ports["DEMO_TLS_PORT"])), demo_url
-        # README, "Registering another sandbox in the demo"
+        # docs/getting-started.md, "Registering another sandbox in the demo"
         token = "second-" + os.urandom(12).hex()
         rc = gwtest.RespClient(ports["DEMO_REDIS_PORT"])
         rc.cmd("HSET", "lizard:sbx:{other}", "state", "running", "addr", "127.0.0.1", "lifecycle", "l1", "project", "p1",

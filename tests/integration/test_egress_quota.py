@@ -1,4 +1,4 @@
-"""egress_quota (README, Who may reach a sandbox, and how much): once the
+"""egress_quota (docs/access-control.md, Who may reach a sandbox, and how much): once the
 running total lizard:egress:{<id>} has reached the sandbox's quota, new
 requests and tunnels (WebSocket, TCP) get 429 egress_quota_exceeded on every
 gateway sharing the Redis, responses already streaming finish, and a quota

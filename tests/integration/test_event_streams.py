@@ -1,4 +1,4 @@
-"""Long-lived server-sent event streams (README, Long-lived streams): a
+"""Long-lived server-sent event streams (docs/proxying.md, Long-lived streams): a
 `text/event-stream` response silent for longer than upstream.idle_timeout_ms
 is not cut (it was cut at exactly that timeout, HTTP/2 with a stream reset);
 upstream.event_stream_idle_timeout_ms, off by default, ends a silent stream

@@ -60,7 +60,7 @@ def test_metering_from_two_gateways_sums_exactly(gw_factory, redis, upstream, ce
     # one response first, to learn how many head bytes the gateway counts less than the client reads
     status, n, _ = clients[0].get("/bytes/1000")
     assert status == 200
-    # egress is billed once the client's TCP acknowledged it (README Metering), up to a second after the
+    # egress is billed once the client's TCP acknowledged it (docs/metering.md Metering), up to a second after the
     # request's ingress: wait for the response's own bytes
     gwtest.wait_for(lambda: sum(int(r["egress"]) for r in mine()) >= 1000, 10, what="the first response billed")
     head_gap = n - sum(int(r["egress"]) for r in mine())

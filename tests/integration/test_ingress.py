@@ -1,4 +1,4 @@
-"""Who may reach a sandbox, and how much (README): ingress_deny before
+"""Who may reach a sandbox, and how much (docs/access-control.md): ingress_deny before
 ingress_allow, IPv4 and IPv6, a malformed list refuses (and says so in the
 operator log), and req_rate's token bucket across a gateway's 2 workers.
 Clients are bound to 127.0.0.2, 127.0.0.3 and ::1 (curl --interface)."""

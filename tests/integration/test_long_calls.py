@@ -1,4 +1,4 @@
-"""Calls that run for minutes (CONTRACT.md, Long calls; README, Long calls):
+"""Calls that run for minutes (CONTRACT.md, Long calls; docs/long-calls.md, Long calls):
 nothing is cut at 60 s, a port's timeout:<n> replaces the defaults, every cut
 is visible (the 504's message, HTTP/2 INTERNAL_ERROR, the access log's "cut",
 lizard_responses_cut_total), a caller that leaves stops the work, sockets

@@ -268,7 +268,7 @@ def test_a_cut_response_is_billed_what_its_client_received(gw_factory, mredis, c
 
 
 # The most a connection is billed beyond what its client's TCP received
-# (README, Metering): the last piece of a response, billed as it is handed to
+# (docs/metering.md, Metering): the last piece of a response, billed as it is handed to
 # h2o (upstream/response.c FINAL_SEND_MAX_BYTES), plus the head, which is
 # counted as its HTTP/1.1 text.
 FINAL_PIECE_BOUND = 16 * 1024

@@ -281,7 +281,7 @@ def test_consent_is_bound_to_the_browsers_nonce(warn_gw, public, wcurl, upstream
     r = navigate({CONSENT_COOKIE: c.value, NONCE_COOKIE: theirs})  # the browser it was given to
     assert r.status == 200 and r.json()["path"] == "/echo", r
 
-    # what the binding is, from its definition (README, Public ports): the MAC covers
+    # what the binding is, from its definition (docs/public-ports.md, Public ports): the MAC covers
     # "consent:" + sha256(host "\n" nonce); before issue 36, "consent:" + sha256(host)
     def minted(binding_input):
         return bh.sign_cookie(warn_gw.cookie_secret, public.id, public.port, int(time.time()) + 600,

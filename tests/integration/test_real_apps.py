@@ -5,7 +5,7 @@ of its address (`host:<n>`, CONTRACT.md "The sandbox's view of its address"):
   its client (/@vite/client), the HMR WebSocket reaching `connected`, and in
   headless Chromium an edit of a source file reaching the DOM without a
   reload;
-- Debian's Jupyter Notebook 6 on a `preserve` port, started as the README's
+- Debian's Jupyter Notebook 6 on a `preserve` port, started as docs/host-modes.md's
   host-mode table says (`--NotebookApp.allow_remote_access=True`): the tree,
   a new notebook through the contents API with its XSRF cookie, a kernel, and
   a cell whose output comes back over the kernel WebSocket;
@@ -108,7 +108,7 @@ def jupyter(tmp_path_factory):
                IPYTHONDIR=os.path.join(home, "ipython"))
     notebooks = os.path.join(root, "notebooks")
     os.makedirs(notebooks)
-    # What the README's host-mode table says for Jupyter on a `preserve` port:
+    # What the host-mode table of docs/host-modes.md says for Jupyter on a `preserve` port:
     # allow_remote_access (its Host check refuses a Host that is not local);
     # the gateway does the authentication, so no Jupyter token.
     argv = [exe, "--no-browser", "--ip=127.0.0.1", "--port=%d" % port, "--port-retries=0",

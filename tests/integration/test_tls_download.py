@@ -1,7 +1,7 @@
 """Downloads over TLS whose client reads slower than the gateway writes, so
 the kernel takes part of a TLS record and the rest waits in libh2o's output
 queue until the socket is writable again (the write path a change to how
-libh2o hands records to the kernel must keep; README Performance, "h2o's
+libh2o hands records to the kernel must keep; docs/performance.md Performance, "h2o's
 TLS record copy"). What a user would notice: the body arrives exact (a byte
 of a record out of place fails TLS's record MAC, a record lost or written
 twice breaks the stream), complete (the write is not reported done before

@@ -251,7 +251,7 @@ def test_ticket_keys_rotation_on_sighup(gw_factory, certs, tmpdir_):
     path = os.path.join(tmpdir_, "rotate.keys")
     old, new = new_key(80), new_key(80)
     write_keys(path, [old[1]])
-    # b reads its own copy: it reloads a changed file by itself (inotify, README Operations), and here it
+    # b reads its own copy: it reloads a changed file by itself (inotify, docs/operations.md Operations), and here it
     # stands for a gateway whose file has not been rotated yet
     path_b = os.path.join(tmpdir_, "rotate-b.keys")
     write_keys(path_b, [old[1]])

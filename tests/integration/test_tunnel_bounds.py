@@ -1,5 +1,5 @@
-"""Bounds on what a tunnel's client sends (upstream/ws_budget.c; README,
-Security > Limits under hostile clients): a frame budget that earns back
+"""Bounds on what a tunnel's client sends (upstream/ws_budget.c; docs/security.md,
+Limits under hostile clients): a frame budget that earns back
 per second and per KiB of payload (past it: Close 1008) and a largest
 message (past it: Close 1009), on HTTP WebSocket tunnels and TCP tunnels;
 and what a tunnel to an app that never reads takes from its client before

@@ -1,7 +1,7 @@
 """Waking a paused sandbox and activity (CONTRACT.md, "Waking a paused
 sandbox" and "Activity").
 
-The control plane is deploy/resume-consumer.py, the example the README
+The control plane is deploy/resume-consumer.py, the example docs/wake.md
 points to: it consumes lizard:resume with a consumer group and, after a
 delay, writes state=running and publishes. Held requests (HTTP/1.1 GET, POST
 with a body, an HTTP/2 stream, a WebSocket upgrade) complete after the
@@ -321,7 +321,7 @@ def test_timeout_answers_503_with_retry_after(gw_factory, redis, upstream, curl)
 
 
 def test_resume_timeout_zero_asks_and_answers_at_once(gw_factory, redis, upstream, curl):
-    """routing.resume_timeout_ms 0 (README: asks for the resume, holds
+    """routing.resume_timeout_ms 0 (docs/wake.md: asks for the resume, holds
     nothing): 503 sandbox_not_running with Retry-After, and the resume
     request is written all the same."""
     g = gw_factory({"routing": {"resume_timeout_ms": 0}}, name="wake-zero")
@@ -538,7 +538,7 @@ def test_idle_websocket_frame_is_activity(activity_gw, redis, upstream, certs):
         async with tp.ws_connect(g, host, "/ws", certs["ca"], token_hdr(token)) as ws:
             await asyncio.to_thread(gwtest.wait_for, lambda: activity_of(redis, sid), 10, 0.05, "activity")
             # the upgrade's own bytes are billed once the client's TCP acknowledged them (checked every
-            # second, README Metering) and flushed; that bill moves the activity too: wait for it
+            # second, docs/metering.md Metering) and flushed; that bill moves the activity too: wait for it
             await asyncio.to_thread(gwtest.wait_for, lambda: int(redis.cmd("GET", "lizard:egress:{%s}" % sid) or 0) > 0,
                                     15, 0.05, "the 101 billed")
             await asyncio.sleep(0.6)

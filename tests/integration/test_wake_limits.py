@@ -1,5 +1,5 @@
 """What holding requests for a waking sandbox may cost (CONTRACT.md, "Waking
-a paused sandbox"; README, Waking paused sandboxes): held bodies count
+a paused sandbox"; docs/wake.md, Waking paused sandboxes): held bodies count
 against limits.max_held_request_bytes (per worker), past which a request is
 answered 503 sandbox_not_running with Retry-After at once instead of being
 held with more memory; limits.max_held_requests_per_sandbox counts a

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The fault-injection soak (README "Reliability"): real gateways, a real
+"""The fault-injection soak (docs/reliability.md "Reliability"): real gateways, a real
 Redis primary + replica behind three real redis-sentinel processes, several
 sandbox apps (tests/integration/upstream.py, one process each), traffic a
 user would make, and a seeded schedule of faults. At the end it checks the
@@ -280,7 +280,7 @@ class H1Client:
         """After Connection: close, read the gateway's close_notify and FIN
         before closing. Closing with them unread sends an RST, which can carry
         the only ACK of the body's last bytes; the gateway's kernel ignores
-        that ACK and those bytes are billed as not delivered (README Metering,
+        that ACK and those bytes are billed as not delivered (docs/metering.md Metering,
         "The bound"), so billing could not be compared exactly (a draining
         gateway's responses, at the gateway restart fault)."""
         try:
