@@ -27,8 +27,8 @@ START_TEST(one_timeout_per_duration_and_loop)
     ck_assert_ptr_eq(a10, a10again);
     ck_assert_ptr_ne(a10, a20);
     ck_assert_ptr_ne(a10, b10);
-    ck_assert_uint_eq(a10->timeout, 10);
-    ck_assert_uint_eq(a20->timeout, 20);
+    ck_assert_uint_eq(gw_timeout_ms(a10), 10);
+    ck_assert_uint_eq(gw_timeout_ms(a20), 20);
     gw_loop_timeout_release(a, a10);
     ck_assert_ptr_eq(gw_loop_timeout_acquire(a, 10), a10); /* one reference was left */
     gw_loop_timeout_release(a, a10);
