@@ -1006,6 +1006,11 @@ typedef struct st_h2o_conn_callbacks_t {
      */
     h2o_socket_t *(*steal_socket)(h2o_conn_t *conn);
     /**
+     * An optional callback that returns the connection's socket, keeping its ownership: NULL when there is none (HTTP/3) or it
+     * is gone. The caller may ask the kernel about the connection through it (TCP_INFO, SIOCOUTQ) or watch it for a hang-up.
+     */
+    h2o_socket_t *(*get_socket)(h2o_conn_t *conn);
+    /**
      * logging callbacks (all of them are optional)
      */
     union {

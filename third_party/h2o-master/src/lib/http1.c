@@ -1218,6 +1218,12 @@ static uint64_t get_req_id(h2o_req_t *req)
     return conn->_req_index;
 }
 
+static h2o_socket_t *get_socket(h2o_conn_t *_conn)
+{
+    struct st_h2o_http1_conn_t *conn = (void *)_conn;
+    return conn->sock;
+}
+
 static h2o_socket_t *steal_socket(h2o_conn_t *_conn)
 {
     struct st_h2o_http1_conn_t *conn = (void *)_conn;
@@ -1284,6 +1290,7 @@ static const h2o_conn_callbacks_t h1_callbacks = {
     .can_zerocopy = can_zerocopy,
     .get_req_id = get_req_id,
     .steal_socket = steal_socket,
+    .get_socket = get_socket,
     .log_ = {{
         .transport =
             {

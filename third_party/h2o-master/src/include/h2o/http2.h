@@ -40,6 +40,16 @@ extern "C" {
 
 void h2o_http2_accept(h2o_accept_ctx_t *ctx, h2o_socket_t *sock, struct timeval connected_at);
 int h2o_http2_handle_upgrade(h2o_req_t *req, struct timeval connected_at);
+/**
+ * The DATA the client allows the HTTP/2 request `req` to be sent now: the smaller of its stream's and its connection's
+ * flow-control windows; 0 or less when the client allows none.
+ */
+ssize_t h2o_http2_get_send_window(h2o_req_t *req);
+/**
+ * Resets the stream of the HTTP/2 request `req`: RST_STREAM with `error_code` (an H2O_HTTP2_ERROR_* value) unless the connection
+ * is closing, then the stream is closed (its request disposed now or later, as for a reset by the peer).
+ */
+void h2o_http2_reset_request(h2o_req_t *req, int error_code);
 
 #ifdef __cplusplus
 }

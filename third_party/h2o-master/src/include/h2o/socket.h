@@ -200,6 +200,9 @@ struct st_h2o_socket_t {
      * behavior across layers
      */
     ptls_log_conn_state_t _log_state;
+    /**
+     * called once when the socket is disposed, before its descriptor is closed (TLS state and the input buffer are already gone)
+     */
     struct {
         void (*cb)(void *data);
         void *data;

@@ -522,10 +522,12 @@ static void dispose_socket(h2o_socket_t *sock, const char *err)
     close_cb = sock->on_close.cb;
     close_cb_data = sock->on_close.data;
 
-    do_dispose_socket(sock);
-
+    /* called while the descriptor is still open: the callback may still ask the kernel about the connection (what it never
+     * sent, SIOCOUTQ) */
     if (close_cb != NULL)
         close_cb(close_cb_data);
+
+    do_dispose_socket(sock);
 }
 
 static void shutdown_ssl(h2o_socket_t *sock, const char *err)

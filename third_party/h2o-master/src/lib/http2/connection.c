@@ -1640,6 +1640,12 @@ static socklen_t get_peername(h2o_conn_t *_conn, struct sockaddr *sa)
     return h2o_socket_getpeername(conn->sock, sa);
 }
 
+static h2o_socket_t *get_socket(h2o_conn_t *_conn)
+{
+    struct st_h2o_http2_conn_t *conn = (void *)_conn;
+    return conn->sock;
+}
+
 static ptls_t *get_ptls(h2o_conn_t *_conn)
 {
     struct st_h2o_http2_conn_t *conn = (void *)_conn;
@@ -1798,6 +1804,7 @@ static h2o_http2_conn_t *create_conn(h2o_context_t *ctx, h2o_hostconf_t **hosts,
         .foreach_request = foreach_request,
         .request_shutdown = initiate_graceful_shutdown,
         .get_rtt = get_rtt,
+        .get_socket = get_socket,
         .log_ = {{
             .transport =
                 {
@@ -2034,4 +2041,25 @@ Error:
     kh_destroy(h2o_http2_stream_t, http2conn->streams);
     h2o_destroy_connection(&http2conn->super);
     return -1;
+}
+
+ssize_t h2o_http2_get_send_window(h2o_req_t *req)
+{
+    h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
+    h2o_http2_conn_t *conn = (h2o_http2_conn_t *)req->conn;
+    ssize_t window = h2o_http2_window_get_avail(&stream->output_window), conn_window = h2o_http2_window_get_avail(&conn->_write.window);
+
+    return conn_window < window ? conn_window : window;
+}
+
+void h2o_http2_reset_request(h2o_req_t *req, int error_code)
+{
+    h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
+    h2o_http2_conn_t *conn = (h2o_http2_conn_t *)req->conn;
+
+    if (conn->state < H2O_HTTP2_CONN_STATE_IS_CLOSING) {
+        h2o_http2_encode_rst_stream_frame(&conn->_write.buf, stream->stream_id, -error_code);
+        h2o_http2_conn_request_write(conn);
+    }
+    h2o_http2_stream_reset(conn, stream);
 }
