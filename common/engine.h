@@ -4,8 +4,9 @@
  * of a connection, the tags a request carries. Gateway code calls these,
  * never the h2o names they wrap, so that porting to master changes this
  * header (and common/loop_timeout.c, common/recycle.h), not the call sites.
- * Each wrapper is static inline over the 2.2.5 call: no cost (callgrind's
- * instructions per request are unchanged).
+ * Each wrapper is static inline over the engine's call: no cost (callgrind's
+ * instructions per request are unchanged). GW_ENGINE_H2O_MASTER (set by
+ * meson with -Dengine=h2o-master) selects master's side; without it, 2.2.5.
  */
 #ifndef GW_COMMON_ENGINE_H
 #define GW_COMMON_ENGINE_H
@@ -15,6 +16,10 @@
 #include <string.h>
 #include <h2o.h>
 
+#ifdef GW_ENGINE_H2O_MASTER
+#include <stdalign.h>
+#endif
+
 /* --- timers ---------------------------------------------------------------------------------------------------------- */
 
 /*
@@ -23,8 +28,13 @@
  * master's h2o_timer_t): set it while unlinked, before linking; read it to
  * learn what a linked timer will call. Zero-initialised is unlinked.
  */
+#ifdef GW_ENGINE_H2O_MASTER
+typedef h2o_timer_t gw_timer_t;
+typedef h2o_timer_cb gw_timer_cb;
+#else
 typedef h2o_timeout_entry_t gw_timer_t;
 typedef h2o_timeout_cb gw_timer_cb;
+#endif
 
 /*
  * A duration that timers are linked for, made for one loop. On 2.2.5 it is
@@ -33,7 +43,13 @@ typedef h2o_timeout_cb gw_timer_cb;
  * common/loop_timeout.h); on master's timer wheel it would only hold the
  * milliseconds.
  */
+#ifdef GW_ENGINE_H2O_MASTER
+typedef struct st_gw_timeout_t {
+    uint64_t timeout; /* milliseconds, as 2.2.5's h2o_timeout_t names it */
+} gw_timeout_t;
+#else
 typedef h2o_timeout_t gw_timeout_t;
+#endif
 
 /* Sets `t` to `cb`, unlinked. Never on a linked timer. */
 static inline void gw_timer_init(gw_timer_t *t, gw_timer_cb cb)
@@ -41,6 +57,37 @@ static inline void gw_timer_init(gw_timer_t *t, gw_timer_cb cb)
     memset(t, 0, sizeof(*t));
     t->cb = cb;
 }
+
+#ifdef GW_ENGINE_H2O_MASTER
+
+static inline void gw_timer_link(h2o_loop_t *loop, gw_timeout_t *timeout, gw_timer_t *t)
+{
+    h2o_timer_link(loop, timeout->timeout, t);
+}
+
+static inline void gw_timer_unlink(gw_timer_t *t)
+{
+    h2o_timer_unlink(t);
+}
+
+static inline int gw_timer_is_linked(gw_timer_t *t)
+{
+    return h2o_timer_is_linked(t);
+}
+
+static inline void gw_timeout_init(h2o_loop_t *loop, gw_timeout_t *timeout, uint64_t ms)
+{
+    (void)loop;
+    timeout->timeout = ms;
+}
+
+static inline void gw_timeout_dispose(h2o_loop_t *loop, gw_timeout_t *timeout)
+{
+    (void)loop;
+    (void)timeout;
+}
+
+#else
 
 /* Links `t` (unlinked) to expire `timeout`'s duration from the loop's now.
  * On 2.2.5 a timer linked from a 0 ms timeout's callback fires in the same
@@ -72,6 +119,8 @@ static inline void gw_timeout_dispose(h2o_loop_t *loop, gw_timeout_t *timeout)
 {
     h2o_timeout_dispose(loop, timeout);
 }
+
+#endif
 
 /* The duration `timeout` stands for, in milliseconds. */
 static inline uint64_t gw_timeout_ms(const gw_timeout_t *timeout)
@@ -118,7 +167,11 @@ static inline void gw_delay_timer_dispose(h2o_loop_t *loop, gw_delay_timer_t *t)
  * spells it h2o_mem_alloc_pool_aligned(pool, alignof(max_align_t), sz). */
 static inline void *gw_pool_alloc(h2o_mem_pool_t *pool, size_t sz)
 {
+#ifdef GW_ENGINE_H2O_MASTER
+    return h2o_mem_alloc_pool_aligned(pool, alignof(max_align_t), sz);
+#else
     return h2o_mem_alloc_pool(pool, sz);
+#endif
 }
 
 /* --- connections and requests ------------------------------------------------------------------------------------------ */
@@ -136,8 +189,33 @@ static inline h2o_socket_t *gw_conn_socket(h2o_conn_t *conn)
  * names, kept as long as the request (the error code, the cut reason:
  * errors/). On 2.2.5 it is an entry of req->error_logs under `module`,
  * never printed (the pathconfs have emit_request_errors off); master made
- * error_logs a text buffer, so the port gives tags another home.
+ * error_logs a text buffer, so there a tag is a pair of req->env (the
+ * variables of FastCGI and the access log's %{..}e, neither of which the
+ * gateway uses): `module` then the name, both found again by address.
  */
+#ifdef GW_ENGINE_H2O_MASTER
+
+static inline void gw_req_tag_add(h2o_req_t *req, const char *module, const char *name)
+{
+    h2o_vector_reserve(&req->pool, &req->env, req->env.size + 2);
+    req->env.entries[req->env.size++] = h2o_iovec_init(module, strlen(module));
+    req->env.entries[req->env.size++] = h2o_iovec_init(name, strlen(name));
+}
+
+static inline const char *gw_req_tag_find(h2o_req_t *req, const char *module, const char *first, const char *end)
+{
+    size_t i;
+
+    for (i = 0; i + 1 < req->env.size; i += 2) {
+        const char *at = req->env.entries[i + 1].base;
+        if (req->env.entries[i].base == module && (uintptr_t)at >= (uintptr_t)first && (uintptr_t)at < (uintptr_t)end)
+            return at;
+    }
+    return NULL;
+}
+
+#else
+
 static inline void gw_req_tag_add(h2o_req_t *req, const char *module, const char *name)
 {
     h2o_vector_reserve(&req->pool, &req->error_logs, req->error_logs.size + 1);
@@ -157,5 +235,7 @@ static inline const char *gw_req_tag_find(h2o_req_t *req, const char *module, co
     }
     return NULL;
 }
+
+#endif
 
 #endif

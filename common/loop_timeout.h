@@ -24,7 +24,7 @@ gw_timeout_t *gw_loop_timeout_acquire(h2o_loop_t *loop, uint64_t ms);
  * the loop has none yet. */
 void gw_loop_timeout_adopt(h2o_loop_t *loop, gw_timeout_t *timeout);
 /* Adopts the durations h2o's `ctx` keeps for itself (2.2.5: its 0 ms and
- * 1 s ones) on ctx's loop; `ctx` outlives every user. */
+ * 1 s ones) on ctx's loop; `ctx` outlives every user. Nothing on master. */
 void gw_loop_timeout_adopt_context(h2o_context_t *ctx);
 /* Drops one reference; the last one disposes it (no entry may be linked
  * then). NULL is a no-op. */
