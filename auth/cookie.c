@@ -15,6 +15,7 @@
 #include <openssl/hmac.h>
 #include <h2o/string_.h>
 #include "auth/cookie.h"
+#include "common/engine.h"
 #include "common/sandbox_id.h"
 
 #define COOKIE_VERSION "v1"
@@ -88,7 +89,7 @@ static h2o_iovec_t sign_as(h2o_mem_pool_t *pool, const char *version, const gw_c
     if (compute_sig(secret, payload, payload_len, binding, sig) != 0)
         return h2o_iovec_init(NULL, 0);
 
-    out = h2o_mem_alloc_pool(pool, payload_len + 1 + SIG_LEN + 1);
+    out = gw_pool_alloc(pool, payload_len + 1 + SIG_LEN + 1);
     memcpy(out, payload, payload_len);
     out[payload_len] = '.';
     memcpy(out + payload_len + 1, sig, SIG_LEN + 1);
@@ -256,7 +257,7 @@ h2o_iovec_t gw_cookie_set_header(h2o_mem_pool_t *pool, h2o_iovec_t name, h2o_iov
     static const char fmt[] = "%.*s=%.*s; Path=/; Secure; HttpOnly; SameSite=%s; Max-Age=%" PRIu64;
     const char *ss = same_site_attr(same_site);
     size_t cap = name.len + value.len + sizeof(fmt) + strlen(ss) + MAX_EXPIRES_DIGITS;
-    char *out = h2o_mem_alloc_pool(pool, cap);
+    char *out = gw_pool_alloc(pool, cap);
     int len;
 
     /* host-only on purpose (no Domain=): a __Host- cookie must not have one,
@@ -348,7 +349,7 @@ size_t gw_cookie_extract(h2o_mem_pool_t *pool, const h2o_iovec_t *fields, size_t
         return removed;
 
     /* second pass: join the others with "; " in their original order */
-    out = h2o_mem_alloc_pool(pool, rest_cap + 1);
+    out = gw_pool_alloc(pool, rest_cap + 1);
     for (i = 0; i != num_fields; ++i) {
         if (fields[i].base == NULL)
             continue;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <h2o/string_.h>
 #include "auth/query.h"
+#include "common/engine.h"
 
 /* 1 with the byte in *c when raw[i] starts a "%XX" escape inside raw_len bytes */
 static int percent_escape(const char *raw, size_t raw_len, size_t i, char *c)
@@ -99,7 +100,7 @@ size_t gw_query_take(h2o_mem_pool_t *pool, h2o_iovec_t path, h2o_iovec_t name, h
         if (found++ == 0) {
             /* "name" and "name=" both give an empty value */
             size_t skip = name_len < param.len ? name_len + 1 : name_len;
-            char *buf = h2o_mem_alloc_pool(pool, param.len - skip + 1);
+            char *buf = gw_pool_alloc(pool, param.len - skip + 1);
             value->len = percent_decode(buf, param.base + skip, param.len - skip);
             buf[value->len] = '\0';
             value->base = buf;
@@ -109,7 +110,7 @@ size_t gw_query_take(h2o_mem_pool_t *pool, h2o_iovec_t path, h2o_iovec_t name, h
         return 0;
 
     /* the result is never longer than the input */
-    out = h2o_mem_alloc_pool(pool, path.len + 1);
+    out = gw_pool_alloc(pool, path.len + 1);
     out_len = query - path.base;
     memcpy(out, path.base, out_len);
     for (cursor = query; next_param(&cursor, query_end, &param, &name_len);) {

@@ -16,6 +16,7 @@
 #include <openssl/hmac.h>
 #include <h2o/string_.h>
 #include "auth/share_link.h"
+#include "common/engine.h"
 #include "common/errfmt.h"
 #include "common/sandbox_id.h"
 #include "common/secret_file.h"
@@ -191,7 +192,7 @@ h2o_iovec_t gw_share_link_sign(h2o_mem_pool_t *pool, const gw_link_key_t *key, c
     if (payload_len < 0 || (size_t)payload_len >= sizeof(payload))
         return h2o_iovec_init(NULL, 0);
 
-    out = h2o_mem_alloc_pool(pool, TOKEN_MAX + 1);
+    out = gw_pool_alloc(pool, TOKEN_MAX + 1);
     memcpy(out, GW_SHARE_LINK_PREFIX, PREFIX_LEN);
     encoded_len = h2o_base64_encode(out + PREFIX_LEN, payload, payload_len, 1);
     if (compute_sig(key, out, PREFIX_LEN + encoded_len, sig) != 0)

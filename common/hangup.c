@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 #include "common/hangup.h"
+#include "common/engine.h"
 
 #define EVENTS_PER_READ 64
 
@@ -70,8 +71,7 @@ int gw_hangup_watch(gw_hangup_t *h, gw_hangup_watch_t *watch, h2o_req_t *req)
     struct epoll_event ev = {.events = EPOLLRDHUP};
 
     watch->on = 0;
-    if (h == NULL || req->version >= 0x200 || req->conn->callbacks->get_socket == NULL ||
-        (sock = req->conn->callbacks->get_socket(req->conn)) == NULL)
+    if (h == NULL || req->version >= 0x200 || (sock = gw_conn_socket(req->conn)) == NULL)
         return 0;
     watch->fd = h2o_socket_get_fd(sock);
     ev.data.ptr = watch;

@@ -7,10 +7,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include "common/loop_timeout.h"
+#include "common/engine.h"
 
 typedef struct st_shared_timeout_t {
-    h2o_timeout_t *timeout; /* &own, or an adopted one */
-    h2o_timeout_t own;
+    gw_timeout_t *timeout; /* &own, or an adopted one */
+    gw_timeout_t own;
     h2o_loop_t *loop;
     size_t refs; /* an adopted one keeps one: never disposed here */
     struct st_shared_timeout_t *next;
@@ -24,12 +25,12 @@ static shared_timeout_t *find(h2o_loop_t *loop, uint64_t ms)
     shared_timeout_t *t;
 
     for (t = shared; t != NULL; t = t->next)
-        if (t->loop == loop && t->timeout->timeout == ms)
+        if (t->loop == loop && gw_timeout_ms(t->timeout) == ms)
             return t;
     return NULL;
 }
 
-static shared_timeout_t *add(h2o_loop_t *loop, h2o_timeout_t *adopted, uint64_t ms)
+static shared_timeout_t *add(h2o_loop_t *loop, gw_timeout_t *adopted, uint64_t ms)
 {
     shared_timeout_t *t = h2o_mem_alloc(sizeof(*t));
 
@@ -39,7 +40,7 @@ static shared_timeout_t *add(h2o_loop_t *loop, h2o_timeout_t *adopted, uint64_t 
         t->refs = 1;
     } else {
         t->timeout = &t->own;
-        h2o_timeout_init(loop, &t->own, ms);
+        gw_timeout_init(loop, &t->own, ms);
         t->refs = 0;
     }
     t->next = shared;
@@ -47,15 +48,15 @@ static shared_timeout_t *add(h2o_loop_t *loop, h2o_timeout_t *adopted, uint64_t 
     return t;
 }
 
-void gw_loop_timeout_adopt(h2o_loop_t *loop, h2o_timeout_t *timeout)
+void gw_loop_timeout_adopt(h2o_loop_t *loop, gw_timeout_t *timeout)
 {
     pthread_mutex_lock(&mutex);
-    if (find(loop, timeout->timeout) == NULL)
-        add(loop, timeout, timeout->timeout);
+    if (find(loop, gw_timeout_ms(timeout)) == NULL)
+        add(loop, timeout, gw_timeout_ms(timeout));
     pthread_mutex_unlock(&mutex);
 }
 
-h2o_timeout_t *gw_loop_timeout_acquire(h2o_loop_t *loop, uint64_t ms)
+gw_timeout_t *gw_loop_timeout_acquire(h2o_loop_t *loop, uint64_t ms)
 {
     shared_timeout_t *t;
 
@@ -67,7 +68,7 @@ h2o_timeout_t *gw_loop_timeout_acquire(h2o_loop_t *loop, uint64_t ms)
     return t->timeout;
 }
 
-void gw_loop_timeout_release(h2o_loop_t *loop, h2o_timeout_t *timeout)
+void gw_loop_timeout_release(h2o_loop_t *loop, gw_timeout_t *timeout)
 {
     shared_timeout_t **p, *t;
 
@@ -79,8 +80,18 @@ void gw_loop_timeout_release(h2o_loop_t *loop, h2o_timeout_t *timeout)
             break;
     if (t != NULL && --t->refs == 0) {
         *p = t->next;
-        h2o_timeout_dispose(loop, &t->own);
+        gw_timeout_dispose(loop, &t->own);
         free(t);
     }
     pthread_mutex_unlock(&mutex);
+}
+
+void gw_loop_timeout_adopt_context(h2o_context_t *ctx)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    (void)ctx; /* master's context keeps no durations: its timers are on the loop's wheel */
+#else
+    gw_loop_timeout_adopt(ctx->loop, &ctx->zero_timeout);
+    gw_loop_timeout_adopt(ctx->loop, &ctx->one_sec_timeout);
+#endif
 }

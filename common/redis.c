@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <hiredis/async.h>
+#include "common/engine.h"
 #include "common/redis_internal.h"
 
 struct st_gw_redis_req_t {
@@ -24,29 +25,6 @@ struct st_gw_redis_req_t {
     uint64_t replies_at_send;
     h2o_linklist_t link; /* in redis->pending while cb != NULL */
 };
-
-/* timers */
-
-static void timer_init(h2o_loop_t *loop, gw_redis_timer_t *t, h2o_timeout_cb cb)
-{
-    h2o_timeout_init(loop, &t->timeout, 1);
-    memset(&t->entry, 0, sizeof(t->entry));
-    t->entry.cb = cb;
-}
-
-void gw_redis_timer_arm(h2o_loop_t *loop, gw_redis_timer_t *t, uint64_t delay_ms)
-{
-    h2o_timeout_unlink(&t->entry);
-    /* never 0: h2o_timeout_run would fire an entry re-linked from its own callback again at once */
-    t->timeout.timeout = delay_ms != 0 ? delay_ms : 1;
-    h2o_timeout_link(loop, &t->timeout, &t->entry);
-}
-
-static void timer_dispose(h2o_loop_t *loop, gw_redis_timer_t *t)
-{
-    h2o_timeout_unlink(&t->entry);
-    h2o_timeout_dispose(loop, &t->timeout);
-}
 
 /* connection state */
 
@@ -72,14 +50,14 @@ void gw_redis_schedule_reconnect(gw_redis_t *r)
     r->jitter_state ^= r->jitter_state << 5;
     if (spread != 0)
         delay -= r->jitter_state % (spread + 1);
-    gw_redis_timer_arm(r->loop, &r->conn_timer, delay);
+    gw_delay_timer_link(r->loop, &r->conn_timer, delay);
     r->backoff_ms = r->backoff_ms * 2 < r->conf.reconnect_max_ms ? r->backoff_ms * 2 : r->conf.reconnect_max_ms;
 }
 
 /* Called once per connection that is gone, whoever noticed first. */
 static void connection_lost(gw_redis_t *r, int was_ready)
 {
-    h2o_timeout_unlink(&r->conn_timer.entry);
+    gw_timer_unlink(&r->conn_timer.entry);
     gw_redis_schedule_reconnect(r);
     if (was_ready && r->state_cb != NULL && !r->closing)
         r->state_cb(r->state_data, 0);
@@ -102,7 +80,7 @@ void gw_redis_drop_connection(gw_redis_t *r, const char *why)
 static void become_ready(gw_redis_t *r)
 {
     r->state = ST_READY;
-    h2o_timeout_unlink(&r->conn_timer.entry);
+    gw_timer_unlink(&r->conn_timer.entry);
     r->backoff_ms = r->conf.reconnect_min_ms;
     if (r->failing) {
         fprintf(stderr, "lizard-gateway: redis %s: connected\n", r->addr_text);
@@ -406,10 +384,10 @@ void gw_redis_connect_primary(gw_redis_t *r)
     r->state = ST_CONNECTING;
     redisAsyncSetConnectCallback(ac, on_connect); /* also asks for the first write event */
     queue_handshake(r, ac);
-    gw_redis_timer_arm(r->loop, &r->conn_timer, r->conf.connect_timeout_ms);
+    gw_delay_timer_link(r->loop, &r->conn_timer, r->conf.connect_timeout_ms);
 }
 
-static void on_conn_timer(h2o_timeout_entry_t *entry)
+static void on_conn_timer(gw_timer_t *entry)
 {
     gw_redis_t *r = H2O_STRUCT_FROM_MEMBER(gw_redis_t, conn_timer.entry, entry);
 
@@ -435,18 +413,18 @@ static void arm_req_timer(gw_redis_t *r)
     uint64_t now = h2o_now(r->loop), at;
 
     if (h2o_linklist_is_empty(&r->pending)) {
-        h2o_timeout_unlink(&r->req_timer.entry);
+        gw_timer_unlink(&r->req_timer.entry);
         r->req_timer_at = UINT64_MAX;
         return;
     }
     at = H2O_STRUCT_FROM_MEMBER(gw_redis_req_t, link, r->pending.next)->deadline;
-    if (at == r->req_timer_at && h2o_timeout_is_linked(&r->req_timer.entry))
+    if (at == r->req_timer_at && gw_timer_is_linked(&r->req_timer.entry))
         return;
     r->req_timer_at = at;
-    gw_redis_timer_arm(r->loop, &r->req_timer, at > now ? at - now : 0);
+    gw_delay_timer_link(r->loop, &r->req_timer, at > now ? at - now : 0);
 }
 
-static void on_req_timer(h2o_timeout_entry_t *entry)
+static void on_req_timer(gw_timer_t *entry)
 {
     gw_redis_t *r = H2O_STRUCT_FROM_MEMBER(gw_redis_t, req_timer.entry, entry);
     uint64_t now = h2o_now(r->loop), dead_conn = 0;
@@ -536,8 +514,8 @@ gw_redis_t *gw_redis_new(h2o_loop_t *loop, const gw_redis_conf_t *conf)
         snprintf(r->addr_text, sizeof(r->addr_text), "primary of %s (from the sentinels)", r->sentinel.master_name);
     else if (gw_netaddr_format(&r->conf.addr, r->addr_text, sizeof(r->addr_text)) < 0)
         snprintf(r->addr_text, sizeof(r->addr_text), "(address)");
-    timer_init(loop, &r->conn_timer, on_conn_timer);
-    timer_init(loop, &r->req_timer, on_req_timer);
+    gw_delay_timer_init(loop, &r->conn_timer, on_conn_timer);
+    gw_delay_timer_init(loop, &r->req_timer, on_req_timer);
     r->req_timer_at = UINT64_MAX;
     h2o_linklist_init_anchor(&r->pending);
 
@@ -570,8 +548,8 @@ void gw_redis_free(gw_redis_t *r)
     }
     r->state = ST_IDLE;
     assert(h2o_linklist_is_empty(&r->pending));
-    timer_dispose(r->loop, &r->conn_timer);
-    timer_dispose(r->loop, &r->req_timer);
+    gw_delay_timer_dispose(r->loop, &r->conn_timer);
+    gw_delay_timer_dispose(r->loop, &r->req_timer);
     if (r->password != NULL) {
         explicit_bzero(r->password, strlen(r->password));
         free(r->password);
@@ -642,7 +620,7 @@ void gw_redis_reconnect_now(gw_redis_t *r)
     if (r->state != ST_IDLE || r->closing)
         return;
     r->backoff_ms = r->conf.reconnect_min_ms;
-    h2o_timeout_unlink(&r->conn_timer.entry);
+    gw_timer_unlink(&r->conn_timer.entry);
     ++r->depth;
     gw_redis_start_connect(r);
     --r->depth;

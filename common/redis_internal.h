@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <hiredis/async.h>
 #include <h2o.h>
+#include "common/engine.h"
 #include "common/redis.h"
 
 #define ADDR_TEXT_MAX 192
@@ -28,17 +29,6 @@ enum {
     CONN_ASK,      /* r->sentinel.ask: SENTINEL get-master-addr-by-name */
     CONN_WATCH,    /* r->sentinel.watch: SUBSCRIBEd to +switch-master */
 };
-
-/*
- * A one-shot timer with any delay. h2o 2.2.5 timeouts are lists of entries
- * sharing one duration; an h2o_timeout_t that never holds more than one entry
- * can take a new duration each time that entry is linked, which gives an
- * arbitrary deadline at the cost of one h2o_timeout_t per timer.
- */
-typedef struct st_gw_redis_timer_t {
-    h2o_timeout_t timeout;
-    h2o_timeout_entry_t entry;
-} gw_redis_timer_t;
 
 /* The hiredis event-library adapter: what ac->ev.data points to. */
 typedef struct st_gw_redis_conn_t {
@@ -65,8 +55,8 @@ struct st_gw_redis_t {
     int failing;           /* a failure was logged since the last time we were ready */
     int closing;
     unsigned depth; /* > 0 while one of our loop callbacks runs (gw_redis_free must not) */
-    gw_redis_timer_t conn_timer;
-    gw_redis_timer_t req_timer;
+    gw_delay_timer_t conn_timer;
+    gw_delay_timer_t req_timer;
     uint64_t req_timer_at;  /* deadline req_timer is armed for; UINT64_MAX when idle */
     h2o_linklist_t pending; /* gw_redis_req_t whose callback is still due, by deadline */
     gw_redis_state_cb state_cb;
@@ -90,7 +80,6 @@ struct st_gw_redis_t {
 };
 
 /* common/redis.c: the connection (each function is described where it is defined) */
-void gw_redis_timer_arm(h2o_loop_t *loop, gw_redis_timer_t *t, uint64_t delay_ms);
 void gw_redis_log_failure(gw_redis_t *r, const char *what, const char *detail);
 void gw_redis_schedule_reconnect(gw_redis_t *r);
 void gw_redis_drop_connection(gw_redis_t *r, const char *why);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <hiredis/async.h>
+#include "common/engine.h"
 #include "common/redis_internal.h"
 
 /* Sentinel mode: only a server that calls itself a primary is used. A
@@ -56,7 +57,7 @@ void gw_redis_sentinel_follow_switch(gw_redis_t *r, const char *why)
         gw_redis_drop_connection(r, why);
     if (r->state == ST_IDLE) {
         r->backoff_ms = r->conf.reconnect_min_ms;
-        h2o_timeout_unlink(&r->conn_timer.entry);
+        gw_timer_unlink(&r->conn_timer.entry);
         gw_redis_start_connect(r);
     }
 }
@@ -140,7 +141,7 @@ static void on_master_addr(redisAsyncContext *ac, void *_reply, void *data)
         gw_redis_sentinel_ask_failed(r, why);
         return;
     }
-    h2o_timeout_unlink(&r->conn_timer.entry);
+    gw_timer_unlink(&r->conn_timer.entry);
     r->sentinel.next = r->sentinel.asking; /* ask this one first next time */
     if (r->sentinel.watch != NULL || watch_start(r, ac) != 0)
         redisAsyncFree(ac); /* after this callback */
@@ -178,7 +179,7 @@ void gw_redis_sentinel_ask_failed(gw_redis_t *r, const char *why)
             redisAsyncCommandArgv(ac, NULL, NULL, 2, auth, auth_len);
         }
         redisAsyncCommandArgv(ac, on_master_addr, r, 3, argv, asklen);
-        gw_redis_timer_arm(r->loop, &r->conn_timer, r->conf.connect_timeout_ms);
+        gw_delay_timer_link(r->loop, &r->conn_timer, r->conf.connect_timeout_ms);
         return;
     }
     gw_redis_log_failure(r, "no sentinel named the primary", why);

@@ -1,9 +1,10 @@
 /*
- * The cut reason of a request, kept as errors.c keeps the error code: an
- * error_logs entry (never printed) whose message points into a table of
- * fixed stride, found again by arithmetic.
+ * The cut reason of a request, kept as errors.c keeps the error code: a
+ * request tag (common/engine.h) that points into a table of fixed stride,
+ * found again by arithmetic.
  */
 #include <string.h>
+#include "common/engine.h"
 #include "errors/cut.h"
 
 #define REASON_NAME_SIZE 24
@@ -32,19 +33,12 @@ void gw_cut_note(h2o_req_t *req, gw_cut_reason_t reason)
     if (reason == GW_CUT_NONE || (unsigned)reason >= GW_CUT_NUM || gw_cut_of(req) != GW_CUT_NONE)
         return;
     name = reason_names[reason];
-    h2o_vector_reserve(&req->pool, &req->error_logs, req->error_logs.size + 1);
-    req->error_logs.entries[req->error_logs.size++] = (h2o_req_error_log_t){CUT_LOG_MODULE, h2o_iovec_init(name, strlen(name))};
+    gw_req_tag_add(req, CUT_LOG_MODULE, name);
 }
 
 gw_cut_reason_t gw_cut_of(h2o_req_t *req)
 {
-    uintptr_t first = (uintptr_t)reason_names, end = (uintptr_t)(reason_names + GW_CUT_NUM);
-    size_t i;
+    const char *first = (const char *)reason_names, *at = gw_req_tag_find(req, CUT_LOG_MODULE, first, first + sizeof(reason_names));
 
-    for (i = 0; i != req->error_logs.size; ++i) {
-        uintptr_t at = (uintptr_t)req->error_logs.entries[i].msg.base;
-        if (req->error_logs.entries[i].module == CUT_LOG_MODULE && at >= first && at < end)
-            return (gw_cut_reason_t)((at - first) / REASON_NAME_SIZE);
-    }
-    return GW_CUT_NONE;
+    return at != NULL ? (gw_cut_reason_t)((size_t)(at - first) / REASON_NAME_SIZE) : GW_CUT_NONE;
 }

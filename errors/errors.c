@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "errors/errors.h"
+#include "common/engine.h"
 #include "common/utf8.h"
 
 /* Reflected values longer than this are cut (sandbox ids are at most 56
@@ -58,7 +59,7 @@ static const char code_names[GW_ERR_NUM_CODES][CODE_NAME_SIZE] = {
     [GW_ERR_ORIGIN_NOT_ALLOWED] = "origin_not_allowed",
 };
 
-/* The module of the error_logs entry that carries a request's code. */
+/* The module of the request tag (common/engine.h) that carries a request's code. */
 static const char CODE_LOG_MODULE[] = "lizard:code";
 
 static const error_def_t defs[GW_ERR_NUM_CODES] = {
@@ -303,9 +304,7 @@ void gw_error_note(h2o_req_t *req, gw_error_code_t code)
 {
     const char *name = gw_error_code_name(code);
 
-    /* an error_logs entry (not printed: the pathconfs have emit_request_errors off) lives as long as the request */
-    h2o_vector_reserve(&req->pool, &req->error_logs, req->error_logs.size + 1);
-    req->error_logs.entries[req->error_logs.size++] = (h2o_req_error_log_t){CODE_LOG_MODULE, h2o_iovec_init(name, strlen(name))};
+    gw_req_tag_add(req, CODE_LOG_MODULE, name);
     /* refused before reaching a sandbox: such a request does not refill HTTP/2's reset budget (h2o patch 0170); the two codes
      * of a sandbox that was tried do */
     if (code != GW_ERR_PORT_NOT_OPEN && code != GW_ERR_UPSTREAM_TIMEOUT && code != GW_ERR_BAD_UPSTREAM_RESPONSE)
@@ -314,15 +313,9 @@ void gw_error_note(h2o_req_t *req, gw_error_code_t code)
 
 int gw_error_code_of(h2o_req_t *req)
 {
-    uintptr_t first = (uintptr_t)code_names, end = (uintptr_t)(code_names + GW_ERR_NUM_CODES);
-    size_t i;
+    const char *first = (const char *)code_names, *at = gw_req_tag_find(req, CODE_LOG_MODULE, first, first + sizeof(code_names));
 
-    for (i = 0; i != req->error_logs.size; ++i) {
-        uintptr_t at = (uintptr_t)req->error_logs.entries[i].msg.base;
-        if (req->error_logs.entries[i].module == CODE_LOG_MODULE && at >= first && at < end)
-            return (int)((at - first) / CODE_NAME_SIZE);
-    }
-    return -1;
+    return at != NULL ? (int)((size_t)(at - first) / CODE_NAME_SIZE) : -1;
 }
 
 int gw_error_status(gw_error_code_t code)
@@ -670,7 +663,7 @@ void gw_error_send_why(h2o_req_t *req, gw_error_code_t code, gw_error_why_t why,
     if (def->status == 401)
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Lizard-Token"));
     if (def->retry_after != 0) {
-        char *v = h2o_mem_alloc_pool(&req->pool, 16);
+        char *v = gw_pool_alloc(&req->pool, 16);
         int len = snprintf(v, 16, "%d", def->retry_after);
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, v, (size_t)len);
     }

@@ -7,6 +7,7 @@
  * header with status: 502".
  */
 #include <string.h>
+#include "common/engine.h"
 #include "errors/errors.h"
 
 /* gRPC status codes (grpc/doc/statuscodes.md) */
@@ -61,7 +62,7 @@ h2o_iovec_t gw_error_grpc_percent_encode(h2o_mem_pool_t *pool, const char *s, si
 
     if (len > MAX_MESSAGE_LEN)
         len = MAX_MESSAGE_LEN;
-    out = h2o_mem_alloc_pool(pool, len * 3 + 1);
+    out = gw_pool_alloc(pool, len * 3 + 1);
     /* the spec's Percent-Byte-Unencoded: 0x20-0x7E except '%'; everything else (UTF-8 included) as %XX */
     for (i = 0; i != len; ++i) {
         unsigned char c = (unsigned char)s[i];
@@ -79,7 +80,7 @@ h2o_iovec_t gw_error_grpc_percent_encode(h2o_mem_pool_t *pool, const char *s, si
 
 void gw_error_send_grpc(h2o_req_t *req, int http_status, const char *message, size_t len)
 {
-    char *status = h2o_mem_alloc_pool(&req->pool, 4);
+    char *status = gw_pool_alloc(&req->pool, 4);
     int code = gw_error_grpc_status(http_status);
     h2o_iovec_t encoded = gw_error_grpc_percent_encode(&req->pool, message, len);
     size_t n = 0;

@@ -6,12 +6,13 @@
  * it), scans for the CR without bound, and runs inside h2o_accept, after
  * the gateway's per-client admission, which must see the carried address.
  */
+#include "common/engine.h"
 #include "common/counter.h"
 #include "gateway/proxy_protocol.h"
 
 typedef struct st_reader_t {
     h2o_socket_t *sock;
-    h2o_timeout_entry_t timeout;
+    gw_timer_t timeout;
     gw_proxy_header_counters_t *counters;
     gw_proxy_protocol_cb on_header;
     void *data;
@@ -23,13 +24,13 @@ static void fail(reader_t *r, atomic_uint_fast64_t *counter)
     h2o_socket_t *sock = r->sock;
 
     GW_COUNTER_ADD(counter, 1);
-    h2o_timeout_unlink(&r->timeout);
+    gw_timer_unlink(&r->timeout);
     sock->data = NULL;
     free(r);
     h2o_socket_close(sock);
 }
 
-static void on_timeout(h2o_timeout_entry_t *entry)
+static void on_timeout(gw_timer_t *entry)
 {
     reader_t *r = H2O_STRUCT_FROM_MEMBER(reader_t, timeout, entry);
     fail(r, &r->counters->timeout);
@@ -60,20 +61,20 @@ static void on_read(h2o_socket_t *sock, const char *err)
         h2o_socket_setpeername(sock, (void *)&hdr.src, hdr.src_len);
     h2o_socket_read_stop(sock);
     GW_COUNTER_ADD(&r->counters->accepted, 1);
-    h2o_timeout_unlink(&r->timeout);
+    gw_timer_unlink(&r->timeout);
     sock->data = NULL;
     free(r);
     cb(sock, data);
 }
 
-void gw_proxy_protocol_read(h2o_socket_t *sock, h2o_timeout_t *timeout, gw_proxy_header_counters_t *counters,
+void gw_proxy_protocol_read(h2o_socket_t *sock, gw_timeout_t *timeout, gw_proxy_header_counters_t *counters,
                             gw_proxy_protocol_cb on_header, void *data)
 {
     reader_t *r = h2o_mem_alloc(sizeof(*r));
 
     *r = (reader_t){.sock = sock, .counters = counters, .on_header = on_header, .data = data};
     r->timeout.cb = on_timeout;
-    h2o_timeout_link(h2o_socket_get_loop(sock), timeout, &r->timeout);
+    gw_timer_link(h2o_socket_get_loop(sock), timeout, &r->timeout);
     sock->data = r;
     h2o_socket_read_start(sock, on_read);
 }

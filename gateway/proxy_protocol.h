@@ -9,6 +9,7 @@
 #define GW_GATEWAY_PROXY_PROTOCOL_H
 
 #include <h2o.h>
+#include "common/engine.h"
 #include "common/proxy_header.h"
 
 /* Called once the header is read: `sock` is the caller's again. */
@@ -24,7 +25,7 @@ typedef void (*gw_proxy_protocol_cb)(h2o_socket_t *sock, void *data);
  * bound, the timeout, the peer closing first - the socket is closed without
  * a byte written and on_header is never called. Every outcome is counted in
  * `counters` (the calling worker's). */
-void gw_proxy_protocol_read(h2o_socket_t *sock, h2o_timeout_t *timeout, gw_proxy_header_counters_t *counters,
+void gw_proxy_protocol_read(h2o_socket_t *sock, gw_timeout_t *timeout, gw_proxy_header_counters_t *counters,
                             gw_proxy_protocol_cb on_header, void *data);
 
 #endif

@@ -560,8 +560,7 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     w->ctx.http2.on_client_stream_error.cb = gw_accept_on_stream_error;
     w->ctx.http2.on_client_stream_error.data = w;
     /* the modules' 0 ms and 1 s timeouts are h2o's (the context is never disposed: gw_server_dispose) */
-    gw_loop_timeout_adopt(loop, &w->ctx.zero_timeout);
-    gw_loop_timeout_adopt(loop, &w->ctx.one_sec_timeout);
+    gw_loop_timeout_adopt_context(&w->ctx);
     for (i = 0; i != sizeof(THREAD_INITS) / sizeof(THREAD_INITS[0]); ++i)
         if (THREAD_INITS[i](w, err) != 0)
             return -1;

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <h2o.h>
+#include "common/engine.h"
 #include "observe/access_log.h"
 #include "config/config.h"
 #include "limits/conn_limit.h"
@@ -93,7 +94,7 @@ struct st_gw_worker_t {
     gw_worker_meter_t *meter;    /* this worker's byte counts and activity, handed to server->metering every flush interval */
     gw_wake_t *wake;             /* requests held while their sandbox wakes */
     gw_hangup_t *hangup;         /* notices HTTP/1 clients that leave while held; NULL: not watched */
-    h2o_timeout_t
+    gw_timeout_t
         *proxy_header_timeout; /* limits.proxy_header_timeout_ms (gateway/proxy_protocol.h), the loop's (common/loop_timeout.h) */
 };
 

@@ -4,6 +4,7 @@
  * request's own authority: one preview host is one resource.
  */
 #include <string.h>
+#include "common/engine.h"
 #include "errors/errors.h"
 #include "http/oauth_resource.h"
 #include "http/redirect.h"
@@ -29,7 +30,7 @@ void gw_oauth_resource_send(const gw_config_t *conf, h2o_req_t *req)
     for (i = 0; i != conf->auth.num_oauth_authorization_servers; ++i)
         len += strlen(conf->auth.oauth_authorization_servers[i]) + 3;
     /* the URLs need no escaping: the host passed the host parser, the issuers the config's check (no '"' nor '\') */
-    p = body = h2o_mem_alloc_pool(&req->pool, len);
+    p = body = gw_pool_alloc(&req->pool, len);
     p += sizeof("{\"resource\":\"") - 1;
     memcpy(body, "{\"resource\":\"", p - body);
     memcpy(p, resource.base, resource.len);
@@ -67,7 +68,7 @@ void gw_oauth_resource_challenge(const gw_config_t *conf, h2o_req_t *req)
     if (conf->auth.num_oauth_authorization_servers == 0 || gw_error_is_navigation(req))
         return;
     url = gw_redirect_location(&req->pool, req->authority, h2o_iovec_init(H2O_STRLIT(GW_OAUTH_RESOURCE_PATH)));
-    v = h2o_mem_alloc_pool(&req->pool, sizeof(scheme) + url.len + 1);
+    v = gw_pool_alloc(&req->pool, sizeof(scheme) + url.len + 1);
     memcpy(v, scheme, sizeof(scheme) - 1);
     memcpy(v + sizeof(scheme) - 1, url.base, url.len);
     v[sizeof(scheme) - 1 + url.len] = '"';

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include "common/engine.h"
 #include "auth/cookie.h"
 #include "auth/query.h"
 #include "http/credentials.h"
@@ -74,7 +75,7 @@ static void take_token_and_cookie_fields(gw_pipeline_req_t *r, h2o_iovec_t **fie
     if (num_cookies == 0 && num_tokens == 0 && num_auth == 0)
         return;
     if (num_cookies != 0)
-        *fields = h2o_mem_alloc_pool(&r->req->pool, sizeof(**fields) * num_cookies);
+        *fields = gw_pool_alloc(&r->req->pool, sizeof(**fields) * num_cookies);
     for (i = 0, kept = 0; i != headers->size; ++i) {
         const h2o_header_t *h = headers->entries + i;
         if (h->name == &H2O_TOKEN_COOKIE->buf)
@@ -138,7 +139,7 @@ static h2o_iovec_t safe_target(h2o_mem_pool_t *pool, h2o_iovec_t path)
     }
     if (extra == 0)
         return path;
-    o = out = h2o_mem_alloc_pool(pool, path.len + extra + 1);
+    o = out = gw_pool_alloc(pool, path.len + extra + 1);
     for (i = 0; i != path.len; ++i) {
         unsigned char c = (unsigned char)path.base[i];
         if (c <= 0x20 || c >= 0x7f || c == '#') {

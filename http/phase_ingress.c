@@ -11,6 +11,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include "common/engine.h"
 #include "http/phases.h"
 #include "routing/ingress.h"
 
@@ -44,7 +45,7 @@ gw_phase_result_t gw_phase_rate(gw_pipeline_req_t *r)
         return gw_phase_error(r, GW_ERR_EGRESS_QUOTA_EXCEEDED, NULL);
     if (r->sbx->req_rate != 0 && !r->rate_taken) {
         if ((wait = gw_rate_limit_take(r->conf->rate_limit, r->sbx->id, r->sbx->req_rate, gw_rate_limit_now_ns())) != 0) {
-            char *v = h2o_mem_alloc_pool(&r->req->pool, 12);
+            char *v = gw_pool_alloc(&r->req->pool, 12);
             int len = snprintf(v, 12, "%u", wait);
             h2o_add_header(&r->req->pool, &r->req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, v, (size_t)len);
             return gw_phase_error(r, GW_ERR_RATE_LIMITED, NULL);

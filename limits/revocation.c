@@ -24,8 +24,8 @@ typedef struct st_gw_revocation_bucket_t {
 
 struct st_gw_revocation_t {
     h2o_loop_t *loop;
-    gw_sandbox_watch_t watch;           /* of bucket_t, CACHED reads (see above) */
-    h2o_mem_recycle_t bucket_allocator; /* of bucket_t: a sandbox with one exchange at a time gets one per request */
+    gw_sandbox_watch_t watch;      /* of bucket_t, CACHED reads (see above) */
+    gw_recycle_t bucket_allocator; /* of bucket_t: a sandbox with one exchange at a time gets one per request */
 };
 
 int gw_grant_recheck(const gw_grant_t *grant, const gw_sandbox_t *now_record, uint64_t now_unix)
@@ -83,7 +83,7 @@ static bucket_t *find(gw_revocation_t *r, const char *id)
 static void bucket_free(gw_revocation_t *r, bucket_t *b)
 {
     gw_sandbox_watch_remove(&b->entry);
-    h2o_mem_free_recycle(&r->bucket_allocator, b);
+    gw_recycle_free(&r->bucket_allocator, b);
 }
 
 static void check_bucket(gw_revocation_t *r, bucket_t *b, const gw_sandbox_t *record, uint64_t now_unix);
@@ -153,7 +153,7 @@ void gw_revocation_add(gw_revocation_t *r, gw_revocable_t *item)
     bucket_t *b = find(r, id);
 
     if (b == NULL) {
-        b = h2o_mem_alloc_recycle(&r->bucket_allocator, sizeof(*b));
+        b = gw_recycle_alloc(&r->bucket_allocator, sizeof(*b));
         b->owner = r;
         h2o_linklist_init_anchor(&b->items);
         b->count = 0;

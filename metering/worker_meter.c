@@ -4,6 +4,7 @@
  */
 #include <stdlib.h>
 #include <time.h>
+#include "common/engine.h"
 #include "common/loop_timeout.h"
 #include "metering/activity.h"
 #include "metering/flusher.h"
@@ -20,8 +21,8 @@ struct st_gw_worker_meter_t {
     h2o_loop_t *loop;
     gw_meter_t *meter;
     gw_activity_t *activity;
-    h2o_timeout_t *tick_timeout; /* the loop's (common/loop_timeout.h) */
-    h2o_timeout_entry_t tick;
+    gw_timeout_t *tick_timeout; /* the loop's (common/loop_timeout.h) */
+    gw_timer_t tick;
     uint64_t flush_interval_ms;
     uint64_t next_flush_at; /* h2o_now: the next tick at or after it seals */
 };
@@ -37,7 +38,7 @@ static uint64_t wall_ms(void)
  * this worker's counts go to the shared queue, where the journal's thread
  * finds them. Every flush interval the flusher's worker also seals them
  * into a batch, and the activity is written. */
-static void on_tick(h2o_timeout_entry_t *entry)
+static void on_tick(gw_timer_t *entry)
 {
     gw_worker_meter_t *wm = H2O_STRUCT_FROM_MEMBER(gw_worker_meter_t, tick, entry);
     uint64_t now = h2o_now(wm->loop);
@@ -51,7 +52,7 @@ static void on_tick(h2o_timeout_entry_t *entry)
         /* a tick a few ms early must not wait a whole interval more */
         wm->next_flush_at = now + wm->flush_interval_ms - wm->flush_interval_ms / 10;
     }
-    h2o_timeout_link(wm->loop, wm->tick_timeout, &wm->tick);
+    gw_timer_link(wm->loop, wm->tick_timeout, &wm->tick);
 }
 
 gw_worker_meter_t *gw_worker_meter_new(h2o_loop_t *loop, const gw_worker_meter_conf_t *conf)
@@ -72,7 +73,7 @@ gw_worker_meter_t *gw_worker_meter_new(h2o_loop_t *loop, const gw_worker_meter_c
     wm->next_flush_at = h2o_now(loop) + conf->flush_interval_ms - conf->flush_interval_ms / 10;
     wm->tick_timeout = gw_loop_timeout_acquire(loop, tick_ms);
     wm->tick.cb = on_tick;
-    h2o_timeout_link(loop, wm->tick_timeout, &wm->tick);
+    gw_timer_link(loop, wm->tick_timeout, &wm->tick);
     if (wm->runs_flusher) /* the flusher copies the settings */
         gw_metering_start_flusher(conf->metering, loop, conf->flusher_redis);
     return wm;
@@ -97,8 +98,8 @@ void gw_worker_meter_touch(gw_worker_meter_t *wm, const char *sandbox_id)
 
 void gw_worker_meter_stop_tick(gw_worker_meter_t *wm)
 {
-    if (h2o_timeout_is_linked(&wm->tick))
-        h2o_timeout_unlink(&wm->tick);
+    if (gw_timer_is_linked(&wm->tick))
+        gw_timer_unlink(&wm->tick);
 }
 
 void gw_worker_meter_free(gw_worker_meter_t *wm)

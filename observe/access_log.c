@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "common/engine.h"
 #include "auth/query.h"
 #include "routing/host.h"
 #include "observe/access_log.h"
@@ -52,8 +53,8 @@ typedef struct st_worker_log_t {
     uint64_t second; /* the second `lines` counts in */
     uint64_t lines;
     h2o_loop_t *loop; /* set at the first abandoned request */
-    h2o_timeout_t flush_timeout;
-    h2o_timeout_entry_t flush_entry;
+    gw_timeout_t flush_timeout;
+    gw_timer_t flush_entry;
     abandoned_t abandoned[ABANDONED_SLOTS + 1]; /* [ABANDONED_SLOTS]: overflow */
     size_t num_abandoned;
 } worker_log_t;
@@ -223,7 +224,7 @@ static void put_mcp(line_t *l, h2o_req_t *req)
 }
 
 /* One line per connection that abandoned requests since the last flush. */
-static void flush_abandoned(h2o_timeout_entry_t *entry)
+static void flush_abandoned(gw_timer_t *entry)
 {
     worker_log_t *wl = H2O_STRUCT_FROM_MEMBER(worker_log_t, flush_entry, entry);
     uint64_t now_ms = h2o_now(wl->loop);
@@ -262,7 +263,7 @@ static void note_abandoned(worker_log_t *wl, h2o_req_t *req)
 
     if (wl->loop == NULL) {
         wl->loop = req->conn->ctx->loop;
-        h2o_timeout_init(wl->loop, &wl->flush_timeout, ABANDONED_FLUSH_MS);
+        gw_timeout_init(wl->loop, &wl->flush_timeout, ABANDONED_FLUSH_MS);
         wl->flush_entry.cb = flush_abandoned;
     }
     for (i = 0; i != wl->num_abandoned; ++i)
@@ -279,8 +280,8 @@ static void note_abandoned(worker_log_t *wl, h2o_req_t *req)
         }
     }
     ++a->count;
-    if (!h2o_timeout_is_linked(&wl->flush_entry))
-        h2o_timeout_link(wl->loop, &wl->flush_timeout, &wl->flush_entry);
+    if (!gw_timer_is_linked(&wl->flush_entry))
+        gw_timer_link(wl->loop, &wl->flush_timeout, &wl->flush_entry);
 }
 
 /* The logger is on several pathconfs; the first of its instances to meet a
@@ -403,7 +404,7 @@ void gw_access_log_free(gw_access_log_t *log)
         return;
     /* the workers are joined: their pending summaries go out now */
     for (size_t i = 0; i != log->num_workers; ++i)
-        if (log->workers[i].loop != NULL && h2o_timeout_is_linked(&log->workers[i].flush_entry))
+        if (log->workers[i].loop != NULL && gw_timer_is_linked(&log->workers[i].flush_entry))
             flush_abandoned(&log->workers[i].flush_entry);
     gw_log_writer_free(log->writer);
     free(log->workers);

@@ -10,6 +10,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include "common/engine.h"
 #include "common/counter.h"
 #include "common/hashtab.h"
 #include "common/loop_timeout.h"
@@ -60,20 +61,20 @@ struct st_gw_keyed_cache_t {
     char *counter_head; /* "<prefix><counter_kind>:{", or NULL */
     size_t counter_head_len;
     int caching;
-    h2o_timeout_t *deferred; /* 0 ms, the loop's (common/loop_timeout.h): answers known at lookup time still go through the loop */
-    h2o_linklist_t lookups;  /* every gw_keyed_lookup_t not yet answered or cancelled */
-    h2o_linklist_t flights;  /* every flight_t whose HGETALL is in flight */
-    gw_hashtab_t entries;    /* entry_t by key */
+    gw_timeout_t *deferred; /* 0 ms, the loop's (common/loop_timeout.h): answers known at lookup time still go through the loop */
+    h2o_linklist_t lookups; /* every gw_keyed_lookup_t not yet answered or cancelled */
+    h2o_linklist_t flights; /* every flight_t whose HGETALL is in flight */
+    gw_hashtab_t entries;   /* entry_t by key */
     h2o_linklist_t by_age;
-    h2o_mem_recycle_t lookup_allocator; /* of gw_keyed_lookup_t (with room for key_max): one per request */
-    uint64_t publishes;                 /* publishes and flushes seen: deferred answers known before one are redone */
+    gw_recycle_t lookup_allocator; /* of gw_keyed_lookup_t (with room for key_max): one per request */
+    uint64_t publishes;            /* publishes and flushes seen: deferred answers known before one are redone */
 };
 
 struct st_gw_keyed_lookup_t {
     gw_keyed_cache_t *cache;
     gw_keyed_fn cb;
     void *data;
-    h2o_timeout_entry_t defer; /* linked while an answer known at lookup time waits for the loop */
+    gw_timer_t defer; /* linked while an answer known at lookup time waits for the loop */
     gw_keyed_status_t deferred_status;
     void *deferred_value;        /* retained */
     uint64_t deferred_publishes; /* cache->publishes when the deferred answer was known */
@@ -180,9 +181,9 @@ static void lookup_free(gw_keyed_lookup_t *l)
     h2o_linklist_unlink(&l->all);
     if (h2o_linklist_is_linked(&l->link))
         h2o_linklist_unlink(&l->link);
-    h2o_timeout_unlink(&l->defer);
+    gw_timer_unlink(&l->defer);
     release(c, l->deferred_value);
-    h2o_mem_free_recycle(&c->lookup_allocator, l);
+    gw_recycle_free(&c->lookup_allocator, l);
 }
 
 /* `value` is held by the caller during the call */
@@ -202,7 +203,7 @@ static void answer(gw_keyed_lookup_t *l, gw_keyed_status_t status, void *value)
 
 static void resolve(gw_keyed_cache_t *c, gw_keyed_lookup_t *l, int again);
 
-static void on_deferred(h2o_timeout_entry_t *entry)
+static void on_deferred(gw_timer_t *entry)
 {
     gw_keyed_lookup_t *l = H2O_STRUCT_FROM_MEMBER(gw_keyed_lookup_t, defer, entry);
     gw_keyed_cache_t *c = l->cache;
@@ -228,7 +229,7 @@ static void defer(gw_keyed_lookup_t *l, gw_keyed_status_t status, void *value)
     retain(c, value);
     l->deferred_value = value;
     l->deferred_publishes = c->publishes;
-    h2o_timeout_link(c->loop, c->deferred, &l->defer);
+    gw_timer_link(c->loop, c->deferred, &l->defer);
 }
 
 /* Stores what a fetch sent at `sent_at` found (`value`, NULL: not found) into `e`, or removes the entry when the
@@ -571,7 +572,7 @@ void gw_keyed_cache_set_caching(gw_keyed_cache_t *c, int on)
 
 gw_keyed_lookup_t *gw_keyed_cache_lookup(gw_keyed_cache_t *c, const char *key, size_t len, int fresh, gw_keyed_fn cb, void *data)
 {
-    gw_keyed_lookup_t *l = h2o_mem_alloc_recycle(&c->lookup_allocator, sizeof(*l) + c->conf.key_max + 1);
+    gw_keyed_lookup_t *l = gw_recycle_alloc(&c->lookup_allocator, sizeof(*l) + c->conf.key_max + 1);
 
     memset(l, 0, sizeof(*l));
     l->cache = c;

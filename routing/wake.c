@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "common/engine.h"
 #include "common/counter.h"
 #include "common/loop_timeout.h"
 #include "routing/sandbox_watch.h"
@@ -19,17 +20,17 @@ typedef struct st_bucket_t {
     gw_wake_t *owner;
     h2o_linklist_t waiters; /* gw_wake_waiter_t.link, oldest first */
     size_t count;
-    gw_redis_req_t *set_req;     /* the resume request (lock + XADD, one script) in flight, or NULL */
-    h2o_timeout_entry_t recheck; /* the fallback re-read */
-    uint64_t held_since;         /* when the first of the current waiters came: the wake time starts there */
-    uint64_t resume_asked_at;    /* when this worker last asked (0: never, or the ask failed) */
-    unsigned busy : 1;           /* answering its waiters: not freed by cancel */
+    gw_redis_req_t *set_req;  /* the resume request (lock + XADD, one script) in flight, or NULL */
+    gw_timer_t recheck;       /* the fallback re-read */
+    uint64_t held_since;      /* when the first of the current waiters came: the wake time starts there */
+    uint64_t resume_asked_at; /* when this worker last asked (0: never, or the ask failed) */
+    unsigned busy : 1;        /* answering its waiters: not freed by cancel */
 } bucket_t;
 
 struct st_gw_wake_waiter_t {
     bucket_t *bucket;
     h2o_linklist_t link;
-    h2o_timeout_entry_t deadline;
+    gw_timer_t deadline;
     gw_wake_cb cb;
     void *data;
     size_t bytes; /* of its body, counted in owner->held_bytes */
@@ -41,9 +42,9 @@ struct st_gw_wake_t {
     gw_wake_conf_t conf;      /* prefix and instance_id point to copies */
     gw_sandbox_watch_t watch; /* of bucket_t, FRESH reads */
     size_t num_held;
-    uint64_t held_bytes;             /* body bytes of the held requests, <= conf.max_bytes */
-    h2o_timeout_t *deadline_timeout; /* conf.timeout_ms, the loop's (common/loop_timeout.h) */
-    h2o_timeout_t *recheck_timeout;  /* conf.recheck_ms, the loop's */
+    uint64_t held_bytes;            /* body bytes of the held requests, <= conf.max_bytes */
+    gw_timeout_t *deadline_timeout; /* conf.timeout_ms, the loop's (common/loop_timeout.h) */
+    gw_timeout_t *recheck_timeout;  /* conf.recheck_ms, the loop's */
 };
 
 #define COUNT(w, name, n)                                                                                                          \
@@ -67,11 +68,11 @@ static bucket_t *bucket_find(gw_wake_t *w, const char *id)
     return e != NULL ? H2O_STRUCT_FROM_MEMBER(bucket_t, entry, e) : NULL;
 }
 
-static void on_recheck(h2o_timeout_entry_t *entry)
+static void on_recheck(gw_timer_t *entry)
 {
     bucket_t *b = H2O_STRUCT_FROM_MEMBER(bucket_t, recheck, entry);
 
-    h2o_timeout_link(b->owner->loop, b->owner->recheck_timeout, &b->recheck);
+    gw_timer_link(b->owner->loop, b->owner->recheck_timeout, &b->recheck);
     gw_sandbox_watch_read(&b->entry);
 }
 
@@ -85,7 +86,7 @@ static bucket_t *bucket_get(gw_wake_t *w, const char *id)
     *b = (bucket_t){.owner = w, .held_since = h2o_now(w->loop), .recheck = {.cb = on_recheck}};
     h2o_linklist_init_anchor(&b->waiters);
     gw_sandbox_watch_add(&w->watch, &b->entry, id);
-    h2o_timeout_link(w->loop, w->recheck_timeout, &b->recheck);
+    gw_timer_link(w->loop, w->recheck_timeout, &b->recheck);
     return b;
 }
 
@@ -94,7 +95,7 @@ static void bucket_free(bucket_t *b)
     gw_sandbox_watch_remove(&b->entry);
     if (b->set_req != NULL)
         gw_redis_req_cancel(b->set_req);
-    h2o_timeout_unlink(&b->recheck);
+    gw_timer_unlink(&b->recheck);
     free(b);
 }
 
@@ -113,7 +114,7 @@ static void waiter_unlink(gw_wake_waiter_t *h)
     gw_wake_t *w = h->bucket->owner;
 
     h2o_linklist_unlink(&h->link);
-    h2o_timeout_unlink(&h->deadline);
+    gw_timer_unlink(&h->deadline);
     --h->bucket->count;
     --w->num_held;
     w->held_bytes -= h->bytes;
@@ -143,7 +144,7 @@ static void answer_all(bucket_t *b, gw_wake_result_t result, gw_sandbox_t *recor
     bucket_free_if_idle(b);
 }
 
-static void on_deadline(h2o_timeout_entry_t *entry)
+static void on_deadline(gw_timer_t *entry)
 {
     gw_wake_waiter_t *h = H2O_STRUCT_FROM_MEMBER(gw_wake_waiter_t, deadline, entry);
     bucket_t *b = h->bucket;
@@ -365,7 +366,7 @@ gw_wake_waiter_t *gw_wake_hold(gw_wake_t *w, const gw_sandbox_t *record, size_t 
     if (b->count == 0)
         b->held_since = h2o_now(w->loop);
     h2o_linklist_insert(&b->waiters, &h->link);
-    h2o_timeout_link(w->loop, w->deadline_timeout, &h->deadline);
+    gw_timer_link(w->loop, w->deadline_timeout, &h->deadline);
     ++b->count;
     ++w->num_held;
     COUNT(w, held, 1);

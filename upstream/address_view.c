@@ -6,6 +6,7 @@
  */
 #include <string.h>
 #include <strings.h>
+#include "common/engine.h"
 #include "common/numfmt.h"
 #include "upstream/address_view.h"
 
@@ -71,7 +72,7 @@ void gw_address_view_init(gw_address_view_t *v, h2o_mem_pool_t *pool, h2o_iovec_
         return;
 
     n = sizeof(LOCALHOST_SCHEME_HOST) - 1;
-    buf = h2o_mem_alloc_pool(pool, n + 1 + GW_NUMFMT_DEC_SIZE);
+    buf = gw_pool_alloc(pool, n + 1 + GW_NUMFMT_DEC_SIZE);
     memcpy(buf, LOCALHOST_SCHEME_HOST ":", n + 1);
     v->localhost_origin = h2o_iovec_init(buf, n + 1 + gw_numfmt_dec(buf + n + 1, localhost_port));
 
@@ -82,7 +83,7 @@ void gw_address_view_init(gw_address_view_t *v, h2o_mem_pool_t *pool, h2o_iovec_
     if (!authority_chars_ok(authority))
         return;
     n = sizeof(https) - 1;
-    buf = h2o_mem_alloc_pool(pool, n + authority.len);
+    buf = gw_pool_alloc(pool, n + authority.len);
     memcpy(buf, https, n);
     memcpy(buf + n, authority.base, authority.len);
     h2o_strtolower(buf + n, authority.len);
@@ -122,8 +123,8 @@ const h2o_headers_t *gw_address_view_request_headers(const gw_address_view_t *v,
         if ((cut = request_cut(v, headers->entries + i)) == 0)
             continue;
         if (copy == NULL) {
-            copy = h2o_mem_alloc_pool(pool, sizeof(*copy));
-            copy->entries = h2o_mem_alloc_pool(pool, sizeof(copy->entries[0]) * headers->size);
+            copy = gw_pool_alloc(pool, sizeof(*copy));
+            copy->entries = gw_pool_alloc(pool, sizeof(copy->entries[0]) * headers->size);
             memcpy(copy->entries, headers->entries, sizeof(copy->entries[0]) * headers->size);
             copy->size = copy->capacity = headers->size;
         }
@@ -163,7 +164,7 @@ static size_t loopback_origin(const gw_address_view_t *v, const char *s, size_t 
 static h2o_iovec_t splice_origin(const gw_address_view_t *v, h2o_mem_pool_t *pool, h2o_iovec_t value, size_t at, size_t cut)
 {
     size_t len = value.len - cut + v->preview_origin.len;
-    char *buf = h2o_mem_alloc_pool(pool, len);
+    char *buf = gw_pool_alloc(pool, len);
 
     memcpy(buf, value.base, at);
     memcpy(buf + at, v->preview_origin.base, v->preview_origin.len);
@@ -316,7 +317,7 @@ static int rewrite_set_cookie(const gw_address_view_t *v, h2o_mem_pool_t *pool, 
         if (ci_eq(aname.base, aname.len, H2O_STRLIT("domain")) && domain_removed(v, aval)) {
             if (out == NULL) {
                 /* the result is never longer than the value */
-                out = h2o_mem_alloc_pool(pool, value->len);
+                out = gw_pool_alloc(pool, value->len);
                 out_len = (size_t)(p - s);
                 memcpy(out, s, out_len);
             }

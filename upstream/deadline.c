@@ -2,7 +2,7 @@
  * How long an exchange may wait (CONTRACT.md, Long calls): the app's
  * silences, by the port's timeout:<n> when the record sets one, and the
  * HTTP/1 client that leaves while its call runs. A port's limit is any
- * number of milliseconds, so it gets no h2o_timeout_t of its own (the loop
+ * number of milliseconds, so it gets no gw_timeout_t of its own (the loop
  * walks each one on every turn): its exchanges tick on the shared one-second
  * timeout and compare their silence with the limit, firing up to a second
  * late. Exchanges without a timeout:<n> never come here.
@@ -11,9 +11,10 @@
 #include <sys/socket.h>
 #include <h2o.h>
 #include <h2o/http2.h>
+#include "common/engine.h"
 #include "upstream/exchange.h"
 
-static void on_port_tick(h2o_timeout_entry_t *entry)
+static void on_port_tick(gw_timer_t *entry)
 {
     gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, timer, entry);
     gw_proxy_t *p = ex->proxy;
@@ -22,21 +23,21 @@ static void on_port_tick(h2o_timeout_entry_t *entry)
         ex->silence_cb(entry);
         return;
     }
-    h2o_timeout_link(p->ctx->loop, p->port_tick.timeout, &ex->timer);
+    gw_timer_link(p->ctx->loop, p->port_tick.timeout, &ex->timer);
 }
 
-void gw_exchange_set_port_silence(gw_exchange_t *ex, h2o_timeout_cb cb)
+void gw_exchange_set_port_silence(gw_exchange_t *ex, gw_timer_cb cb)
 {
     gw_proxy_t *p = ex->proxy;
 
     ex->silent_since = h2o_now(p->ctx->loop);
     ex->silence_cb = cb;
     /* ticking already: the next tick measures from now */
-    if (h2o_timeout_is_linked(&ex->timer) && ex->timer.cb == on_port_tick)
+    if (gw_timer_is_linked(&ex->timer) && ex->timer.cb == on_port_tick)
         return;
     gw_exchange_clear_timer(ex);
     ex->timer.cb = on_port_tick;
-    h2o_timeout_link(p->ctx->loop, p->port_tick.timeout, &ex->timer);
+    gw_timer_link(p->ctx->loop, p->port_tick.timeout, &ex->timer);
 }
 
 void gw_exchange_silence_detail(gw_exchange_t *ex, gw_silence_t which, char *buf, size_t bufsize)
@@ -140,7 +141,7 @@ static void on_client_hangup(gw_hangup_watch_t *watch)
     }
 }
 
-static void on_watch_delay(h2o_timeout_entry_t *entry)
+static void on_watch_delay(gw_timer_t *entry)
 {
     gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, watch_timer, entry);
 
@@ -157,13 +158,13 @@ void gw_exchange_watch_client(gw_exchange_t *ex)
         return;
     /* most exchanges are over before it: they never pay the epoll_ctl calls */
     ex->watch_timer.cb = on_watch_delay;
-    h2o_timeout_link(p->ctx->loop, p->watch_delay.timeout, &ex->watch_timer);
+    gw_timer_link(p->ctx->loop, p->watch_delay.timeout, &ex->watch_timer);
 }
 
 void gw_exchange_unwatch_client(gw_exchange_t *ex)
 {
-    if (h2o_timeout_is_linked(&ex->watch_timer))
-        h2o_timeout_unlink(&ex->watch_timer);
+    if (gw_timer_is_linked(&ex->watch_timer))
+        gw_timer_unlink(&ex->watch_timer);
     gw_hangup_unwatch(ex->proxy->hangup, &ex->hangup);
 }
 

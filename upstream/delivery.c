@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "common/engine.h"
 #include "khash.h"
 #include "common/loop_timeout.h"
 #include "routing/host.h"
@@ -56,7 +57,7 @@ typedef struct st_delivery_t {
     uint64_t handshake;
     unsigned linger_checks;   /* checks left while lingering */
     h2o_linklist_t lingering; /* in owner->lingering while lingering */
-    h2o_timeout_entry_t check;
+    gw_timer_t check;
     size_t num_segments;
     segment_t segments[MAX_SEGMENTS];
     uint64_t held;
@@ -67,7 +68,7 @@ KHASH_MAP_INIT_INT64(gw_delivery, delivery_t *)
 struct st_gw_deliveries_t {
     h2o_loop_t *loop;
     int check_enabled;
-    h2o_timeout_t *check_timeout; /* the loop's (common/loop_timeout.h) */
+    gw_timeout_t *check_timeout; /* the loop's (common/loop_timeout.h) */
     gw_delivery_bill_cb bill;
     void *bill_data;
     khash_t(gw_delivery) * by_sock;
@@ -183,8 +184,8 @@ static void free_delivery(gw_deliveries_t *d, delivery_t *dl)
         --d->num_lingering;
         close(dl->fd);
     }
-    if (h2o_timeout_is_linked(&dl->check))
-        h2o_timeout_unlink(&dl->check);
+    if (gw_timer_is_linked(&dl->check))
+        gw_timer_unlink(&dl->check);
     d->held -= dl->held;
     free(dl);
 }
@@ -204,7 +205,7 @@ static int settle_end(delivery_t *dl, int last_chance)
     return st.reset || last_chance || closes_abortively(dl->fd);
 }
 
-static void on_check(h2o_timeout_entry_t *entry)
+static void on_check(gw_timer_t *entry)
 {
     delivery_t *dl = H2O_STRUCT_FROM_MEMBER(delivery_t, check, entry);
     gw_deliveries_t *d = dl->owner;
@@ -219,7 +220,7 @@ static void on_check(h2o_timeout_entry_t *entry)
         if (dl->held == 0)
             return;
     }
-    h2o_timeout_link(d->loop, d->check_timeout, &dl->check);
+    gw_timer_link(d->loop, d->check_timeout, &dl->check);
 }
 
 gw_deliveries_t *gw_deliveries_new(h2o_loop_t *loop, uint64_t check_ms, gw_delivery_bill_cb cb, void *data)
@@ -246,8 +247,8 @@ void gw_deliveries_free(gw_deliveries_t *d)
         return;
     gw_deliveries_settle_all(d);
     kh_foreach_value(d->by_sock, dl, {
-        if (h2o_timeout_is_linked(&dl->check))
-            h2o_timeout_unlink(&dl->check);
+        if (gw_timer_is_linked(&dl->check))
+            gw_timer_unlink(&dl->check);
         free(dl);
     });
     kh_destroy(gw_delivery, d->by_sock);
@@ -325,8 +326,8 @@ void gw_deliveries_hold(gw_deliveries_t *d, h2o_socket_t *sock, const char *sand
         last->end = end;
     dl->held += bytes;
     d->held += bytes;
-    if (d->check_enabled && !h2o_timeout_is_linked(&dl->check))
-        h2o_timeout_link(d->loop, d->check_timeout, &dl->check);
+    if (d->check_enabled && !gw_timer_is_linked(&dl->check))
+        gw_timer_link(d->loop, d->check_timeout, &dl->check);
 }
 
 void gw_deliveries_close(gw_deliveries_t *d, h2o_socket_t *sock)
@@ -358,8 +359,8 @@ void gw_deliveries_close(gw_deliveries_t *d, h2o_socket_t *sock)
     dl->linger_checks = LINGER_CHECKS;
     h2o_linklist_insert(&d->lingering, &dl->lingering);
     ++d->num_lingering;
-    if (!h2o_timeout_is_linked(&dl->check))
-        h2o_timeout_link(d->loop, d->check_timeout, &dl->check);
+    if (!gw_timer_is_linked(&dl->check))
+        gw_timer_link(d->loop, d->check_timeout, &dl->check);
 }
 
 void gw_deliveries_settle_all(gw_deliveries_t *d)

@@ -9,6 +9,7 @@
 
 #include <stdatomic.h>
 #include <h2o.h>
+#include "common/engine.h"
 #include "common/counter.h"
 #include "errors/cut.h"
 #include "upstream/delivery.h"
@@ -35,7 +36,7 @@ struct st_gw_proxy_t {
     gw_opt_timeout_t watch_delay;          /* an HTTP/1 exchange still going after this is watched for its client leaving */
     gw_hangup_t *hangup;                   /* NULL: clients are not watched */
     gw_opt_timeout_t tunnel_close_wait;    /* GW_TUNNEL_CLOSE_WAIT_MS: a closing tunnel's wait for its peers (never a
-                                              tunnel's own h2o_timeout_t: the callback that frees it runs inside it) */
+                                              tunnel's own gw_timeout_t: the callback that frees it runs inside it) */
     int rcvbuf;                            /* SO_RCVBUF of upstream sockets */
     size_t read_pause_at;                  /* response bytes held at which the upstream is no longer read */
     h2o_linklist_t websockets;             /* of websocket_t (websocket.c) */
@@ -106,18 +107,18 @@ typedef struct st_gw_exchange_t {
     gw_revocable_t revocable; /* grant.record retained; NULL: not revocable */
 
     h2o_socket_t *sock; /* NULL once released, closed or handed over */
-    h2o_timeout_entry_t timer;
+    gw_timer_t timer;
     /* the port's timeout:<n> (0: the proxy's timeouts): ex->timer ticks
      * every second (deadline.c) and compares the silence with it */
     uint32_t timeout_ms;
-    uint64_t silent_since;           /* when the app last said something (h2o_now) */
-    h2o_timeout_cb silence_cb;       /* what the silence limit calls, with &ex->timer */
-    h2o_timeout_entry_t watch_timer; /* linked until the HTTP/1 client is watched (deadline.c) */
-    gw_hangup_watch_t hangup;        /* the HTTP/1 client watched for leaving */
-    h2o_timeout_entry_t stall_timer; /* linked while a send toward the client is in flight */
-    h2o_linklist_t waiting;          /* in proxy->waiting while a send toward the client is in flight */
-    h2o_linklist_t link;             /* in proxy->exchanges until disposed */
-    size_t held;                     /* response bytes of this exchange counted in proxy->held */
+    uint64_t silent_since;    /* when the app last said something (h2o_now) */
+    gw_timer_cb silence_cb;   /* what the silence limit calls, with &ex->timer */
+    gw_timer_t watch_timer;   /* linked until the HTTP/1 client is watched (deadline.c) */
+    gw_hangup_watch_t hangup; /* the HTTP/1 client watched for leaving */
+    gw_timer_t stall_timer;   /* linked while a send toward the client is in flight */
+    h2o_linklist_t waiting;   /* in proxy->waiting while a send toward the client is in flight */
+    h2o_linklist_t link;      /* in proxy->exchanges until disposed */
+    size_t held;              /* response bytes of this exchange counted in proxy->held */
 
     struct {
         h2o_iovec_t head;
@@ -150,7 +151,7 @@ typedef struct st_gw_exchange_t {
 
 /* proxy.c */
 void gw_exchange_clear_timer(gw_exchange_t *ex);
-void gw_exchange_set_timer(gw_exchange_t *ex, gw_opt_timeout_t *t, h2o_timeout_cb cb);
+void gw_exchange_set_timer(gw_exchange_t *ex, gw_opt_timeout_t *t, gw_timer_cb cb);
 /* Bills bytes to the exchange's sandbox (metering, /metrics). */
 void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, int no_activity, uint64_t egress, uint64_t ingress);
 /* Egress written (`written`) or about to be handed to h2o toward the client
@@ -176,8 +177,8 @@ typedef enum en_gw_silence_t {
  * at the limit of `which` (the port's timeout:<n>, else the proxy's; the
  * event-stream limit for a streamed body), which calls cb with &ex->timer.
  * Replaces what ex->timer was set to. */
-static inline void gw_exchange_set_silence(gw_exchange_t *ex, gw_silence_t which, h2o_timeout_cb cb);
-void gw_exchange_set_port_silence(gw_exchange_t *ex, h2o_timeout_cb cb);
+static inline void gw_exchange_set_silence(gw_exchange_t *ex, gw_silence_t which, gw_timer_cb cb);
+void gw_exchange_set_port_silence(gw_exchange_t *ex, gw_timer_cb cb);
 /* The limit of `which` that fires for ex, as a sentence for the 504's
  * message (into buf, NUL-terminated). */
 void gw_exchange_silence_detail(gw_exchange_t *ex, gw_silence_t which, char *buf, size_t bufsize);
@@ -192,7 +193,7 @@ void gw_exchange_watch_client(gw_exchange_t *ex);
 /* Stops that watch (idempotent). */
 void gw_exchange_unwatch_client(gw_exchange_t *ex);
 
-static inline void gw_exchange_set_silence(gw_exchange_t *ex, gw_silence_t which, h2o_timeout_cb cb)
+static inline void gw_exchange_set_silence(gw_exchange_t *ex, gw_silence_t which, gw_timer_cb cb)
 {
     if (which == GW_SILENCE_BODY && ex->event_stream) {
         gw_exchange_set_timer(ex, &ex->proxy->event_stream_timeout, cb);
@@ -227,7 +228,7 @@ void gw_exchange_cut(gw_exchange_t *ex, gw_cut_reason_t reason);
  * HTTP/1: the connection is reset). `reason` goes to the access log
  * (GW_CUT_NONE: the client left, nothing was cut). Last use of ex. */
 void gw_exchange_reset(gw_exchange_t *ex, gw_cut_reason_t reason);
-void gw_exchange_on_client_stall(h2o_timeout_entry_t *entry);
+void gw_exchange_on_client_stall(gw_timer_t *entry);
 void gw_exchange_on_proceed(h2o_generator_t *generator, h2o_req_t *req);
 void gw_exchange_on_stop(h2o_generator_t *generator, h2o_req_t *req);
 /* The body is over at the upstream (complete, or not): its connection goes

@@ -5,6 +5,7 @@
  */
 #include <assert.h>
 #include <string.h>
+#include "common/engine.h"
 #include "common/numfmt.h"
 #include "upstream/http1_head.h"
 
@@ -156,7 +157,7 @@ static void hb_cookies(head_buf_t *hb, const h2o_headers_t *headers)
 h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t *r)
 {
     const h2o_headers_t *headers = r->headers;
-    h2o_iovec_t *conn_values = h2o_mem_alloc_pool(pool, sizeof(*conn_values) * (headers->size + 1));
+    h2o_iovec_t *conn_values = gw_pool_alloc(pool, sizeof(*conn_values) * (headers->size + 1));
     size_t num_conn_values = 0, cookie_len = 0, num_cookies = 0, i;
     conn_list_t conn;
     char host_buf[sizeof("localhost:") - 1 + GW_NUMFMT_DEC_SIZE], num_buf[GW_NUMFMT_DEC_SIZE];
@@ -193,7 +194,7 @@ h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t
     hb.capacity += sizeof("x-forwarded-port: 65535\r\n") - 1;
     hb.capacity += sizeof("content-length: 18446744073709551615\r\n") - 1;
     hb.capacity += sizeof("connection: upgrade\r\nupgrade: websocket\r\n\r\n") - 1;
-    hb.base = h2o_mem_alloc_pool(pool, hb.capacity);
+    hb.base = gw_pool_alloc(pool, hb.capacity);
 
     /* pass 2: the text */
     hb_append(&hb, r->method.base, r->method.len);

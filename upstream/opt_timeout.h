@@ -1,5 +1,5 @@
 /*
- * An h2o_timeout_t that a configured 0 turns off (h2o's own would fire at
+ * A gw_timeout_t that a configured 0 turns off (h2o's own would fire at
  * once), for the proxy's deadlines and the pool's idle lifetimes; the loop's
  * timeout of that duration, shared (common/loop_timeout.h).
  */
@@ -8,11 +8,12 @@
 
 #include <stdint.h>
 #include <h2o.h>
+#include "common/engine.h"
 #include "common/loop_timeout.h"
 
 typedef struct st_gw_opt_timeout_t {
-    int enabled;            /* 0: entries are never linked */
-    h2o_timeout_t *timeout; /* NULL when not enabled */
+    int enabled;           /* 0: entries are never linked */
+    gw_timeout_t *timeout; /* NULL when not enabled */
 } gw_opt_timeout_t;
 
 static inline void gw_opt_timeout_init(h2o_loop_t *loop, gw_opt_timeout_t *t, uint64_t ms)

@@ -7,12 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include "common/engine.h"
 #include "upstream/exchange.h"
 
 typedef struct st_orphan_t {
     gw_proxy_t *proxy;
     h2o_socket_t *sock;
-    h2o_timeout_entry_t timer;
+    gw_timer_t timer;
     h2o_linklist_t link; /* in proxy->orphans */
     gw_conn_limit_t *slot, *client_slot;
     size_t slot_worker;
@@ -21,8 +22,8 @@ typedef struct st_orphan_t {
 
 static void orphan_free(orphan_t *o)
 {
-    if (h2o_timeout_is_linked(&o->timer))
-        h2o_timeout_unlink(&o->timer);
+    if (gw_timer_is_linked(&o->timer))
+        gw_timer_unlink(&o->timer);
     h2o_linklist_unlink(&o->link);
     if (o->sock != NULL)
         h2o_socket_close(o->sock);
@@ -44,7 +45,7 @@ static void on_orphan_read(h2o_socket_t *sock, const char *err)
     orphan_free(sock->data);
 }
 
-static void on_orphan_timeout(h2o_timeout_entry_t *entry)
+static void on_orphan_timeout(gw_timer_t *entry)
 {
     orphan_free(H2O_STRUCT_FROM_MEMBER(orphan_t, timer, entry));
 }
@@ -92,7 +93,7 @@ int gw_orphan_adopt(gw_exchange_t *ex)
     h2o_linklist_insert(&p->orphans, &o->link);
     if (p->first_byte_timeout.enabled) {
         o->timer.cb = on_orphan_timeout;
-        h2o_timeout_link(p->ctx->loop, p->first_byte_timeout.timeout, &o->timer);
+        gw_timer_link(p->ctx->loop, p->first_byte_timeout.timeout, &o->timer);
     }
     GW_PROXY_COUNT(p, orphans, 1);
     GW_PROXY_COUNT(p, orphans_open, 1);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <h2o.h>
+#include "common/engine.h"
 #include "errors/errors.h"
 #include "upstream/request_line.h"
 #include "common/client_addr.h"
@@ -57,17 +58,17 @@ static void connect_fresh(gw_exchange_t *ex);
 
 void gw_exchange_clear_timer(gw_exchange_t *ex)
 {
-    if (h2o_timeout_is_linked(&ex->timer))
-        h2o_timeout_unlink(&ex->timer);
+    if (gw_timer_is_linked(&ex->timer))
+        gw_timer_unlink(&ex->timer);
 }
 
-void gw_exchange_set_timer(gw_exchange_t *ex, gw_opt_timeout_t *t, h2o_timeout_cb cb)
+void gw_exchange_set_timer(gw_exchange_t *ex, gw_opt_timeout_t *t, gw_timer_cb cb)
 {
     gw_exchange_clear_timer(ex);
     if (!t->enabled)
         return;
     ex->timer.cb = cb;
-    h2o_timeout_link(ex->proxy->ctx->loop, t->timeout, &ex->timer);
+    gw_timer_link(ex->proxy->ctx->loop, t->timeout, &ex->timer);
 }
 
 void gw_proxy_add_bytes(gw_proxy_t *p, const char *sandbox_id, int no_activity, uint64_t egress, uint64_t ingress)
@@ -98,8 +99,7 @@ static void on_delivered(void *data, const char *sandbox_id, int no_activity, ui
 
 h2o_socket_t *gw_exchange_client_socket(gw_exchange_t *ex)
 {
-    h2o_conn_t *conn = ex->req->conn;
-    return conn->callbacks->get_socket != NULL ? conn->callbacks->get_socket(conn) : NULL;
+    return gw_conn_socket(ex->req->conn);
 }
 
 void gw_exchange_release_slots(gw_exchange_t *ex)
@@ -298,7 +298,7 @@ static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
     gw_exchange_start_body(ex, no_body);
 }
 
-static void on_first_byte_timeout(h2o_timeout_entry_t *entry)
+static void on_first_byte_timeout(gw_timer_t *entry)
 {
     gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, timer, entry);
     char detail[384];
@@ -402,7 +402,7 @@ static void start_request(gw_exchange_t *ex)
     h2o_socket_read_start(ex->sock, on_head_read);
 }
 
-static void on_connect_timeout(h2o_timeout_entry_t *entry)
+static void on_connect_timeout(gw_timer_t *entry)
 {
     gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, timer, entry);
     fail(ex, GW_ERR_UPSTREAM_TIMEOUT, DETAIL_CONNECT_TIMEOUT);

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <h2o.h>
 #include <h2o/http2.h>
+#include "common/engine.h"
 #include "common/numfmt.h"
 #include "upstream/exchange.h"
 
@@ -40,8 +41,8 @@ void gw_exchange_account(gw_exchange_t *ex)
 
 void gw_exchange_stop_waiting(gw_exchange_t *ex)
 {
-    if (h2o_timeout_is_linked(&ex->stall_timer))
-        h2o_timeout_unlink(&ex->stall_timer);
+    if (gw_timer_is_linked(&ex->stall_timer))
+        gw_timer_unlink(&ex->stall_timer);
     if (h2o_linklist_is_linked(&ex->waiting))
         h2o_linklist_unlink(&ex->waiting);
 }
@@ -165,7 +166,7 @@ void gw_exchange_send(gw_exchange_t *ex)
         state = H2O_SEND_STATE_IN_PROGRESS;
         ex->res.sending = 1;
         if (ex->proxy->client_stall_timeout.enabled)
-            h2o_timeout_link(ex->proxy->ctx->loop, ex->proxy->client_stall_timeout.timeout, &ex->stall_timer);
+            gw_timer_link(ex->proxy->ctx->loop, ex->proxy->client_stall_timeout.timeout, &ex->stall_timer);
         h2o_linklist_insert(&ex->proxy->waiting, &ex->waiting);
         ex->res.unbilled = vec.len + (ex->res.started ? 0 : gw_exchange_response_head_size(ex->req));
     }
@@ -177,7 +178,7 @@ void gw_exchange_send(gw_exchange_t *ex)
     }
 }
 
-static void on_io_timeout(h2o_timeout_entry_t *entry);
+static void on_io_timeout(gw_timer_t *entry);
 
 /* The deadline of the app's silence mid-body: streamed media types (server-
  * sent events, NDJSON) are quiet between events for as long as the app likes
@@ -264,7 +265,7 @@ void gw_exchange_reset(gw_exchange_t *ex, gw_cut_reason_t reason)
     } else {
         /* the write in flight fails (EPIPE) and h2o closes the connection;
          * no linger: what the kernel holds for the client is dropped */
-        h2o_socket_t *sock = req->conn->callbacks->get_socket(req->conn);
+        h2o_socket_t *sock = gw_conn_socket(req->conn);
         struct linger lg = {1, 0};
         if (sock != NULL) {
             setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
@@ -277,7 +278,7 @@ void gw_exchange_reset(gw_exchange_t *ex, gw_cut_reason_t reason)
 
 /* The client took no byte of the send in flight for
  * limits.client_stall_timeout_ms. */
-void gw_exchange_on_client_stall(h2o_timeout_entry_t *entry)
+void gw_exchange_on_client_stall(gw_timer_t *entry)
 {
     gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, stall_timer, entry);
     GW_PROXY_COUNT(ex->proxy, client_stalls, 1);
@@ -314,7 +315,7 @@ static int enforce_budgets(gw_exchange_t *ex)
     return 0;
 }
 
-static void on_io_timeout(h2o_timeout_entry_t *entry)
+static void on_io_timeout(gw_timer_t *entry)
 {
     gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, timer, entry);
 

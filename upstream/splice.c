@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <h2o.h>
+#include "common/engine.h"
 #include "upstream/exchange.h"
 
 /* A body shorter than this goes the buffered way: a pipe and a duplicate
@@ -102,7 +103,7 @@ static void end(gw_exchange_t *ex)
     gw_exchange_send(ex);
 }
 
-static void on_io_timeout(h2o_timeout_entry_t *entry)
+static void on_io_timeout(gw_timer_t *entry)
 {
     gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, timer, entry);
 
@@ -154,7 +155,7 @@ static void wait_client(gw_exchange_t *ex)
     }
     if (!h2o_linklist_is_linked(&ex->waiting)) {
         if (p->client_stall_timeout.enabled)
-            h2o_timeout_link(p->ctx->loop, p->client_stall_timeout.timeout, &ex->stall_timer);
+            gw_timer_link(p->ctx->loop, p->client_stall_timeout.timeout, &ex->stall_timer);
         h2o_linklist_insert(&p->waiting, &ex->waiting);
     }
     gw_exchange_account(ex);

@@ -14,6 +14,7 @@
 #include <openssl/sha.h>
 #include <h2o.h>
 #include <h2o/http1.h>
+#include "common/engine.h"
 #include "common/ws_frame.h"
 #include "upstream/exchange.h"
 #include "upstream/tcp_tunnel.h"
@@ -48,7 +49,7 @@ typedef struct st_tcp_tunnel_t {
     int sandbox_eof;                                  /* 1: FIN, 2: an error; the close goes once what was read is written */
     uint64_t pings;                                   /* Pings sent: the next one's number */
     int awaiting_pong;                                /* the last Ping is unanswered */
-    h2o_timeout_entry_t ping_entry, idle_entry, close_entry;
+    gw_timer_t ping_entry, idle_entry, close_entry;
 } tcp_tunnel_t;
 
 static void flush_to_client(tcp_tunnel_t *t);
@@ -85,7 +86,7 @@ static h2o_iovec_t accept_key(h2o_mem_pool_t *pool, h2o_iovec_t key)
 {
     static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
     unsigned char digest[SHA_DIGEST_LENGTH], in[64 + sizeof(guid)];
-    char *out = h2o_mem_alloc_pool(pool, h2o_base64_encode_capacity(SHA_DIGEST_LENGTH));
+    char *out = gw_pool_alloc(pool, h2o_base64_encode_capacity(SHA_DIGEST_LENGTH));
 
     memcpy(in, key.base, key.len);
     memcpy(in + key.len, guid, sizeof(guid) - 1);
@@ -95,10 +96,10 @@ static h2o_iovec_t accept_key(h2o_mem_pool_t *pool, h2o_iovec_t key)
 
 /* --- ending --------------------------------------------------------------- */
 
-static void unlink_entry(h2o_timeout_entry_t *e)
+static void unlink_entry(gw_timer_t *e)
 {
-    if (h2o_timeout_is_linked(e))
-        h2o_timeout_unlink(e);
+    if (gw_timer_is_linked(e))
+        gw_timer_unlink(e);
 }
 
 static void tunnel_free(tcp_tunnel_t *t)
@@ -135,12 +136,12 @@ static void begin_close(tcp_tunnel_t *t, uint16_t code, const char *reason)
     flush_to_client(t);
 }
 
-static void on_close_wait(h2o_timeout_entry_t *e)
+static void on_close_wait(gw_timer_t *e)
 {
     tunnel_free(H2O_STRUCT_FROM_MEMBER(tcp_tunnel_t, close_entry, e));
 }
 
-static void on_idle(h2o_timeout_entry_t *e)
+static void on_idle(gw_timer_t *e)
 {
     tcp_tunnel_t *t = H2O_STRUCT_FROM_MEMBER(tcp_tunnel_t, idle_entry, e);
 
@@ -154,7 +155,7 @@ static void reset_idle(tcp_tunnel_t *t)
     if (!t->proxy->websocket_timeout.enabled || t->close_sent)
         return;
     unlink_entry(&t->idle_entry);
-    h2o_timeout_link(t->proxy->ctx->loop, t->proxy->websocket_timeout.timeout, &t->idle_entry);
+    gw_timer_link(t->proxy->ctx->loop, t->proxy->websocket_timeout.timeout, &t->idle_entry);
 }
 
 /* --- toward the client ------------------------------------------------------ */
@@ -164,10 +165,10 @@ static void reset_ping(tcp_tunnel_t *t)
     if (!t->proxy->websocket_ping.enabled || t->close_len != 0 || t->close_sent)
         return;
     unlink_entry(&t->ping_entry);
-    h2o_timeout_link(t->proxy->ctx->loop, t->proxy->websocket_ping.timeout, &t->ping_entry);
+    gw_timer_link(t->proxy->ctx->loop, t->proxy->websocket_ping.timeout, &t->ping_entry);
 }
 
-static void on_ping(h2o_timeout_entry_t *e)
+static void on_ping(gw_timer_t *e)
 {
     tcp_tunnel_t *t = H2O_STRUCT_FROM_MEMBER(tcp_tunnel_t, ping_entry, e);
 
@@ -205,7 +206,7 @@ static void on_client_written(h2o_socket_t *sock, const char *err)
     if (t->close_sent) {
         /* the Close is out: the client answers with its own (or not) */
         shutdown(h2o_socket_get_fd(t->client), SHUT_WR);
-        h2o_timeout_link(t->proxy->ctx->loop, t->proxy->tunnel_close_wait.timeout, &t->close_entry);
+        gw_timer_link(t->proxy->ctx->loop, t->proxy->tunnel_close_wait.timeout, &t->close_entry);
         h2o_socket_read_start(t->client, on_client_read);
         return;
     }
@@ -507,7 +508,7 @@ void gw_exchange_tcp_open(gw_exchange_t *ex)
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("sec-websocket-protocol"), 0, NULL,
                           H2O_STRLIT(GW_TCP_TUNNEL_PROTOCOL));
     t->head_bytes = gw_exchange_response_head_size(req) + sizeof("connection: upgrade\r\n") - 1;
-    t->writing = req->conn->callbacks->get_socket(req->conn);
+    t->writing = gw_conn_socket(req->conn);
     req->timestamps.response_start_at = *h2o_get_timestamp(req->conn->ctx, NULL, NULL);
     h2o_http1_upgrade(req, NULL, 0, on_upgrade_complete, t);
 }

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "upstream/tunnel.h"
+#include "common/engine.h"
 #include "upstream/ws_track.h"
 
 enum { SIDE_CLIENT = 0, SIDE_UPSTREAM = 1 };
@@ -46,16 +47,16 @@ typedef struct st_tunnel_side_t {
 
 struct st_gw_tunnel_t {
     h2o_loop_t *loop;
-    h2o_timeout_t *idle_timeout;
-    h2o_timeout_entry_t timeout_entry;
-    h2o_timeout_t *stall_timeout; /* NULL: writes to the client may take any time */
-    h2o_timeout_entry_t stall_entry;
+    gw_timeout_t *idle_timeout;
+    gw_timer_t timeout_entry;
+    gw_timeout_t *stall_timeout; /* NULL: writes to the client may take any time */
+    gw_timer_t stall_entry;
     const gw_tunnel_callbacks_t *callbacks;
     void *data;
     tunnel_side_t side[2];
     /* keep-alive Pings (gw_tunnel_set_pings); ping_timeout NULL: off */
-    h2o_timeout_t *ping_timeout;
-    h2o_timeout_entry_t ping_entry;
+    gw_timeout_t *ping_timeout;
+    gw_timer_t ping_entry;
     gw_ws_track_t track[2]; /* of the bytes read from each side */
     int at_boundary;        /* what was written to the client ends between frames */
     int ping_writing, awaiting_pong;
@@ -64,7 +65,7 @@ struct st_gw_tunnel_t {
     int splice;                        /* gw_tunnel_set_splice: each direction is spliced once its buffered bytes are written */
     int tracked[2];                    /* the frames of the bytes read from that side are walked (track[]) */
     const gw_ws_budget_conf_t *bounds; /* gw_tunnel_set_bounds; NULL: none */
-    h2o_timeout_t *close_wait;         /* gw_tunnel_set_bounds */
+    gw_timeout_t *close_wait;          /* gw_tunnel_set_bounds */
     uint16_t refused;                  /* the close code once the client went past the bounds; 0: not */
     struct st_tunnel_refusal_t *refusal;
 };
@@ -87,13 +88,13 @@ static int side_of(gw_tunnel_t *tunnel, h2o_socket_t *sock)
 }
 
 /* Starts `entry` on `timeout` again (NULL: that timer is off). */
-static void relink(gw_tunnel_t *tunnel, h2o_timeout_t *timeout, h2o_timeout_entry_t *entry)
+static void relink(gw_tunnel_t *tunnel, gw_timeout_t *timeout, gw_timer_t *entry)
 {
     if (timeout == NULL)
         return;
-    if (h2o_timeout_is_linked(entry))
-        h2o_timeout_unlink(entry);
-    h2o_timeout_link(tunnel->loop, timeout, entry);
+    if (gw_timer_is_linked(entry))
+        gw_timer_unlink(entry);
+    gw_timer_link(tunnel->loop, timeout, entry);
 }
 
 static void reset_timeout(gw_tunnel_t *tunnel)
@@ -103,7 +104,7 @@ static void reset_timeout(gw_tunnel_t *tunnel)
     relink(tunnel, tunnel->idle_timeout, &tunnel->timeout_entry);
 }
 
-static void on_timeout(h2o_timeout_entry_t *entry)
+static void on_timeout(gw_timer_t *entry)
 {
     gw_tunnel_t *tunnel = H2O_STRUCT_FROM_MEMBER(gw_tunnel_t, timeout_entry, entry);
     if (tunnel->awaiting_pong && tunnel->callbacks->on_keepalive != NULL)
@@ -140,7 +141,7 @@ static void on_ping_written(h2o_socket_t *sock, const char *err)
 
 /* Between two frames with nothing in flight to the client: a Ping now;
  * otherwise at the next interval. */
-static void on_ping_due(h2o_timeout_entry_t *entry)
+static void on_ping_due(gw_timer_t *entry)
 {
     gw_tunnel_t *tunnel = H2O_STRUCT_FROM_MEMBER(gw_tunnel_t, ping_entry, entry);
     h2o_iovec_t buf;
@@ -158,7 +159,7 @@ static void on_ping_due(h2o_timeout_entry_t *entry)
     h2o_socket_write(tunnel->side[SIDE_CLIENT].sock, &buf, 1, on_ping_written);
 }
 
-static void on_stall_timeout(h2o_timeout_entry_t *entry)
+static void on_stall_timeout(gw_timer_t *entry)
 {
     gw_tunnel_close(H2O_STRUCT_FROM_MEMBER(gw_tunnel_t, stall_entry, entry));
 }
@@ -173,8 +174,8 @@ static void on_write_complete(h2o_socket_t *dst, const char *err)
         gw_tunnel_close(tunnel);
         return;
     }
-    if (to == SIDE_CLIENT && h2o_timeout_is_linked(&tunnel->stall_entry))
-        h2o_timeout_unlink(&tunnel->stall_entry);
+    if (to == SIDE_CLIENT && gw_timer_is_linked(&tunnel->stall_entry))
+        gw_timer_unlink(&tunnel->stall_entry);
     /* written to the socket: these are the bytes billed; tracked, Pings and Pongs are not activity */
     if (tunnel->callbacks->on_bytes != NULL)
         tunnel->callbacks->on_bytes(tunnel->data, to == SIDE_CLIENT ? src->writing : 0, to == SIDE_UPSTREAM ? src->writing : 0,
@@ -254,7 +255,7 @@ static void relay(gw_tunnel_t *tunnel, int from)
     src->writing = buf.len;
     reset_timeout(tunnel);
     if (from == SIDE_UPSTREAM && tunnel->stall_timeout != NULL)
-        h2o_timeout_link(tunnel->loop, tunnel->stall_timeout, &tunnel->stall_entry);
+        gw_timer_link(tunnel->loop, tunnel->stall_timeout, &tunnel->stall_entry);
     h2o_socket_write(dst->sock, &buf, 1, on_write_complete);
 }
 
@@ -272,11 +273,11 @@ static void begin_refusal(gw_tunnel_t *tunnel, uint16_t code)
     tunnel->refused = code;
     tunnel->refusal = r;
     tunnel->awaiting_pong = 0; /* the close wait is not a Pong timeout */
-    if (h2o_timeout_is_linked(&tunnel->timeout_entry))
-        h2o_timeout_unlink(&tunnel->timeout_entry);
-    h2o_timeout_link(tunnel->loop, tunnel->close_wait, &tunnel->timeout_entry);
-    if (h2o_timeout_is_linked(&tunnel->ping_entry))
-        h2o_timeout_unlink(&tunnel->ping_entry);
+    if (gw_timer_is_linked(&tunnel->timeout_entry))
+        gw_timer_unlink(&tunnel->timeout_entry);
+    gw_timer_link(tunnel->loop, tunnel->close_wait, &tunnel->timeout_entry);
+    if (gw_timer_is_linked(&tunnel->ping_entry))
+        gw_timer_unlink(&tunnel->ping_entry);
     h2o_socket_read_stop(tunnel->side[SIDE_CLIENT].sock);
     h2o_socket_read_stop(tunnel->side[SIDE_UPSTREAM].sock);
     if (tunnel->callbacks->on_refused != NULL)
@@ -407,8 +408,8 @@ static void wait_writable(gw_tunnel_t *tunnel, int from)
         src->notified = 1;
         h2o_socket_notify_write(tunnel->side[1 - from].sock, on_splice_writable);
     }
-    if (from == SIDE_UPSTREAM && tunnel->stall_timeout != NULL && !h2o_timeout_is_linked(&tunnel->stall_entry))
-        h2o_timeout_link(tunnel->loop, tunnel->stall_timeout, &tunnel->stall_entry);
+    if (from == SIDE_UPSTREAM && tunnel->stall_timeout != NULL && !gw_timer_is_linked(&tunnel->stall_entry))
+        gw_timer_link(tunnel->loop, tunnel->stall_timeout, &tunnel->stall_entry);
 }
 
 /* n bytes from side `from` are in the other side's socket: counted and
@@ -419,8 +420,8 @@ static void spliced(gw_tunnel_t *tunnel, int from, size_t n)
     h2o_socket_t *dst = tunnel->side[1 - from].sock;
 
     dst->bytes_written += n;
-    if (from == SIDE_UPSTREAM && h2o_timeout_is_linked(&tunnel->stall_entry))
-        h2o_timeout_unlink(&tunnel->stall_entry);
+    if (from == SIDE_UPSTREAM && gw_timer_is_linked(&tunnel->stall_entry))
+        gw_timer_unlink(&tunnel->stall_entry);
     if (tunnel->callbacks->on_spliced != NULL)
         tunnel->callbacks->on_spliced(tunnel->data, n);
     if (tunnel->callbacks->on_bytes != NULL)
@@ -524,7 +525,7 @@ static void on_read(h2o_socket_t *sock, const char *err)
         relay(tunnel, from);
 }
 
-gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, h2o_timeout_t *idle_timeout,
+gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, gw_timeout_t *idle_timeout,
                            const gw_tunnel_callbacks_t *callbacks, void *data)
 {
     gw_tunnel_t *tunnel = h2o_mem_alloc(sizeof(*tunnel));
@@ -545,18 +546,18 @@ gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, h2o_timeout
     return tunnel;
 }
 
-void gw_tunnel_set_stall_timeout(gw_tunnel_t *tunnel, h2o_timeout_t *stall_timeout)
+void gw_tunnel_set_stall_timeout(gw_tunnel_t *tunnel, gw_timeout_t *stall_timeout)
 {
     tunnel->stall_timeout = stall_timeout;
 }
 
-void gw_tunnel_set_pings(gw_tunnel_t *tunnel, h2o_timeout_t *interval)
+void gw_tunnel_set_pings(gw_tunnel_t *tunnel, gw_timeout_t *interval)
 {
     tunnel->ping_timeout = interval;
     tunnel->ping_entry.cb = on_ping_due;
 }
 
-void gw_tunnel_set_bounds(gw_tunnel_t *tunnel, const gw_ws_budget_conf_t *conf, h2o_timeout_t *close_wait)
+void gw_tunnel_set_bounds(gw_tunnel_t *tunnel, const gw_ws_budget_conf_t *conf, gw_timeout_t *close_wait)
 {
     tunnel->bounds = conf;
     tunnel->close_wait = close_wait;
@@ -611,12 +612,12 @@ void gw_tunnel_close(gw_tunnel_t *tunnel)
 {
     int i;
 
-    if (h2o_timeout_is_linked(&tunnel->timeout_entry))
-        h2o_timeout_unlink(&tunnel->timeout_entry);
-    if (h2o_timeout_is_linked(&tunnel->stall_entry))
-        h2o_timeout_unlink(&tunnel->stall_entry);
-    if (h2o_timeout_is_linked(&tunnel->ping_entry))
-        h2o_timeout_unlink(&tunnel->ping_entry);
+    if (gw_timer_is_linked(&tunnel->timeout_entry))
+        gw_timer_unlink(&tunnel->timeout_entry);
+    if (gw_timer_is_linked(&tunnel->stall_entry))
+        gw_timer_unlink(&tunnel->stall_entry);
+    if (gw_timer_is_linked(&tunnel->ping_entry))
+        gw_timer_unlink(&tunnel->ping_entry);
     for (i = 0; i != 2; ++i) {
         if (tunnel->side[i].sock != NULL)
             h2o_socket_close(tunnel->side[i].sock);

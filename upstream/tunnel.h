@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <h2o.h>
+#include "common/engine.h"
 #include "upstream/ws_budget.h"
 
 typedef struct st_gw_tunnel_t gw_tunnel_t;
@@ -32,20 +33,20 @@ typedef struct st_gw_tunnel_callbacks_t {
  * for the client) and waits for gw_tunnel_start. idle_timeout (NULL: none)
  * closes the tunnel when no byte has moved for that long; it must outlive
  * the tunnel. `callbacks` must outlive the tunnel too. */
-gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, h2o_timeout_t *idle_timeout,
+gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, gw_timeout_t *idle_timeout,
                            const gw_tunnel_callbacks_t *callbacks, void *data);
 
 /* stall_timeout (NULL: none, the default) closes the tunnel when a write to
  * the client has not completed for that long, whatever the other direction
  * does; it must outlive the tunnel. Call before gw_tunnel_start. */
-void gw_tunnel_set_stall_timeout(gw_tunnel_t *tunnel, h2o_timeout_t *stall_timeout);
+void gw_tunnel_set_stall_timeout(gw_tunnel_t *tunnel, gw_timeout_t *stall_timeout);
 
 /* WebSocket keep-alive: the frames of both directions are tracked
  * (ws_track.h); after `interval` (which must outlive the tunnel) without a
  * write to the client, the client gets a Ping between two of the upstream's
  * frames, and its Pong to it is not forwarded. Its Pongs keep the tunnel
  * from the idle timeout. Call before gw_tunnel_start. */
-void gw_tunnel_set_pings(gw_tunnel_t *tunnel, h2o_timeout_t *interval);
+void gw_tunnel_set_pings(gw_tunnel_t *tunnel, gw_timeout_t *interval);
 
 /* Zero-copy: once what a side sent before the tunnel started is written,
  * its bytes move socket -> pipe -> socket with splice(2), never copied to
@@ -65,7 +66,7 @@ void gw_tunnel_set_splice(gw_tunnel_t *tunnel);
  * outlive the tunnel, and not be the tunnel's own: its expiry frees the
  * tunnel). Call after gw_tunnel_set_pings and gw_tunnel_set_splice, before
  * gw_tunnel_start. */
-void gw_tunnel_set_bounds(gw_tunnel_t *tunnel, const gw_ws_budget_conf_t *conf, h2o_timeout_t *close_wait);
+void gw_tunnel_set_bounds(gw_tunnel_t *tunnel, const gw_ws_budget_conf_t *conf, gw_timeout_t *close_wait);
 
 /* Starts relaying; takes ownership of `client`, whose input may already
  * hold bytes for the upstream. */

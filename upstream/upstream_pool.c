@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
+#include "common/engine.h"
 #include "common/hashtab.h"
 #include "common/recycle.h"
 #include "upstream/opt_timeout.h"
@@ -32,7 +33,7 @@ typedef struct st_idle_conn_t {
     gw_upstream_pool_t *pool;
     keyed_set_t *set;
     h2o_socket_t *sock;
-    h2o_timeout_entry_t timeout;
+    gw_timer_t timeout;
 } idle_conn_t;
 
 struct st_gw_upstream_pool_t {
@@ -42,13 +43,13 @@ struct st_gw_upstream_pool_t {
     size_t max_idle_per_key;
     size_t max_idle;
     size_t num_idle;
-    h2o_linklist_t lru;               /* of idle_conn_t, every key's, oldest first */
-    gw_hashtab_t sets;                /* of keyed_set_t */
-    keyed_set_t *last;                /* the set found or made last, or NULL: a request takes from and gives back to
-                                       * one set, so most lookups compare one set instead of hashing */
-    h2o_mem_recycle_t conn_allocator; /* of idle_conn_t: one is made and freed per request on a keep-alive upstream */
-    h2o_mem_recycle_t set_allocator;  /* of SET_RECYCLED_SIZE: a sandbox served one request at a time empties its set
-                                       * at every take, and the put makes it again */
+    h2o_linklist_t lru;          /* of idle_conn_t, every key's, oldest first */
+    gw_hashtab_t sets;           /* of keyed_set_t */
+    keyed_set_t *last;           /* the set found or made last, or NULL: a request takes from and gives back to
+                                  * one set, so most lookups compare one set instead of hashing */
+    gw_recycle_t conn_allocator; /* of idle_conn_t: one is made and freed per request on a keep-alive upstream */
+    gw_recycle_t set_allocator;  /* of SET_RECYCLED_SIZE: a sandbox served one request at a time empties its set
+                                  * at every take, and the put makes it again */
 };
 
 static int addr_equals(const gw_netaddr_t *a, const gw_netaddr_t *b)
@@ -96,8 +97,7 @@ static keyed_set_t *create_set(gw_upstream_pool_t *pool, const gw_upstream_key_t
 {
     /* one allocation with its strings, recycled when they are short (they are: ids and lifecycles are tokens) */
     size_t id_len = strlen(key->sandbox_id), size = sizeof(keyed_set_t) + id_len + 1 + key->lifecycle.len + 1;
-    keyed_set_t *set =
-        size <= SET_RECYCLED_SIZE ? h2o_mem_alloc_recycle(&pool->set_allocator, SET_RECYCLED_SIZE) : h2o_mem_alloc(size);
+    keyed_set_t *set = size <= SET_RECYCLED_SIZE ? gw_recycle_alloc(&pool->set_allocator, SET_RECYCLED_SIZE) : h2o_mem_alloc(size);
     memset(set, 0, sizeof(*set));
     set->recycled = size <= SET_RECYCLED_SIZE;
     set->sandbox_id = memcpy((char *)(set + 1), key->sandbox_id, id_len + 1);
@@ -119,7 +119,7 @@ static void free_set_if_empty(gw_upstream_pool_t *pool, keyed_set_t *set)
         pool->last = NULL;
     gw_hashtab_remove(&pool->sets, &set->node);
     if (set->recycled)
-        h2o_mem_free_recycle(&pool->set_allocator, set);
+        gw_recycle_free(&pool->set_allocator, set);
     else
         free(set);
 }
@@ -133,11 +133,11 @@ static h2o_socket_t *detach_conn(idle_conn_t *conn)
 
     h2o_linklist_unlink(&conn->link);
     h2o_linklist_unlink(&conn->lru_link);
-    if (h2o_timeout_is_linked(&conn->timeout))
-        h2o_timeout_unlink(&conn->timeout);
+    if (gw_timer_is_linked(&conn->timeout))
+        gw_timer_unlink(&conn->timeout);
     --set->num_idle;
     --pool->num_idle;
-    h2o_mem_free_recycle(&pool->conn_allocator, conn);
+    gw_recycle_free(&pool->conn_allocator, conn);
     free_set_if_empty(pool, set);
     sock->data = NULL;
     return sock;
@@ -156,7 +156,7 @@ static void on_idle_event(h2o_socket_t *sock, const char *err)
     close_conn(sock->data);
 }
 
-static void on_idle_timeout(h2o_timeout_entry_t *entry)
+static void on_idle_timeout(gw_timer_t *entry)
 {
     close_conn(H2O_STRUCT_FROM_MEMBER(idle_conn_t, timeout, entry));
 }
@@ -223,7 +223,7 @@ void gw_upstream_pool_put(gw_upstream_pool_t *pool, const gw_upstream_key_t *key
         set = create_set(pool, key);
     lifetime = set->num_idle < pool->max_idle_per_key ? &pool->idle_timeout : &pool->surplus_timeout;
 
-    conn = h2o_mem_alloc_recycle(&pool->conn_allocator, sizeof(*conn));
+    conn = gw_recycle_alloc(&pool->conn_allocator, sizeof(*conn));
     memset(conn, 0, sizeof(*conn));
     conn->pool = pool;
     conn->set = set;
@@ -234,7 +234,7 @@ void gw_upstream_pool_put(gw_upstream_pool_t *pool, const gw_upstream_key_t *key
     ++set->num_idle;
     ++pool->num_idle;
     if (lifetime->enabled)
-        h2o_timeout_link(pool->loop, lifetime->timeout, &conn->timeout);
+        gw_timer_link(pool->loop, lifetime->timeout, &conn->timeout);
     sock->data = conn;
     h2o_socket_read_start(sock, on_idle_event);
 }

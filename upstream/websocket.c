@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <h2o.h>
 #include <h2o/http1.h>
+#include "common/engine.h"
 #include "upstream/exchange.h"
 #include "upstream/tunnel.h"
 #include "upstream/tunnel_hold.h"
@@ -139,7 +140,7 @@ void gw_exchange_upgrade(gw_exchange_t *ex)
         gw_tunnel_set_bounds(ws->tunnel, &p->conf.websocket_bounds, p->tunnel_close_wait.timeout);
     gw_tunnel_hold_bound_socket(p, sock);
     /* a publish handled while the 101 is written finds the tunnel (on_websocket_revoke) */
-    ws->writing = ex->req->conn->callbacks->get_socket(ex->req->conn);
+    ws->writing = gw_conn_socket(ex->req->conn);
     gw_tunnel_hold_take(&ws->hold, ex, on_websocket_revoke);
     h2o_linklist_insert(&p->websockets, &ws->link);
     GW_PROXY_COUNT(p, websockets_opened, 1);

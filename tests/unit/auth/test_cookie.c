@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <h2o/string_.h>
+#include "common/engine.h"
 #include "auth/cookie.h"
 #include "common/sandbox_id.h"
 #include "../bytes.h"
@@ -36,7 +37,7 @@ static char *sign_str(const gw_cookie_secret_t *secret, const char *sandbox, uin
     char *s;
 
     ck_assert_ptr_nonnull(v.base);
-    s = h2o_mem_alloc_pool(&pool, v.len + 1);
+    s = gw_pool_alloc(&pool, v.len + 1);
     memcpy(s, v.base, v.len);
     s[v.len] = '\0';
     return s;
@@ -125,7 +126,7 @@ END_TEST
 /* Replaces field `index` (0-4) of a signed value with `repl`. */
 static char *replace_field(const char *v, int index, const char *repl)
 {
-    char *out = h2o_mem_alloc_pool(&pool, strlen(v) + strlen(repl) + 1);
+    char *out = gw_pool_alloc(&pool, strlen(v) + strlen(repl) + 1);
     const char *p = v;
     size_t len = 0;
     int i;
@@ -259,7 +260,7 @@ START_TEST(test_malformed)
     ck_assert_int_eq(gw_cookie_verify(h2o_iovec_init(huge, sizeof(huge)), &new_secret, 1, "sbx7f3a9", 3000, NOW, HASH_A),
                      GW_COOKIE_MALFORMED);
     /* a valid value with a trailing separator or missing its last character */
-    trimmed = h2o_mem_alloc_pool(&pool, strlen(v) + 2);
+    trimmed = gw_pool_alloc(&pool, strlen(v) + 2);
     memcpy(trimmed, v, strlen(v) - 1);
     trimmed[strlen(v) - 1] = '\0';
     ck_assert_int_eq(verify_default(trimmed), GW_COOKIE_MALFORMED);

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/engine.h"
 #include "auth/cookie.h"
 #include "auth/warning.h"
 
@@ -91,7 +92,7 @@ END_TEST
 START_TEST(test_render)
 {
     h2o_iovec_t body = gw_warning_render(&pool, gw_warning_strings(iov(NULL)), iov(HOST), iov("123.abc"), iov("/a?b=1&c=<x>\""));
-    char *html = h2o_mem_alloc_pool(&pool, body.len + 1);
+    char *html = gw_pool_alloc(&pool, body.len + 1);
 
     memcpy(html, body.base, body.len);
     html[body.len] = '\0';

@@ -1,18 +1,19 @@
-/* Unit tests for common/loop_timeout.c: one h2o_timeout_t per (loop, duration), entries of several owners firing
+/* Unit tests for common/loop_timeout.c: one gw_timeout_t per (loop, duration), entries of several owners firing
  * in the order they expire, the last release giving it back to the loop (h2o_evloop_destroy asserts that none is
  * left), an adopted one kept. */
 #include <check.h>
 #include <stdlib.h>
+#include "common/engine.h"
 #include "common/loop_timeout.h"
 
 static int order[4], num_fired;
 
 typedef struct {
-    h2o_timeout_entry_t entry;
+    gw_timer_t entry;
     int id;
 } item_t;
 
-static void on_item(h2o_timeout_entry_t *e)
+static void on_item(gw_timer_t *e)
 {
     order[num_fired++] = H2O_STRUCT_FROM_MEMBER(item_t, entry, e)->id;
 }
@@ -20,14 +21,14 @@ static void on_item(h2o_timeout_entry_t *e)
 START_TEST(one_timeout_per_duration_and_loop)
 {
     h2o_loop_t *a = h2o_evloop_create(), *b = h2o_evloop_create();
-    h2o_timeout_t *a10 = gw_loop_timeout_acquire(a, 10), *a10again = gw_loop_timeout_acquire(a, 10);
-    h2o_timeout_t *a20 = gw_loop_timeout_acquire(a, 20), *b10 = gw_loop_timeout_acquire(b, 10);
+    gw_timeout_t *a10 = gw_loop_timeout_acquire(a, 10), *a10again = gw_loop_timeout_acquire(a, 10);
+    gw_timeout_t *a20 = gw_loop_timeout_acquire(a, 20), *b10 = gw_loop_timeout_acquire(b, 10);
 
     ck_assert_ptr_eq(a10, a10again);
     ck_assert_ptr_ne(a10, a20);
     ck_assert_ptr_ne(a10, b10);
-    ck_assert_uint_eq(a10->timeout, 10);
-    ck_assert_uint_eq(a20->timeout, 20);
+    ck_assert_uint_eq(gw_timeout_ms(a10), 10);
+    ck_assert_uint_eq(gw_timeout_ms(a20), 20);
     gw_loop_timeout_release(a, a10);
     ck_assert_ptr_eq(gw_loop_timeout_acquire(a, 10), a10); /* one reference was left */
     gw_loop_timeout_release(a, a10);
@@ -43,14 +44,14 @@ END_TEST
 START_TEST(entries_of_two_owners_fire_in_their_order)
 {
     h2o_loop_t *loop = h2o_evloop_create();
-    h2o_timeout_t *first = gw_loop_timeout_acquire(loop, 1), *second = gw_loop_timeout_acquire(loop, 1);
+    gw_timeout_t *first = gw_loop_timeout_acquire(loop, 1), *second = gw_loop_timeout_acquire(loop, 1);
     item_t items[3] = {
         {.entry = {.cb = on_item}, .id = 1}, {.entry = {.cb = on_item}, .id = 2}, {.entry = {.cb = on_item}, .id = 3}};
 
     num_fired = 0;
-    h2o_timeout_link(loop, first, &items[0].entry);
-    h2o_timeout_link(loop, second, &items[1].entry);
-    h2o_timeout_link(loop, first, &items[2].entry);
+    gw_timer_link(loop, first, &items[0].entry);
+    gw_timer_link(loop, second, &items[1].entry);
+    gw_timer_link(loop, first, &items[2].entry);
     while (num_fired != 3)
         h2o_evloop_run(loop, 10);
     ck_assert_int_eq(order[0], 1);
@@ -65,11 +66,11 @@ END_TEST
 START_TEST(an_adopted_timeout_is_shared_and_kept)
 {
     h2o_loop_t *loop = h2o_evloop_create();
-    h2o_timeout_t own;
+    gw_timeout_t own;
 
-    h2o_timeout_init(loop, &own, 1000);
+    gw_timeout_init(loop, &own, 1000);
     gw_loop_timeout_adopt(loop, &own);
-    h2o_timeout_t *t = gw_loop_timeout_acquire(loop, 1000);
+    gw_timeout_t *t = gw_loop_timeout_acquire(loop, 1000);
     ck_assert_ptr_eq(t, &own);
     gw_loop_timeout_release(loop, t);
     ck_assert_ptr_eq(gw_loop_timeout_acquire(loop, 1000), &own); /* not disposed by the last user */

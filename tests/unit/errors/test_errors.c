@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
+#include "common/engine.h"
 #include "errors/errors.h"
 
 static h2o_mem_pool_t pool;
@@ -33,7 +34,7 @@ static char *render(gw_error_code_t code, int html, const char *sandbox_id, uint
 
     ck_assert_ptr_nonnull(body.base);
     ck_assert_uint_gt(body.len, 0);
-    s = h2o_mem_alloc_pool(&pool, body.len + 1);
+    s = gw_pool_alloc(&pool, body.len + 1);
     memcpy(s, body.base, body.len);
     s[body.len] = '\0';
     ck_assert_uint_eq(strlen(s), body.len);
@@ -230,7 +231,7 @@ END_TEST
 static char *render_why(gw_error_code_t code, gw_error_why_t why, int html)
 {
     h2o_iovec_t body = gw_error_render_why(&pool, code, why, html, "sbx1", 3000, NULL);
-    char *s = h2o_mem_alloc_pool(&pool, body.len + 1);
+    char *s = gw_pool_alloc(&pool, body.len + 1);
 
     memcpy(s, body.base, body.len);
     s[body.len] = '\0';

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <hiredis/hiredis.h>
+#include "common/engine.h"
 #include "auth/share_link.h"
 #include "http/credentials.h"
 
@@ -153,13 +154,13 @@ START_TEST(test_link_cookie)
     ck_assert_int_eq(why, GW_WHY_LINK_EXPIRED);
     /* the two kinds never verify as each other: an access cookie with "v1" changed to "l1", and back */
     ck_assert_int_eq(gw_cookie_keys_sign(keys.cookie_keys, &pool, "sbx1", 3000, NOW + 60, TOKEN_HASH, &access), 0);
-    char *forged = h2o_mem_alloc_pool(&pool, access.len);
+    char *forged = gw_pool_alloc(&pool, access.len);
     memcpy(forged, access.base, access.len);
     forged[0] = 'l';
     ck_assert_int_eq(check((gw_credentials_t){.cookie = h2o_iovec_init(forged, access.len)}, &g, &why, &from),
                      GW_CREDENTIAL_REFUSED);
     ck_assert_int_eq(gw_cookie_keys_sign_link(keys.cookie_keys, &pool, "sbx1", 3000, NOW + 60, 2, &cookie), 0);
-    forged = h2o_mem_alloc_pool(&pool, cookie.len);
+    forged = gw_pool_alloc(&pool, cookie.len);
     memcpy(forged, cookie.base, cookie.len);
     forged[0] = 'v';
     ck_assert_int_eq(check((gw_credentials_t){.cookie = h2o_iovec_init(forged, cookie.len)}, &g, &why, &from),

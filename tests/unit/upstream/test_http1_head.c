@@ -8,6 +8,7 @@
 #include <check.h>
 #include <string.h>
 #include <strings.h>
+#include "common/engine.h"
 #include "upstream/http1_head.h"
 #include "../bytes.h"
 
@@ -316,7 +317,7 @@ START_TEST(test_response_head_size_bound)
 {
     gw_http1_response_t res;
     size_t big = GW_HTTP1_MAX_RESPONSE_HEAD_BYTES + 100;
-    char *buf = h2o_mem_alloc_pool(&pool, big + 64);
+    char *buf = gw_pool_alloc(&pool, big + 64);
     size_t n = 0;
 
     n += (size_t)snprintf(buf, 64, "HTTP/1.1 200 OK\r\nX-Big: ");

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <h2o.h>
+#include "common/engine.h"
 #include "upstream/tunnel.h"
 
 static h2o_loop_t *loop;
@@ -57,7 +58,7 @@ static void on_refused(void *data, uint16_t code)
 static const gw_tunnel_callbacks_t callbacks = {on_bytes, on_close, NULL, on_spliced, on_refused};
 
 /* a new tunnel, spliced in the second run of each test */
-static gw_tunnel_t *new_tunnel(h2o_socket_t *up, h2o_timeout_t *idle, counts_t *c, int spliced)
+static gw_tunnel_t *new_tunnel(h2o_socket_t *up, gw_timeout_t *idle, counts_t *c, int spliced)
 {
     gw_tunnel_t *t = gw_tunnel_new(loop, up, idle, &callbacks, c);
     if (spliced)
@@ -236,12 +237,12 @@ START_TEST(test_an_idle_tunnel_closes)
     int up_peer, cl_peer;
     h2o_socket_t *up = pair(&up_peer), *cl = pair(&cl_peer);
     counts_t c = {0};
-    h2o_timeout_t idle;
+    gw_timeout_t idle;
     gw_tunnel_t *t;
     char buf[8];
     int i;
 
-    h2o_timeout_init(loop, &idle, 100);
+    gw_timeout_init(loop, &idle, 100);
     t = new_tunnel(up, &idle, &c, _i);
     gw_tunnel_start(t, cl);
     ck_assert_int_eq(send(cl_peer, "x", 1, 0), 1);
@@ -257,7 +258,7 @@ START_TEST(test_an_idle_tunnel_closes)
     ck_assert_uint_eq(c.spliced, _i ? 1 : 0);
     close(up_peer);
     close(cl_peer);
-    h2o_timeout_dispose(loop, &idle);
+    gw_timeout_dispose(loop, &idle);
 }
 END_TEST
 
@@ -289,13 +290,13 @@ START_TEST(test_past_the_bounds_both_sides_get_a_close)
     int up_peer, cl_peer;
     h2o_socket_t *up = pair(&up_peer), *cl = pair(&cl_peer);
     counts_t c = {0};
-    h2o_timeout_t wait;
+    gw_timeout_t wait;
     gw_tunnel_t *t;
     uint8_t sent[64], got[64], close_frame[64];
     size_t n = 0, h, i;
     int rounds;
 
-    h2o_timeout_init(loop, &wait, 2000);
+    gw_timeout_init(loop, &wait, 2000);
     t = new_tunnel(up, NULL, &c, _i);
     gw_tunnel_set_bounds(t, &conf, &wait);
     gw_tunnel_start(t, cl);
@@ -344,7 +345,7 @@ START_TEST(test_past_the_bounds_both_sides_get_a_close)
         spin(1);
     ck_assert_int_eq(c.closed, 1);
     ck_assert_uint_eq(c.to_upstream, h);
-    h2o_timeout_dispose(loop, &wait);
+    gw_timeout_dispose(loop, &wait);
 }
 END_TEST
 
@@ -356,13 +357,13 @@ START_TEST(test_a_refused_tunnel_closes_after_the_close_wait)
     int up_peer, cl_peer;
     h2o_socket_t *up = pair(&up_peer), *cl = pair(&cl_peer);
     counts_t c = {0};
-    h2o_timeout_t wait;
+    gw_timeout_t wait;
     gw_tunnel_t *t;
     uint8_t ping[6 * 20];
     size_t i;
     int rounds;
 
-    h2o_timeout_init(loop, &wait, 100);
+    gw_timeout_init(loop, &wait, 100);
     t = new_tunnel(up, NULL, &c, _i);
     gw_tunnel_set_bounds(t, &conf, &wait);
     gw_tunnel_start(t, cl);
@@ -378,7 +379,7 @@ START_TEST(test_a_refused_tunnel_closes_after_the_close_wait)
     ck_assert_uint_eq(c.to_upstream, 6 * 10);
     close(up_peer);
     close(cl_peer);
-    h2o_timeout_dispose(loop, &wait);
+    gw_timeout_dispose(loop, &wait);
 }
 END_TEST
 

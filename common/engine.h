@@ -1,0 +1,241 @@
+/*
+ * The engine's API where libh2o 2.2.5 and h2o master differ (issue 40,
+ * ../shared/H2O_MASTER.md §4): timers, pool allocation, the client socket
+ * of a connection, the tags a request carries. Gateway code calls these,
+ * never the h2o names they wrap, so that porting to master changes this
+ * header (and common/loop_timeout.c, common/recycle.h), not the call sites.
+ * Each wrapper is static inline over the engine's call: no cost (callgrind's
+ * instructions per request are unchanged). GW_ENGINE_H2O_MASTER (set by
+ * meson with -Dengine=h2o-master) selects master's side; without it, 2.2.5.
+ */
+#ifndef GW_COMMON_ENGINE_H
+#define GW_COMMON_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <h2o.h>
+
+#ifdef GW_ENGINE_H2O_MASTER
+#include <stdalign.h>
+#endif
+
+/* --- timers ---------------------------------------------------------------------------------------------------------- */
+
+/*
+ * A timer: one callback, called once by the loop when the timer expires.
+ * It has a member `cb` on both engines (2.2.5's h2o_timeout_entry_t,
+ * master's h2o_timer_t): set it while unlinked, before linking; read it to
+ * learn what a linked timer will call. Zero-initialised is unlinked.
+ */
+#ifdef GW_ENGINE_H2O_MASTER
+typedef h2o_timer_t gw_timer_t;
+typedef h2o_timer_cb gw_timer_cb;
+#else
+typedef h2o_timeout_entry_t gw_timer_t;
+typedef h2o_timeout_cb gw_timer_cb;
+#endif
+
+/*
+ * A duration that timers are linked for, made for one loop. On 2.2.5 it is
+ * h2o_timeout_t, a list of the timers linked for that duration that the
+ * loop walks every turn (so the gateway shares one per (loop, duration):
+ * common/loop_timeout.h); on master's timer wheel it would only hold the
+ * milliseconds.
+ */
+#ifdef GW_ENGINE_H2O_MASTER
+typedef struct st_gw_timeout_t {
+    uint64_t timeout; /* milliseconds, as 2.2.5's h2o_timeout_t names it */
+} gw_timeout_t;
+#else
+typedef h2o_timeout_t gw_timeout_t;
+#endif
+
+/* Sets `t` to `cb`, unlinked. Never on a linked timer. */
+static inline void gw_timer_init(gw_timer_t *t, gw_timer_cb cb)
+{
+    memset(t, 0, sizeof(*t));
+    t->cb = cb;
+}
+
+#ifdef GW_ENGINE_H2O_MASTER
+
+static inline void gw_timer_link(h2o_loop_t *loop, gw_timeout_t *timeout, gw_timer_t *t)
+{
+    h2o_timer_link(loop, timeout->timeout, t);
+}
+
+static inline void gw_timer_unlink(gw_timer_t *t)
+{
+    h2o_timer_unlink(t);
+}
+
+static inline int gw_timer_is_linked(gw_timer_t *t)
+{
+    return h2o_timer_is_linked(t);
+}
+
+static inline void gw_timeout_init(h2o_loop_t *loop, gw_timeout_t *timeout, uint64_t ms)
+{
+    (void)loop;
+    timeout->timeout = ms;
+}
+
+static inline void gw_timeout_dispose(h2o_loop_t *loop, gw_timeout_t *timeout)
+{
+    (void)loop;
+    (void)timeout;
+}
+
+#else
+
+/* Links `t` (unlinked) to expire `timeout`'s duration from the loop's now.
+ * On 2.2.5 a timer linked from a 0 ms timeout's callback fires in the same
+ * turn again (see gw_delay_timer_link). */
+static inline void gw_timer_link(h2o_loop_t *loop, gw_timeout_t *timeout, gw_timer_t *t)
+{
+    h2o_timeout_link(loop, timeout, t);
+}
+
+/* Unlinks `t`; a no-op when it is not linked (on both engines). */
+static inline void gw_timer_unlink(gw_timer_t *t)
+{
+    h2o_timeout_unlink(t);
+}
+
+static inline int gw_timer_is_linked(gw_timer_t *t)
+{
+    return h2o_timeout_is_linked(t);
+}
+
+/* A duration owned by the caller (most code takes the loop's shared one,
+ * common/loop_timeout.h). Disposed with no timer linked. */
+static inline void gw_timeout_init(h2o_loop_t *loop, gw_timeout_t *timeout, uint64_t ms)
+{
+    h2o_timeout_init(loop, timeout, ms);
+}
+
+static inline void gw_timeout_dispose(h2o_loop_t *loop, gw_timeout_t *timeout)
+{
+    h2o_timeout_dispose(loop, timeout);
+}
+
+#endif
+
+/* The duration `timeout` stands for, in milliseconds. */
+static inline uint64_t gw_timeout_ms(const gw_timeout_t *timeout)
+{
+    return timeout->timeout;
+}
+
+/*
+ * A timer that takes any delay each time it is linked (the Redis client's
+ * deadlines). On 2.2.5: a duration of its own that never holds more than
+ * this one timer, so it can change each time; on master a plain timer.
+ * `entry` is the timer (gw_timer_unlink, gw_timer_is_linked work on it).
+ */
+typedef struct st_gw_delay_timer_t {
+    gw_timeout_t timeout;
+    gw_timer_t entry;
+} gw_delay_timer_t;
+
+static inline void gw_delay_timer_init(h2o_loop_t *loop, gw_delay_timer_t *t, gw_timer_cb cb)
+{
+    gw_timeout_init(loop, &t->timeout, 1);
+    gw_timer_init(&t->entry, cb);
+}
+
+/* (Re)links `t` to expire `delay_ms` from the loop's now; 0 is taken as 1:
+ * on 2.2.5 a 0 ms timer re-linked from its own callback fires again at once. */
+static inline void gw_delay_timer_link(h2o_loop_t *loop, gw_delay_timer_t *t, uint64_t delay_ms)
+{
+    gw_timer_unlink(&t->entry);
+    t->timeout.timeout = delay_ms != 0 ? delay_ms : 1;
+    gw_timer_link(loop, &t->timeout, &t->entry);
+}
+
+static inline void gw_delay_timer_dispose(h2o_loop_t *loop, gw_delay_timer_t *t)
+{
+    gw_timer_unlink(&t->entry);
+    gw_timeout_dispose(loop, &t->timeout);
+}
+
+/* --- memory ---------------------------------------------------------------------------------------------------------- */
+
+/* `sz` bytes from `pool`, aligned for any type, freed with the pool; never
+ * NULL (out of memory aborts). 2.2.5's h2o_mem_alloc_pool(pool, sz); master
+ * spells it h2o_mem_alloc_pool_aligned(pool, alignof(max_align_t), sz). */
+static inline void *gw_pool_alloc(h2o_mem_pool_t *pool, size_t sz)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    return h2o_mem_alloc_pool_aligned(pool, alignof(max_align_t), sz);
+#else
+    return h2o_mem_alloc_pool(pool, sz);
+#endif
+}
+
+/* --- connections and requests ------------------------------------------------------------------------------------------ */
+
+/* The client's socket under `conn` (HTTP/1 and HTTP/2 connections), NULL
+ * when it has none. Master deleted h2o_conn_callbacks_t.get_socket (2019):
+ * the port brings it back with a patch, behind this function. */
+static inline h2o_socket_t *gw_conn_socket(h2o_conn_t *conn)
+{
+    return conn->callbacks->get_socket != NULL ? conn->callbacks->get_socket(conn) : NULL;
+}
+
+/*
+ * A tag on a request: a pointer into the caller's own static table of
+ * names, kept as long as the request (the error code, the cut reason:
+ * errors/). On 2.2.5 it is an entry of req->error_logs under `module`,
+ * never printed (the pathconfs have emit_request_errors off); master made
+ * error_logs a text buffer, so there a tag is a pair of req->env (the
+ * variables of FastCGI and the access log's %{..}e, neither of which the
+ * gateway uses): `module` then the name, both found again by address.
+ */
+#ifdef GW_ENGINE_H2O_MASTER
+
+static inline void gw_req_tag_add(h2o_req_t *req, const char *module, const char *name)
+{
+    h2o_vector_reserve(&req->pool, &req->env, req->env.size + 2);
+    req->env.entries[req->env.size++] = h2o_iovec_init(module, strlen(module));
+    req->env.entries[req->env.size++] = h2o_iovec_init(name, strlen(name));
+}
+
+static inline const char *gw_req_tag_find(h2o_req_t *req, const char *module, const char *first, const char *end)
+{
+    size_t i;
+
+    for (i = 0; i + 1 < req->env.size; i += 2) {
+        const char *at = req->env.entries[i + 1].base;
+        if (req->env.entries[i].base == module && (uintptr_t)at >= (uintptr_t)first && (uintptr_t)at < (uintptr_t)end)
+            return at;
+    }
+    return NULL;
+}
+
+#else
+
+static inline void gw_req_tag_add(h2o_req_t *req, const char *module, const char *name)
+{
+    h2o_vector_reserve(&req->pool, &req->error_logs, req->error_logs.size + 1);
+    req->error_logs.entries[req->error_logs.size++] = (h2o_req_error_log_t){module, h2o_iovec_init(name, strlen(name))};
+}
+
+/* The first of `req`'s tags under `module` that points into [first, end),
+ * NULL when none does. */
+static inline const char *gw_req_tag_find(h2o_req_t *req, const char *module, const char *first, const char *end)
+{
+    size_t i;
+
+    for (i = 0; i != req->error_logs.size; ++i) {
+        const char *at = req->error_logs.entries[i].msg.base;
+        if (req->error_logs.entries[i].module == module && (uintptr_t)at >= (uintptr_t)first && (uintptr_t)at < (uintptr_t)end)
+            return at;
+    }
+    return NULL;
+}
+
+#endif
+
+#endif

@@ -1,0 +1,235 @@
+/*
+ * The vendored h2o master (third_party/h2o-master, issue 40), linked and
+ * run: a configuration with one handler, a context on an evloop, a timer
+ * of master's timer wheel, one HTTP/1.1 request over a socketpair answered
+ * through h2o_accept, and one HTTP/2 request (prior knowledge) that is
+ * reset. It checks our patches on master too (patches/series): the handler
+ * finds the accepted socket through get_socket (0001), the socket's
+ * on_close runs while its descriptor is open (0220), and the HTTP/2
+ * request sees the client's window and is reset with the code given
+ * (0230). Built only with -Dengine=h2o-master (the gateway itself is not
+ * ported yet). Prints h2o's version and exits 0, or names what failed and
+ * exits 1.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <h2o.h>
+#include <h2o/http2.h>
+#include <h2o/version.h>
+
+#define RESPONSE_MAX 1024
+#define H2_STREAM_ID 1
+
+static int timer_fired;
+static h2o_socket_t *accepted;       /* the server side of the current socketpair */
+static int accepted_fd = -1;         /* its descriptor */
+static int socket_found;             /* the handler found `accepted` through get_socket (0001) */
+static int closed_with_fd_open = -1; /* on_close found the descriptor open (1) or closed (0) (0220) */
+static ssize_t h2_window = -1;       /* what h2o_http2_get_send_window said (0230) */
+static h2o_req_t *h2_req;            /* the HTTP/2 request, reset from a timer */
+static h2o_timer_t h2_reset_timer;
+
+static void on_timer(h2o_timer_t *timer)
+{
+    (void)timer;
+    timer_fired = 1;
+}
+
+static void on_close(void *data)
+{
+    (void)data;
+    closed_with_fd_open = fcntl(accepted_fd, F_GETFD) != -1;
+}
+
+/* Resets the HTTP/2 request outside its handler: h2o_http2_reset_request
+ * disposes the request. */
+static void on_h2_reset_timer(h2o_timer_t *timer)
+{
+    (void)timer;
+    h2_window = h2o_http2_get_send_window(h2_req);
+    h2o_http2_reset_request(h2_req, H2O_HTTP2_ERROR_CANCEL);
+}
+
+static int on_req(h2o_handler_t *self, h2o_req_t *req)
+{
+    (void)self;
+    socket_found = req->conn->callbacks->get_socket != NULL && req->conn->callbacks->get_socket(req->conn) == accepted;
+    if (req->version >= 0x200) {
+        h2_req = req;
+        h2o_timer_link(req->conn->ctx->loop, 0, &h2_reset_timer);
+        return 0;
+    }
+    req->res.status = 200;
+    req->res.reason = "OK";
+    req->res.content_length = sizeof("smoke\n") - 1; /* or master's HTTP/1 chunks the body */
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, H2O_STRLIT("text/plain"));
+    h2o_send_inline(req, H2O_STRLIT("smoke\n"));
+    return 0;
+}
+
+/* Runs `loop` until `*done` or 200 turns of at most 10 ms; 0 when done. */
+static int run_until(h2o_loop_t *loop, const int *done)
+{
+    int turns;
+
+    for (turns = 0; !*done && turns != 200; ++turns)
+        if (h2o_evloop_run(loop, 10) != 0 && errno != EINTR)
+            return -1;
+    return *done ? 0 : -1;
+}
+
+/* Reads what the server wrote to `fd` (non-blocking) into `buf`; sets
+ * *done once the body is in. */
+static void read_answer(int fd, char *buf, size_t *len, int *done)
+{
+    ssize_t n;
+
+    while (*len < RESPONSE_MAX - 1 && (n = read(fd, buf + *len, RESPONSE_MAX - 1 - *len)) > 0)
+        *len += (size_t)n;
+    buf[*len] = '\0';
+    *done = strstr(buf, "\r\n\r\nsmoke\n") != NULL;
+}
+
+/* Accepts the server side of a new socketpair, writes `request` on the
+ * client side; returns the client side's descriptor, -1 on failure. */
+static int connect_pair(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ctx, const void *request, size_t len)
+{
+    int fds[2];
+
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds) != 0)
+        return -1;
+    accepted_fd = fds[0];
+    accepted = h2o_evloop_socket_create(loop, fds[0], 0);
+    accepted->on_close.cb = on_close;
+    h2o_accept(accept_ctx, accepted);
+    if (write(fds[1], request, len) != (ssize_t)len) {
+        close(fds[1]);
+        return -1;
+    }
+    return fds[1];
+}
+
+static int serve_http1(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ctx)
+{
+    static const char request[] = "GET / HTTP/1.1\r\nHost: smoke\r\nConnection: close\r\n\r\n";
+    char answer[RESPONSE_MAX];
+    size_t len = 0;
+    int fd, done = 0, turns;
+
+    if ((fd = connect_pair(loop, accept_ctx, request, sizeof(request) - 1)) == -1)
+        return -1;
+    for (turns = 0; !(done && closed_with_fd_open != -1) && turns != 200; ++turns) {
+        if (h2o_evloop_run(loop, 10) != 0 && errno != EINTR)
+            break;
+        read_answer(fd, answer, &len, &done);
+    }
+    close(fd);
+    if (!done || strncmp(answer, "HTTP/1.1 200 OK\r\n", 17) != 0) {
+        fprintf(stderr, "smoke: no 200 answer, got %zu bytes: %.200s\n", len, answer);
+        return -1;
+    }
+    if (!socket_found || closed_with_fd_open != 1) {
+        fprintf(stderr, "smoke: HTTP/1: get_socket %s the accepted socket; on_close %s\n", socket_found ? "gave" : "did not give",
+                closed_with_fd_open == 1 ? "ran with the descriptor open" : "did not run with the descriptor open");
+        return -1;
+    }
+    return 0;
+}
+
+/* 1 when `buf` holds a whole RST_STREAM frame for H2_STREAM_ID with
+ * `code`, walking the frames from the start. */
+static int has_rst_stream(const uint8_t *buf, size_t len, uint32_t code)
+{
+    size_t at = 0, flen;
+
+    while (at + 9 <= len) {
+        flen = (size_t)buf[at] << 16 | (size_t)buf[at + 1] << 8 | buf[at + 2];
+        if (at + 9 + flen > len)
+            break;
+        if (buf[at + 3] == 3 && flen == 4 && (buf[at + 5] & 0x7f) == 0 && buf[at + 6] == 0 && buf[at + 7] == 0 &&
+            buf[at + 8] == H2_STREAM_ID &&
+            ((uint32_t)buf[at + 9] << 24 | (uint32_t)buf[at + 10] << 16 | (uint32_t)buf[at + 11] << 8 | buf[at + 12]) == code)
+            return 1;
+        at += 9 + flen;
+    }
+    return 0;
+}
+
+static int serve_http2(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ctx)
+{
+    /* the preface, an empty SETTINGS, and HEADERS (END_STREAM, END_HEADERS) on stream 1 with :method GET, :scheme http,
+     * :path / (static table indexes 2, 6, 4) and :authority smoke (literal, name index 1) */
+    static const uint8_t request[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                     "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+                                     "\x00\x00\x0a\x01\x05\x00\x00\x00\x01\x82\x86\x84\x41\x05smoke";
+    uint8_t answer[RESPONSE_MAX];
+    size_t len = 0;
+    ssize_t n;
+    int fd, done = 0, turns;
+
+    socket_found = 0;
+    closed_with_fd_open = -1;
+    if ((fd = connect_pair(loop, accept_ctx, request, sizeof(request) - 1)) == -1)
+        return -1;
+    for (turns = 0; !done && turns != 200; ++turns) {
+        if (h2o_evloop_run(loop, 10) != 0 && errno != EINTR)
+            break;
+        while (len < sizeof(answer) && (n = read(fd, answer + len, sizeof(answer) - len)) > 0)
+            len += (size_t)n;
+        done = has_rst_stream(answer, len, H2O_HTTP2_ERROR_CANCEL * -1);
+    }
+    close(fd);
+    /* the server sees the client leave and disposes the connection (no timer may stay linked) */
+    for (turns = 0; closed_with_fd_open == -1 && turns != 200; ++turns)
+        if (h2o_evloop_run(loop, 10) != 0 && errno != EINTR)
+            break;
+    if (!done || !socket_found || h2_window != 65535 || closed_with_fd_open != 1) {
+        fprintf(
+            stderr,
+            "smoke: HTTP/2: RST_STREAM(CANCEL) %s, get_socket %s the accepted socket, send window %zd (want 65535), on_close %s\n",
+            done ? "seen" : "not seen", socket_found ? "gave" : "did not give", h2_window,
+            closed_with_fd_open == 1 ? "ran with the descriptor open" : "did not run with the descriptor open");
+        return -1;
+    }
+    return 0;
+}
+
+int main(void)
+{
+    h2o_globalconf_t conf;
+    h2o_context_t ctx;
+    h2o_accept_ctx_t accept_ctx;
+    h2o_timer_t timer;
+    h2o_loop_t *loop = h2o_evloop_create();
+    h2o_hostconf_t *host;
+    h2o_pathconf_t *path;
+
+    h2o_config_init(&conf);
+    host = h2o_config_register_host(&conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
+    path = h2o_config_register_path(host, "/", 0);
+    h2o_create_handler(path, sizeof(h2o_handler_t))->on_req = on_req;
+    h2o_context_init(&ctx, loop, &conf);
+    memset(&accept_ctx, 0, sizeof(accept_ctx));
+    accept_ctx.ctx = &ctx;
+    accept_ctx.hosts = conf.hosts;
+
+    h2o_timer_init(&timer, on_timer);
+    h2o_timer_init(&h2_reset_timer, on_h2_reset_timer);
+    h2o_timer_link(loop, 1, &timer);
+    if (run_until(loop, &timer_fired) != 0) {
+        fprintf(stderr, "smoke: the timer did not fire\n");
+        return 1;
+    }
+    if (serve_http1(loop, &accept_ctx) != 0 || serve_http2(loop, &accept_ctx) != 0)
+        return 1;
+    printf("h2o %s (libh2o %s): context, loop, timer, one HTTP/1.1 request, one HTTP/2 request reset\n", H2O_VERSION,
+           H2O_LIBRARY_VERSION);
+    h2o_context_dispose(&ctx);
+    h2o_config_dispose(&conf);
+    h2o_evloop_destroy(loop); /* frees the closed sockets: LeakSanitizer sees none */
+    return 0;
+}
