@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "http/phases.h"
+#include "http/viewer.h"
 #include "http/pipeline.h"
 #include "http/redirect.h"
 
@@ -58,6 +59,10 @@ static void unwind(gw_pipeline_req_t *r)
     if (r->conn_limit != NULL) {
         gw_conn_limit_release(r->conn_limit, r->thread->worker, r->sbx->id);
         r->conn_limit = NULL;
+    }
+    if (r->viewer_limit != NULL) {
+        gw_conn_limit_release(r->viewer_limit, r->thread->worker, r->sbx->id);
+        r->viewer_limit = NULL;
     }
     if (r->client_limit != NULL) {
         gw_conn_limit_release(r->client_limit, r->thread->worker, r->client);
@@ -200,6 +205,12 @@ gw_pipeline_t *gw_pipeline_register(h2o_pathconf_t *pathconf, const gw_pipeline_
     self->super.on_context_dispose = on_context_dispose;
     self->super.on_req = on_req;
     self->conf = *conf;
+    /* the desktop ports' viewer and viewer slots, the pipeline's own unless given (README, Desktops) */
+    if (self->conf.desktop_viewers == NULL)
+        self->conf.desktop_viewers =
+            gw_conn_limit_new(conf->config->limits.max_desktop_viewers, conf->config->workers != 0 ? conf->config->workers : 1);
+    if (self->conf.viewer == NULL)
+        self->conf.viewer = gw_viewer_load_or_say(conf->config->desktop.viewer_dir);
     return self;
 }
 
