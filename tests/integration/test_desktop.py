@@ -49,6 +49,15 @@ def desk_gw(workdir, certs, redis):
     g = gwtest.Gateway(d, certs, redis.port, name="gw-desktop",
                        overrides={"auth": {"link_keys_file": keys_file, "link_max_ttl_s": MAX_TTL},
                                   "limits": {"max_desktop_viewers": VIEWERS}})
+    base_env = g.env
+
+    def env():
+        e = base_env()
+        # under ASan freed memory waits in a 256 MB quarantine: keep it small (the 1 GiB cut text measures RSS)
+        e["ASAN_OPTIONS"] = e.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=4:thread_local_quarantine_size_kb=256"
+        return e
+
+    g.env = env
     g.start()
     yield g
     rc = g.stop()
@@ -257,15 +266,15 @@ def raw_rfb_tunnel(g, host, token, ca):
     return s, rest
 
 
-def frame0(payload):
-    """A client's binary frame masked with the key 0 (the payload as is: fast for big ones)."""
+def frame0(payload, opcode=0x2):
+    """A client's frame (binary by default) masked with the key 0 (the payload as is: fast for big ones)."""
     n = len(payload)
     if n < 126:
-        head = bytes([0x82, 0x80 | n])
+        head = bytes([0x80 | opcode, 0x80 | n])
     elif n <= 0xFFFF:
-        head = bytes([0x82, 0x80 | 126]) + struct.pack(">H", n)
+        head = bytes([0x80 | opcode, 0x80 | 126]) + struct.pack(">H", n)
     else:
-        head = bytes([0x82, 0x80 | 127]) + struct.pack(">Q", n)
+        head = bytes([0x80 | opcode, 0x80 | 127]) + struct.pack(">Q", n)
     return head + b"\x00\x00\x00\x00" + payload
 
 
@@ -284,6 +293,10 @@ class RawStream:
                     ln, off = struct.unpack(">H", b[2:4])[0], 4
                 elif ln == 127 and len(b) >= 10:
                     ln, off = struct.unpack(">Q", b[2:10])[0], 10
+                if (ln < 126 or off > 2) and len(b) >= off + ln and b[0] & 0x0F == 0x9:
+                    self.s.sendall(frame0(b[off:off + ln], 0xA))  # the gateway's keep-alive Ping (a slow sender)
+                    self.buf = b[off + ln:]
+                    continue
                 if (ln < 126 or off > 2) and len(b) >= off + ln:
                     assert b[0] & 0x0F == 0x2, "not a binary frame: %r (close: %r)" % (b[:40], close_of(b))
                     self.data += b[off:off + ln]
@@ -331,3 +344,169 @@ def test_one_gib_cut_text_of_a_view_only_viewer_is_dropped_without_buffering(des
         assert rss1 - rss0 < 64 * 1024, "the gateway's RSS grew by %d KiB while dropping 1 GiB" % (rss1 - rss0)
     finally:
         s.close()
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+
+def test_rfb_port_whose_app_is_not_vnc(desk_gw, redis, certs, upstream):
+    """An rfb port with an HTTP app on it (it says nothing first) or a
+    service that greets with something else: the WebSocket closes 1011 and
+    says the port is not a VNC server."""
+    import websockets
+
+    banner = socket.socket()
+    banner.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    banner.bind(("127.0.0.1", gwtest.free_port()))
+    banner.listen(8)
+
+    def serve():
+        try:
+            c, _ = banner.accept()
+            c.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+            time.sleep(5)
+            c.close()
+        except OSError:
+            pass
+
+    import threading
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        for port, what in ((upstream.port, "sent no RFB greeting"), (banner.getsockname()[1], "not a VNC server")):
+            sid, token = rfb.register_desktop(redis, port)
+            host = desk_gw.host(port, sid)
+
+            async def go():
+                async with rfb.ws_connect(desk_gw, host, certs["ca"], token) as ws:
+                    with pytest.raises(websockets.ConnectionClosed) as e:
+                        await asyncio.wait_for(ws.recv(), 30)
+                    assert e.value.rcvd is not None and e.value.rcvd.code == 1011, e.value
+                    assert what in e.value.rcvd.reason, e.value.rcvd.reason
+
+            run(go())
+    finally:
+        banner.close()
+
+
+def test_view_only_link_refusals(desk_gw, redis, curl_runner, xvnc, upstream):
+    """403 invalid_token for a view-only link of another port, with a bad
+    signature (a full link's S under the lzv1 prefix, or altered), expired,
+    and on a port that is not a desktop; each message says which."""
+    sid, _ = rfb.register_desktop(redis, xvnc.port, extra={"port:%d" % upstream.port: "private"})
+    redis.cmd("PUBLISH", "lizard:routes", sid)
+    host = desk_gw.host(xvnc.port, sid)
+    c = dcurl(desk_gw, curl_runner)
+    good = link(sid, xvnc.port, view_only=True)
+    full = link(sid, xvnc.port)
+    cases = [
+        (link(sid, upstream.port, view_only=True), host, "another port"),
+        ("lzv1." + full[len("lzs1."):], host, "signature"),
+        (good[:-3] + bh.flip_char(good[-3:], 0) + good[-2:], host, "signature"),
+        (ref.mint(K1[0], K1[1], sid, xvnc.port, int(time.time()) - 5, 0, view_only=True), host, "expired"),
+        (link(sid, upstream.port, view_only=True), desk_gw.host(upstream.port, sid), "view-only"),
+    ]
+    for token, h, says in cases:
+        r = c(h, "/", headers={rfb.TOKEN_HEADER: token, "Accept": "application/json"})
+        assert r.status == 403 and r.error_code() == "invalid_token", (token, r)
+        assert says in r.json()["error"]["message"], (says, r.json())
+    # and the good one works, here only
+    r = c(host, "/", headers={rfb.TOKEN_HEADER: good})
+    assert r.status == 302 and "view_only=true" in r.headers["location"], r
+
+
+def test_view_only_cookie_stays_view_only_and_a_full_link_upgrades_it(desk_gw, redis, certs, curl_runner, echo_rfb):
+    """A view-only link on a navigation becomes a view-only cookie: the
+    viewer is told so and the tunnel it opens drops input, even when the
+    viewer is asked for input (view_only=false). A full link on the same
+    browser then replaces the cookie with a full one."""
+    sid, _ = rfb.register_desktop(redis, echo_rfb.port)
+    host = desk_gw.host(echo_rfb.port, sid)
+    c = dcurl(desk_gw, curl_runner)
+
+    def cookie_of(token):
+        r = c(host, "/?lizard_token=" + token, headers=bh.NAVIGATION)
+        assert r.status == 302, r
+        cs = bh.set_cookies(r)
+        assert len(cs) == 1, r
+        return cs[0].value
+
+    async def echoed(cookie):
+        async with rfb.ws_connect(desk_gw, host, certs["ca"], cookie="%s=%s" % (bh.COOKIE_NAME, cookie)) as ws:
+            st, _, _ = await rfb.handshake(ws)
+            await ws.send(rfb.pointer_event(1, 2) + rfb.fbur())
+            return await st.read(10)
+
+    view = cookie_of(link(sid, echo_rfb.port, view_only=True))
+    assert view.startswith("w1."), view
+    r = c(host, "/", headers={"Cookie": "%s=%s" % (bh.COOKIE_NAME, view)})
+    assert r.status == 302 and "view_only=true" in r.headers["location"], r
+    assert run(echoed(view)) == rfb.fbur(), "the view-only cookie's tunnel let a PointerEvent through"
+
+    full = cookie_of(link(sid, echo_rfb.port))
+    assert full.startswith("l1."), full
+    r = c(host, "/", headers={"Cookie": "%s=%s" % (bh.COOKIE_NAME, full)})
+    assert r.status == 302 and "view_only=false" in r.headers["location"], r
+    assert run(echoed(full)) == rfb.pointer_event(1, 2) + rfb.fbur()[:4]
+
+
+def test_viewers_per_sandbox_bounded(desk_gw, redis, certs, echo_rfb):
+    """limits.max_desktop_viewers (3 here) per sandbox: the fourth viewer is
+    429 too_many_connections before the upgrade, another sandbox's viewers
+    are not affected, and a closed viewer frees its place."""
+    import websockets
+
+    sid, token = rfb.register_desktop(redis, echo_rfb.port)
+    other, other_token = rfb.register_desktop(redis, echo_rfb.port)
+    host, other_host = desk_gw.host(echo_rfb.port, sid), desk_gw.host(echo_rfb.port, other)
+
+    async def go():
+        open_ = []
+        for _ in range(VIEWERS):
+            ws = await rfb.ws_connect(desk_gw, host, certs["ca"], token)
+            await rfb.handshake(ws)
+            open_.append(ws)
+        with pytest.raises(websockets.InvalidStatusCode) as e:
+            async with rfb.ws_connect(desk_gw, host, certs["ca"], token):
+                pass
+        assert e.value.status_code == 429
+        async with rfb.ws_connect(desk_gw, other_host, certs["ca"], other_token) as ws:
+            await rfb.handshake(ws)
+        await open_.pop().close()
+        deadline = time.monotonic() + 20
+        while True:  # the slot is given back when the gateway has seen the close
+            try:
+                async with rfb.ws_connect(desk_gw, host, certs["ca"], token) as ws:
+                    await rfb.handshake(ws)
+                break
+            except websockets.InvalidStatusCode as e:
+                assert e.status_code == 429 and time.monotonic() < deadline
+                await asyncio.sleep(0.1)
+        for ws in open_:
+            await ws.close()
+
+    run(go())
+
+
+def test_revocation_closes_a_viewer_4403(desk_gw, redis, certs, echo_rfb):
+    """Bumping link_epoch closes the view-only viewer opened with a link
+    (4403); a full viewer opened with the access token stays."""
+    import websockets
+
+    sid, token = rfb.register_desktop(redis, echo_rfb.port)
+    host = desk_gw.host(echo_rfb.port, sid)
+
+    async def go():
+        async with rfb.ws_connect(desk_gw, host, certs["ca"], link(sid, echo_rfb.port, view_only=True)) as viewer, \
+                rfb.ws_connect(desk_gw, host, certs["ca"], token) as owner:
+            st, _, _ = await rfb.handshake(viewer)
+            ost, _, _ = await rfb.handshake(owner)
+            redis.cmd("HINCRBY", "lizard:sbx:{%s}" % sid, "link_epoch", 1)
+            redis.cmd("PUBLISH", "lizard:routes", sid)
+            with pytest.raises(websockets.ConnectionClosed) as e:
+                await st.read(1, timeout=20)
+            assert e.value.rcvd is not None and e.value.rcvd.code == 4403, e.value
+            await owner.send(rfb.fbur())
+            assert await ost.read(10) == rfb.fbur()
+
+    run(go())
