@@ -15,6 +15,7 @@ import os
 import socket
 import ssl
 import struct
+import subprocess
 import time
 
 import pytest
@@ -412,6 +413,24 @@ def test_view_only_link_refusals(desk_gw, redis, curl_runner, xvnc, upstream):
         assert says in r.json()["error"]["message"], (says, r.json())
     # and the good one works, here only
     r = c(host, "/", headers={rfb.TOKEN_HEADER: good})
+    assert r.status == 302 and "view_only=true" in r.headers["location"], r
+
+
+def test_sign_link_view_prints_a_view_only_link(desk_gw, redis, curl_runner, echo_rfb):
+    """`lizard-gateway sign-link --view`: an lzv1 link the independent
+    implementation mints byte for byte, whose URL opens the viewer view-only."""
+    sid, _ = rfb.register_desktop(redis, echo_rfb.port)
+    host = desk_gw.host(echo_rfb.port, sid)
+    r = subprocess.run([gwtest.gateway_binary(), "sign-link", "-c", desk_gw.config_path, "--sandbox", sid, "--port",
+                        str(echo_rfb.port), "--ttl", "600", "--epoch", "0", "--view"],
+                       capture_output=True, timeout=30, env=desk_gw.env())
+    assert r.returncode == 0, r.stderr.decode()
+    url, token = r.stdout.decode().splitlines()
+    assert token.startswith("lzv1.") and url == "https://%s:%d/?lizard_token=%s" % (host, desk_gw.tls_port, token), url
+    assert "view-only" in r.stderr.decode()
+    assert ref.mint(K1[0], K1[1], sid, echo_rfb.port, ref.parse(token)["exp"], 0, view_only=True) == token
+    c = dcurl(desk_gw, curl_runner)
+    r = c(host, "/", headers={rfb.TOKEN_HEADER: token})
     assert r.status == 302 and "view_only=true" in r.headers["location"], r
 
 
