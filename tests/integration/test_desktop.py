@@ -439,7 +439,7 @@ def test_view_only_cookie_stays_view_only_and_a_full_link_upgrades_it(desk_gw, r
     viewer is told so and the tunnel it opens drops input, even when the
     viewer is asked for input (view_only=false). A full link on the same
     browser then replaces the cookie with a full one."""
-    sid, _ = rfb.register_desktop(redis, echo_rfb.port)
+    sid, access = rfb.register_desktop(redis, echo_rfb.port)
     host = desk_gw.host(echo_rfb.port, sid)
     c = dcurl(desk_gw, curl_runner)
 
@@ -468,6 +468,13 @@ def test_view_only_cookie_stays_view_only_and_a_full_link_upgrades_it(desk_gw, r
     assert r.status == 302 and "view_only=false" in r.headers["location"], r
     assert run(echoed(full)) == rfb.pointer_event(1, 2) + rfb.fbur()[:4]
 
+    # the access token on a browser holding a view-only cookie: the cookie it gets instead is a full one
+    cookie_of(link(sid, echo_rfb.port, view_only=True))
+    token_cookie = cookie_of(access)
+    assert not token_cookie.startswith("w1."), token_cookie
+    r = c(host, "/", headers={"Cookie": "%s=%s" % (bh.COOKIE_NAME, token_cookie)})
+    assert r.status == 302 and "view_only=false" in r.headers["location"], r
+
 
 def test_viewers_per_sandbox_bounded(desk_gw, redis, certs, echo_rfb):
     """limits.max_desktop_viewers (3 here) per sandbox: the fourth viewer is
@@ -485,12 +492,26 @@ def test_viewers_per_sandbox_bounded(desk_gw, redis, certs, echo_rfb):
             ws = await rfb.ws_connect(desk_gw, host, certs["ca"], token)
             await rfb.handshake(ws)
             open_.append(ws)
-        with pytest.raises(websockets.InvalidStatusCode) as e:
-            async with rfb.ws_connect(desk_gw, host, certs["ca"], token):
-                pass
-        assert e.value.status_code == 429
-        async with rfb.ws_connect(desk_gw, other_host, certs["ca"], other_token) as ws:
-            await rfb.handshake(ws)
+        assert metric(desk_gw, 'lizard_desktop_viewers{mode="full"}') >= VIEWERS
+        req = ("GET /.lizard/rfb HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n%s: %s\r\n"
+               "Accept: application/json\r\n\r\n" % (host, rfb.TOKEN_HEADER, token)).encode()
+        got, sock = bh.h1_raw(desk_gw.tls_port, host, req, certs["ca"], read_until=b"}")
+        sock.close()
+        assert got.startswith(b"HTTP/1.1 429") and b"too_many_connections" in got, got
+        # ten viewers past the limit, each refused before the upgrade, while a viewer of another sandbox keeps
+        # getting its answers
+        async with rfb.ws_connect(desk_gw, other_host, certs["ca"], other_token) as other:
+            ost, _, _ = await rfb.handshake(other)
+            answered = 0
+            for i in range(10):
+                with pytest.raises(websockets.InvalidStatusCode) as e:
+                    async with rfb.ws_connect(desk_gw, host, certs["ca"], token):
+                        pass
+                assert e.value.status_code == 429
+                await other.send(rfb.fbur(i))
+                answered += await ost.read(10) == rfb.fbur(i)
+            assert answered == 10, "the other sandbox's viewer got %d of 10 answers" % answered
         await open_.pop().close()
         deadline = time.monotonic() + 20
         while True:  # the slot is given back when the gateway has seen the close
@@ -505,6 +526,8 @@ def test_viewers_per_sandbox_bounded(desk_gw, redis, certs, echo_rfb):
             await ws.close()
 
     run(go())
+    gwtest.wait_for(lambda: metric(desk_gw, 'lizard_desktop_viewers{mode="full"}') == 0, 30,
+                    what="the viewers' gauge back to 0 once they closed")
 
 
 def test_revocation_closes_a_viewer_4403(desk_gw, redis, certs, echo_rfb):
@@ -529,3 +552,32 @@ def test_revocation_closes_a_viewer_4403(desk_gw, redis, certs, echo_rfb):
             assert await ost.read(10) == rfb.fbur()
 
     run(go())
+
+
+def test_a_desktop_that_stops_being_one_closes_its_view_only_viewers_4403(desk_gw, redis, certs, echo_rfb):
+    """proto:<n> changed from rfb to tcp: a view-only link grants nothing on
+    a port that is not a desktop (no walk would drop its input there), so its
+    open viewer closes (4403); the owner's, opened with the access token,
+    stays."""
+    import websockets
+
+    sid, token = rfb.register_desktop(redis, echo_rfb.port)
+    host = desk_gw.host(echo_rfb.port, sid)
+
+    async def go():
+        async with rfb.ws_connect(desk_gw, host, certs["ca"], link(sid, echo_rfb.port, view_only=True)) as viewer, \
+                rfb.ws_connect(desk_gw, host, certs["ca"], token) as owner:
+            st, _, _ = await rfb.handshake(viewer)
+            ost, _, _ = await rfb.handshake(owner)
+            assert metric(desk_gw, 'lizard_desktop_viewers{mode="view_only"}') >= 1
+            redis.cmd("HSET", "lizard:sbx:{%s}" % sid, "proto:%d" % echo_rfb.port, "tcp")
+            redis.cmd("PUBLISH", "lizard:routes", sid)
+            with pytest.raises(websockets.ConnectionClosed) as e:
+                await st.read(1, timeout=20)
+            assert e.value.rcvd is not None and e.value.rcvd.code == 4403, e.value
+            await owner.send(rfb.fbur())
+            assert await ost.read(10) == rfb.fbur()
+
+    run(go())
+    gwtest.wait_for(lambda: metric(desk_gw, 'lizard_desktop_viewers{mode="view_only"}') == 0, 30,
+                    what="the view-only gauge back to 0")
