@@ -333,6 +333,7 @@ def test_one_gib_cut_text_of_a_view_only_viewer_is_dropped_without_buffering(des
         st.read(4 + 16 + 4 + 4)
         rss0 = gwtest.rss_kib(desk_gw.proc.pid)
         before = echo_rfb.received
+        dropped = metric(desk_gw, "lizard_desktop_input_dropped_total")
         total = 1 << 30
         s.sendall(frame0(struct.pack(">BxxxI", 6, total)))
         chunk = frame0(b"\x04" * (1 << 20))  # key events' bytes inside the text are text
@@ -342,6 +343,7 @@ def test_one_gib_cut_text_of_a_view_only_viewer_is_dropped_without_buffering(des
         s.sendall(frame0(rfb.fbur(5, 6, 7, 8)))
         assert st.read(10) == rfb.fbur(5, 6, 7, 8), "the tunnel did not carry the message after the 1 GiB text"
         assert echo_rfb.received - before == 10, "bytes of the cut text reached the server"
+        assert metric(desk_gw, "lizard_desktop_input_dropped_total") - dropped == 1, "not counted as one dropped message"
         assert rss1 - rss0 < 64 * 1024, "the gateway's RSS grew by %d KiB while dropping 1 GiB" % (rss1 - rss0)
     finally:
         s.close()

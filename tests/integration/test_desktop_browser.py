@@ -157,6 +157,7 @@ def test_full_link_shows_the_desktop_and_types_into_the_xterm(desk_gw, redis, de
         assert pixels_of(str(tmp_path / "shot.png"), (255, 255, 255), 0) >= 5000, "no xterm in the screenshot"
         assert metric(desk_gw, 'lizard_desktop_viewers{mode="full"}') >= 1
 
+        desktop.x("xdotool", "mousemove", "--sync", "5", "5")
         before = desktop.pointer()
         b.do("click", x=300, y=200)
         wait_until(lambda: desktop.pointer() != before, "the click to move the X pointer")
