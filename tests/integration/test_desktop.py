@@ -41,7 +41,12 @@ def run(coro, timeout=90):
 
 @pytest.fixture(scope="module")
 def desk_gw(workdir, certs, redis):
-    d = os.path.join(workdir, "desktop")
+    yield from desktop_gateway(workdir, certs, redis, "desktop")
+
+
+def desktop_gateway(workdir, certs, redis, name):
+    """A gateway with K1 as its link key and VIEWERS viewers per sandbox, in workdir/name (a generator for a fixture)."""
+    d = os.path.join(workdir, name)
     os.makedirs(d, exist_ok=True)
     keys_file = os.path.join(d, "link-keys")
     with open(keys_file, "w") as f:

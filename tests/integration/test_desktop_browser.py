@@ -27,13 +27,18 @@ import pytest
 import gwtest
 import rfb_helpers as rfb
 from test_browser_e2e import BROWSER_DIR, browser_env  # noqa: F401 (a fixture)
-from test_desktop import desk_gw, link, metric  # noqa: F401 (a fixture)
+from test_desktop import desktop_gateway, link, metric
 
 BLUE = (0x2A, 0x7F, 0xD4)
 ORANGE = (0xE0, 0x70, 0x10)
 # a generous bound on what the browser and the X server take to show or do
 # something (the test fails only when it never happens)
 PATIENCE = 90
+
+
+@pytest.fixture(scope="module")
+def desk_gw(workdir, certs, redis):
+    yield from desktop_gateway(workdir, certs, redis, "desktop-browser")
 
 
 @pytest.fixture(scope="module")
