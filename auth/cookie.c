@@ -5,7 +5,9 @@
  * but not carried: rotating the sandbox's token makes every cookie fail.
  * The cookie a share link becomes is the same with "l1" and the link's
  * epoch ("l1.<sandbox>.<port>.<expires>\nlink_epoch=<n>"): a new link_epoch
- * makes it fail, and the two kinds can never verify as each other.
+ * makes it fail, and the two kinds can never verify as each other. A
+ * view-only link (CONTRACT.md, Desktops) becomes a "w1" cookie, the same
+ * again: it never verifies as a full link's, so it stays view-only.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 
 #define COOKIE_VERSION "v1"
 #define LINK_COOKIE_VERSION "l1" /* same length as COOKIE_VERSION */
+#define VIEW_COOKIE_VERSION "w1" /* a view-only link's; same length */
 #define MAX_PORT_DIGITS 5
 #define MAX_EXPIRES_DIGITS 20
 /* base64url of 32 bytes without padding */
@@ -109,9 +112,23 @@ h2o_iovec_t gw_cookie_sign_link(h2o_mem_pool_t *pool, const gw_cookie_secret_t *
     return sign_as(pool, LINK_COOKIE_VERSION, secret, sandbox_id, port, expires_at, link_binding(binding, link_epoch));
 }
 
+h2o_iovec_t gw_cookie_sign_view_link(h2o_mem_pool_t *pool, const gw_cookie_secret_t *secret, const char *sandbox_id, uint16_t port,
+                                     uint64_t expires_at, uint64_t link_epoch)
+{
+    char binding[LINK_BINDING_MAX];
+    return sign_as(pool, VIEW_COOKIE_VERSION, secret, sandbox_id, port, expires_at, link_binding(binding, link_epoch));
+}
+
+int gw_cookie_is_view_link(h2o_iovec_t value)
+{
+    return value.len > sizeof(VIEW_COOKIE_VERSION) && memcmp(value.base, VIEW_COOKIE_VERSION ".", sizeof(VIEW_COOKIE_VERSION)) == 0;
+}
+
 int gw_cookie_is_link(h2o_iovec_t value)
 {
-    return value.len > sizeof(LINK_COOKIE_VERSION) && memcmp(value.base, LINK_COOKIE_VERSION ".", sizeof(LINK_COOKIE_VERSION)) == 0;
+    return (value.len > sizeof(LINK_COOKIE_VERSION) &&
+            memcmp(value.base, LINK_COOKIE_VERSION ".", sizeof(LINK_COOKIE_VERSION)) == 0) ||
+           gw_cookie_is_view_link(value);
 }
 
 /* Parses a decimal of at most max_digits, no sign, no leading zero (except
@@ -162,7 +179,8 @@ static int parse_value(h2o_iovec_t value, const char *fields[5], size_t lens[5],
     if (n != 5 || fields[4] + lens[4] != end)
         return -1;
     if (!(lens[0] == sizeof(COOKIE_VERSION) - 1 &&
-          (memcmp(fields[0], COOKIE_VERSION, lens[0]) == 0 || memcmp(fields[0], LINK_COOKIE_VERSION, lens[0]) == 0)))
+          (memcmp(fields[0], COOKIE_VERSION, lens[0]) == 0 || memcmp(fields[0], LINK_COOKIE_VERSION, lens[0]) == 0 ||
+           memcmp(fields[0], VIEW_COOKIE_VERSION, lens[0]) == 0)))
         return -1;
     if (!gw_sandbox_id_valid(fields[1], lens[1]))
         return -1;
@@ -236,6 +254,13 @@ gw_cookie_result_t gw_cookie_verify_link(h2o_iovec_t value, const gw_cookie_secr
 {
     char binding[LINK_BINDING_MAX];
     return verify_as(value, LINK_COOKIE_VERSION, secrets, num_secrets, sandbox_id, port, now, link_binding(binding, link_epoch));
+}
+
+gw_cookie_result_t gw_cookie_verify_view_link(h2o_iovec_t value, const gw_cookie_secret_t *secrets, size_t num_secrets,
+                                              const char *sandbox_id, uint16_t port, uint64_t now, uint64_t link_epoch)
+{
+    char binding[LINK_BINDING_MAX];
+    return verify_as(value, VIEW_COOKIE_VERSION, secrets, num_secrets, sandbox_id, port, now, link_binding(binding, link_epoch));
 }
 
 static const char *same_site_attr(gw_cookie_same_site_t same_site)

@@ -51,12 +51,22 @@ h2o_iovec_t gw_cookie_sign_link(h2o_mem_pool_t *pool, const gw_cookie_secret_t *
                                 uint64_t expires_at, uint64_t link_epoch);
 gw_cookie_result_t gw_cookie_verify_link(h2o_iovec_t value, const gw_cookie_secret_t *secrets, size_t num_secrets,
                                          const char *sandbox_id, uint16_t port, uint64_t now, uint64_t link_epoch);
-/* 1 when `value` has the link cookie's form (whether or not it verifies). */
+/* The cookie a view-only link becomes: "w1.<sandbox>.<port>.<expires>.<sig>",
+ * the same binding; it never verifies as a full link's cookie, nor one of
+ * those as it. */
+h2o_iovec_t gw_cookie_sign_view_link(h2o_mem_pool_t *pool, const gw_cookie_secret_t *secret, const char *sandbox_id, uint16_t port,
+                                     uint64_t expires_at, uint64_t link_epoch);
+gw_cookie_result_t gw_cookie_verify_view_link(h2o_iovec_t value, const gw_cookie_secret_t *secrets, size_t num_secrets,
+                                              const char *sandbox_id, uint16_t port, uint64_t now, uint64_t link_epoch);
+/* 1 when `value` has either link cookie's form, "l1." or "w1." (whether or
+ * not it verifies). */
 int gw_cookie_is_link(h2o_iovec_t value);
+/* 1 when `value` has the view-only link cookie's form ("w1."). */
+int gw_cookie_is_view_link(h2o_iovec_t value);
 
 /* The fields of a well-formed value (either kind), not verified: the
  * sandbox (pointing into value), port and expiry. Returns 0, or -1 when
- * value is not "v1.<sandbox>.<port>.<expires>.<sig>" (or "l1..."). */
+ * value is not "v1.<sandbox>.<port>.<expires>.<sig>" (or "l1...", "w1..."). */
 int gw_cookie_read_fields(h2o_iovec_t value, h2o_iovec_t *sandbox_id, uint16_t *port, uint64_t *expires_at);
 
 /* "<name>=<value>; Path=/; Secure; HttpOnly; SameSite=Lax; Max-Age=<ttl>"

@@ -202,6 +202,29 @@ gw_cookie_result_t gw_cookie_keys_verify_link(gw_cookie_keys_t *keys, h2o_iovec_
     return result;
 }
 
+int gw_cookie_keys_sign_view_link(gw_cookie_keys_t *keys, h2o_mem_pool_t *pool, const char *sandbox_id, uint16_t port,
+                                  uint64_t expires_at, uint64_t link_epoch, h2o_iovec_t *value)
+{
+    const gw_cookie_secret_t *secret = signer_begin(keys);
+
+    if (secret != NULL)
+        *value = gw_cookie_sign_view_link(pool, secret, sandbox_id, port, expires_at, link_epoch);
+    gw_live_keys_read_end(&keys->live);
+    return secret != NULL ? 0 : -1;
+}
+
+gw_cookie_result_t gw_cookie_keys_verify_view_link(gw_cookie_keys_t *keys, h2o_iovec_t value, const char *sandbox_id, uint16_t port,
+                                                   uint64_t now, uint64_t link_epoch)
+{
+    size_t num;
+    const gw_cookie_secret_t *secrets = gw_live_keys_read_begin(&keys->live, &num);
+    gw_cookie_result_t result =
+        num != 0 ? gw_cookie_verify_view_link(value, secrets, num, sandbox_id, port, now, link_epoch) : GW_COOKIE_BAD_SIGNATURE;
+
+    gw_live_keys_read_end(&keys->live);
+    return result;
+}
+
 int gw_cookie_keys_reload(gw_cookie_keys_t *keys, char **err)
 {
     return gw_live_keys_reload(&keys->live, load_secrets, err);

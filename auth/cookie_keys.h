@@ -70,6 +70,11 @@ int gw_cookie_keys_sign_link(gw_cookie_keys_t *keys, h2o_mem_pool_t *pool, const
                              uint64_t expires_at, uint64_t link_epoch, h2o_iovec_t *value);
 gw_cookie_result_t gw_cookie_keys_verify_link(gw_cookie_keys_t *keys, h2o_iovec_t value, const char *sandbox_id, uint16_t port,
                                               uint64_t now, uint64_t link_epoch);
+/* The same for the cookie of a view-only link (gw_cookie_sign_view_link). */
+int gw_cookie_keys_sign_view_link(gw_cookie_keys_t *keys, h2o_mem_pool_t *pool, const char *sandbox_id, uint16_t port,
+                                  uint64_t expires_at, uint64_t link_epoch, h2o_iovec_t *value);
+gw_cookie_result_t gw_cookie_keys_verify_view_link(gw_cookie_keys_t *keys, h2o_iovec_t value, const char *sandbox_id, uint16_t port,
+                                                   uint64_t now, uint64_t link_epoch);
 
 /* Re-reads the file (same rules as at load: gw_cookie_secrets_read_file)
  * and swaps the new set in; requests being signed or verified finish with

@@ -2,6 +2,7 @@
  * Share links: token = "lzs1." P "." S with
  *   P = base64url_nopad("<sandboxId>|<port>|<exp>|<epoch>|<kid>")
  *   S = base64url_nopad(HMAC-SHA256(secret[kid], "lzs1." P))
+ * and view-only links, "lzv1." P "." S with S over "lzv1." P.
  * The MAC covers P as sent, so the payload is decoded only to find the kid,
  * and its fields are trusted only once the signature holds. Both parts are
  * strict base64url: no padding, no other alphabet, and only the canonical
@@ -39,9 +40,16 @@ static int is_kid_char(int c)
     return is_base64url(c) || c == '.';
 }
 
+_Static_assert(sizeof(GW_VIEW_LINK_PREFIX) == sizeof(GW_SHARE_LINK_PREFIX), "both prefixes have one length");
+
+static int is_view_link(h2o_iovec_t token)
+{
+    return token.len >= PREFIX_LEN && memcmp(token.base, GW_VIEW_LINK_PREFIX, PREFIX_LEN) == 0;
+}
+
 int gw_share_link_is(h2o_iovec_t token)
 {
-    return token.len >= PREFIX_LEN && memcmp(token.base, GW_SHARE_LINK_PREFIX, PREFIX_LEN) == 0;
+    return token.len >= PREFIX_LEN && (memcmp(token.base, GW_SHARE_LINK_PREFIX, PREFIX_LEN) == 0 || is_view_link(token));
 }
 
 void gw_share_link_keys_free(gw_link_key_t *keys, size_t num_keys)
@@ -178,8 +186,8 @@ static int compute_sig(const gw_link_key_t *key, const char *signed_input, size_
     return 0;
 }
 
-h2o_iovec_t gw_share_link_sign(h2o_mem_pool_t *pool, const gw_link_key_t *key, const char *sandbox_id, uint16_t port,
-                               uint64_t expires_at, uint64_t epoch)
+static h2o_iovec_t sign_as(const char *prefix, h2o_mem_pool_t *pool, const gw_link_key_t *key, const char *sandbox_id,
+                           uint16_t port, uint64_t expires_at, uint64_t epoch)
 {
     char payload[PAYLOAD_MAX + 1], sig[SIG_LEN + 1], *out;
     size_t encoded_len;
@@ -193,13 +201,25 @@ h2o_iovec_t gw_share_link_sign(h2o_mem_pool_t *pool, const gw_link_key_t *key, c
         return h2o_iovec_init(NULL, 0);
 
     out = gw_pool_alloc(pool, TOKEN_MAX + 1);
-    memcpy(out, GW_SHARE_LINK_PREFIX, PREFIX_LEN);
+    memcpy(out, prefix, PREFIX_LEN);
     encoded_len = h2o_base64_encode(out + PREFIX_LEN, payload, payload_len, 1);
     if (compute_sig(key, out, PREFIX_LEN + encoded_len, sig) != 0)
         return h2o_iovec_init(NULL, 0);
     out[PREFIX_LEN + encoded_len] = '.';
     memcpy(out + PREFIX_LEN + encoded_len + 1, sig, SIG_LEN + 1);
     return h2o_iovec_init(out, PREFIX_LEN + encoded_len + 1 + SIG_LEN);
+}
+
+h2o_iovec_t gw_share_link_sign(h2o_mem_pool_t *pool, const gw_link_key_t *key, const char *sandbox_id, uint16_t port,
+                               uint64_t expires_at, uint64_t epoch)
+{
+    return sign_as(GW_SHARE_LINK_PREFIX, pool, key, sandbox_id, port, expires_at, epoch);
+}
+
+h2o_iovec_t gw_share_link_sign_view(h2o_mem_pool_t *pool, const gw_link_key_t *key, const char *sandbox_id, uint16_t port,
+                                    uint64_t expires_at, uint64_t epoch)
+{
+    return sign_as(GW_VIEW_LINK_PREFIX, pool, key, sandbox_id, port, expires_at, epoch);
 }
 
 /* A decimal with no sign and no leading zero ("0" itself allowed), at most
@@ -307,6 +327,7 @@ gw_link_result_t gw_share_link_verify(h2o_iovec_t token, const gw_link_key_t *ke
     /* the signature holds: the fields are the control plane's */
     if (read_fields(fields, &link) != 0)
         return GW_LINK_MALFORMED;
+    link.view_only = is_view_link(token);
     if (out != NULL)
         *out = link;
     if (sandbox_id == NULL || strcmp(link.sandbox_id, sandbox_id) != 0)

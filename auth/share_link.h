@@ -13,6 +13,9 @@
 #include <h2o/memory.h>
 
 #define GW_SHARE_LINK_PREFIX "lzs1."
+/* a view-only link (CONTRACT.md, Desktops): the same P and S, signed over "lzv1." P; opens only an rfb port, whose
+ * tunnel then drops the viewer's input (upstream/rfb_walk.h) */
+#define GW_VIEW_LINK_PREFIX "lzv1."
 /* key ids: 1-64 of [A-Za-z0-9._-] (docs/share-links.md, Share links) */
 #define GW_LINK_KID_MAX 64
 /* the contract's minimum; shorter secrets are refused at load */
@@ -34,6 +37,7 @@ typedef struct st_gw_share_link_t {
     uint64_t expires_at; /* unix seconds */
     uint64_t epoch;
     char kid[GW_LINK_KID_MAX + 1];
+    int view_only; /* an "lzv1." link */
 } gw_share_link_t;
 
 typedef enum {
@@ -48,8 +52,9 @@ typedef enum {
     GW_LINK_REVOKED,  /* signed with another link_epoch than the sandbox's */
 } gw_link_result_t;
 
-/* 1 when `token` has the share-link prefix (whether or not it is valid):
- * such a credential is checked as a link, never as an access token. */
+/* 1 when `token` has a share-link prefix, "lzs1." or "lzv1." (whether or
+ * not it is valid): such a credential is checked as a link, never as an
+ * access token. */
 int gw_share_link_is(h2o_iovec_t token);
 
 /* Parses key lines "<kid>:<secret>" (blank lines, lines starting with '#'
@@ -77,13 +82,18 @@ const gw_link_key_t *gw_share_link_keys_find(const gw_link_key_t *keys, size_t n
  * format (sandbox id, port 0). */
 h2o_iovec_t gw_share_link_sign(h2o_mem_pool_t *pool, const gw_link_key_t *key, const char *sandbox_id, uint16_t port,
                                uint64_t expires_at, uint64_t epoch);
+/* The same as a view-only link: "lzv1.<P>.<S>", S over "lzv1." P. */
+h2o_iovec_t gw_share_link_sign_view(h2o_mem_pool_t *pool, const gw_link_key_t *key, const char *sandbox_id, uint16_t port,
+                                    uint64_t expires_at, uint64_t epoch);
 
 /* Verifies `token` for a request to (sandbox_id, port) at `now`: the
  * signature against the key its kid names (compared in constant time), then
  * sandbox, port, expiry, expiry within max_ttl_s of now, and the epoch
  * against *current_epoch (NULL: the sandbox's link_epoch is unreadable, so
  * every link is revoked). `out` (may be NULL) gets the fields once the
- * signature holds. */
+ * signature holds, view_only for an "lzv1." link (whose MAC covers its own
+ * prefix: a full link's S never verifies as a view-only one's, nor the
+ * reverse). */
 gw_link_result_t gw_share_link_verify(h2o_iovec_t token, const gw_link_key_t *keys, size_t num_keys, const char *sandbox_id,
                                       uint16_t port, const uint64_t *current_epoch, uint64_t now, uint64_t max_ttl_s,
                                       gw_share_link_t *out);

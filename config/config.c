@@ -184,6 +184,10 @@ const gw_config_key_t gw_config_keys[] = {
     UINT("limits.websocket_max_message_bytes", limits.websocket_max_message_bytes, 0, UINT64_C(4611686018427387904), "67108864"),
     /* 0 (autotuned) .. 16 MiB; the kernel doubles it */
     UINT("limits.tunnel_socket_buffer_bytes", limits.tunnel_socket_buffer_bytes, 0, 16777216, "262144"),
+    UINT("limits.max_desktop_viewers", limits.max_desktop_viewers, 1, 1000000, "20"),
+
+    /* the noVNC viewer of desktop ports (http/viewer.h); Debian's novnc package */
+    STRING("desktop.viewer_dir", desktop.viewer_dir, 1, 4096, STR("/usr/share/novnc")),
 
     UINT("metering.flush_interval_ms", metering.flush_interval_ms, 100, MAX_TIMEOUT_MS, "5000"),
     STRING("metering.spill_file", metering.spill_file, 1, 4096, STR("/var/lib/lizard-gateway/egress.spill")),
@@ -508,6 +512,7 @@ void gw_config_free(gw_config_t *c)
 
     free(c->upstream.allowed_networks);
     free(c->metering.spill_file);
+    free(c->desktop.viewer_dir);
     free(c->admin.address);
     free(c->log.access);
     free(c->instance_id);

@@ -144,7 +144,12 @@ typedef struct st_gw_config_t {
         uint64_t websocket_frames_per_second;       /* a tunnel client's frame budget earns this back a second; 0: off */
         uint64_t websocket_max_message_bytes;       /* a tunnel client's message (its fragments together); 0: off */
         uint64_t tunnel_socket_buffer_bytes;        /* SO_SNDBUF of a tunnel's two sockets; 0: the kernel autotunes */
+        uint64_t max_desktop_viewers;               /* desktop (proto rfb) WebSockets open at once per sandbox, all workers */
     } limits;
+
+    struct {
+        char *viewer_dir; /* the noVNC viewer served on desktop (proto rfb) ports, read at start (http/viewer.h) */
+    } desktop;
 
     struct {
         uint64_t flush_interval_ms;

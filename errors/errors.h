@@ -63,6 +63,9 @@ typedef enum {
     GW_WHY_H2C_NOT_BUILT,     /* not_http_port: a gRPC request to an h2c port, whose forwarding this gateway lacks */
     GW_WHY_STREAM_ERRORS,     /* too_many_connections: the address spent limits.max_stream_errors_per_client */
     GW_WHY_WRONG_BEARER,      /* invalid_token: an Authorization: Bearer the gateway took as the access token */
+    GW_WHY_LINK_VIEW_ONLY,    /* invalid_token: a view-only link (lzv1) for a port that is not a desktop (rfb) */
+    GW_WHY_NOT_DESKTOP_PATH,  /* not_http_port: an rfb port takes only its viewer and its WebSocket */
+    GW_WHY_DESKTOP_VIEWERS,   /* too_many_connections: limits.max_desktop_viewers of the sandbox are open */
     GW_WHY_NUM
 } gw_error_why_t;
 

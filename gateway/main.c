@@ -72,7 +72,7 @@ static rlim_t raise_open_files_limit(const gw_config_t *config)
 static void usage(FILE *out)
 {
     fprintf(out, "Usage: lizard-gateway -c FILE [--check]\n"
-                 "       lizard-gateway sign-link -c FILE --sandbox ID --port N --ttl SECONDS [--epoch N] [--kid KID]\n"
+                 "       lizard-gateway sign-link -c FILE --sandbox ID --port N --ttl SECONDS [--epoch N] [--kid KID] [--view]\n"
                  "       lizard-gateway tcp-forward --listen ADDR:PORT --url wss://HOST/.lizard/tcp [--token-env VAR]\n"
                  "\n"
                  "The lizard preview gateway: terminates TLS for <port>-<sandbox>.<domain>,\n"

@@ -1,8 +1,8 @@
 /*
  * sign-link: loads the configuration exactly as the server does (same file,
  * same environment, same key reader), signs with the first key of the list
- * (or --kid), and refuses what the gateway would refuse (a lifetime beyond
- * auth.link_max_ttl_s), so that a printed link works.
+ * (or --kid), makes a view-only link with --view (CONTRACT.md, Desktops), and refuses what the gateway would refuse (a lifetime
+ * beyond auth.link_max_ttl_s), so that a printed link works.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -60,12 +60,14 @@ static int read_link_epoch(const gw_config_t *config, const char *sandbox, uint6
 
 static void usage(FILE *out)
 {
-    fprintf(out, "Usage: lizard-gateway sign-link -c FILE --sandbox ID --port N --ttl SECONDS [--epoch N] [--kid KID]\n"
+    fprintf(out, "Usage: lizard-gateway sign-link -c FILE --sandbox ID --port N --ttl SECONDS [--epoch N] [--kid KID] [--view]\n"
                  "\n"
                  "Prints a share link for one port of one sandbox: the preview URL, then the token.\n"
                  "Keys come from auth.link_keys_env or auth.link_keys_file of FILE; the first signs\n"
                  "unless --kid names another. --epoch is the sandbox's link_epoch; without it the\n"
-                 "sandbox's current link_epoch is read from the configured Redis (absent = 0).\n");
+                 "sandbox's current link_epoch is read from the configured Redis (absent = 0).\n"
+                 "--view signs a view-only link (lzv1.) for a desktop port (proto rfb): the gateway\n"
+                 "drops its viewer's keys, pointer and clipboard.\n");
 }
 
 /* A decimal from 0 to max (at most 19 digits), nothing else: -1 otherwise. */
@@ -90,7 +92,7 @@ static int usage_error(const char *what)
 typedef struct st_args_t {
     const char *config_path, *sandbox, *kid;
     uint64_t port, ttl, epoch;
-    int epoch_given;
+    int epoch_given, view;
 } args_t;
 
 static int on_option(void *data, int opt, const char *arg)
@@ -117,6 +119,9 @@ static int on_option(void *data, int opt, const char *arg)
     case 'k':
         args->kid = arg;
         break;
+    case 'v':
+        args->view = 1;
+        break;
     }
     return -1;
 }
@@ -124,10 +129,10 @@ static int on_option(void *data, int opt, const char *arg)
 /* Returns -1 to go on with *args, or the exit code. */
 static int parse_args(int argc, char **argv, args_t *args)
 {
-    static const struct option longopts[] = {{"config", required_argument, NULL, 'c'}, {"sandbox", required_argument, NULL, 's'},
-                                             {"port", required_argument, NULL, 'p'},   {"ttl", required_argument, NULL, 't'},
-                                             {"epoch", required_argument, NULL, 'e'},  {"kid", required_argument, NULL, 'k'},
-                                             {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'}, {"sandbox", required_argument, NULL, 's'}, {"port", required_argument, NULL, 'p'},
+        {"ttl", required_argument, NULL, 't'},    {"epoch", required_argument, NULL, 'e'},   {"kid", required_argument, NULL, 'k'},
+        {"view", no_argument, NULL, 'v'},         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     const char *sandbox;
     size_t i;
     int ret;
@@ -154,7 +159,8 @@ static void print_link(const gw_config_t *config, const args_t *args, const gw_l
 
     h2o_mem_init_pool(&pool);
     uint64_t expires_at = (uint64_t)time(NULL) + args->ttl;
-    h2o_iovec_t token = gw_share_link_sign(&pool, key, args->sandbox, (uint16_t)args->port, expires_at, args->epoch);
+    h2o_iovec_t token = (args->view ? gw_share_link_sign_view : gw_share_link_sign)(&pool, key, args->sandbox, (uint16_t)args->port,
+                                                                                    expires_at, args->epoch);
     /* the preview URL names the first TLS listener's port unless it is 443 */
     uint16_t https_port = 443;
     for (i = 0; i != config->num_listen; ++i) {
@@ -168,8 +174,9 @@ static void print_link(const gw_config_t *config, const args_t *args, const gw_l
         snprintf(port_suffix, sizeof(port_suffix), ":%u", (unsigned)https_port);
     printf("https://%u-%s.%s%s/?lizard_token=%s\n%s\n", (unsigned)args->port, args->sandbox, config->domains[0], port_suffix,
            token.base, token.base);
-    fprintf(stderr, "lizard-gateway sign-link: key %s, expires at %" PRIu64 " (in %" PRIu64 " s), link_epoch %" PRIu64 " (%s)\n",
-            key->kid, expires_at, args->ttl, args->epoch, args->epoch_given ? "from --epoch" : "read from Redis");
+    fprintf(stderr, "lizard-gateway sign-link: %skey %s, expires at %" PRIu64 " (in %" PRIu64 " s), link_epoch %" PRIu64 " (%s)\n",
+            args->view ? "view-only, " : "", key->kid, expires_at, args->ttl, args->epoch,
+            args->epoch_given ? "from --epoch" : "read from Redis");
     h2o_mem_clear_pool(&pool);
 }
 

@@ -1,7 +1,9 @@
 /*
- * Credentials against a sandbox's record. A value starting "lzs1." in the
- * header or the query is a share link (auth/share_link.h) and is never
- * compared with the access token; anything else there is the access token.
+ * Credentials against a sandbox's record. A value starting "lzs1." (or
+ * "lzv1.", view-only) in the header or the query is a share link
+ * (auth/share_link.h) and is never compared with the access token; anything
+ * else there is the access token. A view-only link, or its cookie, opens
+ * only an rfb port (anywhere else it is refused: invalid_token).
  * The cookie is always the gateway's own: an access cookie, or the cookie a
  * share link became (auth/cookie.h); a link itself in the cookie is refused.
  * An Authorization: Bearer is the gateway's only when it is a share link or
@@ -45,9 +47,15 @@ static gw_credential_status_t check_link(h2o_iovec_t token, const gw_credential_
         *why = link_refusal(result);
         return GW_CREDENTIAL_REFUSED;
     }
+    /* view-only means something only where the gateway walks the viewer's input: a desktop (README, Desktops) */
+    if (link.view_only && !gw_sandbox_port_is_rfb(sbx, port)) {
+        *why = GW_WHY_LINK_VIEW_ONLY;
+        return GW_CREDENTIAL_REFUSED;
+    }
     grant->kind = GW_GRANT_LINK;
     grant->expires_at = link.expires_at;
     grant->link_epoch = link.epoch;
+    grant->view_only = link.view_only;
     return GW_CREDENTIAL_OK;
 }
 
@@ -113,12 +121,19 @@ static gw_credential_status_t check_cookie(h2o_iovec_t cookie, const gw_credenti
 static gw_credential_status_t check_link_cookie(h2o_iovec_t cookie, const gw_credential_keys_t *keys, const gw_sandbox_t *sbx,
                                                 uint16_t port, uint64_t now, gw_grant_t *grant, gw_error_why_t *why)
 {
-    gw_cookie_result_t result = sbx->link_epoch_ok
-                                    ? gw_cookie_keys_verify_link(keys->cookie_keys, cookie, sbx->id, port, now, sbx->link_epoch)
-                                    : GW_COOKIE_BAD_SIGNATURE; /* an unreadable link_epoch revokes every link */
+    int view = gw_cookie_is_view_link(cookie);
+    gw_cookie_result_t result =
+        !sbx->link_epoch_ok ? GW_COOKIE_BAD_SIGNATURE /* an unreadable link_epoch revokes every link */
+        : view              ? gw_cookie_keys_verify_view_link(keys->cookie_keys, cookie, sbx->id, port, now, sbx->link_epoch)
+                            : gw_cookie_keys_verify_link(keys->cookie_keys, cookie, sbx->id, port, now, sbx->link_epoch);
 
+    if (view && result == GW_COOKIE_OK && !gw_sandbox_port_is_rfb(sbx, port)) {
+        *why = GW_WHY_LINK_VIEW_ONLY;
+        return GW_CREDENTIAL_REFUSED;
+    }
     if (cookie_grants(cookie, result, GW_GRANT_LINK, grant)) {
         grant->link_epoch = sbx->link_epoch;
+        grant->view_only = view;
         return GW_CREDENTIAL_OK;
     }
     switch (*why = cookie_refusal(cookie, result, sbx->id, port, now)) {

@@ -187,7 +187,7 @@ static int is_cross_site_frame(h2o_req_t *req)
  * cookie (CONTRACT.md: the cookie is not the token), signed with the cookie
  * secrets and binding sandbox, port, an expiry no later than the link's
  * (nor than auth.cookie_ttl_s) and the link's epoch: a new link_epoch ends
- * it, as it ends the link. */
+ * it, as it ends the link. A view-only link's cookie is view-only ("w1"). */
 static void redirect_with_link_cookie(gw_pipeline_req_t *r, const gw_grant_t *grant)
 {
     h2o_req_t *req = r->req;
@@ -198,8 +198,8 @@ static void redirect_with_link_cookie(gw_pipeline_req_t *r, const gw_grant_t *gr
     if (max_age > conf->auth.cookie_ttl_s)
         max_age = conf->auth.cookie_ttl_s;
     /* the set was not empty when the caller checked; a reload never empties it */
-    if (gw_cookie_keys_sign_link(r->conf->cookie_keys, &req->pool, r->host.sandbox_id, r->host.port, now + max_age,
-                                 grant->link_epoch, &value) != 0) {
+    if ((grant->view_only ? gw_cookie_keys_sign_view_link : gw_cookie_keys_sign_link)(
+            r->conf->cookie_keys, &req->pool, r->host.sandbox_id, r->host.port, now + max_age, grant->link_epoch, &value) != 0) {
         gw_phase_error(r, GW_ERR_INVALID_TOKEN, NULL);
         return;
     }

@@ -109,7 +109,11 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r)
                                 .localhost = uses_localhost(conf, r->sbx_port),
                                 .no_activity = gw_phase_header_is(r->req, H2O_STRLIT("x-lizard-no-activity"), H2O_STRLIT("1")),
                                 .grant = r->grant,
-                                .tcp = gw_phase_port_is_tcp(r),
+                                .tcp = gw_phase_port_is_tcp(r) || gw_phase_port_is_rfb(r),
+                                .rfb = !gw_phase_port_is_rfb(r) ? 0
+                                       : r->grant.view_only     ? GW_RFB_VIEW_ONLY
+                                                                : GW_RFB_FULL,
+                                .viewer_limit = r->viewer_limit,
                                 .client_limit = r->client_limit,
                                 .client_addr = r->client_limit != NULL ? r->client : NULL,
                                 .conn_limit = r->conn_limit,
@@ -125,6 +129,7 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r)
     /* the slots are the proxy's now */
     r->client_limit = NULL;
     r->conn_limit = NULL;
+    r->viewer_limit = NULL;
     /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */
     gw_worker_meter_set_route(r->thread->meter, sbx->id, sbx->project, sbx->egress_quota);
     gw_proxy_forward(r->thread->proxy, r->req, &target);

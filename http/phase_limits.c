@@ -1,7 +1,8 @@
 /*
  * The limits phase: a connection slot of the client's address
  * (limits.max_connections_per_client) and one of the sandbox
- * (limits.max_connections_per_sandbox), or too_many_connections. Hands on
+ * (limits.max_connections_per_sandbox), and for a desktop's WebSocket one of
+ * its viewers (limits.max_desktop_viewers), or too_many_connections. Hands on
  * the slots in r; the proxy gives them back when the request is done, the
  * unwinding when a later phase answers.
  */
@@ -93,5 +94,12 @@ gw_phase_result_t gw_phase_limits(gw_pipeline_req_t *r)
     if (!gw_conn_limit_acquire(r->conf->conn_limit, worker, r->sbx->id))
         return gw_phase_error(r, GW_ERR_TOO_MANY_CONNECTIONS, NULL); /* the unwinding gives the client's slot back */
     r->conn_limit = r->conf->conn_limit;
+    /* a desktop's viewers are bounded apart: each holds a framebuffer stream (the protocol phase let only its WebSocket
+     * through) */
+    if (gw_phase_port_is_rfb(r)) {
+        if (!gw_conn_limit_acquire(r->conf->desktop_viewers, worker, r->sbx->id))
+            return gw_phase_error_why(r, GW_ERR_TOO_MANY_CONNECTIONS, GW_WHY_DESKTOP_VIEWERS);
+        r->viewer_limit = r->conf->desktop_viewers;
+    }
     return GW_PHASE_NEXT;
 }

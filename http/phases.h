@@ -66,8 +66,9 @@ typedef struct st_gw_pipeline_req_t {
     /* limits: the slots taken, NULL when none (handed to the proxy by forward, else given back by the unwinding) */
     gw_conn_limit_t *client_limit;
     gw_conn_limit_t *conn_limit;
-    unsigned rate_taken : 1;  /* the rate phase took this request's req_rate token (a re-run takes none) */
-    signed char client_known; /* gw_phase_client: 0 not looked at yet, 1 r->client is set, -1 unknown */
+    gw_conn_limit_t *viewer_limit; /* a desktop's WebSocket: a slot of limits.max_desktop_viewers */
+    unsigned rate_taken : 1;       /* the rate phase took this request's req_rate token (a re-run takes none) */
+    signed char client_known;      /* gw_phase_client: 0 not looked at yet, 1 r->client is set, -1 unknown */
     /* from here on not zeroed when the request comes (300 bytes of 600): each is written before it is read */
     char client[INET6_ADDRSTRLEN];            /* client_known 1: client_limit's key; the ingress rules' address */
     char custom_host[GW_DOMAIN_HOST_MAX + 1]; /* custom: normalized */
@@ -141,6 +142,12 @@ static inline gw_phase_result_t gw_phase_error_why(gw_pipeline_req_t *r, gw_erro
 {
     gw_error_send_why(r->req, code, why, r->host.sandbox_id, r->host.port, NULL);
     return GW_PHASE_ANSWERED;
+}
+
+/* 1 when the routed port is a desktop (proto:<n> = rfb). */
+static inline int gw_phase_port_is_rfb(const gw_pipeline_req_t *r)
+{
+    return r->sbx_port != NULL && r->sbx_port->rfb;
 }
 
 /* 1 when the routed port is a raw TCP one (proto:<n> = tcp). */

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "http/phases.h"
+#include "http/viewer.h"
 #include "http/pipeline.h"
 #include "http/redirect.h"
 
@@ -23,6 +24,9 @@
 struct st_gw_pipeline_t {
     h2o_handler_t super;
     gw_pipeline_conf_t conf;
+    /* the desktop ports' viewer slots and viewer when the pipeline made them (conf gave none): freed with it */
+    gw_conn_limit_t *own_viewer_slots;
+    gw_viewer_t *own_viewer;
 };
 
 /* What the preview handler keeps per h2o context. */
@@ -58,6 +62,10 @@ static void unwind(gw_pipeline_req_t *r)
     if (r->conn_limit != NULL) {
         gw_conn_limit_release(r->conn_limit, r->thread->worker, r->sbx->id);
         r->conn_limit = NULL;
+    }
+    if (r->viewer_limit != NULL) {
+        gw_conn_limit_release(r->viewer_limit, r->thread->worker, r->sbx->id);
+        r->viewer_limit = NULL;
     }
     if (r->client_limit != NULL) {
         gw_conn_limit_release(r->client_limit, r->thread->worker, r->client);
@@ -192,14 +200,30 @@ static void on_context_dispose(h2o_handler_t *self, h2o_context_t *ctx)
     free(pc);
 }
 
+/* h2o_config_dispose (the process keeps its pipeline to the end; tests dispose theirs) */
+static void on_dispose(h2o_handler_t *_self)
+{
+    gw_pipeline_t *self = (void *)_self;
+
+    gw_conn_limit_free(self->own_viewer_slots);
+    gw_viewer_free(self->own_viewer);
+}
+
 gw_pipeline_t *gw_pipeline_register(h2o_pathconf_t *pathconf, const gw_pipeline_conf_t *conf)
 {
     gw_pipeline_t *self = (void *)h2o_create_handler(pathconf, sizeof(*self));
 
     self->super.on_context_init = on_context_init;
     self->super.on_context_dispose = on_context_dispose;
+    self->super.dispose = on_dispose;
     self->super.on_req = on_req;
     self->conf = *conf;
+    /* the desktop ports' viewer and viewer slots, the pipeline's own unless given (README, Desktops) */
+    if (self->conf.desktop_viewers == NULL)
+        self->conf.desktop_viewers = self->own_viewer_slots =
+            gw_conn_limit_new(conf->config->limits.max_desktop_viewers, conf->config->workers != 0 ? conf->config->workers : 1);
+    if (self->conf.viewer == NULL)
+        self->conf.viewer = self->own_viewer = gw_viewer_load_or_say(conf->config->desktop.viewer_dir);
     return self;
 }
 

@@ -30,6 +30,8 @@ typedef struct st_gw_pipeline_conf_t {
     gw_link_keys_t *link_keys;            /* the live share-link keys */
     gw_conn_limit_t *conn_limit;          /* limits.max_connections_per_sandbox */
     gw_conn_limit_t *client_reqs;         /* limits.max_connections_per_client: requests in flight per address */
+    gw_conn_limit_t *desktop_viewers;     /* limits.max_desktop_viewers: desktop WebSockets per sandbox */
+    const struct st_gw_viewer_t *viewer;  /* the desktop ports' viewer (http/viewer.h); NULL: none loaded */
     gw_rate_limit_t *rate_limit;          /* the sandboxes' req_rate buckets, across workers */
     gw_rate_limit_t *stream_errors;       /* limits.max_stream_errors_per_client: per address, across workers; NULL: off */
     h2o_hostconf_t *(*listener_hosts)[2]; /* per listener (config->listen[i]): the `hosts` its connections carry */

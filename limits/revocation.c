@@ -58,6 +58,8 @@ int gw_grant_recheck(const gw_grant_t *grant, const gw_sandbox_t *now_record, ui
             /* a link does not depend on the access token: the control plane revokes links with link_epoch */
             if (!now_record->link_epoch_ok || now_record->link_epoch != grant->link_epoch || now_unix >= grant->expires_at)
                 return GW_ERR_INVALID_TOKEN;
+            if (grant->view_only && !gw_sandbox_port_is_rfb(now_record, grant->port))
+                return GW_ERR_INVALID_TOKEN;
             break;
         }
         break;

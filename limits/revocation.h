@@ -30,6 +30,7 @@ typedef struct st_gw_grant_t {
     gw_grant_kind_t kind;
     uint64_t expires_at; /* GW_GRANT_COOKIE, GW_GRANT_LINK: unix seconds; 0 otherwise */
     uint64_t link_epoch; /* GW_GRANT_LINK: the epoch the link was signed with */
+    int view_only;       /* GW_GRANT_LINK: a view-only link (or its cookie): an rfb port's viewer, its input dropped */
 } gw_grant_t;
 
 /* Whether `now_record` (the sandbox's record as read after a publish; NULL:
@@ -37,7 +38,7 @@ typedef struct st_gw_grant_t {
  * does, else the error a new request would get: sandbox_not_found,
  * port_not_exposed, missing_token (the port became private), invalid_token
  * (the token changed, or the cookie expired; for a share link: link_epoch
- * changed or the link expired), sandbox_not_running (not
+ * changed or the link expired; a view-only link's port is no longer rfb), sandbox_not_running (not
  * running, or a new lifecycle: the microVM it was talking to is gone). Pure. */
 int gw_grant_recheck(const gw_grant_t *grant, const gw_sandbox_t *now_record, uint64_t now_unix);
 

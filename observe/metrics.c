@@ -267,6 +267,15 @@ static void tunnel_metrics(text_t *out, gw_metrics_t *m)
            "limits.websocket_frames_per_second), message_size (1009, past limits.websocket_max_message_bytes).");
     sample(out, "lizard_tunnel_limit_closes_total", "limit=\"frame_rate\"", SUM(proxy.frame_rate_closes));
     sample(out, "lizard_tunnel_limit_closes_total", "limit=\"message_size\"", SUM(proxy.message_size_closes));
+    family(out, "lizard_desktop_viewers", "gauge",
+           "Desktop (proto rfb) viewers connected now, by mode: full, view_only (their input dropped by the gateway).");
+    sample(out, "lizard_desktop_viewers", "mode=\"full\"",
+           sum_gauge_at(m, offsetof(gw_metrics_worker_t, proxy.desktop_viewers[0])));
+    sample(out, "lizard_desktop_viewers", "mode=\"view_only\"",
+           sum_gauge_at(m, offsetof(gw_metrics_worker_t, proxy.desktop_viewers[1])));
+    metric(out, "lizard_desktop_input_dropped_total", "counter",
+           "Input messages (keys, pointer, clipboard, resize, power) of view-only desktop viewers dropped by the gateway.",
+           SUM(proxy.desktop_input_drops));
 }
 
 /* The PROXY protocol headers of proxy_protocol listeners (gateway/proxy_protocol.h), all workers. */

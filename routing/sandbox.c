@@ -162,7 +162,7 @@ static void set_cors_origins(gw_sandbox_t *s, gw_sandbox_port_t *p, const redisR
     }
 }
 
-/* host:<n>, timeout:<n>, proto:<n> (tcp, h2c; "http" and anything else: an HTTP port), cors:<n> (= edge; "app" and
+/* host:<n>, timeout:<n>, proto:<n> (tcp, h2c, rfb; "http" and anything else: an HTTP port), cors:<n> (= edge; "app" and
  * anything else: the app's) and cors_origins:<n> of an exposed port */
 static void set_port_option(gw_sandbox_t *s, const redisReply *f, const redisReply *v, uint64_t max_timeout_ms, char **strings)
 {
@@ -176,6 +176,7 @@ static void set_port_option(gw_sandbox_t *s, const redisReply *f, const redisRep
     } else if (parse_proto_field(f, &port) && (p = find_port(s, port)) != NULL) {
         p->tcp = field_is(v, "tcp");
         p->h2c = field_is(v, "h2c");
+        p->rfb = field_is(v, "rfb");
     } else if (parse_prefixed_field(f, CORS_FIELD_PREFIX, sizeof(CORS_FIELD_PREFIX) - 1, &port) && field_is(v, "edge") &&
                (p = find_port(s, port)) != NULL) {
         p->cors_edge = 1;
@@ -376,6 +377,12 @@ int gw_sandbox_port_is_tcp(const gw_sandbox_t *s, uint16_t port)
 {
     const gw_sandbox_port_t *p = find_port(s, port);
     return p != NULL && p->tcp;
+}
+
+int gw_sandbox_port_is_rfb(const gw_sandbox_t *s, uint16_t port)
+{
+    const gw_sandbox_port_t *p = find_port(s, port);
+    return p != NULL && p->rfb;
 }
 
 const char *gw_sandbox_state_name(gw_sandbox_state_t st)

@@ -42,6 +42,7 @@ typedef struct st_gw_sandbox_port_t {
     gw_port_host_t host;
     int tcp; /* proto:<n> is "tcp": reached only through the TCP tunnel (/.lizard/tcp) */
     int h2c; /* proto:<n> is "h2c": HTTP/2 to the app (gRPC); its forwarding is not built yet (docs/long-calls.md, Long calls) */
+    int rfb; /* proto:<n> is "rfb": a VNC server, a desktop: the gateway's viewer and a WebSocket to it (docs/desktops.md) */
     uint32_t
         timeout_ms; /* timeout:<n>, GW_SANDBOX_MIN_TIMEOUT_MS .. the parser's cap; 0: absent or ignored (the config's defaults) */
     /* cors:<n> = edge (CONTRACT.md, "CORS at the edge"): the gateway answers the port's CORS itself, for the
@@ -135,6 +136,8 @@ gw_port_host_t gw_sandbox_port_host(const gw_sandbox_t *s, uint16_t port);
 
 /* 1 when `port` is exposed with proto:<n> = tcp (a raw TCP service), else 0. */
 int gw_sandbox_port_is_tcp(const gw_sandbox_t *s, uint16_t port);
+/* 1 when `port` is exposed with proto:<n> = rfb (a desktop), else 0. */
+int gw_sandbox_port_is_rfb(const gw_sandbox_t *s, uint16_t port);
 
 /* "running", "starting", ... */
 const char *gw_sandbox_state_name(gw_sandbox_state_t st);

@@ -92,6 +92,7 @@ typedef struct st_gw_exchange_t {
     unsigned is_idempotent : 1;
     unsigned is_websocket : 1;
     unsigned is_tcp : 1;  /* a TCP tunnel's handshake: connect, then 101 (tcp_tunnel.c) */
+    unsigned rfb : 2;     /* with is_tcp: a desktop's WebSocket (gw_proxy_target_t.rfb) */
     unsigned reused : 1;  /* sock came from the pool */
     unsigned retried : 1; /* one retry on a fresh connection has been made */
     unsigned cors_preflight : 1;
@@ -102,6 +103,7 @@ typedef struct st_gw_exchange_t {
     unsigned sse_watched : 1;     /* its events make the sandbox active, its comments do not (sse_watch.h) */
     gw_conn_limit_t *slot;        /* the sandbox's connection slot, given back at dispose; NULL: none */
     gw_conn_limit_t *client_slot; /* the client address's slot (client_addr), given back with slot; NULL: none */
+    gw_conn_limit_t *viewer_slot; /* a desktop viewer's slot of the sandbox, given back with slot; NULL: none */
     char *client_addr;
     size_t slot_worker;       /* the worker index slot and client_slot were taken with */
     gw_revocable_t revocable; /* grant.record retained; NULL: not revocable */
@@ -163,7 +165,7 @@ void gw_proxy_add_egress(gw_proxy_t *p, h2o_socket_t *client, const char *sandbo
 h2o_socket_t *gw_exchange_client_socket(gw_exchange_t *ex);
 /* Upper bound of the HTTP/1 head h2o writes for the response (metering). */
 size_t gw_exchange_response_head_size(h2o_req_t *req);
-/* Gives back the sandbox's and the client address's slots, once. */
+/* Gives back the sandbox's, the client address's and the viewer's slots, once (tunnel_hold.c). */
 void gw_exchange_release_slots(gw_exchange_t *ex);
 /* Closes the upstream connection, if any, and stops the timer. */
 void gw_exchange_detach_upstream(gw_exchange_t *ex);

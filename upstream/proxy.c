@@ -102,18 +102,6 @@ h2o_socket_t *gw_exchange_client_socket(gw_exchange_t *ex)
     return gw_conn_socket(ex->req->conn);
 }
 
-void gw_exchange_release_slots(gw_exchange_t *ex)
-{
-    if (ex->slot != NULL) {
-        gw_conn_limit_release(ex->slot, ex->slot_worker, ex->sandbox_id);
-        ex->slot = NULL;
-    }
-    if (ex->client_slot != NULL) {
-        gw_conn_limit_release(ex->client_slot, ex->slot_worker, ex->client_addr);
-        ex->client_slot = NULL;
-    }
-}
-
 size_t gw_exchange_response_head_size(h2o_req_t *req)
 {
     size_t n = sizeof("HTTP/1.1 200 \r\n") - 1 + strlen(req->res.reason) + 2, i;
@@ -616,6 +604,8 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
             gw_revocation_add(p->revocation, &ex->revocable);
     }
     ex->is_tcp = target->tcp != 0;
+    ex->rfb = (unsigned)target->rfb & 3;
+    ex->viewer_slot = target->viewer_limit;
     ex->is_websocket = req->version < 0x200 && req->upgrade.base != NULL &&
                        h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);

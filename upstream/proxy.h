@@ -20,6 +20,10 @@
 
 typedef struct st_gw_proxy_t gw_proxy_t;
 
+/* gw_proxy_target_t.rfb */
+#define GW_RFB_FULL 1
+#define GW_RFB_VIEW_ONLY 2
+
 typedef struct st_gw_proxy_target_t {
     gw_netaddr_t addr;     /* microVM address, port set */
     h2o_iovec_t lifecycle; /* with the port, the pool key */
@@ -37,6 +41,9 @@ typedef struct st_gw_proxy_target_t {
     size_t limit_worker;           /* the worker index the caller took both slots with: this proxy's worker */
     int no_activity;               /* X-Lizard-No-Activity: the bytes moved say so to the bytes callback */
     int tcp;                       /* a TCP tunnel's handshake to a proto tcp port (upstream/tcp_tunnel.h) */
+    int rfb; /* with tcp: a desktop's WebSocket to a proto rfb port, GW_RFB_FULL or GW_RFB_VIEW_ONLY (its input dropped) */
+    gw_conn_limit_t *viewer_limit; /* a desktop viewer's slot of the sandbox (limits.max_desktop_viewers) taken by the
+                                      caller, given back as conn_limit; NULL: none */
     gw_grant_t grant;              /* what let the request in (record borrowed: the proxy retains it); record NULL: the
                                       exchange is not revocable */
     uint32_t timeout_ms;           /* the port's timeout:<n>: replaces first_byte_timeout_ms and idle_timeout_ms; 0: those */
@@ -109,6 +116,8 @@ typedef struct st_gw_proxy_counters_t {
     atomic_int_fast64_t orphans_open;          /* gauge: those the app has not answered yet, their slots still held */
     atomic_uint_fast64_t frame_rate_closes;    /* tunnels closed 1008: their client's frames ran out of budget */
     atomic_uint_fast64_t message_size_closes;  /* tunnels closed 1009: a client's message over the size bound */
+    atomic_int_fast64_t desktop_viewers[2];    /* gauges: desktop tunnels open, full [0] and view-only [1] */
+    atomic_uint_fast64_t desktop_input_drops;  /* input messages of view-only viewers dropped (upstream/rfb_walk.h) */
 } gw_proxy_counters_t;
 
 /* Watches the HTTP/1 client of each exchange that lasts (common/hangup.h;

@@ -6,7 +6,10 @@
  * meanwhile; control frames to the client (Pong, the keep-alive Ping,
  * Close) wait for the data write in flight, so they fall between frames.
  * The client's frames are charged to a budget (ws_budget.h): past it, or
- * past the message size, the tunnel closes 1008 or 1009.
+ * past the message size, the tunnel closes 1008 or 1009. A desktop's
+ * tunnel (proto rfb) is the same, with the subprotocol "binary" or none;
+ * for a view-only grant the client's bytes, once unmasked, are walked as
+ * RFB (rfb_walk.h): input messages never reach the sandbox.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +20,7 @@
 #include "common/engine.h"
 #include "common/ws_frame.h"
 #include "upstream/exchange.h"
+#include "upstream/rfb_walk.h"
 #include "upstream/tcp_tunnel.h"
 #include "upstream/tunnel_hold.h"
 #include "upstream/ws_track.h"
@@ -50,6 +54,9 @@ typedef struct st_tcp_tunnel_t {
     uint64_t pings;                                   /* Pings sent: the next one's number */
     int awaiting_pong;                                /* the last Ping is unanswered */
     gw_timer_t ping_entry, idle_entry, close_entry;
+    int rfb;                /* a desktop's tunnel: GW_RFB_FULL or GW_RFB_VIEW_ONLY; 0: a raw TCP port's */
+    gw_timer_t greet_entry; /* rfb: linked until the sandbox's first bytes (upstream.connect_timeout_ms) */
+    gw_rfb_walk_t walk;     /* GW_RFB_VIEW_ONLY: the client's RFB stream */
 } tcp_tunnel_t;
 
 static void flush_to_client(tcp_tunnel_t *t);
@@ -64,21 +71,32 @@ static h2o_iovec_t header_value(h2o_req_t *req, const char *name, size_t len)
     return i == -1 ? h2o_iovec_init(NULL, 0) : req->headers.entries[i].value;
 }
 
-int gw_tcp_tunnel_is_handshake(h2o_req_t *req, h2o_iovec_t path)
+static int is_websocket_get(h2o_req_t *req)
 {
-    size_t plen = sizeof(GW_TCP_TUNNEL_PATH) - 1;
     h2o_iovec_t version = header_value(req, H2O_STRLIT("sec-websocket-version")),
-                key = header_value(req, H2O_STRLIT("sec-websocket-key")),
-                proto = header_value(req, H2O_STRLIT("sec-websocket-protocol"));
+                key = header_value(req, H2O_STRLIT("sec-websocket-key"));
 
-    if (path.len < plen || memcmp(path.base, GW_TCP_TUNNEL_PATH, plen) != 0 || (path.len > plen && path.base[plen] != '?'))
-        return 0;
     if (req->version != 0x101 || !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) || req->upgrade.base == NULL ||
         !h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket")))
         return 0;
-    if (!h2o_memis(version.base, version.len, H2O_STRLIT("13")) || key.len == 0 || key.len > 64)
+    return h2o_memis(version.base, version.len, H2O_STRLIT("13")) && key.len != 0 && key.len <= 64;
+}
+
+int gw_tcp_tunnel_is_handshake(h2o_req_t *req, h2o_iovec_t path)
+{
+    size_t plen = sizeof(GW_TCP_TUNNEL_PATH) - 1;
+    h2o_iovec_t proto = header_value(req, H2O_STRLIT("sec-websocket-protocol"));
+
+    if (path.len < plen || memcmp(path.base, GW_TCP_TUNNEL_PATH, plen) != 0 || (path.len > plen && path.base[plen] != '?'))
         return 0;
-    return proto.base != NULL && h2o_contains_token(proto.base, proto.len, H2O_STRLIT(GW_TCP_TUNNEL_PROTOCOL), ',');
+    return is_websocket_get(req) && proto.base != NULL &&
+           h2o_contains_token(proto.base, proto.len, H2O_STRLIT(GW_TCP_TUNNEL_PROTOCOL), ',');
+}
+
+int gw_rfb_tunnel_is_handshake(h2o_req_t *req)
+{
+    h2o_iovec_t proto = header_value(req, H2O_STRLIT("sec-websocket-protocol"));
+    return is_websocket_get(req) && (proto.base == NULL || h2o_contains_token(proto.base, proto.len, H2O_STRLIT("binary"), ','));
 }
 
 /* Sec-WebSocket-Accept (RFC 6455 4.2.2); key is at most 64 bytes (gw_tcp_tunnel_is_handshake) */
@@ -107,12 +125,15 @@ static void tunnel_free(tcp_tunnel_t *t)
     unlink_entry(&t->ping_entry);
     unlink_entry(&t->idle_entry);
     unlink_entry(&t->close_entry);
+    unlink_entry(&t->greet_entry);
     if (t->sandbox != NULL)
         h2o_socket_close(t->sandbox);
     if (t->client != NULL)
         h2o_socket_close(t->client);
     gw_tunnel_hold_release(&t->hold);
     GW_PROXY_COUNT(t->proxy, tcp_tunnels_open, -1);
+    if (t->rfb != 0)
+        GW_PROXY_COUNT(t->proxy, desktop_viewers[t->rfb == GW_RFB_VIEW_ONLY], -1);
     h2o_linklist_unlink(&t->link);
     free(t);
 }
@@ -134,6 +155,12 @@ static void begin_close(tcp_tunnel_t *t, uint16_t code, const char *reason)
     t->close_len = gw_ws_close_frame_encode(t->close, code, reason, strlen(reason));
     unlink_entry(&t->ping_entry);
     flush_to_client(t);
+}
+
+static void on_greet_timeout(gw_timer_t *e)
+{
+    begin_close(H2O_STRUCT_FROM_MEMBER(tcp_tunnel_t, greet_entry, e), GW_WS_CLOSE_INTERNAL_ERROR,
+                "the sandbox's port sent no RFB greeting: not a VNC server?");
 }
 
 static void on_close_wait(gw_timer_t *e)
@@ -248,6 +275,15 @@ static void flush_to_client(tcp_tunnel_t *t)
         h2o_iovec_t bufs[2];
         size_t len = t->sandbox->input->size;
         h2o_socket_read_stop(t->sandbox);
+        /* a desktop's server greets first; a 3.3 server names its security type next: seen before the client can
+         * answer it. The rest is never looked at */
+        if (t->rfb != 0 && gw_rfb_walk_wants_server(&t->walk)) {
+            unlink_entry(&t->greet_entry);
+            if (gw_rfb_walk_server(&t->walk, (const uint8_t *)t->sandbox->input->bytes, len) != 0) {
+                begin_close(t, GW_WS_CLOSE_INTERNAL_ERROR, "the sandbox's port is not a VNC server (no RFB greeting)");
+                return;
+            }
+        }
         bufs[0] = h2o_iovec_init(t->down_head, gw_ws_header_encode(t->down_head, 1, GW_WS_OP_BINARY, len, NULL));
         bufs[1] = h2o_iovec_init(t->sandbox->input->bytes, len);
         t->client_busy = 1;
@@ -339,6 +375,22 @@ static int refused(tcp_tunnel_t *t, const gw_ws_header_t *h)
     return 1;
 }
 
+/* A view-only viewer's unmasked bytes at buf: what passes stays at buf's
+ * start. Returns its length, or SIZE_MAX when the tunnel is closing. */
+static size_t walk_rfb(tcp_tunnel_t *t, uint8_t *buf, size_t len)
+{
+    uint64_t drops = t->walk.drops;
+    const char *why;
+    ssize_t kept = gw_rfb_walk_client(&t->walk, buf, len, &why);
+
+    GW_PROXY_COUNT(t->proxy, desktop_input_drops, t->walk.drops - drops);
+    if (kept < 0) {
+        begin_close(t, GW_WS_CLOSE_PROTOCOL_ERROR, why);
+        return SIZE_MAX;
+    }
+    return (size_t)kept;
+}
+
 /* Walks the client's input from its start: payload bytes are unmasked and
  * moved down over the frame headers, so that [0, *out) is what goes to the
  * sandbox. Returns the input bytes walked (a header or control frame cut by
@@ -359,7 +411,10 @@ static ssize_t walk_client_input(tcp_tunnel_t *t, size_t *out)
             gw_ws_mask(buf + pos, k, t->mask, t->mask_off);
             if (*out != pos)
                 memmove(buf + *out, buf + pos, k);
-            *out += k, pos += k, t->payload_left -= k, t->mask_off += k;
+            pos += k, t->payload_left -= k, t->mask_off += k;
+            if (t->rfb == GW_RFB_VIEW_ONLY && (k = walk_rfb(t, buf + *out, k)) == SIZE_MAX)
+                return -1;
+            *out += k;
             continue;
         }
         if ((n = gw_ws_header_decode(buf + pos, size - pos, GW_WS_FROM_CLIENT, &h, &why, &code)) < 0) {
@@ -468,6 +523,9 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
     h2o_socket_read_start(client, on_client_read);
     if (t->sandbox->input->size != 0)
         flush_to_client(t);
+    /* a VNC server speaks first, at once: one that says nothing within the connect timeout is something else */
+    if (t->rfb != 0 && t->walk.server_seen == 0 && t->close_len == 0 && !t->close_sent && t->proxy->connect_timeout.enabled)
+        gw_timer_link(t->proxy->ctx->loop, t->proxy->connect_timeout.timeout, &t->greet_entry);
     if (client->input->size != 0)
         on_client_read(client, NULL);
 }
@@ -496,17 +554,25 @@ void gw_exchange_tcp_open(gw_exchange_t *ex)
     t->ping_entry.cb = on_ping;
     t->idle_entry.cb = on_idle;
     t->close_entry.cb = on_close_wait;
+    t->greet_entry.cb = on_greet_timeout;
     h2o_linklist_insert(&p->tcp_tunnels, &t->link);
     GW_PROXY_COUNT(p, tcp_tunnels_opened, 1);
     GW_PROXY_COUNT(p, tcp_tunnels_open, 1);
+    if ((t->rfb = ex->rfb) != 0) {
+        gw_rfb_walk_init(&t->walk);
+        GW_PROXY_COUNT(p, desktop_viewers[t->rfb == GW_RFB_VIEW_ONLY], 1);
+    }
 
     req->res.status = 101;
     req->res.reason = "Switching Protocols";
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_UPGRADE, NULL, H2O_STRLIT("websocket"));
     h2o_iovec_t accept = accept_key(&req->pool, key);
     h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("sec-websocket-accept"), 0, NULL, accept.base, accept.len);
-    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("sec-websocket-protocol"), 0, NULL,
-                          H2O_STRLIT(GW_TCP_TUNNEL_PROTOCOL));
+    if (t->rfb == 0)
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("sec-websocket-protocol"), 0, NULL,
+                              H2O_STRLIT(GW_TCP_TUNNEL_PROTOCOL));
+    else if (header_value(req, H2O_STRLIT("sec-websocket-protocol")).base != NULL) /* "binary" (gw_rfb_tunnel_is_handshake) */
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("sec-websocket-protocol"), 0, NULL, H2O_STRLIT("binary"));
     t->head_bytes = gw_exchange_response_head_size(req) + sizeof("connection: upgrade\r\n") - 1;
     t->writing = gw_conn_socket(req->conn);
     req->timestamps.response_start_at = *h2o_get_timestamp(req->conn->ctx, NULL, NULL);

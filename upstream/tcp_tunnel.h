@@ -18,4 +18,11 @@
  * subprotocols; else 0 (the gateway answers 400 not_http_port). */
 int gw_tcp_tunnel_is_handshake(h2o_req_t *req, h2o_iovec_t path);
 
+/* 1 when req opens a desktop's tunnel (a proto:<n> = rfb port, CONTRACT.md
+ * Desktops): an HTTP/1.1 GET of any path upgrading to websocket, version 13,
+ * with a key, and either no Sec-WebSocket-Protocol or "binary" among its
+ * subprotocols (the 101 then names it); else 0. The tunnel is a TCP
+ * tunnel's, whose client's bytes a view-only grant walks (rfb_walk.h). */
+int gw_rfb_tunnel_is_handshake(h2o_req_t *req);
+
 #endif

@@ -17,6 +17,8 @@ void gw_tunnel_hold_take(gw_tunnel_hold_t *h, gw_exchange_t *ex, gw_revoke_cb on
     h->slot = ex->slot;
     h->slot_worker = ex->slot_worker;
     ex->slot = NULL;
+    h->viewer_slot = ex->viewer_slot;
+    ex->viewer_slot = NULL;
     if (ex->client_slot != NULL) {
         h->client_slot = ex->client_slot;
         h->client_addr = h2o_strdup(NULL, ex->client_addr, SIZE_MAX).base;
@@ -45,9 +47,27 @@ void gw_tunnel_hold_release(gw_tunnel_hold_t *h)
         gw_conn_limit_release(h->slot, h->slot_worker, h->sandbox_id);
     if (h->client_slot != NULL)
         gw_conn_limit_release(h->client_slot, h->slot_worker, h->client_addr);
+    if (h->viewer_slot != NULL)
+        gw_conn_limit_release(h->viewer_slot, h->slot_worker, h->sandbox_id);
     free(h->client_addr);
     free(h->sandbox_id);
     memset(h, 0, sizeof(*h));
+}
+
+void gw_exchange_release_slots(gw_exchange_t *ex)
+{
+    if (ex->slot != NULL) {
+        gw_conn_limit_release(ex->slot, ex->slot_worker, ex->sandbox_id);
+        ex->slot = NULL;
+    }
+    if (ex->client_slot != NULL) {
+        gw_conn_limit_release(ex->client_slot, ex->slot_worker, ex->client_addr);
+        ex->client_slot = NULL;
+    }
+    if (ex->viewer_slot != NULL) {
+        gw_conn_limit_release(ex->viewer_slot, ex->slot_worker, ex->sandbox_id);
+        ex->viewer_slot = NULL;
+    }
 }
 
 void gw_tunnel_hold_bound_socket(gw_proxy_t *p, h2o_socket_t *sock)

@@ -22,6 +22,7 @@ typedef struct st_gw_tunnel_hold_t {
     int no_activity;
     gw_conn_limit_t *slot;        /* the connection slot the tunnel holds, NULL: none */
     gw_conn_limit_t *client_slot; /* the client address's slot the tunnel holds, NULL: none */
+    gw_conn_limit_t *viewer_slot; /* a desktop viewer's slot of the sandbox the tunnel holds, NULL: none */
     char *client_addr;
     size_t slot_worker;          /* the worker index the slots were taken with (the exchange's) */
     gw_revocation_t *revocation; /* the proxy's; NULL: not revocable */

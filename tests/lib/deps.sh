@@ -21,6 +21,10 @@ GW_DEB_PACKAGES=(
     openssh-server openssh-client # sshd and ssh through tcp-forward (test_tcp_forward.py)
     haproxy # a real L4 balancer sending the PROXY protocol (test_proxy_protocol_haproxy.py)
     python3-openssl # pyOpenSSL: a client that renegotiates TLS 1.2 (test_tls_renegotiation.py)
+    # desktops (test_desktop.py, test_desktop_browser.py): Debian's noVNC (the viewer the gateway serves), TigerVNC's
+    # Xvnc as the sandbox's desktop, an xterm on it, the X server's state read with xdotool, xdpyinfo and xsetroot,
+    # screenshots read with PIL
+    novnc tigervnc-standalone-server xterm xdotool x11-utils x11-xserver-utils python3-pil
 )
 
 # tests/container/run: the image built and run with podman on a Debian 12

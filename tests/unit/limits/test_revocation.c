@@ -25,9 +25,9 @@ static gw_sandbox_t *running(const char *id, const char *token, const char *life
 START_TEST(test_recheck)
 {
     gw_sandbox_t *then = running("sbx1", TOKEN_A, "l1", "private");
-    gw_grant_t token = {then, 3000, GW_GRANT_TOKEN, 0, 0}, cookie = {then, 3000, GW_GRANT_COOKIE, NOW + 60, 0},
-               pre = {then, 3000, GW_GRANT_PREFLIGHT, 0, 0}, pub = {then, 3000, GW_GRANT_PUBLIC, 0, 0},
-               link = {then, 3000, GW_GRANT_LINK, NOW + 60, 0};
+    gw_grant_t token = {then, 3000, GW_GRANT_TOKEN, 0, 0, 0}, cookie = {then, 3000, GW_GRANT_COOKIE, NOW + 60, 0, 0},
+               pre = {then, 3000, GW_GRANT_PREFLIGHT, 0, 0, 0}, pub = {then, 3000, GW_GRANT_PUBLIC, 0, 0, 0},
+               link = {then, 3000, GW_GRANT_LINK, NOW + 60, 0, 0};
     gw_sandbox_t *same = running("sbx1", TOKEN_A, "l1", "private"), *rotated = running("sbx1", TOKEN_B, "l1", "private"),
                  *relife = running("sbx1", TOKEN_A, "l2", "private"), *now_public = running("sbx1", TOKEN_B, "l1", "public");
     const char *stopped_kv[] = {"state",        "stopped", "addr",      "10.0.0.7", "lifecycle", "l1",
@@ -100,7 +100,7 @@ START_TEST(test_registry_closes_only_what_is_refused)
     memset(items, 0, sizeof(items));
     for (i = 0; i != 4; ++i) {
         items[i].registry = reg;
-        items[i].revocable.grant = (gw_grant_t){i < 3 ? a : b, 3000, i == 2 ? GW_GRANT_PREFLIGHT : GW_GRANT_TOKEN, 0, 0};
+        items[i].revocable.grant = (gw_grant_t){i < 3 ? a : b, 3000, i == 2 ? GW_GRANT_PREFLIGHT : GW_GRANT_TOKEN, 0, 0, 0};
         items[i].revocable.on_revoke = on_revoke;
         gw_revocation_add(reg, &items[i].revocable);
     }

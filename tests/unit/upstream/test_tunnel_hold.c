@@ -52,7 +52,7 @@ static void exchange(gw_exchange_t *ex, gw_proxy_t *p, gw_conn_limit_t *conns, g
     ck_assert_int_eq(gw_conn_limit_acquire(clients, 1, "192.0.2.1"), 1);
     ex->client_slot = clients;
     gw_sandbox_retain(rec);
-    ex->revocable.grant = (gw_grant_t){rec, 3000, GW_GRANT_TOKEN, 0, 0};
+    ex->revocable.grant = (gw_grant_t){rec, 3000, GW_GRANT_TOKEN, 0, 0, 0};
     ex->revocable.on_revoke = on_exchange_revoke;
     if (p->revocation != NULL)
         gw_revocation_add(p->revocation, &ex->revocable);
