@@ -210,6 +210,8 @@ ssize_t gw_rfb_walk_client(gw_rfb_walk_t *w, uint8_t *buf, size_t len, const cha
         }
         if (w->head_len == 0 && start_unit(w, buf[in], why) != 0)
             return -1;
+        if (w->stage == STAGE_INIT)
+            buf[in] = 1; /* ClientInit's shared flag: 0 would ask the server to disconnect every other viewer */
         w->head[w->head_len++] = buf[in];
         if (!w->drop)
             buf[out++] = buf[in];

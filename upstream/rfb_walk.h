@@ -8,7 +8,8 @@
  * ClientCutText, xvp, SetDesktopSize, QEMU's key event), body and all, as
  * the bytes come: nothing is buffered beyond a message header (at most 9
  * bytes), whatever length a message declares. A type it cannot size ends
- * the walk. Server-to-client bytes are not parsed: only the first 16 are
+ * the walk. The ClientInit always says shared (1): a view-only viewer
+ * cannot have the server disconnect the others. Server-to-client bytes are not parsed: only the first 16 are
  * looked at, where a 3.3 server names its security type. Pure.
  */
 #ifndef GW_UPSTREAM_RFB_WALK_H

@@ -171,6 +171,28 @@ START_TEST(test_every_version_and_security_every_split)
 }
 END_TEST
 
+/* A ClientInit that asks for the desktop alone (shared 0: the server would disconnect every other viewer) comes out
+ * shared, in every version and security type, whole and byte by byte. */
+START_TEST(test_client_init_always_shared)
+{
+    static const int sessions[][2] = {{3, 1}, {3, 2}, {7, 1}, {7, 2}, {8, 1}, {8, 2}};
+    size_t i, k;
+
+    for (i = 0; i != sizeof(sessions) / sizeof(sessions[0]); ++i) {
+        stream_t s = {0};
+        uint8_t out[4096];
+
+        handshake(&s, sessions[i][0], sessions[i][1]);
+        s.in[s.in_len - 1] = 0; /* the client's shared flag; want keeps 1 */
+        for (k = 1; k <= 2; ++k) {
+            ssize_t n = walk_pieces(&s, sessions[i][0], sessions[i][1], cut_fixed, k == 1 ? s.in_len : 1, out);
+            ck_assert_int_eq(n, (ssize_t)s.want_len);
+            ck_assert_uint_eq(out[n - 1], 1);
+        }
+    }
+}
+END_TEST
+
 static gw_rfb_walk_t after_handshake(void)
 {
     stream_t s = {0};
@@ -310,6 +332,7 @@ int main(void)
 
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_every_version_and_security_every_split);
+    tcase_add_test(tc, test_client_init_always_shared);
     tcase_add_test(tc, test_types_it_cannot_size_end_the_walk);
     tcase_add_test(tc, test_one_gib_cut_text_dropped_without_being_kept);
     tcase_add_test(tc, test_handshakes_it_cannot_walk);
