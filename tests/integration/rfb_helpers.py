@@ -22,8 +22,11 @@ TOKEN_HEADER = "X-Lizard-Access-Token"
 
 
 class Xvnc:
-    def __init__(self, workdir, width=640, height=480):
+    def __init__(self, workdir, width=640, height=480, always_shared=True):
         self.workdir = workdir
+        # False: Xvnc's defaults, where a client that asks for the desktop alone
+        # (ClientInit shared 0) has every other client disconnected
+        self.always_shared = always_shared
         self.port = gwtest.free_port()
         self.display = None
         self.proc = None
@@ -39,8 +42,8 @@ class Xvnc:
         self.display = ":%d" % n
         logf = open(self.log, "ab")
         self.proc = subprocess.Popen(["Xvnc", self.display, "-rfbport", str(self.port), "-SecurityTypes", "None", "-localhost",
-                                      "-geometry", self.geometry, "-depth", "24", "-nolisten", "tcp", "-AlwaysShared",
-                                      "-AcceptSetDesktopSize=0"],
+                                      "-geometry", self.geometry, "-depth", "24", "-nolisten", "tcp", "-AcceptSetDesktopSize=0"] +
+                                     (["-AlwaysShared"] if self.always_shared else []),
                                      stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         logf.close()
 
@@ -220,8 +223,9 @@ class Stream:
         return out
 
 
-async def handshake(ws, minor=8, security=1):
-    """The client's side against any RFB server; returns (Stream, width, height)."""
+async def handshake(ws, minor=8, security=1, shared=1):
+    """The client's side against any RFB server (ClientInit's flag `shared`);
+    returns (Stream, width, height)."""
     st = Stream(ws)
     v = await st.read(12)
     assert v.startswith(b"RFB 003."), v
@@ -239,7 +243,7 @@ async def handshake(ws, minor=8, security=1):
         await ws.send(b"\x00" * 16)
     if minor == 8 or security == 2:
         assert await st.read(4) == b"\x00\x00\x00\x00"
-    await ws.send(b"\x01")
+    await ws.send(bytes([shared]))
     w, h = struct.unpack(">HH", await st.read(4))
     await st.read(16)
     (nlen,) = struct.unpack(">I", await st.read(4))

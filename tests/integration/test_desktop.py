@@ -193,6 +193,33 @@ def test_view_only_link_drops_input_at_the_x_server(desk_gw, redis, certs, xvnc)
     assert metric(desk_gw, "lizard_desktop_input_dropped_total") >= before + 3
 
 
+def test_view_only_viewer_cannot_disconnect_the_others(desk_gw, redis, certs, workdir):
+    """Xvnc with its defaults disconnects every other client when one asks
+    for the desktop alone (ClientInit shared 0). A view-only viewer that asks
+    so is joined as shared: the full viewer (the owner, or the agent) keeps
+    its session and its updates."""
+    x = rfb.Xvnc(workdir, always_shared=False).start()
+    try:
+        sid, _ = rfb.register_desktop(redis, x.port)
+        host = desk_gw.host(x.port, sid)
+
+        async def go():
+            async with rfb.ws_connect(desk_gw, host, certs["ca"], link(sid, x.port)) as full:
+                st, _, _ = await rfb.handshake(full)
+                await full.send(rfb.SET_PIXEL_FORMAT + rfb.SET_ENCODINGS_RAW + rfb.fbur())
+                await rfb.read_update(st)
+                async with rfb.ws_connect(desk_gw, host, certs["ca"], link(sid, x.port, view_only=True)) as viewer:
+                    vst, _, _ = await rfb.handshake(viewer, shared=0)
+                    await viewer.send(rfb.SET_PIXEL_FORMAT + rfb.SET_ENCODINGS_RAW + rfb.fbur())
+                    await rfb.read_update(vst)  # the view-only viewer's session is up: Xvnc has seen its ClientInit
+                    await full.send(rfb.fbur())
+                    await rfb.read_update(st)  # a disconnected full viewer fails here (closed)
+
+        run(go())
+    finally:
+        x.stop()
+
+
 SPLITS = ["whole", "per_message", "byte_by_byte", "fragments"]
 
 
