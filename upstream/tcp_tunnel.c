@@ -509,7 +509,7 @@ void gw_exchange_tcp_open(gw_exchange_t *ex)
                           H2O_STRLIT(GW_TCP_TUNNEL_PROTOCOL));
     t->head_bytes = gw_exchange_response_head_size(req) + sizeof("connection: upgrade\r\n") - 1;
     t->writing = gw_conn_socket(req->conn);
-    req->timestamps.response_start_at = *h2o_get_timestamp(req->conn->ctx, NULL, NULL);
+    req->timestamps.response_start_at = gw_context_timeval(req->conn->ctx);
     h2o_http1_upgrade(req, NULL, 0, on_upgrade_complete, t);
 }
 
