@@ -198,6 +198,18 @@ static inline h2o_socket_t *gw_socket_connect(h2o_loop_t *loop, struct sockaddr 
 #endif
 }
 
+/* The bytes the read whose callback runs appended to sock->input (above
+ * TLS). 2.2.5's evloop keeps that count in bytes_read; master made
+ * bytes_read the total, our patch 0002 keeps it in bytes_last_read. */
+static inline size_t gw_socket_bytes_last_read(const h2o_socket_t *sock)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    return sock->bytes_last_read;
+#else
+    return sock->bytes_read;
+#endif
+}
+
 /* The next element of a `separator`-separated list in `iter` (elements end
  * at a comma too), its length in *len; NULL at the end. A zero-width
  * element is returned as well. `value`, when not NULL, gets what follows

@@ -377,7 +377,7 @@ static void on_body_bytes(gw_exchange_t *ex, size_t newbytes, const char *err)
 
 static void on_body_read(h2o_socket_t *sock, const char *err)
 {
-    on_body_bytes(sock->data, sock->bytes_read, err);
+    on_body_bytes(sock->data, gw_socket_bytes_last_read(sock), err);
 }
 
 int gw_exchange_decode_first(gw_exchange_t *ex, size_t head_size)
