@@ -174,7 +174,136 @@ static inline void *gw_pool_alloc(h2o_mem_pool_t *pool, size_t sz)
 #endif
 }
 
+/* The bytes of `db` handed to a write and not yet consumed (2.2.5's
+ * bytes_inflight, master's _bytes_inflight). */
+static inline size_t gw_doublebuffer_inflight(const h2o_doublebuffer_t *db)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    return db->_bytes_inflight;
+#else
+    return db->bytes_inflight;
+#endif
+}
+
+/* --- sockets, strings, time ------------------------------------------------------------------------------------------ */
+
+/* Starts a non-blocking connect to `addr`; `cb` gets the outcome. NULL
+ * when the socket cannot be made or the connect fails at once. */
+static inline h2o_socket_t *gw_socket_connect(h2o_loop_t *loop, struct sockaddr *addr, socklen_t len, h2o_socket_cb cb)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    return h2o_socket_connect(loop, addr, len, cb, NULL);
+#else
+    return h2o_socket_connect(loop, addr, len, cb);
+#endif
+}
+
+/* The bytes the read whose callback runs appended to sock->input (above
+ * TLS). 2.2.5's evloop keeps that count in bytes_read; master made
+ * bytes_read the total, our patch 0002 keeps it in bytes_last_read. */
+static inline size_t gw_socket_bytes_last_read(const h2o_socket_t *sock)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    return sock->bytes_last_read;
+#else
+    return sock->bytes_read;
+#endif
+}
+
+/* The next element of a `separator`-separated list in `iter` (elements end
+ * at a comma too), its length in *len; NULL at the end. A zero-width
+ * element is returned as well. `value`, when not NULL, gets what follows
+ * '=' in the element. */
+static inline const char *gw_next_token(h2o_iovec_t *iter, int separator, size_t *len, h2o_iovec_t *value)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    return h2o_next_token(iter, separator, ',', len, value);
+#else
+    return h2o_next_token(iter, separator, len, value);
+#endif
+}
+
+/* The loop's wall-clock time as h2o stamps requests with it. */
+static inline struct timeval gw_context_timeval(h2o_context_t *ctx)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    return h2o_gettimeofday(ctx->loop);
+#else
+    return *h2o_get_timestamp(ctx, NULL, NULL);
+#endif
+}
+
+/* --- filters and output streams ---------------------------------------------------------------------------------------- */
+
+/*
+ * What an output stream's do_send gets: 2.2.5 passes h2o_iovec_t, master
+ * h2o_sendvec_t (a vector that may also be read from a file or a pipe).
+ * gw_ostream_vec_init makes one of a memory buffer that outlives the send.
+ */
+#ifdef GW_ENGINE_H2O_MASTER
+typedef h2o_sendvec_t gw_ostream_vec_t;
+#else
+typedef h2o_iovec_t gw_ostream_vec_t;
+#endif
+
+static inline void gw_ostream_vec_init(gw_ostream_vec_t *vec, h2o_iovec_t buf)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    h2o_sendvec_init_raw(vec, buf.base, buf.len);
+#else
+    *vec = buf;
+#endif
+}
+
+/* The bytes of a vector made of memory (every vector the gateway's own
+ * streams see; on master not one read from a file or a pipe). */
+static inline h2o_iovec_t gw_ostream_vec_bytes(const gw_ostream_vec_t *vec)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    return h2o_iovec_init(vec->raw, vec->len);
+#else
+    return *vec;
+#endif
+}
+
+/* An output stream of `sz` bytes (its h2o_ostream_t first) inserted at
+ * `slot`, in req->pool. */
+static inline h2o_ostream_t *gw_add_ostream(h2o_req_t *req, size_t sz, h2o_ostream_t **slot)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    return h2o_add_ostream(req, alignof(max_align_t), sz, slot);
+#else
+    return h2o_add_ostream(req, sz, slot);
+#endif
+}
+
+/* A prefilter of `sz` bytes (its h2o_req_prefilter_t first) for `req`
+ * only, in req->pool. */
+static inline h2o_req_prefilter_t *gw_add_prefilter(h2o_req_t *req, size_t sz)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    return h2o_add_prefilter(req, alignof(max_align_t), sz);
+#else
+    return h2o_add_prefilter(req, sz);
+#endif
+}
+
 /* --- connections and requests ------------------------------------------------------------------------------------------ */
+
+/* Has `cb(data, conn)` called on each HTTP/2 stream error a client causes
+ * (h2o patch 0300; it returns non-zero to close the connection). Not on
+ * h2o master yet (issue 40): there a no-op. */
+static inline void gw_context_on_stream_error(h2o_context_t *ctx, int (*cb)(void *data, h2o_conn_t *conn), void *data)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    (void)ctx;
+    (void)cb;
+    (void)data;
+#else
+    ctx->http2.on_client_stream_error.cb = cb;
+    ctx->http2.on_client_stream_error.data = data;
+#endif
+}
 
 /* The client's socket under `conn` (HTTP/1 and HTTP/2 connections), NULL
  * when it has none. Master deleted h2o_conn_callbacks_t.get_socket (2019):
@@ -214,6 +343,16 @@ static inline const char *gw_req_tag_find(h2o_req_t *req, const char *module, co
     return NULL;
 }
 
+static inline size_t gw_req_tag_count(h2o_req_t *req)
+{
+    return req->env.size / 2;
+}
+
+static inline void gw_req_tag_truncate(h2o_req_t *req, size_t n)
+{
+    req->env.size = n * 2;
+}
+
 #else
 
 static inline void gw_req_tag_add(h2o_req_t *req, const char *module, const char *name)
@@ -234,6 +373,18 @@ static inline const char *gw_req_tag_find(h2o_req_t *req, const char *module, co
             return at;
     }
     return NULL;
+}
+
+/* How many tags `req` carries, of any module. */
+static inline size_t gw_req_tag_count(h2o_req_t *req)
+{
+    return req->error_logs.size;
+}
+
+/* Keeps the first `n` tags of `req` (tests start over with it). */
+static inline void gw_req_tag_truncate(h2o_req_t *req, size_t n)
+{
+    req->error_logs.size = n;
 }
 
 #endif

@@ -180,13 +180,15 @@ static void init_globalconf(h2o_globalconf_t *g, const gw_config_t *config)
     h2o_config_init(g);
     g->server_name = h2o_iovec_init(H2O_STRLIT("lizard-gateway"));
     g->max_request_entity_size = config->limits.max_request_body_bytes;
-    /* h2o answers 431 past it, HTTP/2 while decoding (patch 0150): the head never reaches the pipeline */
-    g->max_request_head_size = config->limits.max_request_head_bytes;
     /* an "Upgrade: h2c" from a client must not turn into HTTP/2 behind our back */
     g->http1.upgrade_to_http2 = 0;
-    /* libh2o patch 0320: a client that keeps sending requests without reading the answers */
+#ifndef GW_ENGINE_H2O_MASTER /* h2o patches 0150, 0320: not on h2o master yet (issue 40), these limits are not enforced there */
+    /* h2o answers 431 past it, HTTP/2 while decoding (patch 0150): the head never reaches the pipeline; 0320: a client
+     * that keeps sending requests without reading the answers */
+    g->max_request_head_size = config->limits.max_request_head_bytes;
     g->http1.max_requests_per_connection = config->limits.max_requests_per_connection;
     g->http1.max_pipelined_unsent = config->limits.max_pipelined_unsent_bytes;
+#endif
 }
 
 /* The custom-domain look-ups in Redis a client address, and the process, may cause (tls/cert_fetch.c and the
@@ -557,8 +559,7 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
     size_t i;
 
     h2o_context_init(&w->ctx, loop, &w->server->globalconf);
-    w->ctx.http2.on_client_stream_error.cb = gw_accept_on_stream_error;
-    w->ctx.http2.on_client_stream_error.data = w;
+    gw_context_on_stream_error(&w->ctx, gw_accept_on_stream_error, w);
     /* the modules' 0 ms and 1 s timeouts are h2o's (the context is never disposed: gw_server_dispose) */
     gw_loop_timeout_adopt_context(&w->ctx);
     for (i = 0; i != sizeof(THREAD_INITS) / sizeof(THREAD_INITS[0]); ++i)

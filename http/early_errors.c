@@ -10,6 +10,7 @@
  */
 #include <string.h>
 #include "http/early_errors.h"
+#include "common/engine.h"
 #include "errors/errors.h"
 #include "routing/host.h"
 
@@ -22,6 +23,7 @@ typedef struct st_early_filter_t {
 typedef struct st_replace_body_t {
     h2o_ostream_t super;
     h2o_iovec_t body;
+    gw_ostream_vec_t vec; /* `body`, as the engine's ostreams take it */
 } replace_body_t;
 
 static h2o_iovec_t request_header(h2o_req_t *req, const h2o_token_t *token, const char *name, size_t len)
@@ -30,13 +32,13 @@ static h2o_iovec_t request_header(h2o_req_t *req, const h2o_token_t *token, cons
     return i == -1 ? h2o_iovec_init(NULL, 0) : req->headers.entries[i].value;
 }
 
-static void replace_do_send(h2o_ostream_t *_self, h2o_req_t *req, h2o_iovec_t *bufs, size_t bufcnt, h2o_send_state_t state)
+static void replace_do_send(h2o_ostream_t *_self, h2o_req_t *req, gw_ostream_vec_t *bufs, size_t bufcnt, h2o_send_state_t state)
 {
     replace_body_t *self = (void *)_self;
 
     /* no buffer: a HEAD request, whose body is not sent */
     (void)bufs;
-    h2o_ostream_send_next(&self->super, req, bufcnt != 0 ? &self->body : NULL, bufcnt != 0 ? 1 : 0, state);
+    h2o_ostream_send_next(&self->super, req, bufcnt != 0 ? &self->vec : NULL, bufcnt != 0 ? 1 : 0, state);
 }
 
 /* h2o's 413 or 431 is in req->res: make it the contract's `code`. */
@@ -58,9 +60,10 @@ static void rewrite(early_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot, 
     html = gw_error_prefers_html(request_header(req, NULL, H2O_STRLIT("sec-fetch-mode")),
                                  request_header(req, H2O_TOKEN_ACCEPT, NULL, 0));
 
-    replace = (void *)h2o_add_ostream(req, sizeof(*replace), slot);
+    replace = (void *)gw_add_ostream(req, sizeof(*replace), slot);
     replace->super.do_send = replace_do_send;
     replace->body = gw_error_render(&req->pool, code, html, sandbox_id, port, NULL);
+    gw_ostream_vec_init(&replace->vec, replace->body);
 
     /* the same head as gw_error_send gives (errors.c); h2o set only Content-Type */
     gw_error_note(req, code);

@@ -7,6 +7,7 @@
  * a per-request h2o prefilter rewrites them as the response starts. Other
  * ports pay one test of a bit.
  */
+#include "common/engine.h"
 #include "http/cors.h"
 #include "http/phases.h"
 
@@ -49,7 +50,7 @@ gw_phase_result_t gw_phase_cors_edge(gw_pipeline_req_t *r)
     /* a prefilter is per request (h2o_add_prefilter, in req->pool): the responses of other ports never meet it; the
      * phases run again after a wake hold, the prefilter is added once */
     if (!r->cors_edge) {
-        cors_prefilter_t *pf = (void *)h2o_add_prefilter(req, sizeof(*pf));
+        cors_prefilter_t *pf = (void *)gw_add_prefilter(req, sizeof(*pf));
         pf->super.on_setup_ostream = on_setup_ostream;
         pf->cors = cors;
         r->cors_edge = 1;

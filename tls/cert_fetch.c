@@ -254,7 +254,9 @@ static void answer(gw_dyncert_t *d, flight_t *fl, SSL_CTX *ctx, gw_dyncert_reaso
             w->reason = reason;
         }
         record_pause(d, mono_us() - w->started_us);
+#ifndef GW_ENGINE_H2O_MASTER                         /* on master no waiter is made (miss() has no socket to pause) */
         h2o_socket_ssl_resume_client_hello(w->sock); /* w may be gone from here */
+#endif
     }
 }
 
@@ -390,7 +392,13 @@ static int resumed(gw_dyncert_t *d, SSL *ssl, waiter_t *w, int *alert)
 static int miss(gw_dyncert_t *d, SSL *ssl, const char *host, SSL_CTX *stale, int *alert)
 {
     gw_cert_fetch_t *f = thread_fetch;
+#ifdef GW_ENGINE_H2O_MASTER
+    /* master cannot pause a handshake at its ClientHello (h2o patch 0240 is not ported; the SNI peek before the handshake
+     * is to replace it, issue 40): a miss is answered now, from a stale entry or refused as unavailable */
+    h2o_socket_t *sock = NULL;
+#else
     h2o_socket_t *sock = h2o_socket_ssl_get_socket(ssl);
+#endif
     flight_t *fl;
     waiter_t *w;
     int refused = 0;

@@ -43,7 +43,7 @@ static void conn_list_init(conn_list_t *l, const h2o_iovec_t *values, size_t num
     l->num_names = 0;
     for (i = 0; i != num_values; ++i) {
         h2o_iovec_t iter = values[i];
-        while ((token = h2o_next_token(&iter, ',', &token_len, NULL)) != NULL) {
+        while ((token = gw_next_token(&iter, ',', &token_len, NULL)) != NULL) {
             if (l->num_names == CONN_NAMES_MAX) {
                 l->num_names = SIZE_MAX;
                 return;
@@ -374,7 +374,8 @@ void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const g
         const h2o_token_t *token;
 
         h2o_strtolower(lc.base, lc.len);
-        if (listed_in_connection(&conn, lc.base, lc.len))
+        /* by name: h2o master has a token for Proxy-Connection, 2.2.5 has none */
+        if (listed_in_connection(&conn, lc.base, lc.len) || is_hop_by_hop_name(lc.base, lc.len))
             continue;
         if ((token = h2o_lookup_token(lc.base, lc.len)) != NULL) {
             /* h2o writes its own Date (and Server, when configured) */
@@ -387,8 +388,6 @@ void gw_http1_response_headers(h2o_mem_pool_t *pool, h2o_headers_t *out, const g
                 continue;
             h2o_add_header(pool, out, token, h->name, value.base, value.len);
         } else {
-            if (is_hop_by_hop_name(lc.base, lc.len))
-                continue;
             h2o_add_header_by_str(pool, out, lc.base, lc.len, 0, h->name, value.base, value.len);
         }
     }

@@ -12,6 +12,10 @@
 #include <h2o.h>
 #include "upstream/address_view.h"
 
+#ifdef GW_ENGINE_H2O_MASTER
+/* master's own (vendored, on the include path): its chunked decoder is larger (the framing-overhead guard's counters) */
+#include <picohttpparser.h>
+#else
 /* picohttpparser is built into libh2o and exported by it, but Debian does
  * not install its header; these match deps/picohttpparser/picohttpparser.h
  * of h2o 2.2.5. */
@@ -27,6 +31,7 @@ struct phr_chunked_decoder {
     char _hex_count;
     char _state;
 };
+#endif
 
 /* An upstream response head larger than this is refused (502). */
 #define GW_HTTP1_MAX_RESPONSE_HEAD_BYTES (64 * 1024)

@@ -222,7 +222,7 @@ void gw_exchange_on_proceed(h2o_generator_t *generator, h2o_req_t *req)
     /* h2o wrote the send to the client socket: billed once the client has them */
     gw_proxy_add_egress(ex->proxy, gw_exchange_client_socket(ex), ex->sandbox_id, ex->no_activity, ex->res.unbilled, 1);
     ex->res.unbilled = 0;
-    if (ex->sending.bytes_inflight != 0)
+    if (gw_doublebuffer_inflight(&ex->sending) != 0)
         h2o_doublebuffer_consume(&ex->sending);
     if (gw_splice_try(ex))
         return;
@@ -377,7 +377,7 @@ static void on_body_bytes(gw_exchange_t *ex, size_t newbytes, const char *err)
 
 static void on_body_read(h2o_socket_t *sock, const char *err)
 {
-    on_body_bytes(sock->data, sock->bytes_read, err);
+    on_body_bytes(sock->data, gw_socket_bytes_last_read(sock), err);
 }
 
 int gw_exchange_decode_first(gw_exchange_t *ex, size_t head_size)

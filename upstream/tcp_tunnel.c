@@ -575,7 +575,7 @@ void gw_exchange_tcp_open(gw_exchange_t *ex)
         h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("sec-websocket-protocol"), 0, NULL, H2O_STRLIT("binary"));
     t->head_bytes = gw_exchange_response_head_size(req) + sizeof("connection: upgrade\r\n") - 1;
     t->writing = gw_conn_socket(req->conn);
-    req->timestamps.response_start_at = *h2o_get_timestamp(req->conn->ctx, NULL, NULL);
+    req->timestamps.response_start_at = gw_context_timeval(req->conn->ctx);
     h2o_http1_upgrade(req, NULL, 0, on_upgrade_complete, t);
 }
 

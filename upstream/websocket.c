@@ -149,7 +149,7 @@ void gw_exchange_upgrade(gw_exchange_t *ex)
     /* h2o's upgrade path stamps no response time: the access log's duration
      * of an upgrade is the time to this 101 (the line is written as the
      * tunnel opens, when the request is disposed) */
-    ex->req->timestamps.response_start_at = *h2o_get_timestamp(ex->req->conn->ctx, NULL, NULL);
+    ex->req->timestamps.response_start_at = gw_context_timeval(ex->req->conn->ctx);
     h2o_http1_upgrade(ex->req, NULL, 0, on_upgrade_complete, ws);
 }
 

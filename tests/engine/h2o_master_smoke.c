@@ -7,7 +7,7 @@
  * finds the accepted socket through get_socket (0001), the socket's
  * on_close runs while its descriptor is open (0220), and the HTTP/2
  * request sees the client's window and is reset with the code given
- * (0230). Built only with -Dengine=h2o-master (the gateway itself is not
+ * (0230), and a read callback sees the bytes of its own read (0002). Built only with -Dengine=h2o-master (the gateway itself is not
  * ported yet). Prints h2o's version and exits 0, or names what failed and
  * exits 1.
  */
@@ -92,6 +92,46 @@ static void read_answer(int fd, char *buf, size_t *len, int *done)
         *len += (size_t)n;
     buf[*len] = '\0';
     *done = strstr(buf, "\r\n\r\nsmoke\n") != NULL;
+}
+
+static size_t last_reads[2];
+static uint64_t total_read;
+static int reads;
+
+static void on_read(h2o_socket_t *sock, const char *err)
+{
+    if (err != NULL || reads == 2)
+        return;
+    last_reads[reads++] = sock->bytes_last_read;
+    total_read = sock->bytes_read;
+}
+
+/* Two writes to a socket, each read on its own: each read callback sees its
+ * own count (0002), bytes_read the total. */
+static int read_twice(h2o_loop_t *loop)
+{
+    int fds[2], turns, ok;
+    h2o_socket_t *sock;
+
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds) != 0)
+        return -1;
+    sock = h2o_evloop_socket_create(loop, fds[0], 0);
+    h2o_socket_read_start(sock, on_read);
+    if (write(fds[1], "abc", 3) != 3)
+        return -1;
+    for (turns = 0; reads == 0 && turns != 200; ++turns)
+        h2o_evloop_run(loop, 10);
+    if (write(fds[1], "defgh", 5) != 5)
+        return -1;
+    for (turns = 0; reads == 1 && turns != 200; ++turns)
+        h2o_evloop_run(loop, 10);
+    ok = reads == 2 && last_reads[0] == 3 && last_reads[1] == 5 && total_read == 8;
+    if (!ok)
+        fprintf(stderr, "smoke: reads %d, last reads %zu and %zu (want 3 and 5), total %llu (want 8)\n", reads, last_reads[0],
+                last_reads[1], (unsigned long long)total_read);
+    h2o_socket_close(sock);
+    close(fds[1]);
+    return ok ? 0 : -1;
 }
 
 /* Accepts the server side of a new socketpair, writes `request` on the
@@ -224,7 +264,7 @@ int main(void)
         fprintf(stderr, "smoke: the timer did not fire\n");
         return 1;
     }
-    if (serve_http1(loop, &accept_ctx) != 0 || serve_http2(loop, &accept_ctx) != 0)
+    if (serve_http1(loop, &accept_ctx) != 0 || serve_http2(loop, &accept_ctx) != 0 || read_twice(loop) != 0)
         return 1;
     printf("h2o %s (libh2o %s): context, loop, timer, one HTTP/1.1 request, one HTTP/2 request reset\n", H2O_VERSION,
            H2O_LIBRARY_VERSION);

@@ -4,6 +4,7 @@
  */
 #include <check.h>
 #include <string.h>
+#include "common/engine.h"
 #include "errors/cut.h"
 #include "errors/errors.h"
 
@@ -26,7 +27,7 @@ START_TEST(test_cut_note_and_of)
 
     ck_assert_int_eq(gw_cut_of(&req), GW_CUT_NONE);
     gw_cut_note(&req, GW_CUT_NONE);
-    ck_assert_uint_eq(req.error_logs.size, 0);
+    ck_assert_uint_eq(gw_req_tag_count(&req), 0);
     /* next to an error code: both are found */
     gw_error_note(&req, GW_ERR_UPSTREAM_TIMEOUT);
     gw_cut_note(&req, GW_CUT_FIRST_BYTE_TIMEOUT);
@@ -36,7 +37,7 @@ START_TEST(test_cut_note_and_of)
     gw_cut_note(&req, GW_CUT_REVOKED);
     ck_assert_int_eq(gw_cut_of(&req), GW_CUT_FIRST_BYTE_TIMEOUT);
     for (r = GW_CUT_NONE + 1; r != GW_CUT_NUM; ++r) {
-        req.error_logs.size = 0;
+        gw_req_tag_truncate(&req, 0);
         gw_cut_note(&req, r);
         ck_assert_int_eq(gw_cut_of(&req), r);
     }

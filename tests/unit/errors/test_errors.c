@@ -355,15 +355,15 @@ START_TEST(test_note_and_code_of)
     memset(&req, 0, sizeof(req));
     h2o_mem_init_pool(&req.pool);
     ck_assert_int_eq(gw_error_code_of(&req), -1);
-    /* an entry of another module, even with a code's name, is not a code */
-    h2o_vector_reserve(&req.pool, &req.error_logs, 1);
-    req.error_logs.entries[req.error_logs.size++] = (h2o_req_error_log_t){other_module, h2o_iovec_init(H2O_STRLIT("bad_host"))};
+    /* a tag of another module, even with a code's name, is not a code */
+    gw_req_tag_add(&req, other_module, "bad_host");
     ck_assert_int_eq(gw_error_code_of(&req), -1);
     for (code = 0; code != GW_ERR_NUM_CODES; ++code) {
-        req.error_logs.size = 1;
+        gw_req_tag_truncate(&req, 1);
         gw_error_note(&req, code);
         ck_assert_int_eq(gw_error_code_of(&req), code);
-        ck_assert_str_eq(req.error_logs.entries[1].msg.base, gw_error_code_name(code));
+        ck_assert_uint_eq(gw_req_tag_count(&req), 2);
+        ck_assert_str_eq(gw_error_code_name(gw_error_code_of(&req)), gw_error_code_name(code));
     }
     h2o_mem_clear_pool(&req.pool);
 }

@@ -9,6 +9,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/engine.h"
 #include "routing/route_store.h"
 
 static int stub_lookups;
@@ -40,15 +41,16 @@ typedef struct st_loopback_t {
     int complete;
 } loopback_t;
 
-static void on_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *bufs, size_t bufcnt, h2o_send_state_t state)
+static void on_send(h2o_ostream_t *self, h2o_req_t *req, gw_ostream_vec_t *bufs, size_t bufcnt, h2o_send_state_t state)
 {
     loopback_t *lb = H2O_STRUCT_FROM_MEMBER(loopback_t, final, self);
     size_t i;
 
     for (i = 0; i != bufcnt; ++i) {
-        ck_assert_uint_le(lb->body_len + bufs[i].len, sizeof(lb->body));
-        memcpy(lb->body + lb->body_len, bufs[i].base, bufs[i].len);
-        lb->body_len += bufs[i].len;
+        h2o_iovec_t buf = gw_ostream_vec_bytes(&bufs[i]);
+        ck_assert_uint_le(lb->body_len + buf.len, sizeof(lb->body));
+        memcpy(lb->body + lb->body_len, buf.base, buf.len);
+        lb->body_len += buf.len;
     }
     if (h2o_send_state_is_in_progress(state))
         h2o_proceed_response(req);

@@ -526,8 +526,20 @@ enum {
     CHUNKED_IN_CHUNK_DATA_EXPECT_CR,
     CHUNKED_IN_CHUNK_DATA_EXPECT_LF,
     CHUNKED_IN_TRAILERS_LINE_HEAD,
-    CHUNKED_IN_TRAILERS_LINE_MIDDLE
+    CHUNKED_IN_TRAILERS_LINE_MIDDLE,
+    CHUNKED_IN_CHUNK_SIZE_END, /* after the digits: BWS ";" or CR LF */
+    CHUNKED_IN_TRAILERS_LINE_LF
 };
+
+/* RFC 9112 7.1: a chunk-size line is 1*HEXDIG [ BWS ";" chunk-ext ] CRLF, and each trailer line ends with CRLF. Anything else is
+ * an error (-1): "5 zz" and "5 " are not 5, no control character but HTAB is in an extension or a trailer line, and a bare CR or
+ * LF does not end a trailer line, so that no peer in front can frame the body differently. A chunk size is below 2^63. */
+#define CHUNK_SIZE_LIMIT_SHIFT 59 /* size * 16 + 15 stays below 2^63 while size >> 59 == 0 */
+
+static int is_chunk_line_ctl(unsigned char ch)
+{
+    return (ch < 0x20 && ch != '\t') || ch == 0x7f;
+}
 
 static int decode_hex(int ch)
 {
@@ -575,12 +587,32 @@ ssize_t phr_decode_chunked(struct phr_chunked_decoder *decoder, char *buf, size_
                     }
                     break;
                 }
-                if (decoder->_hex_count == sizeof(size_t) * 2) {
+                if (decoder->_hex_count == sizeof(size_t) * 2 ||
+                    (unsigned long long)decoder->bytes_left_in_chunk >> CHUNK_SIZE_LIMIT_SHIFT != 0) {
                     ret = -1;
                     goto Exit;
                 }
                 decoder->bytes_left_in_chunk = decoder->bytes_left_in_chunk * 16 + v;
                 ++decoder->_hex_count;
+            }
+            /* _hex_count now says whether BWS was seen after the digits */
+            decoder->_hex_count = 0;
+            decoder->_state = CHUNKED_IN_CHUNK_SIZE_END;
+        /* fallthru */
+        case CHUNKED_IN_CHUNK_SIZE_END:
+            for (;; ++src) {
+                if (src == bufsz)
+                    goto Exit;
+                if (buf[src] != ' ' && buf[src] != '\t')
+                    break;
+                decoder->_hex_count = 1;
+            }
+            if (buf[src] == ';') {
+                ++src;
+            } else if (buf[src] != '\015' || decoder->_hex_count != 0) {
+                /* BWS only before ";" */
+                ret = -1;
+                goto Exit;
             }
             decoder->_hex_count = 0;
             decoder->_state = CHUNKED_IN_CHUNK_EXT;
@@ -592,7 +624,7 @@ ssize_t phr_decode_chunked(struct phr_chunked_decoder *decoder, char *buf, size_
                     goto Exit;
                 if (buf[src] == '\015') {
                     break;
-                } else if (buf[src] == '\012') {
+                } else if (is_chunk_line_ctl(buf[src])) {
                     ret = -1;
                     goto Exit;
                 }
@@ -657,24 +689,44 @@ ssize_t phr_decode_chunked(struct phr_chunked_decoder *decoder, char *buf, size_
             decoder->_state = CHUNKED_IN_CHUNK_SIZE;
             break;
         case CHUNKED_IN_TRAILERS_LINE_HEAD:
-            for (;; ++src) {
-                if (src == bufsz)
-                    goto Exit;
-                if (buf[src] != '\015')
-                    break;
+            if (src == bufsz)
+                goto Exit;
+            if (buf[src] == '\015') {
+                /* the empty line ending the trailer section */
+                ++src;
+                decoder->_hex_count = 1;
+                decoder->_state = CHUNKED_IN_TRAILERS_LINE_LF;
+                break;
             }
-            if (buf[src++] == '\012')
-                goto Complete;
             decoder->_state = CHUNKED_IN_TRAILERS_LINE_MIDDLE;
         /* fallthru */
         case CHUNKED_IN_TRAILERS_LINE_MIDDLE:
             for (;; ++src) {
                 if (src == bufsz)
                     goto Exit;
-                if (buf[src] == '\012')
+                if (buf[src] == '\015')
                     break;
+                if (is_chunk_line_ctl(buf[src])) {
+                    ret = -1;
+                    goto Exit;
+                }
             }
             ++src;
+            decoder->_hex_count = 0;
+            decoder->_state = CHUNKED_IN_TRAILERS_LINE_LF;
+        /* fallthru */
+        case CHUNKED_IN_TRAILERS_LINE_LF:
+            if (src == bufsz)
+                goto Exit;
+            if (buf[src] != '\012') {
+                ret = -1;
+                goto Exit;
+            }
+            ++src;
+            if (decoder->_hex_count != 0) {
+                decoder->_hex_count = 0;
+                goto Complete;
+            }
             decoder->_state = CHUNKED_IN_TRAILERS_LINE_HEAD;
             break;
         default:

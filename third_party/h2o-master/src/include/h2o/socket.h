@@ -192,6 +192,11 @@ struct st_h2o_socket_t {
      */
     uint64_t bytes_read;
     /**
+     * the bytes the last read appended to `input` (above the TLS layer), as the read callback is called; what libh2o 2.2.5's
+     * evloop stored in `bytes_read`
+     */
+    size_t bytes_last_read;
+    /**
      * total bytes written (above the TLS layer)
      */
     uint64_t bytes_written;

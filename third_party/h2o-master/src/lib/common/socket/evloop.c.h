@@ -375,7 +375,8 @@ Notify:
      * behavior is intentional; it is designed as such so that the applications
      * can update their timeout counters when a partial SSL record arrives.
      */
-    sock->super.bytes_read += sock->super.input->size - prev_size;
+    sock->super.bytes_last_read = sock->super.input->size - prev_size;
+    sock->super.bytes_read += sock->super.bytes_last_read;
     sock->super._cb.read(&sock->super, err);
 }
 
