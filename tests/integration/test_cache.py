@@ -532,10 +532,7 @@ def test_unresponsive_redis_no_request_waits_past_the_deadline(gw_factory, own_r
 
 
 def test_new_lifecycle_drops_pooled_connections(gw_factory, redis, upstream_pair, ctx):
-    # a lookup deadline a loaded machine does not reach: the request after the
-    # change reads Redis, and with the 1 s default it once got 503 on CI (the
-    # state is running, so that was routing_unavailable: right for a slow
-    # Redis, but not what this test is about)
+    # a lookup deadline a loaded machine does not reach: the request after the change reads Redis
     gw = gw_factory({"workers": 1, "redis": {"lookup_timeout_ms": 5000}})
     a = upstream_pair[0]
     sid = gwtest.new_sandbox_id("lc")
@@ -546,8 +543,12 @@ def test_new_lifecycle_drops_pooled_connections(gw_factory, redis, upstream_pair
         assert c.get("/echo")[0] == 200
     gwtest.wait_for(lambda: established_to("127.0.0.2", a.port) == 1, 5, what="one pooled upstream connection")
     old_end = next(iter(local_ends_to("127.0.0.2", a.port)))
-    # the VM restarted (same address, new lifecycle): the old pooled connection must go
+    # the VM restarted (same address, new lifecycle): the old pooled connection must go. The request waits
+    # until the gateway has the publish: one that comes first is the old VM's, and is rightly cut by the
+    # revocation (503 sandbox_not_running, seen on CI)
+    evicted = metric(gw, "lizard_route_cache_invalidations_total")
     gwtest.register_sandbox(redis, sid, addr="127.0.0.2", ports={a.port: "public"}, lifecycle="lc-two")
+    gwtest.wait_for(lambda: metric(gw, "lizard_route_cache_invalidations_total") > evicted, 10, what="the publish seen")
     status, _, body = c.get("/echo")
     assert status == 200, body
     c.close()

@@ -139,7 +139,16 @@ def test_made_you_reset_across_reconnections_is_budgeted_per_address(gw_factory,
     assert goaways and all(goaway_code(f) == ENHANCE_YOUR_CALM for f in goaways), goaways[:3]
     assert any(b"too many stream errors from this client" in f.payload for f in goaways)
     assert h2_event(g, "client_stream_errors_exceeded") >= 1
-    assert refused > 0, "no 429 while the address's budget was spent"
+    # the attack's own 429s depend on whether its requests reach the limits phase before their WINDOW_UPDATEs do (a
+    # loaded gateway reads both at once, and only GOAWAYs show: CI once saw 74 of 75 rounds so); a well-formed request
+    # from the address right after is refused whatever the timing, as the budget needs 5 s to earn half back
+    if refused == 0:
+        c = RawH2(g, g.sbx_host, g.ca)
+        try:
+            status, _, body = c.get("/bytes/100", timeout=30)
+        finally:
+            c.close()
+        assert status == 429 and b"too_many_connections" in body, (status, body[:200])
     # the budget and what it earned meanwhile, and the one reset per connection whose refused token closed it
     assert resets <= 100 + 10 * elapsed + len(goaways) + 4, "%d provoked resets in %.1f s (%d rounds)" % (resets, elapsed,
                                                                                                           rounds)
