@@ -564,35 +564,10 @@ def test_viewers_per_sandbox_bounded(desk_gw, redis, certs, echo_rfb):
                     what="the viewers' gauge back to 0 once they closed")
 
 
-def test_revocation_closes_a_viewer_4403(desk_gw, redis, certs, echo_rfb):
-    """Bumping link_epoch closes the view-only viewer opened with a link
-    (4403); a full viewer opened with the access token stays."""
-    import websockets
-
-    sid, token = rfb.register_desktop(redis, echo_rfb.port)
-    host = desk_gw.host(echo_rfb.port, sid)
-
-    async def go():
-        async with rfb.ws_connect(desk_gw, host, certs["ca"], link(sid, echo_rfb.port, view_only=True)) as viewer, \
-                rfb.ws_connect(desk_gw, host, certs["ca"], token) as owner:
-            st, _, _ = await rfb.handshake(viewer)
-            ost, _, _ = await rfb.handshake(owner)
-            redis.cmd("HINCRBY", "lizard:sbx:{%s}" % sid, "link_epoch", 1)
-            redis.cmd("PUBLISH", "lizard:routes", sid)
-            with pytest.raises(websockets.ConnectionClosed) as e:
-                await st.read(1, timeout=20)
-            assert e.value.rcvd is not None and e.value.rcvd.code == 4403, e.value
-            await owner.send(rfb.fbur())
-            assert await ost.read(10) == rfb.fbur()
-
-    run(go())
-
-
-def test_a_desktop_that_stops_being_one_closes_its_view_only_viewers_4403(desk_gw, redis, certs, echo_rfb):
-    """proto:<n> changed from rfb to tcp: a view-only link grants nothing on
-    a port that is not a desktop (no walk would drop its input there), so its
-    open viewer closes (4403); the owner's, opened with the access token,
-    stays."""
+def view_only_viewer_closed_4403(desk_gw, redis, certs, echo_rfb, change):
+    """A view-only viewer (a link) and the owner's (the access token) open;
+    change(redis, sid) writes the record and publishes: the viewer gets
+    4403, the owner's session goes on."""
     import websockets
 
     sid, token = rfb.register_desktop(redis, echo_rfb.port)
@@ -604,7 +579,7 @@ def test_a_desktop_that_stops_being_one_closes_its_view_only_viewers_4403(desk_g
             st, _, _ = await rfb.handshake(viewer)
             ost, _, _ = await rfb.handshake(owner)
             assert metric(desk_gw, 'lizard_desktop_viewers{mode="view_only"}') >= 1
-            redis.cmd("HSET", "lizard:sbx:{%s}" % sid, "proto:%d" % echo_rfb.port, "tcp")
+            change(redis, sid)
             redis.cmd("PUBLISH", "lizard:routes", sid)
             with pytest.raises(websockets.ConnectionClosed) as e:
                 await st.read(1, timeout=20)
@@ -615,3 +590,19 @@ def test_a_desktop_that_stops_being_one_closes_its_view_only_viewers_4403(desk_g
     run(go())
     gwtest.wait_for(lambda: metric(desk_gw, 'lizard_desktop_viewers{mode="view_only"}') == 0, 30,
                     what="the view-only gauge back to 0")
+
+
+def test_revocation_closes_a_viewer_4403(desk_gw, redis, certs, echo_rfb):
+    """Bumping link_epoch closes the view-only viewer opened with a link
+    (4403); a full viewer opened with the access token stays."""
+    view_only_viewer_closed_4403(desk_gw, redis, certs, echo_rfb,
+                                 lambda r, sid: r.cmd("HINCRBY", "lizard:sbx:{%s}" % sid, "link_epoch", 1))
+
+
+def test_a_desktop_that_stops_being_one_closes_its_view_only_viewers_4403(desk_gw, redis, certs, echo_rfb):
+    """proto:<n> changed from rfb to tcp: a view-only link grants nothing on
+    a port that is not a desktop (no walk would drop its input there), so its
+    open viewer closes (4403); the owner's, opened with the access token,
+    stays."""
+    view_only_viewer_closed_4403(desk_gw, redis, certs, echo_rfb,
+                                 lambda r, sid: r.cmd("HSET", "lizard:sbx:{%s}" % sid, "proto:%d" % echo_rfb.port, "tcp"))

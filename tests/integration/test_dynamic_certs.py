@@ -117,8 +117,9 @@ def eval_calls(redis):
     return 0
 
 
-def http_on(s, host):
-    """A request on the open TLS connection `s`: the status line of its answer."""
+def request_on(s, host):
+    """A request on the open TLS connection `s`: the status line of its
+    answer, and whether the answer said Connection: close."""
     s.sendall(("GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode())
     data = b""
     while b"\r\n\r\n" not in data:
@@ -126,10 +127,17 @@ def http_on(s, host):
         assert chunk, "the connection closed"
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
-    length = int([h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")][0])
-    while len(body) < length:
-        body += s.recv(65536)
-    return head.split(b"\r\n")[0].decode()
+    fields = {k.strip().lower(): v.strip().lower() for k, _, v in (h.partition(b":") for h in head.split(b"\r\n")[1:])}
+    while len(body) < int(fields[b"content-length"]):
+        chunk = s.recv(65536)
+        assert chunk, "the connection closed mid-body"
+        body += chunk
+    return head.split(b"\r\n")[0].decode(), fields.get(b"connection") == b"close"
+
+
+def http_on(s, host):
+    """A request on the open TLS connection `s`: the status line of its answer."""
+    return request_on(s, host)[0]
 
 
 @pytest.fixture

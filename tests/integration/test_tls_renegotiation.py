@@ -21,7 +21,7 @@ import pytest
 from OpenSSL import SSL
 
 import gwtest
-from test_dynamic_certs import http_on
+from test_dynamic_certs import http_on, request_on
 
 
 class Bystander:
@@ -71,24 +71,6 @@ class Bystander:
         print("bystander: %d requests, all 200, p50 %.1f ms, p99 %.1f ms" %
               (len(lat), 1000 * lat[len(lat) // 2], 1000 * lat[int(len(lat) * .99)]))
         assert len(lat) >= 5
-
-
-def request_on(s, host):
-    """A request on the open TLS connection `s`: the status line of its
-    answer, and whether the answer said Connection: close."""
-    s.sendall(("GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode())
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(65536)
-        assert chunk, "the connection closed"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    fields = {k.strip().lower(): v.strip().lower() for k, _, v in (h.partition(b":") for h in head.split(b"\r\n")[1:])}
-    while len(body) < int(fields[b"content-length"]):
-        chunk = s.recv(65536)
-        assert chunk, "the connection closed mid-body"
-        body += chunk
-    return head.split(b"\r\n")[0].decode(), fields.get(b"connection") == b"close"
 
 
 @pytest.fixture
