@@ -193,6 +193,7 @@ static const struct {
     {"event=\"idle_frame_budget_exceeded\"", offsetof(h2o_context_t, http2.events.idle_frame_budget_exceeded)},
     {"event=\"client_stream_errors_exceeded\"", offsetof(h2o_context_t, http2.events.client_stream_errors_exceeded)},
 };
+#endif
 
 static unsigned long long http2_event_sum(gw_metrics_t *m, size_t offset)
 {
@@ -203,7 +204,6 @@ static unsigned long long http2_event_sum(gw_metrics_t *m, size_t offset)
         sum += __atomic_load_n((uint64_t *)((char *)m->workers[i].ctx + offset), __ATOMIC_RELAXED);
     return sum;
 }
-#endif
 
 /* Waking paused sandboxes (routing/wake.h), all workers. */
 static void wake_metrics(text_t *out, gw_metrics_t *m)
@@ -476,10 +476,8 @@ static void upstream_metrics(text_t *out, gw_metrics_t *m)
     family(out, "lizard_http1_events_total", "counter",
            "HTTP/1.1 clients the front held back: a connection that waited, before its next request, for its client to read "
            "the answers (limits.max_pipelined_unsent_bytes).");
-#ifndef GW_ENGINE_H2O_MASTER /* h2o patch 0320, not on master yet */
     sample(out, "lizard_http1_events_total", "event=\"pipeline_wait\"",
            http2_event_sum(m, offsetof(h2o_context_t, http1.events.pipeline_waits)));
-#endif
 }
 
 /* Requests in flight, connections refused at accept, the access log. */

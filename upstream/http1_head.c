@@ -338,6 +338,7 @@ int gw_http1_body_decode(gw_http1_body_t *body, char *buf, size_t *len)
         ssize_t ret;
         if (*len == 0)
             return 0;
+        GW_PHR_CHUNKED_GUARD_OFF(&body->chunked);
         if ((ret = phr_decode_chunked(&body->chunked, buf, len)) == -1) {
             *len = 0;
             return -1;

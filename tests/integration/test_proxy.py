@@ -504,6 +504,105 @@ def test_chunked_body_streams(curl_runner, gateway, pub, http2):
     timing_attempts(measure)
 
 
+def read_until_close(s, timeout=15):
+    data = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        d = s.recv(65536)
+        if not d:
+            return data
+        data += d
+    raise AssertionError("the gateway kept the connection open: %r" % data[-300:])
+
+
+def parse_h1_responses(data, methods):
+    """Splits HTTP/1.1 responses as a client must frame them (RFC 9112 6.3):
+    no body after HEAD, 1xx, 204 and 304; else chunked (decoded strictly),
+    else Content-Length, else to the end. Returns [(status, headers, body)]."""
+    out = []
+    for method in methods:
+        head, sep, data = data.partition(b"\r\n\r\n")
+        assert sep, "a truncated head: %r" % head[:300]
+        lines = head.decode("iso-8859-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        fields = [ln.split(":", 1) for ln in lines[1:]]
+        headers = {}
+        for k, v in fields:
+            headers.setdefault(k.strip().lower(), []).append(v.strip())
+        if method == "HEAD" or status in (204, 304) or status < 200:
+            body = b""
+        elif "transfer-encoding" in headers:
+            assert headers["transfer-encoding"] == ["chunked"], headers
+            body = b""
+            while True:
+                size_line, _, data = data.partition(b"\r\n")
+                n = int(size_line, 16)
+                if n == 0:
+                    assert data.startswith(b"\r\n"), data[:50]
+                    data = data[2:]
+                    break
+                body += data[:n]
+                assert data[n:n + 2] == b"\r\n", data[n:n + 10]
+                data = data[n + 2:]
+        elif "content-length" in headers:
+            n = int(headers["content-length"][0])
+            body, data = data[:n], data[n:]
+        else:
+            body, data = data, b""
+        out.append((status, headers, body))
+    assert data == b"", "bytes after the last response: %r" % data[:300]
+    return out
+
+
+def test_h1_bodies_are_framed_once(gateway, pub, certs):
+    """HTTP/1.1 framing of what the app sends, as the client reads it, on one
+    keep-alive connection: a length is passed on, a body of unknown length is
+    chunked exactly once (h2o master chunks itself; the gateway's own encoder
+    runs on 2.2.5 only), HEAD, 204 and 304 carry no body and no chunking, an
+    HTTP/1.0 client gets the body to the end of the connection; the access
+    log's bytes_sent counts body bytes, never the chunk framing."""
+    _, host = pub
+    block = (b"0123456789abcdef" * 4096)[:65536]
+    reqs = [("GET", "/bytes/3000"), ("GET", "/bytes/3001?chunked=1"), ("HEAD", "/bytes/3002?chunked=1"),
+            ("GET", "/status/204"), ("GET", "/status/304"), ("GET", "/bytes/5")]
+    raw = b"".join(("%s %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (m, p, host, "Connection: close\r\n" if i == len(reqs) - 1 else ""))
+                   .encode() for i, (m, p) in enumerate(reqs))
+    s = tls_connect(gateway, host, certs["ca"], timeout=15)
+    try:
+        s.sendall(raw)
+        data = read_until_close(s)
+    finally:
+        s.close()
+    got = parse_h1_responses(data, [m for m, _ in reqs])
+    assert [r[0] for r in got] == [200, 200, 200, 204, 304, 200], [r[:2] for r in got]
+    assert got[0][1]["content-length"] == ["3000"] and got[0][2] == block[:3000]
+    assert "content-length" not in got[1][1] and got[1][2] == block[:3001], got[1][1]
+    for status, headers, _ in got[2:5]:
+        assert "transfer-encoding" not in headers, (status, headers)
+    assert got[5][2] == block[:5]
+
+    s = tls_connect(gateway, host, certs["ca"], timeout=15)
+    try:
+        s.sendall(("GET /bytes/3003?chunked=1 HTTP/1.0\r\nHost: %s\r\n\r\n" % host).encode())
+        data = read_until_close(s)
+    finally:
+        s.close()
+    (status, headers, body), = parse_h1_responses(data, ["GET"])
+    assert status == 200 and "transfer-encoding" not in headers and body == block[:3003], (headers, body[:50])
+
+    def bytes_sent(prefix):
+        def find():
+            with open(gateway.config()["log"]["access"]) as f:
+                recs = [json.loads(ln) for ln in f if ln.strip()]
+            hits = [r for r in recs if r.get("path", "").split("?")[0] == prefix]
+            return hits[-1]["bytes_sent"] if hits else None
+        gwtest.wait_for(lambda: find() is not None, 10, what="the access log line of " + prefix)
+        return find()
+
+    assert [bytes_sent(p) for p in ("/bytes/3000", "/bytes/3001", "/bytes/3002", "/bytes/3003", "/status/204")] == \
+        [3000, 3001, 0, 3003, 0]
+
+
 # --- back-pressure --------------------------------------------------------------------
 
 BODY_BYTES = 300 * MIB

@@ -495,6 +495,32 @@ START_TEST(test_body_decode_strict_chunks)
 }
 END_TEST
 
+/* A sandbox that flushes one byte per chunk: 40,000 chunks (200 KB of
+ * framing for 40 KB of data) in reads of 4 KiB are one body, never -1
+ * (master's picohttpparser guard is off for responses: upstream/http1_head.h). */
+START_TEST(test_body_decode_tiny_chunks)
+{
+    gw_http1_body_t b;
+    char buf[4096];
+    size_t total = 0, i, k, n;
+
+    ck_assert_int_eq(framing("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", &b), 0);
+    for (i = 0; i != 40000; i += k) {
+        size_t j;
+        k = 40000 - i < sizeof(buf) / 6 ? 40000 - i : sizeof(buf) / 6;
+        for (j = 0; j != k; ++j)
+            memcpy(buf + j * 6, "1\r\nx\r\n", 6);
+        n = k * 6;
+        ck_assert_int_eq(gw_http1_body_decode(&b, buf, &n), 0);
+        ck_assert_uint_eq(n, k);
+        total += n;
+    }
+    n = 5;
+    ck_assert_int_eq(gw_http1_body_decode(&b, memcpy(buf, "0\r\n\r\n", 5), &n), 1);
+    ck_assert_uint_eq(total, 40000);
+}
+END_TEST
+
 /* Connection lists split once (conn_list_t): names in any case, over
  * several fields, and more than the 16 kept split (then searched in the
  * field values), in a request and in a response */
@@ -790,6 +816,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_untrusted_response_heads);
     tcase_add_test(tc, test_body_decode);
     tcase_add_test(tc, test_body_decode_strict_chunks);
+    tcase_add_test(tc, test_body_decode_tiny_chunks);
     tcase_add_test(tc, test_response_headers_reaching_the_client);
     tcase_add_test(tc, test_response_headers_through_a_view);
     tcase_add_test(tc, test_quote);

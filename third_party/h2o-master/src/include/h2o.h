@@ -414,6 +414,16 @@ struct st_h2o_globalconf_t {
          * a boolean value indicating whether or not to upgrade to HTTP/2
          */
         int upgrade_to_http2;
+        /**
+         * requests served on one connection at most (nginx's keepalive_requests): the last one is answered with
+         * `connection: close`; 0 = no limit (lizard patch 0320)
+         */
+        uint64_t max_requests_per_connection;
+        /**
+         * with a request already pipelined (or every 16th request), the next one is not parsed while more than this many
+         * response bytes wait unsent in the kernel (the client does not read); 0 = no limit (lizard patch 0320)
+         */
+        size_t max_pipelined_unsent;
     } http1;
 
     struct {
@@ -736,6 +746,11 @@ struct st_h2o_context_t {
         struct {
             uint64_t request_timeouts;
             uint64_t request_io_timeouts;
+            /**
+             * times a connection waited before its next request for the client to read (http1.max_pipelined_unsent); updated
+             * with relaxed atomics so that other threads may read it (lizard patch 0320)
+             */
+            uint64_t pipeline_waits;
         } events;
     } http1;
 

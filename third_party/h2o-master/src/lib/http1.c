@@ -21,7 +21,11 @@
  * IN THE SOFTWARE.
  */
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stddef.h>
+#include <sys/ioctl.h>
+#include <linux/sockios.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include "picohttpparser.h"
@@ -147,6 +151,9 @@ static void close_connection(struct st_h2o_http1_conn_t *conn, int close_socket)
     h2o_destroy_connection(&conn->super);
 }
 
+static int client_is_behind(struct st_h2o_http1_conn_t *conn);
+static void wait_for_client(struct st_h2o_http1_conn_t *conn);
+
 static void cleanup_connection(struct st_h2o_http1_conn_t *conn)
 {
     if (!conn->req.http1_is_persistent) {
@@ -169,6 +176,10 @@ static void cleanup_connection(struct st_h2o_http1_conn_t *conn)
     if (conn->sock->input->size == 0)
         h2o_conn_set_state(&conn->super, H2O_CONN_STATE_IDLE);
 
+    if (client_is_behind(conn)) {
+        wait_for_client(conn);
+        return;
+    }
     reqread_start(conn);
 }
 
@@ -213,6 +224,10 @@ static void entity_read_do_send_error(struct st_h2o_http1_conn_t *conn, int stat
     /* FIXME We should check if `h2o_proceed_request` has been called, rather than trying to guess if we have (I'm unsure if the
      * contract is for h2o_req_t::_generator to become non-NULL immediately after `h2o_proceed_request` is being called). */
     if (conn->req._generator == NULL && conn->_ostr_final.state == OSTREAM_STATE_HEAD) {
+        /* lizard patch 0012: no handler has run, so the answer goes through the host's fallback path (its filters and loggers), as
+         * for a request not bound yet: write_req_first's h2o_req_can_stream_request bound it to its path already */
+        if (!conn->req.process_called && conn->req.hostconf != NULL)
+            h2o_req_bind_conf(&conn->req, conn->req.hostconf, &conn->req.hostconf->fallback_path);
         conn->super.ctx->emitted_error_status[status_error_index]++;
         h2o_send_error_generic(&conn->req, status, reason, body, H2O_SEND_ERROR_HTTP1_CLOSE_CONNECTION);
     } else {
@@ -362,10 +377,16 @@ static int create_entity_reader(struct st_h2o_http1_conn_t *conn, const struct p
     return -1;
 }
 
+/* RFC 9112 message framing (lizard patch 0010): a request whose length, or whose target host, two parties could read
+ * differently is refused (400, connection closed) instead of being guessed at: several Content-Length, Transfer-Encoding or
+ * Host fields, Content-Length with Transfer-Encoding. (Line folding, and a transfer coding other than "chunked", master
+ * refused already.) */
 static const char *init_headers(h2o_mem_pool_t *pool, h2o_headers_t *headers, const struct phr_header *src, size_t len,
                                 h2o_iovec_t *connection, h2o_iovec_t *host, h2o_iovec_t *upgrade, ssize_t *expect_header_index,
                                 ssize_t *entity_header_index)
 {
+    ssize_t content_length_index = -1, transfer_encoding_index = -1;
+
     *entity_header_index = -1;
     *expect_header_index = -1;
 
@@ -388,13 +409,19 @@ static const char *init_headers(h2o_mem_pool_t *pool, h2o_headers_t *headers, co
             if ((name_token = h2o_lookup_token(src[i].name, src[i].name_len)) != NULL) {
                 if (name_token->flags.is_init_header_special) {
                     if (name_token == H2O_TOKEN_HOST) {
+                        if (host->base != NULL)
+                            return "several host headers";
                         host->base = (char *)src[i].value;
                         host->len = src[i].value_len;
                     } else if (name_token == H2O_TOKEN_CONTENT_LENGTH) {
-                        if (*entity_header_index == -1)
-                            *entity_header_index = i;
+                        /* identical duplicates are refused too: no client sends them */
+                        if (content_length_index != -1)
+                            return "several content-length headers";
+                        content_length_index = i;
                     } else if (name_token == H2O_TOKEN_TRANSFER_ENCODING) {
-                        *entity_header_index = i;
+                        if (transfer_encoding_index != -1)
+                            return "several transfer-encoding headers";
+                        transfer_encoding_index = i;
                     } else if (name_token == H2O_TOKEN_EXPECT) {
                         *expect_header_index = i;
                     } else if (name_token == H2O_TOKEN_UPGRADE) {
@@ -414,6 +441,9 @@ static const char *init_headers(h2o_mem_pool_t *pool, h2o_headers_t *headers, co
         }
     }
 
+    if (transfer_encoding_index != -1 && content_length_index != -1)
+        return "content-length with transfer-encoding";
+    *entity_header_index = transfer_encoding_index != -1 ? transfer_encoding_index : content_length_index;
     return NULL;
 }
 
@@ -441,18 +471,18 @@ static const char *fixup_request(struct st_h2o_http1_conn_t *conn, struct phr_he
     if (conn->req.version < 0x101)
         conn->_ostr_final.super.send_informational = NULL;
 
-    if (h2o_memis(conn->req.input.method.base, conn->req.input.method.len, H2O_STRLIT("CONNECT"))) {
-        method_type = METHOD_CONNECT;
-    } else if (h2o_memis(conn->req.input.method.base, conn->req.input.method.len, H2O_STRLIT("CONNECT-UDP"))) {
-        method_type = METHOD_CONNECT_UDP;
-    } else {
-        method_type = METHOD_NORMAL;
-    }
+    /* lizard patch 0011: CONNECT and CONNECT-UDP are ordinary requests here, as in h2o 2.2.5: the handler (a web server, not a
+     * proxy) answers them itself (405 with Allow) */
+    method_type = METHOD_NORMAL;
 
     /* init headers */
     if ((ret = init_headers(&conn->req.pool, &conn->req.headers, headers, num_headers, &connection, &host, &upgrade,
                             expect_header_index, entity_header_index)) != NULL)
         return ret;
+    /* RFC 9112 6.1: HTTP/1.0 has no Transfer-Encoding (lizard patch 0010) */
+    if (minor_version == 0 && *entity_header_index != -1 &&
+        headers[*entity_header_index].name_len == sizeof("transfer-encoding") - 1)
+        return "transfer-encoding in an HTTP/1.0 request";
 
     /* copy the values to pool, since the buffer pointed by the headers may get realloced */
     if (*entity_header_index != -1 || method_type != METHOD_NORMAL || upgrade.base != NULL) {
@@ -482,15 +512,8 @@ static const char *fixup_request(struct st_h2o_http1_conn_t *conn, struct phr_he
         conn->req.input.path = h2o_iovec_init(NULL, 0);
         conn->req.is_tunnel_req = 1;
     } else {
-        /* request line is in ordinary form, path might contain absolute URL; if so, convert it */
-        if (conn->req.input.path.len != 0 && conn->req.input.path.base[0] != '/') {
-            h2o_url_t url;
-            if (h2o_url_parse(&conn->req.pool, conn->req.input.path.base, conn->req.input.path.len, &url) == 0) {
-                conn->req.input.scheme = url.scheme;
-                conn->req.input.path = url.path;
-                host = url.authority; /* authority part of the absolute form overrides the host header field (RFC 7230 S5.4) */
-            }
-        }
+        /* lizard patch 0011: an absolute-form target is left as sent, as in h2o 2.2.5, Host kept: the handler refuses one that
+         * names another host than Host (a hop in front that routed by Host would disagree) and takes the path of the rest */
         /* move host header to req->authority */
         if (host.base != NULL)
             conn->req.input.authority = host;
@@ -528,6 +551,10 @@ static const char *fixup_request(struct st_h2o_http1_conn_t *conn, struct phr_he
             /* disable keep-alive if shutdown is requested */
             if (conn->req.http1_is_persistent && conn->super.ctx->shutdown_requested)
                 conn->req.http1_is_persistent = 0;
+            /* the last request one connection may serve (nginx's keepalive_requests; lizard patch 0320) */
+            if (conn->req.http1_is_persistent && conn->super.ctx->globalconf->http1.max_requests_per_connection != 0 &&
+                conn->_req_index >= conn->super.ctx->globalconf->http1.max_requests_per_connection)
+                conn->req.http1_is_persistent = 0;
         }
     }
 
@@ -553,6 +580,20 @@ static int contains_crlf_only(const char *s, size_t len)
         if (!(*s == '\r' || *s == '\n'))
             return 0;
     return 1;
+}
+
+/* RFC 9112 2.2 (lizard patch 0020): picohttpparser takes a bare LF as a line ending; a peer that ends lines with CR LF only
+ * would read such a head as different fields (request smuggling). Returns why the head is refused, or NULL. */
+static const char *find_bare_lf(const char *head, size_t len)
+{
+    const char *lf, *p = head, *end = head + len;
+
+    while ((lf = memchr(p, '\n', end - p)) != NULL) {
+        if (lf == head || lf[-1] != '\r')
+            return "bare LF line ending";
+        p = lf + 1;
+    }
+    return NULL;
 }
 
 static void send_bad_request(struct st_h2o_http1_conn_t *conn, const char *body)
@@ -681,8 +722,13 @@ static void handle_incoming_request(struct st_h2o_http1_conn_t *conn)
     ssize_t entity_body_header_index;
     ssize_t expect_header_index;
     conn->_unconsumed_request_size = reqlen;
-    if ((err = fixup_request(conn, headers, num_headers, minor_version, &expect_header_index, &entity_body_header_index)) != NULL &&
-        err != fixup_request_is_h2_upgrade) {
+    if ((err = fixup_request(conn, headers, num_headers, minor_version, &expect_header_index, &entity_body_header_index)) == NULL ||
+        err == fixup_request_is_h2_upgrade) {
+        const char *lf_err = find_bare_lf(conn->sock->input->bytes, reqlen);
+        if (lf_err != NULL)
+            err = lf_err;
+    }
+    if (err != NULL && err != fixup_request_is_h2_upgrade) {
         clear_timeouts(conn);
         send_bad_request(conn, err);
         return;
@@ -837,6 +883,60 @@ static inline void reqread_start(struct st_h2o_http1_conn_t *conn)
         handle_incoming_request(conn);
 }
 
+/* lizard patch 0320: whether the client has left more than http1.max_pipelined_unsent response bytes unsent in the kernel (it
+ * does not read). Asked when the next request is already here (pipelined) and every 16th request, so that a client that keeps
+ * sending without reading is found either way, and a client that reads costs one ioctl per 16 requests at most. */
+static int client_is_behind(struct st_h2o_http1_conn_t *conn)
+{
+    size_t max = conn->super.ctx->globalconf->http1.max_pipelined_unsent;
+    int unsent;
+
+    if (max == 0 || (conn->sock->input->size == 0 && conn->_req_index % 16 != 0) || h2o_socket_is_writing(conn->sock))
+        return 0;
+    if (ioctl(h2o_socket_get_fd(conn->sock), SIOCOUTQNSD, &unsent) != 0 || unsent < 0)
+        return 0;
+    return (size_t)unsent > max;
+}
+
+static void set_notsent_lowat(struct st_h2o_http1_conn_t *conn, int lowat)
+{
+    setsockopt(h2o_socket_get_fd(conn->sock), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
+}
+
+static void on_client_caught_up(h2o_socket_t *sock, const char *err)
+{
+    struct st_h2o_http1_conn_t *conn = sock->data;
+
+    if (err != NULL) {
+        close_connection(conn, 1);
+        return;
+    }
+    /* 0: the system's default again (no low-water mark) */
+    set_notsent_lowat(conn, 0);
+    reqread_start(conn);
+}
+
+static void on_client_behind_timeout(h2o_timer_t *entry)
+{
+    struct st_h2o_http1_conn_t *conn = H2O_STRUCT_FROM_MEMBER(struct st_h2o_http1_conn_t, _timeout_entry, entry);
+
+    /* the client neither read its responses nor left within the request timeout */
+    conn->req.http1_is_persistent = 0;
+    close_connection(conn, 1);
+}
+
+/* The next request waits until the kernel has sent the client all but max_pipelined_unsent bytes: with TCP_NOTSENT_LOWAT at that
+ * mark the socket is writable again exactly then. Nothing is read meanwhile, so what the client sends waits in its own buffers. */
+static void wait_for_client(struct st_h2o_http1_conn_t *conn)
+{
+    __atomic_fetch_add(&conn->super.ctx->http1.events.pipeline_waits, 1, __ATOMIC_RELAXED);
+    set_notsent_lowat(conn, (int)conn->super.ctx->globalconf->http1.max_pipelined_unsent);
+    h2o_socket_read_stop(conn->sock);
+    set_req_io_timeout(conn, 0, NULL);
+    set_req_timeout(conn, conn->super.ctx->globalconf->http1.req_timeout, on_client_behind_timeout);
+    h2o_socket_notify_write(conn->sock, on_client_caught_up);
+}
+
 static void on_send_next(h2o_socket_t *sock, const char *err)
 {
     struct st_h2o_http1_conn_t *conn = sock->data;
@@ -933,7 +1033,8 @@ static void on_upgrade_complete(h2o_socket_t *socket, const char *err)
 
 static size_t flatten_headers_estimate_size(h2o_req_t *req, size_t server_name_and_connection_len)
 {
-    size_t len = sizeof("HTTP/1.1  \r\nserver: \r\nconnection: \r\ncontent-length: \r\n\r\n") + 3 + strlen(req->res.reason) +
+    size_t len = sizeof("HTTP/1.1  \r\ndate: \r\nserver: \r\nconnection: \r\ncontent-length: \r\n\r\n") + 3 + strlen(req->res.reason) +
+                 H2O_TIMESTR_RFC1123_LEN +
                  server_name_and_connection_len + sizeof(H2O_UINT64_LONGEST_STR) - 1 + sizeof("cache-control: private") - 1;
     const h2o_header_t *header, *end;
 
@@ -962,6 +1063,23 @@ static size_t flatten_res_headers(char *buf, h2o_req_t *req)
     return dst - buf;
 }
 
+static char *append_str(char *dst, const char *s, size_t len)
+{
+    memcpy(dst, s, len);
+    return dst + len;
+}
+
+/* what sprintf's "%zu" writes, without a format string parsed per response (lizard patch 0210) */
+static char *append_size(char *dst, size_t v)
+{
+    char digits[sizeof(H2O_UINT64_LONGEST_STR)], *p = digits + sizeof(digits);
+
+    do {
+        *--p = '0' + v % 10;
+    } while ((v /= 10) != 0);
+    return append_str(dst, p, digits + sizeof(digits) - p);
+}
+
 static size_t flatten_headers(char *buf, h2o_req_t *req, const char *connection)
 {
     h2o_context_t *ctx = req->conn->ctx;
@@ -970,14 +1088,28 @@ static size_t flatten_headers(char *buf, h2o_req_t *req, const char *connection)
     assert(req->res.status <= 999);
 
     /* send essential headers with the first chars uppercased for max. interoperability (#72) */
+    dst = append_str(dst, H2O_STRLIT("HTTP/1.1 "));
+    dst = append_size(dst, req->res.status < 0 ? 0 : (size_t)req->res.status);
+    *dst++ = ' ';
+    dst = append_str(dst, req->res.reason, strlen(req->res.reason));
+    /* a Date as 2.2.5 wrote it for every response (master leaves it to each handler; ours add none) */
+    if (h2o_find_header(&req->res.headers, H2O_TOKEN_DATE, -1) == -1) {
+        h2o_timestamp_t ts = h2o_get_timestamp(ctx, &req->pool);
+        dst = append_str(dst, H2O_STRLIT("\r\nDate: "));
+        dst = append_str(dst, ts.str->rfc1123, H2O_TIMESTR_RFC1123_LEN);
+    }
+    dst = append_str(dst, H2O_STRLIT("\r\nConnection: "));
+    dst = append_str(dst, connection, strlen(connection));
+    dst = append_str(dst, H2O_STRLIT("\r\n"));
     if (req->res.content_length != SIZE_MAX) {
-        dst += sprintf(dst, "HTTP/1.1 %d %s\r\nConnection: %s\r\nContent-Length: %zu\r\n", req->res.status, req->res.reason,
-                       connection, req->res.content_length);
-    } else {
-        dst += sprintf(dst, "HTTP/1.1 %d %s\r\nConnection: %s\r\n", req->res.status, req->res.reason, connection);
+        dst = append_str(dst, H2O_STRLIT("Content-Length: "));
+        dst = append_size(dst, req->res.content_length);
+        dst = append_str(dst, H2O_STRLIT("\r\n"));
     }
     if (ctx->globalconf->server_name.len) {
-        dst += sprintf(dst, "Server: %s\r\n", ctx->globalconf->server_name.base);
+        dst = append_str(dst, H2O_STRLIT("Server: "));
+        dst = append_str(dst, ctx->globalconf->server_name.base, ctx->globalconf->server_name.len);
+        dst = append_str(dst, H2O_STRLIT("\r\n"));
     }
 
     dst += flatten_res_headers(dst, req);
