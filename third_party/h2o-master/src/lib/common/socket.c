@@ -350,7 +350,16 @@ static int write_bio(BIO *b, const char *in, int len)
     /* FIXME no support for SSL renegotiation (yet) */
     if (sock->ssl->did_write_in_read != NULL) {
         *sock->ssl->did_write_in_read = 1;
-        return -1;
+        /* OpenSSL writes while SSL_read runs: the no_renegotiation alert that refuses a TLS 1.2 renegotiation, a fatal
+         * alert, a TLS 1.3 KeyUpdate. The connection is closed for it as before, but the bytes are kept to be sent
+         * (shutdown_ssl flushes them): refusing them left the record in OpenSSL's handshake buffer BIO, which it frees
+         * when it refuses a renegotiation, so that the close_notify that followed carried a sequence number the client
+         * had not reached (bad_record_mac at the client). Kept only when no write is in flight, whose bytes the output
+         * buffer holds (appending could move them). */
+        if (has_pending_ssl_bytes(sock->ssl))
+            return -1;
+        write_ssl_bytes(sock, in, len);
+        return len;
     }
 
     /* Record bytes where the explicit IV will exist within a TLS 1.2 Finished message. When migrating the connection to picotls,
@@ -557,8 +566,8 @@ static void shutdown_ssl(h2o_socket_t *sock, const char *err)
         ptls_buffer_dispose(&wbuf);
     } else if (sock->ssl->ossl != NULL) {
         ERR_clear_error();
-        if (SSL_shutdown(sock->ssl->ossl) == -1)
-            goto Close;
+        if (SSL_shutdown(sock->ssl->ossl) == -1 && !has_pending_ssl_bytes(sock->ssl))
+            goto Close; /* with bytes pending: a fatal alert OpenSSL wrote while reading (no close_notify follows it): sent, then closed */
     } else {
         goto Close;
     }
