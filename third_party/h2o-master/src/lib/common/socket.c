@@ -415,7 +415,23 @@ static void setup_bio(h2o_socket_t *sock)
     SSL_set_bio(sock->ssl->ossl, bio, bio);
 }
 
+static const char *do_decode_ssl_input(h2o_socket_t *sock);
+
 const char *decode_ssl_input(h2o_socket_t *sock)
+{
+    /* a buffer this call allocates and no application data fills (a partial record, a record that is not application
+     * data) is disposed again: an idle connection (a wss:// tunnel) does not keep an empty input buffer */
+    int had_no_buffer = sock->input->_prototype == NULL;
+    const char *err = do_decode_ssl_input(sock);
+    if (had_no_buffer && sock->input->_prototype != NULL && sock->input->size == 0) {
+        h2o_buffer_prototype_t *prototype = sock->input->_prototype;
+        h2o_buffer_dispose(&sock->input);
+        h2o_buffer_init(&sock->input, prototype);
+    }
+    return err;
+}
+
+static const char *do_decode_ssl_input(h2o_socket_t *sock)
 {
     assert(sock->ssl != NULL);
     assert(sock->ssl->handshake.cb == NULL);
