@@ -371,7 +371,7 @@ static void answer_now(gw_dyncert_t *d, gw_cert_wait_t *w, SSL_CTX *stale, int r
 
 gw_cert_wait_t *gw_cert_fetch_wait(gw_cert_fetch_t *f, h2o_iovec_t name, h2o_socket_t *sock, gw_cert_wait_cb cb, void *data)
 {
-    gw_dyncert_found_t found = {NULL};
+    gw_dyncert_found_t found = {.ctx = NULL};
     gw_cert_wait_t *w;
     flight_t *fl;
     int refused = 0;
