@@ -887,6 +887,37 @@ static size_t generate_tls_records_from_one_vec(h2o_socket_t *sock, const void *
 }
 
 /**
+ * Encrypts the vectors at the front of `*bufs` that fit one TLS record together (two at least: an HTTP/1.1 response's head and a
+ * small body) as one record, copied into one stack buffer: one SSL_write or ptls_send instead of one per vector. Returns the number
+ * of vectors consumed (0: not done, the caller goes on vector by vector), or SIZE_MAX on a fatal error.
+ */
+static size_t generate_one_tls_record_of_small_vecs(h2o_socket_t *sock, h2o_iovec_t **bufs, size_t *bufcnt)
+{
+    char gathered[4096];
+    size_t n = 0, total = 0, limit, written;
+
+    while (n != *bufcnt && total + (*bufs)[n].len <= sizeof(gathered))
+        total += (*bufs)[n++].len;
+    if (n < 2)
+        return 0;
+    if ((limit = calc_tls_write_size(sock, total)) < total) {
+        for (n = 0, total = 0; n != *bufcnt && total + (*bufs)[n].len <= limit; ++n)
+            total += (*bufs)[n].len;
+        if (n < 2)
+            return 0;
+    }
+    for (size_t i = 0, off = 0; i != n; off += (*bufs)[i++].len)
+        h2o_memcpy(gathered + off, (*bufs)[i].base, (*bufs)[i].len);
+    if ((written = generate_tls_records_from_one_vec(sock, gathered, total)) == SIZE_MAX)
+        return SIZE_MAX;
+    if (written != total)
+        return 0; /* no room for the record (nothing was written): vector by vector, as before */
+    *bufs += n;
+    *bufcnt -= n;
+    return n;
+}
+
+/**
  * Generate as many TLS records as possible, given a list of vectors. Upon return, `*bufs` and `*bufcnt` will be updated to point
  * the buffers that still have pending data, and the number of bytes being already written within `(*buf)[0]` will be returned.
  */
@@ -902,6 +933,13 @@ static size_t generate_tls_records(h2o_socket_t *sock, h2o_iovec_t **bufs, size_
         }
         if (!has_pending_ssl_bytes(sock->ssl))
             init_ssl_output_buffer(sock->ssl, sock->_zerocopy != NULL);
+        if (first_buf_written == 0) {
+            size_t consumed = generate_one_tls_record_of_small_vecs(sock, bufs, bufcnt);
+            if (consumed == SIZE_MAX)
+                return SIZE_MAX;
+            if (consumed != 0)
+                continue;
+        }
         size_t bytes_newly_written =
             generate_tls_records_from_one_vec(sock, (*bufs)->base + first_buf_written, (*bufs)->len - first_buf_written);
         if (bytes_newly_written == SIZE_MAX) {
