@@ -11,6 +11,8 @@
 #include "common/netaddr.h"
 #include "gateway/accept.h"
 #include "gateway/proxy_protocol.h"
+#include "common/loop_timeout.h"
+#include "gateway/sni_peek.h"
 #include "gateway/worker.h"
 
 static gw_worker_t *worker_of(h2o_context_t *ctx)
@@ -94,17 +96,37 @@ static int admit(gw_worker_t *w, h2o_socket_t *sock, int count_address)
     return 0;
 }
 
+/* A TLS listener's connection whose ClientHello is read and its certificate looked up (gateway/sni_peek.h). */
+static void on_client_hello(h2o_socket_t *sock, void *data)
+{
+    h2o_accept(data, sock);
+}
+
+/* An admitted connection to h2o; on a TLS listener with custom-domain certificates, once its SNI is peeked. */
+static void accept_admitted(gw_worker_t *w, h2o_accept_ctx_t *actx, h2o_socket_t *sock)
+{
+    if (actx->ssl_ctx != NULL && w->cert_fetch != NULL) {
+        if (w->client_hello_timeout == NULL) /* the first such connection of this worker */
+            w->client_hello_timeout = gw_loop_timeout_acquire(actx->ctx->loop, w->server->globalconf.handshake_timeout);
+        gw_sni_peek_read(sock, w->client_hello_timeout, w->cert_fetch, &w->server->metrics.workers[w->index].client_hello,
+                         on_client_hello, actx);
+    } else {
+        h2o_accept(actx, sock);
+    }
+}
+
 /* A proxy_protocol listener's connection whose header is read: its peer is
  * now the client the balancer named (gateway/proxy_protocol.h). */
 static void on_proxy_header(h2o_socket_t *sock, void *data)
 {
     h2o_accept_ctx_t *actx = data;
+    gw_worker_t *w = worker_of(actx->ctx);
 
-    if (admit_address(worker_of(actx->ctx), sock->on_close.data) != 0) {
+    if (admit_address(w, sock->on_close.data) != 0) {
         h2o_socket_close(sock);
         return;
     }
-    h2o_accept(actx, sock);
+    accept_admitted(w, actx, sock);
 }
 
 /* The admin listener (worker 0's admin context): not limited. */
@@ -144,7 +166,7 @@ void gw_accept_on_client(h2o_socket_t *listener, const char *err)
             gw_proxy_protocol_read(sock, w->proxy_header_timeout, &w->server->metrics.workers[w->index].proxy_header,
                                    on_proxy_header, actx);
         else
-            h2o_accept(actx, sock);
+            accept_admitted(w, actx, sock);
     }
 }
 

@@ -96,6 +96,8 @@ struct st_gw_worker_t {
     gw_hangup_t *hangup;         /* notices HTTP/1 clients that leave while held; NULL: not watched */
     gw_timeout_t
         *proxy_header_timeout; /* limits.proxy_header_timeout_ms (gateway/proxy_protocol.h), the loop's (common/loop_timeout.h) */
+    gw_timeout_t *client_hello_timeout; /* h2o's handshake timeout, for the SNI peek (gateway/sni_peek.h), the loop's; NULL
+                                         * until the first peek (accept.c) */
 };
 
 /* Builds the shared server state: h2o configuration, handlers, listening

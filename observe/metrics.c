@@ -294,6 +294,21 @@ static void proxy_header_metrics(text_t *out, gw_metrics_t *m)
     sample(out, "lizard_proxy_protocol_connections_total", "result=\"closed\"", SUM(proxy_header.closed));
 }
 
+/* The ClientHellos peeked on TLS listeners with custom-domain certificates (gateway/sni_peek.h), all workers. */
+static void client_hello_metrics(text_t *out, gw_metrics_t *m)
+{
+    family(out, "lizard_tls_client_hellos_total", "counter",
+           "Connections of TLS listeners by their ClientHello, read before the handshake while custom-domain certificates "
+           "are on: read (whole, handed to the handshake), other (no ClientHello, or a malformed one: handed over, TLS "
+           "refuses it); closed without a handshake: too_large (over 16 KiB), timeout (no whole ClientHello within the "
+           "handshake timeout), closed (the peer left first).");
+    sample(out, "lizard_tls_client_hellos_total", "result=\"read\"", SUM(client_hello.read));
+    sample(out, "lizard_tls_client_hellos_total", "result=\"other\"", SUM(client_hello.other));
+    sample(out, "lizard_tls_client_hellos_total", "result=\"too_large\"", SUM(client_hello.too_large));
+    sample(out, "lizard_tls_client_hellos_total", "result=\"timeout\"", SUM(client_hello.timeout));
+    sample(out, "lizard_tls_client_hellos_total", "result=\"closed\"", SUM(client_hello.closed));
+}
+
 #define DYN(f) atomic_load_explicit(&c->f, memory_order_relaxed)
 
 /* Custom-domain certificates (tls/dyncert.h), process-wide; zeroes when off. */
@@ -492,6 +507,7 @@ static void front_metrics(text_t *out, gw_metrics_t *m)
     sample(out, "lizard_refused_connections_total", "limit=\"client\"", SUM(refused_per_client));
     sample(out, "lizard_refused_connections_total", "limit=\"worker\"", SUM(refused_per_worker));
     proxy_header_metrics(out, m);
+    client_hello_metrics(out, m);
     if (m->access_log != NULL)
         gw_access_log_stats(m->access_log, &ls);
     metric(out, "lizard_access_log_lines_total", "counter", "Access-log lines handed to the writer thread.", ls.written);

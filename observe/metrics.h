@@ -13,6 +13,7 @@
 #include <h2o.h>
 #include "common/counter.h"
 #include "common/proxy_header.h"
+#include "tls/client_hello.h"
 #include "observe/access_log.h"
 #include "observe/mcp.h"
 #include "auth/cookie_keys.h"
@@ -56,6 +57,7 @@ typedef struct st_gw_metrics_worker_t {
     h2o_context_t *ctx;                /* its HTTP/2 event counters (h2o's relaxed atomics); borrowed, set before the worker runs */
     atomic_int redis_connected;
     gw_proxy_header_counters_t proxy_header;               /* the proxy_protocol listeners' headers (gateway/proxy_protocol.h) */
+    gw_client_hello_counters_t client_hello;               /* the ClientHellos peeked on TLS listeners (gateway/sni_peek.h) */
     atomic_uint_fast64_t mcp_requests[GW_MCP_NUM_METHODS]; /* requests with an Mcp-Method header, by method (observe/mcp.h) */
 } gw_metrics_worker_t;
 

@@ -1,11 +1,10 @@
 /*
  * Per-worker fetches of custom-domain certificates and the client-hello
- * callback's part for custom names (tls/cert_fetch.h). A paused handshake is
- * a waiter_t in its SSL's ex_data: freeing the SSL (the connection went away
- * while paused) frees the waiter and takes it off its fetch.
+ * callback's part for custom names (tls/cert_fetch.h). A connection waiting
+ * before its handshake is a gw_cert_wait_t on its host's flight; its peek
+ * (gateway/sni_peek.c) frees it, which takes it off the flight.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,14 +33,17 @@ typedef struct st_flight_t {
     char host[];
 } flight_t;
 
-typedef struct st_waiter_t {
-    h2o_linklist_t link; /* in a flight's waiters, or on the list being answered */
-    h2o_socket_t *sock;
+/* A connection's wait for its certificate, made before its handshake (gw_cert_fetch_wait). */
+struct st_gw_cert_wait_t {
+    h2o_linklist_t link; /* in a flight's waiters while one is in flight for it, or on the list being answered */
+    gw_cert_wait_cb cb;
+    void *data;
     uint64_t started_us;
     int answered;
     SSL_CTX *ctx; /* the answer (a reference of ours); while waiting, a stale cached one to fall back on */
     gw_dyncert_reason_t reason;
-} waiter_t;
+    char host[GW_DYNCERT_MAX_NAME + 1];
+};
 
 struct st_gw_cert_fetch_t {
     h2o_loop_t *loop;
@@ -52,9 +54,7 @@ struct st_gw_cert_fetch_t {
     uint64_t generation; /* publishes seen */
 };
 
-static __thread gw_cert_fetch_t *thread_fetch;
-static pthread_once_t waiter_index_once = PTHREAD_ONCE_INIT;
-static int waiter_index = -1;
+static __thread gw_cert_wait_t *thread_handover; /* the wait of the handshake h2o is starting on this thread, or NULL */
 
 #define COUNT(d, field) atomic_fetch_add_explicit(&gw_dyncert_counters(d)->field, 1, memory_order_relaxed)
 
@@ -65,32 +65,12 @@ static uint64_t mono_us(void)
     return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-static void waiter_ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
-{
-    waiter_t *w = ptr;
-
-    (void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
-    if (w == NULL)
-        return;
-    if (h2o_linklist_is_linked(&w->link))
-        h2o_linklist_unlink(&w->link);
-    SSL_CTX_free(w->ctx);
-    free(w);
-}
-
-static void init_waiter_index(void)
-{
-    waiter_index = SSL_get_ex_new_index(0, NULL, NULL, NULL, waiter_ex_free);
-}
-
 gw_cert_fetch_t *gw_cert_fetch_new(h2o_loop_t *loop, gw_redis_t *redis, gw_dyncert_t *d, gw_addr_budget_t *budget)
 {
     gw_cert_fetch_t *f = h2o_mem_alloc(sizeof(*f));
 
     *f = (gw_cert_fetch_t){.loop = loop, .redis = redis, .d = d, .budget = budget};
     gw_hashtab_init(&f->flights);
-    pthread_once(&waiter_index_once, init_waiter_index);
-    thread_fetch = f;
     return f;
 }
 
@@ -230,8 +210,8 @@ static void record_pause(gw_dyncert_t *d, uint64_t us)
     atomic_fetch_add_explicit(&c->paused, 1, memory_order_relaxed);
 }
 
-/* Resumes every waiter of fl with (ctx, reason). A resumed handshake may free other SSLs: each waiter is
- * taken off the list before its resume, and a freed one unlinks itself. */
+/* Answers every wait of fl with (ctx, reason) and calls its callback, which may free it or other waits: each
+ * wait is taken off the list before its callback, and a freed one unlinks itself. */
 static void answer(gw_dyncert_t *d, flight_t *fl, SSL_CTX *ctx, gw_dyncert_reason_t reason)
 {
     h2o_linklist_t list;
@@ -239,7 +219,7 @@ static void answer(gw_dyncert_t *d, flight_t *fl, SSL_CTX *ctx, gw_dyncert_reaso
     h2o_linklist_init_anchor(&list);
     h2o_linklist_insert_list(&list, &fl->waiters);
     while (!h2o_linklist_is_empty(&list)) {
-        waiter_t *w = H2O_STRUCT_FROM_MEMBER(waiter_t, link, list.next);
+        gw_cert_wait_t *w = H2O_STRUCT_FROM_MEMBER(gw_cert_wait_t, link, list.next);
         h2o_linklist_unlink(&w->link);
         w->answered = 1;
         if (ctx != NULL) {
@@ -254,9 +234,7 @@ static void answer(gw_dyncert_t *d, flight_t *fl, SSL_CTX *ctx, gw_dyncert_reaso
             w->reason = reason;
         }
         record_pause(d, mono_us() - w->started_us);
-#ifndef GW_ENGINE_H2O_MASTER                         /* on master no waiter is made (miss() has no socket to pause) */
-        h2o_socket_ssl_resume_client_hello(w->sock); /* w may be gone from here */
-#endif
+        w->cb(w->data); /* w may be gone from here */
     }
 }
 
@@ -374,82 +352,109 @@ static int finish(gw_dyncert_t *d, SSL *ssl, SSL_CTX *ctx, gw_dyncert_reason_t r
     return rc;
 }
 
-/* A resumed handshake: the waiter's answer. */
-static int resumed(gw_dyncert_t *d, SSL *ssl, waiter_t *w, int *alert)
+/* The answer of a wait made now, when no fetch is to be waited for: a stale entry, or why not. */
+static void answer_now(gw_dyncert_t *d, gw_cert_wait_t *w, SSL_CTX *stale, int refused)
 {
-    SSL_CTX *ctx = w->ctx;
-    gw_dyncert_reason_t reason = w->reason;
+    gw_dyncert_reason_t reason = refused ? GW_DYNCERT_RATE_LIMITED : GW_DYNCERT_UNAVAILABLE;
 
-    if (!w->answered)
-        return SSL_CLIENT_HELLO_RETRY; /* not ours to resume yet */
-    w->ctx = NULL;
-    SSL_set_ex_data(ssl, waiter_index, NULL);
-    free(w);
-    return finish(d, ssl, ctx, reason, alert);
+    w->answered = 1;
+    if (stale != NULL) {
+        COUNT(d, stale_served);
+        w->ctx = stale;
+        return;
+    }
+    COUNT(d, fetch_errors[reason]);
+    if (!refused) /* a flood of random names is counted, not logged */
+        gw_dyncert_log_refusal(d, w->host, reason);
+    w->reason = reason;
 }
 
-/* A miss (or a stale entry, `stale`): pause for a fetch, or answer now when none can be sent. */
-static int miss(gw_dyncert_t *d, SSL *ssl, const char *host, SSL_CTX *stale, int *alert)
+gw_cert_wait_t *gw_cert_fetch_wait(gw_cert_fetch_t *f, h2o_iovec_t name, h2o_socket_t *sock, gw_cert_wait_cb cb, void *data)
 {
-    gw_cert_fetch_t *f = thread_fetch;
-#ifdef GW_ENGINE_H2O_MASTER
-    /* master cannot pause a handshake at its ClientHello (h2o patch 0240 is not ported; the SNI peek before the handshake
-     * is to replace it, issue 40): a miss is answered now, from a stale entry or refused as unavailable */
-    h2o_socket_t *sock = NULL;
-#else
-    h2o_socket_t *sock = h2o_socket_ssl_get_socket(ssl);
-#endif
+    gw_dyncert_found_t found = {.ctx = NULL};
+    gw_cert_wait_t *w;
     flight_t *fl;
-    waiter_t *w;
     int refused = 0;
 
-    if (f == NULL || f->d != d || sock == NULL || waiter_index < 0 ||
-        (fl = join_or_send(f, host, sock, stale != NULL, &refused)) == NULL) {
-        gw_dyncert_reason_t reason = refused ? GW_DYNCERT_RATE_LIMITED : GW_DYNCERT_UNAVAILABLE;
-        if (stale != NULL) {
-            COUNT(d, stale_served);
-            return finish(d, ssl, stale, GW_DYNCERT_OK, alert);
-        }
-        COUNT(d, fetch_errors[reason]);
-        if (!refused) /* a flood of random names is counted, not logged */
-            gw_dyncert_log_refusal(d, host, reason);
-        return finish(d, ssl, NULL, reason, alert);
-    }
+    if (!gw_tls_is_custom_name(gw_dyncert_tls(f->d), name))
+        return NULL;
     w = h2o_mem_alloc(sizeof(*w));
-    *w = (waiter_t){.sock = sock, .started_us = mono_us(), .ctx = stale};
-    h2o_linklist_insert(&fl->waiters, &w->link);
-    if (SSL_set_ex_data(ssl, waiter_index, w) != 1) {
-        h2o_linklist_unlink(&w->link);
-        SSL_CTX_free(w->ctx);
+    *w = (gw_cert_wait_t){.cb = cb, .data = data, .started_us = mono_us()};
+    if (normalize(name, w->host) != 0) {
         free(w);
-        *alert = SSL_AD_INTERNAL_ERROR;
-        return SSL_CLIENT_HELLO_ERROR;
+        return NULL; /* the client-hello callback refuses it (bad_name) */
     }
-    COUNT(d, misses);
-    return SSL_CLIENT_HELLO_RETRY;
+    if (gw_dyncert_lookup(f->d, w->host, &found) && (found.ctx == NULL || !found.stale)) {
+        if (found.ctx != NULL)
+            COUNT(f->d, hits);
+        else
+            COUNT(f->d, negative_hits);
+        w->answered = 1;
+        w->ctx = found.ctx;
+        w->reason = found.reason;
+        return w;
+    }
+    if ((fl = join_or_send(f, w->host, sock, found.ctx != NULL, &refused)) == NULL) {
+        answer_now(f->d, w, found.ctx, refused);
+        return w;
+    }
+    w->ctx = found.ctx;
+    h2o_linklist_insert(&fl->waiters, &w->link);
+    COUNT(f->d, misses);
+    return w;
+}
+
+int gw_cert_wait_answered(const gw_cert_wait_t *w)
+{
+    return w->answered;
+}
+
+void gw_cert_wait_handover(gw_cert_wait_t *w)
+{
+    thread_handover = w;
+}
+
+void gw_cert_wait_free(gw_cert_wait_t *w)
+{
+    if (w == NULL)
+        return;
+    if (thread_handover == w)
+        thread_handover = NULL;
+    if (h2o_linklist_is_linked(&w->link))
+        h2o_linklist_unlink(&w->link);
+    SSL_CTX_free(w->ctx);
+    free(w);
 }
 
 int gw_cert_fetch_client_hello(gw_dyncert_t *d, SSL *ssl, h2o_iovec_t name, int *alert)
 {
     char host[GW_DYNCERT_MAX_NAME + 1];
     gw_dyncert_found_t found;
-    waiter_t *w;
+    gw_cert_wait_t *w = thread_handover;
 
-    if (waiter_index >= 0 && (w = SSL_get_ex_data(ssl, waiter_index)) != NULL)
-        return resumed(d, ssl, w, alert);
     if (normalize(name, host) != 0) {
         COUNT(d, fetch_errors[GW_DYNCERT_BAD_NAME]);
         return finish(d, ssl, NULL, GW_DYNCERT_BAD_NAME, alert);
     }
+    if (w != NULL && w->answered && strcmp(w->host, host) == 0) {
+        /* the answer its SNI peek waited for (gateway/sni_peek.c), used once */
+        SSL_CTX *ctx = w->ctx;
+        w->ctx = NULL;
+        thread_handover = NULL;
+        return finish(d, ssl, ctx, w->reason, alert);
+    }
+    /* no peek waited for this handshake: the cache alone answers, a stale entry as well as it can */
     if (gw_dyncert_lookup(d, host, &found)) {
         if (found.ctx == NULL) {
             COUNT(d, negative_hits);
             return finish(d, ssl, NULL, found.reason, alert);
         }
-        if (!found.stale) {
+        if (found.stale)
+            COUNT(d, stale_served);
+        else
             COUNT(d, hits);
-            return finish(d, ssl, found.ctx, GW_DYNCERT_OK, alert);
-        }
+        return finish(d, ssl, found.ctx, GW_DYNCERT_OK, alert);
     }
-    return miss(d, ssl, host, found.ctx, alert);
+    COUNT(d, fetch_errors[GW_DYNCERT_UNAVAILABLE]);
+    return finish(d, ssl, NULL, GW_DYNCERT_UNAVAILABLE, alert);
 }

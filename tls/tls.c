@@ -270,6 +270,18 @@ static int is_dynamic(gw_tls_t *t, h2o_iovec_t name)
     return gw_dyncert_is_custom(t->dynamic, lower, name.len);
 }
 
+int gw_tls_is_custom_name(gw_tls_t *t, h2o_iovec_t name)
+{
+    int custom;
+
+    if (!is_dynamic(t, name))
+        return 0;
+    pthread_rwlock_rdlock(&t->lock);
+    custom = pick(t->set, name) == NULL;
+    pthread_rwlock_unlock(&t->lock);
+    return custom;
+}
+
 /* The host_name of the ClientHello's server_name extension; base NULL when
  * there is none or it is malformed (OpenSSL refuses a malformed one later;
  * until then the default certificate is as good as any). */

@@ -11,4 +11,8 @@ SSL_CTX *gw_tls_new_cert_ctx(gw_tls_t *t);
 /* Gives ctx the session-id context of its certificate, so that sessions never resume across certificates. */
 int gw_tls_set_cert_session_id_context(SSL_CTX *ctx);
 
+/* 1 when the SNI `name` (as sent) goes to the custom-domain certificates: they are on, no static certificate
+ * serves it, and it is not a preview host (the client-hello callback's own choice). Any thread. */
+int gw_tls_is_custom_name(gw_tls_t *t, h2o_iovec_t name);
+
 #endif

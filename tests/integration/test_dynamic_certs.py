@@ -1,7 +1,7 @@
 """Custom-domain certificates on the TLS side (issue 26), from outside with
 Python's ssl module and a real redis-server: a custom SNI name gets the
 certificate of its <prefix>domain:{<host>} / <prefix>cert:{<name>} records,
-fetched while the handshake is paused (libh2o patch 0240), the key unsealed
+fetched before the handshake (the SNI peek, gateway/sni_peek.c), the key unsealed
 with deploy/lizard_seal.py's sealing; unknown names cost one Redis read and
 fail with unrecognized_name; publishes evict; cached certificates survive a
 Redis outage; tls.max_dynamic_certs evicts the least recently used.

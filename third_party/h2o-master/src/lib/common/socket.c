@@ -350,7 +350,16 @@ static int write_bio(BIO *b, const char *in, int len)
     /* FIXME no support for SSL renegotiation (yet) */
     if (sock->ssl->did_write_in_read != NULL) {
         *sock->ssl->did_write_in_read = 1;
-        return -1;
+        /* OpenSSL writes while SSL_read runs: the no_renegotiation alert that refuses a TLS 1.2 renegotiation, a fatal
+         * alert, a TLS 1.3 KeyUpdate. The connection is closed for it as before, but the bytes are kept to be sent
+         * (shutdown_ssl flushes them): refusing them left the record in OpenSSL's handshake buffer BIO, which it frees
+         * when it refuses a renegotiation, so that the close_notify that followed carried a sequence number the client
+         * had not reached (bad_record_mac at the client). Kept only when no write is in flight, whose bytes the output
+         * buffer holds (appending could move them). */
+        if (has_pending_ssl_bytes(sock->ssl))
+            return -1;
+        write_ssl_bytes(sock, in, len);
+        return len;
     }
 
     /* Record bytes where the explicit IV will exist within a TLS 1.2 Finished message. When migrating the connection to picotls,
@@ -406,7 +415,23 @@ static void setup_bio(h2o_socket_t *sock)
     SSL_set_bio(sock->ssl->ossl, bio, bio);
 }
 
+static const char *do_decode_ssl_input(h2o_socket_t *sock);
+
 const char *decode_ssl_input(h2o_socket_t *sock)
+{
+    /* a buffer this call allocates and no application data fills (a partial record, a record that is not application
+     * data) is disposed again: an idle connection (a wss:// tunnel) does not keep an empty input buffer */
+    int had_no_buffer = sock->input->_prototype == NULL;
+    const char *err = do_decode_ssl_input(sock);
+    if (had_no_buffer && sock->input->_prototype != NULL && sock->input->size == 0) {
+        h2o_buffer_prototype_t *prototype = sock->input->_prototype;
+        h2o_buffer_dispose(&sock->input);
+        h2o_buffer_init(&sock->input, prototype);
+    }
+    return err;
+}
+
+static const char *do_decode_ssl_input(h2o_socket_t *sock)
 {
     assert(sock->ssl != NULL);
     assert(sock->ssl->handshake.cb == NULL);
@@ -557,8 +582,8 @@ static void shutdown_ssl(h2o_socket_t *sock, const char *err)
         ptls_buffer_dispose(&wbuf);
     } else if (sock->ssl->ossl != NULL) {
         ERR_clear_error();
-        if (SSL_shutdown(sock->ssl->ossl) == -1)
-            goto Close;
+        if (SSL_shutdown(sock->ssl->ossl) == -1 && !has_pending_ssl_bytes(sock->ssl))
+            goto Close; /* with bytes pending: a fatal alert OpenSSL wrote while reading (no close_notify follows it): sent, then closed */
     } else {
         goto Close;
     }
@@ -862,6 +887,37 @@ static size_t generate_tls_records_from_one_vec(h2o_socket_t *sock, const void *
 }
 
 /**
+ * Encrypts the vectors at the front of `*bufs` that fit one TLS record together (two at least: an HTTP/1.1 response's head and a
+ * small body) as one record, copied into one stack buffer: one SSL_write or ptls_send instead of one per vector. Returns the number
+ * of vectors consumed (0: not done, the caller goes on vector by vector), or SIZE_MAX on a fatal error.
+ */
+static size_t generate_one_tls_record_of_small_vecs(h2o_socket_t *sock, h2o_iovec_t **bufs, size_t *bufcnt)
+{
+    char gathered[4096];
+    size_t n = 0, total = 0, limit, written;
+
+    while (n != *bufcnt && total + (*bufs)[n].len <= sizeof(gathered))
+        total += (*bufs)[n++].len;
+    if (n < 2)
+        return 0;
+    if ((limit = calc_tls_write_size(sock, total)) < total) {
+        for (n = 0, total = 0; n != *bufcnt && total + (*bufs)[n].len <= limit; ++n)
+            total += (*bufs)[n].len;
+        if (n < 2)
+            return 0;
+    }
+    for (size_t i = 0, off = 0; i != n; off += (*bufs)[i++].len)
+        h2o_memcpy(gathered + off, (*bufs)[i].base, (*bufs)[i].len);
+    if ((written = generate_tls_records_from_one_vec(sock, gathered, total)) == SIZE_MAX)
+        return SIZE_MAX;
+    if (written != total)
+        return 0; /* no room for the record (nothing was written): vector by vector, as before */
+    *bufs += n;
+    *bufcnt -= n;
+    return n;
+}
+
+/**
  * Generate as many TLS records as possible, given a list of vectors. Upon return, `*bufs` and `*bufcnt` will be updated to point
  * the buffers that still have pending data, and the number of bytes being already written within `(*buf)[0]` will be returned.
  */
@@ -877,6 +933,13 @@ static size_t generate_tls_records(h2o_socket_t *sock, h2o_iovec_t **bufs, size_
         }
         if (!has_pending_ssl_bytes(sock->ssl))
             init_ssl_output_buffer(sock->ssl, sock->_zerocopy != NULL);
+        if (first_buf_written == 0) {
+            size_t consumed = generate_one_tls_record_of_small_vecs(sock, bufs, bufcnt);
+            if (consumed == SIZE_MAX)
+                return SIZE_MAX;
+            if (consumed != 0)
+                continue;
+        }
         size_t bytes_newly_written =
             generate_tls_records_from_one_vec(sock, (*bufs)->base + first_buf_written, (*bufs)->len - first_buf_written);
         if (bytes_newly_written == SIZE_MAX) {
