@@ -807,6 +807,8 @@ static ssize_t expect_continuation_of_headers(h2o_http2_conn_t *conn, const uint
         *err_desc = "too many empty CONTINUATION frames";
         return H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM;
     }
+    if ((frame.flags & H2O_HTTP2_FRAME_FLAG_END_HEADERS) != 0)
+        h2o_timer_unlink(&conn->_headers_unparsed_timeout); /* the block ends here */
 
     if (conn->_headers_unparsed->size + frame.length <= H2O_MAX_REQLEN) {
         h2o_buffer_reserve(&conn->_headers_unparsed, frame.length);
@@ -815,7 +817,6 @@ static ssize_t expect_continuation_of_headers(h2o_http2_conn_t *conn, const uint
 
         if ((frame.flags & H2O_HTTP2_FRAME_FLAG_END_HEADERS) != 0) {
             conn->_read_expect = expect_default;
-            h2o_timer_unlink(&conn->_headers_unparsed_timeout);
             if (stream->state == H2O_HTTP2_STREAM_STATE_RECV_HEADERS) {
                 hret = handle_incoming_request(conn, stream, (const uint8_t *)conn->_headers_unparsed->bytes,
                                                conn->_headers_unparsed->size, err_desc);
