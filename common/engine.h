@@ -291,17 +291,26 @@ static inline h2o_req_prefilter_t *gw_add_prefilter(h2o_req_t *req, size_t sz)
 /* --- connections and requests ------------------------------------------------------------------------------------------ */
 
 /* Has `cb(data, conn)` called on each HTTP/2 stream error a client causes
- * (h2o patch 0300; it returns non-zero to close the connection). Not on
- * h2o master yet (issue 40): there a no-op. */
+ * (h2o patch 0300, on both engines; it returns non-zero to close the
+ * connection). */
 static inline void gw_context_on_stream_error(h2o_context_t *ctx, int (*cb)(void *data, h2o_conn_t *conn), void *data)
 {
-#ifdef GW_ENGINE_H2O_MASTER
-    (void)ctx;
-    (void)cb;
-    (void)data;
-#else
     ctx->http2.on_client_stream_error.cb = cb;
     ctx->http2.on_client_stream_error.data = data;
+}
+
+/* The contract's answer to an HTTP/2 connection whose reset budget runs out
+ * (Rapid Reset, MadeYouReset): GOAWAY(ENHANCE_YOUR_CALM) and close. 2.2.5's
+ * patch 0100 always does; master delays the connection's requests by
+ * http2.dos_delay (100 ms) unless its patch 0100's dos_goaway is set, and
+ * the delay is then off (docs/security.md says why). */
+static inline void gw_globalconf_http2_reset_policy(h2o_globalconf_t *g)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    g->http2.dos_goaway = 1;
+    g->http2.dos_delay = 0;
+#else
+    (void)g;
 #endif
 }
 

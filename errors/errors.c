@@ -318,10 +318,8 @@ void gw_error_note(h2o_req_t *req, gw_error_code_t code)
     gw_req_tag_add(req, CODE_LOG_MODULE, name);
     /* refused before reaching a sandbox: such a request does not refill HTTP/2's reset budget (h2o patch 0170); the two codes
      * of a sandbox that was tried do */
-#ifndef GW_ENGINE_H2O_MASTER /* h2o patch 0170, not on master yet (issue 40) */
     if (code != GW_ERR_PORT_NOT_OPEN && code != GW_ERR_UPSTREAM_TIMEOUT && code != GW_ERR_BAD_UPSTREAM_RESPONSE)
         req->refused_early = 1;
-#endif
 }
 
 int gw_error_code_of(h2o_req_t *req)

@@ -470,6 +470,11 @@ struct st_h2o_globalconf_t {
          * milliseconds to delay processing requests when suspicious behavior is detected
          */
         uint64_t dos_delay;
+        /**
+         * when set, a connection whose reset budget runs out (dos_mitigation.reset_budget: Rapid Reset, MadeYouReset) is closed with
+         * GOAWAY(ENHANCE_YOUR_CALM) instead of having its requests delayed by dos_delay
+         */
+        unsigned dos_goaway : 1;
     } http2;
 
     struct {
@@ -776,7 +781,43 @@ struct st_h2o_context_t {
              * streaming request counter
              */
             uint64_t streaming_requests;
+            /**
+             * connections closed with GOAWAY(ENHANCE_YOUR_CALM) by dos_goaway; this and the counters below are updated with relaxed
+             * atomics so that other threads may read them
+             */
+            uint64_t reset_budget_exceeded;
+            /**
+             * connections closed for sending more than a few empty CONTINUATION frames in one header block
+             */
+            uint64_t empty_continuations_exceeded;
+            /**
+             * connections closed for not finishing a header block within the idle timeout of its HEADERS frame
+             */
+            uint64_t header_block_timeouts;
+            /**
+             * frames of an unknown type, skipped as RFC 9113 4.1 says (counted, never logged)
+             */
+            uint64_t unknown_frames;
+            /**
+             * connections closed with ENHANCE_YOUR_CALM for sending more frames that do no work than their budget (WINDOW_UPDATE,
+             * SETTINGS, PING, PRIORITY, GOAWAY, frames of an unknown type, empty DATA, RST_STREAM of a closed stream)
+             */
+            uint64_t idle_frame_budget_exceeded;
+            /**
+             * connections closed with ENHANCE_YOUR_CALM because on_client_stream_error (below) said so
+             */
+            uint64_t client_stream_errors_exceeded;
         } events;
+        /**
+         * called (when set) each time the server resets a stream for an invalid action of the client's (a stream error that
+         * spends the reset budget: MadeYouReset's WINDOW_UPDATE of 0, DATA on a half-closed stream, a window overflow, a malformed
+         * request); a non-zero return closes the connection with GOAWAY(ENHANCE_YOUR_CALM) once the frame is handled. It lets the
+         * application budget such resets across connections (per client address), which one connection's reset budget cannot see.
+         */
+        struct {
+            int (*cb)(void *data, h2o_conn_t *conn);
+            void *data;
+        } on_client_stream_error;
     } http2;
 
     struct {
@@ -1439,6 +1480,12 @@ struct st_h2o_req_t {
      * When the protocol handler returns a successful response, filters are skipped.
      */
     unsigned char is_tunnel_req : 1;
+    /**
+     * set (by h2o, or by the application) when the request was refused with an error before any work was done on its behalf (an
+     * invalid request, a head or body over its limit, an unknown host, a missing credential): under HTTP/2 such a stream gives
+     * nothing back to the connection's reset budget
+     */
+    unsigned char refused_early : 1;
     /**
      * if path_normalized contains a NULL character
      */

@@ -213,6 +213,8 @@ struct st_h2o_http2_conn_t {
     h2o_linklist_t _pending_reqs; /* list of h2o_http2_stream_t that contain pending requests */
     h2o_timer_t _timeout_entry;
     h2o_buffer_t *_headers_unparsed; /* for temporary storing HEADERS|CONTINUATION frames without END_HEADERS flag set */
+    unsigned _headers_unparsed_empty_frames; /* empty CONTINUATION frames in the header block being received */
+    h2o_timer_t _headers_unparsed_timeout;   /* the header block being received must end before this fires */
     struct {
         h2o_buffer_t *buf;
         h2o_buffer_t *buf_in_flight;
@@ -249,8 +251,20 @@ struct st_h2o_http2_conn_t {
     struct {
         h2o_timer_t process_delay;
         size_t reset_budget; /* RST_STREAM frames are considered suspicious when this value goes down to zero */
+        /* frames that do no work (see is_idle_frame in connection.c) spend one; one comes back every
+         * H2O_HTTP2_IDLE_FRAME_REFILL_MS, and 2 + 1 per KiB of payload with each DATA frame sent (the client acknowledges them
+         * with WINDOW_UPDATE frames), up to H2O_HTTP2_IDLE_FRAME_BUDGET; past zero the connection is closed with
+         * ENHANCE_YOUR_CALM */
+        size_t idle_frame_budget;
+        uint64_t idle_frames_refilled_at; /* h2o_now() of the last time refill */
+        /* ctx->http2.on_client_stream_error answered non-zero: GOAWAY(ENHANCE_YOUR_CALM) once the frame is handled */
+        unsigned client_errors_exceeded : 1;
     } dos_mitigation;
 };
+
+/* the frames that do no work a connection may send at once, and the time it takes to earn one more (100 per second) */
+#define H2O_HTTP2_IDLE_FRAME_BUDGET 1000
+#define H2O_HTTP2_IDLE_FRAME_REFILL_MS 10
 
 /* connection */
 void h2o_http2_conn_register_stream(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream);

@@ -39,6 +39,9 @@ static void proceed_request(h2o_req_t *req, const char *errstr);
 static void initiate_graceful_shutdown(h2o_conn_t *_conn);
 static void close_connection_now(h2o_http2_conn_t *conn);
 static int close_connection(h2o_http2_conn_t *conn);
+
+/* empty CONTINUATION frames allowed in one header block; clients have no reason to send any (CVE-2024-27316 and the like) */
+#define MAX_EMPTY_CONTINUATIONS 4
 static ssize_t expect_default(h2o_http2_conn_t *conn, const uint8_t *src, size_t len, const char **err_desc);
 static void do_emit_writereq(h2o_http2_conn_t *conn);
 static void on_read(h2o_socket_t *sock, const char *err);
@@ -134,6 +137,21 @@ static void on_idle_timeout(h2o_timer_t *entry)
         close_connection_now(conn);
     } else {
         enqueue_goaway(conn, H2O_HTTP2_ERROR_NONE, h2o_iovec_init(H2O_STRLIT("idle timeout")));
+        close_connection(conn);
+    }
+}
+
+static void on_headers_unparsed_timeout(h2o_timer_t *entry)
+{
+    h2o_http2_conn_t *conn = H2O_STRUCT_FROM_MEMBER(h2o_http2_conn_t, _headers_unparsed_timeout, entry);
+
+    /* a header block trickled in to hold the connection and its buffer (reading re-arms the idle timeout, not this one) */
+    __atomic_fetch_add(&conn->super.ctx->http2.events.header_block_timeouts, 1, __ATOMIC_RELAXED);
+    /* as on_idle_timeout: a write in flight may never complete if the client does not read */
+    if (conn->_write.buf_in_flight != NULL) {
+        close_connection_now(conn);
+    } else {
+        enqueue_goaway(conn, H2O_HTTP2_ERROR_NONE, h2o_iovec_init(H2O_STRLIT("header block timeout")));
         close_connection(conn);
     }
 }
@@ -337,6 +355,9 @@ void h2o_http2_conn_unregister_stream(h2o_http2_conn_t *conn, h2o_http2_stream_t
             h2o_timer_link(conn->super.ctx->loop, conn->super.ctx->globalconf->http2.dos_delay,
                            &conn->dos_mitigation.process_delay);
 
+    } else if (stream->req.refused_early) {
+        /* a cheap refusal (an invalid request, a bad host, ...) must not pay for a reset: on 2.2.5, 485,380 resets in 20 s, each
+         * paired with one */
     } else {
         if (conn->dos_mitigation.reset_budget < conn->super.ctx->globalconf->http2.max_concurrent_requests_per_connection)
             ++conn->dos_mitigation.reset_budget;
@@ -398,6 +419,7 @@ void close_connection_now(h2o_http2_conn_t *conn)
     h2o_hpack_dispose_header_table(&conn->_output_header_table);
     assert(h2o_linklist_is_empty(&conn->_pending_reqs));
     h2o_timer_unlink(&conn->_timeout_entry);
+    h2o_timer_unlink(&conn->_headers_unparsed_timeout);
 
     if (h2o_timer_is_linked(&conn->_graceful_shutdown_timeout))
         h2o_timer_unlink(&conn->_graceful_shutdown_timeout);
@@ -454,6 +476,12 @@ static void stream_send_error(h2o_http2_conn_t *conn, uint32_t stream_id, int er
     assert(conn->state < H2O_HTTP2_CONN_STATE_IS_CLOSING);
 
     conn->super.ctx->http2.events.protocol_level_errors[-errnum]++;
+    /* a reset for the client's invalid action also spends the application's budget across connections (MadeYouReset from one
+     * address reconnecting every 90 resets never runs out of the connection's own budget) */
+    h2o_http2_stream_t *stream = h2o_http2_conn_get_stream(conn, stream_id);
+    if (stream != NULL && stream->reset_by_peer_action && conn->super.ctx->http2.on_client_stream_error.cb != NULL &&
+        conn->super.ctx->http2.on_client_stream_error.cb(conn->super.ctx->http2.on_client_stream_error.data, &conn->super))
+        conn->dos_mitigation.client_errors_exceeded = 1;
 
     h2o_http2_encode_rst_stream_frame(&conn->_write.buf, stream_id, -errnum);
     h2o_http2_conn_request_write(conn);
@@ -611,6 +639,7 @@ static int send_invalid_request_error(h2o_http2_conn_t *conn, h2o_http2_stream_t
     /* fast forward the stream's state so that we can start sending the response */
     h2o_http2_stream_set_state(conn, stream, H2O_HTTP2_STREAM_STATE_REQ_PENDING);
     h2o_http2_stream_set_state(conn, stream, H2O_HTTP2_STREAM_STATE_SEND_HEADERS);
+    stream->req.refused_early = 1;
     h2o_send_error_400(&stream->req, "Invalid Request", err_desc, 0);
     return 0;
 }
@@ -773,6 +802,13 @@ static ssize_t expect_continuation_of_headers(h2o_http2_conn_t *conn, const uint
         *err_desc = "unexpected stream id in CONTINUATION frame";
         return H2O_HTTP2_ERROR_PROTOCOL;
     }
+    if (frame.length == 0 && ++conn->_headers_unparsed_empty_frames > MAX_EMPTY_CONTINUATIONS) {
+        __atomic_fetch_add(&conn->super.ctx->http2.events.empty_continuations_exceeded, 1, __ATOMIC_RELAXED);
+        *err_desc = "too many empty CONTINUATION frames";
+        return H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM;
+    }
+    if ((frame.flags & H2O_HTTP2_FRAME_FLAG_END_HEADERS) != 0)
+        h2o_timer_unlink(&conn->_headers_unparsed_timeout); /* the block ends here */
 
     if (conn->_headers_unparsed->size + frame.length <= H2O_MAX_REQLEN) {
         h2o_buffer_reserve(&conn->_headers_unparsed, frame.length);
@@ -1087,6 +1123,8 @@ static int handle_headers_frame(h2o_http2_conn_t *conn, h2o_http2_frame_t *frame
 PREPARE_FOR_CONTINUATION:
     /* request is not complete, store in buffer */
     conn->_read_expect = expect_continuation_of_headers;
+    conn->_headers_unparsed_empty_frames = 0;
+    h2o_timer_link(conn->super.ctx->loop, conn->super.ctx->globalconf->http2.idle_timeout, &conn->_headers_unparsed_timeout);
     h2o_buffer_init(&conn->_headers_unparsed, &h2o_socket_buffer_prototype);
     h2o_buffer_reserve(&conn->_headers_unparsed, payload.headers_len);
     memcpy(conn->_headers_unparsed->bytes, payload.headers, payload.headers_len);
@@ -1194,11 +1232,12 @@ static int handle_window_update_frame(h2o_http2_conn_t *conn, h2o_http2_frame_t 
     if ((ret = h2o_http2_decode_window_update_payload(&payload, frame, err_desc, &err_is_stream_level)) != 0) {
         if (err_is_stream_level) {
             h2o_http2_stream_t *stream = h2o_http2_conn_get_stream(conn, frame->stream_id);
-            if (stream != NULL) {
+            /* the error first, while the stream is there for on_client_stream_error to see */
+            if (stream != NULL)
                 stream->reset_by_peer_action = 1;
-                h2o_http2_stream_reset(conn, stream);
-            }
             stream_send_error(conn, frame->stream_id, ret);
+            if (stream != NULL)
+                h2o_http2_stream_reset(conn, stream);
             return 0;
         } else {
             return ret;
@@ -1215,8 +1254,8 @@ static int handle_window_update_frame(h2o_http2_conn_t *conn, h2o_http2_frame_t 
         if (stream != NULL) {
             if (update_stream_output_window(stream, payload.window_size_increment) != 0) {
                 stream->reset_by_peer_action = 1;
-                h2o_http2_stream_reset(conn, stream);
                 stream_send_error(conn, frame->stream_id, H2O_HTTP2_ERROR_FLOW_CONTROL);
+                h2o_http2_stream_reset(conn, stream);
                 return 0;
             }
         }
@@ -1297,6 +1336,49 @@ static int handle_invalid_continuation_frame(h2o_http2_conn_t *conn, h2o_http2_f
     return H2O_HTTP2_ERROR_PROTOCOL;
 }
 
+/* A frame that does no work for the client: it asks nothing of the application and moves no request forward (RFC 9113 10.5:
+ * "Large numbers of small or empty frames can be abused"; CVE-2019-9512, -9515, -9518 and the like). An empty DATA frame that ends
+ * the request body, HEADERS, CONTINUATION and a RST_STREAM of an open stream (the reset budget counts those) are not. */
+static int is_idle_frame(h2o_http2_conn_t *conn, h2o_http2_frame_t *frame)
+{
+    switch (frame->type) {
+    case H2O_HTTP2_FRAME_TYPE_DATA: {
+        size_t padding = 0;
+        if ((frame->flags & H2O_HTTP2_FRAME_FLAG_END_STREAM) != 0)
+            return 0;
+        if ((frame->flags & H2O_HTTP2_FRAME_FLAG_PADDED) != 0 && frame->length != 0)
+            padding = 1 + frame->payload[0];
+        return frame->length <= padding;
+    }
+    case H2O_HTTP2_FRAME_TYPE_HEADERS:
+    case H2O_HTTP2_FRAME_TYPE_PUSH_PROMISE:
+    case H2O_HTTP2_FRAME_TYPE_CONTINUATION:
+        return 0;
+    case H2O_HTTP2_FRAME_TYPE_RST_STREAM:
+        return h2o_http2_conn_get_stream(conn, frame->stream_id) == NULL;
+    default:
+        /* PRIORITY, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, and the types h2o does not know */
+        return 1;
+    }
+}
+
+/* Spends one of the connection's budget of idle frames, refilled with time first; -1 when there is none left. */
+static int spend_idle_frame(h2o_http2_conn_t *conn)
+{
+    uint64_t now = h2o_now(conn->super.ctx->loop), earned;
+
+    if ((earned = (now - conn->dos_mitigation.idle_frames_refilled_at) / H2O_HTTP2_IDLE_FRAME_REFILL_MS) != 0) {
+        conn->dos_mitigation.idle_frames_refilled_at += earned * H2O_HTTP2_IDLE_FRAME_REFILL_MS;
+        conn->dos_mitigation.idle_frame_budget = earned >= H2O_HTTP2_IDLE_FRAME_BUDGET - conn->dos_mitigation.idle_frame_budget
+                                                     ? H2O_HTTP2_IDLE_FRAME_BUDGET
+                                                     : conn->dos_mitigation.idle_frame_budget + earned;
+    }
+    if (conn->dos_mitigation.idle_frame_budget == 0)
+        return -1;
+    --conn->dos_mitigation.idle_frame_budget;
+    return 0;
+}
+
 ssize_t expect_default(h2o_http2_conn_t *conn, const uint8_t *src, size_t len, const char **err_desc)
 {
     h2o_http2_frame_t frame;
@@ -1317,12 +1399,20 @@ ssize_t expect_default(h2o_http2_conn_t *conn, const uint8_t *src, size_t len, c
     if ((ret = h2o_http2_decode_frame(&frame, src, len, H2O_HTTP2_SETTINGS_HOST_MAX_FRAME_SIZE, err_desc)) < 0)
         return ret;
 
+    if (is_idle_frame(conn, &frame) && spend_idle_frame(conn) != 0) {
+        /* a flood of WINDOW_UPDATE, PING, SETTINGS, ... frames: 2.2.5 took 584 million WINDOW_UPDATE frames in 20 s */
+        __atomic_fetch_add(&conn->super.ctx->http2.events.idle_frame_budget_exceeded, 1, __ATOMIC_RELAXED);
+        *err_desc = "too many frames that do no work";
+        return H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM;
+    }
+
     if (frame.type < sizeof(FRAME_HANDLERS) / sizeof(FRAME_HANDLERS[0])) {
         int hret = FRAME_HANDLERS[frame.type](conn, &frame, err_desc);
         if (hret != 0)
             ret = hret;
     } else {
         H2O_PROBE_CONN(H2_UNKNOWN_FRAME_TYPE, &conn->super, frame.type);
+        __atomic_fetch_add(&conn->super.ctx->http2.events.unknown_frames, 1, __ATOMIC_RELAXED);
     }
 
     return ret;
@@ -1360,6 +1450,17 @@ static int parse_input(h2o_http2_conn_t *conn)
         /* process a frame */
         const char *err_desc = NULL;
         ssize_t ret = conn->_read_expect(conn, (uint8_t *)conn->sock->input->bytes, conn->sock->input->size, &err_desc);
+        if (ret >= 0 && conn->dos_mitigation.reset_budget == 0 && conn->super.ctx->globalconf->http2.dos_goaway) {
+            /* Rapid Reset (CVE-2023-44487) or MadeYouReset (CVE-2025-8671): close rather than delay */
+            __atomic_fetch_add(&conn->super.ctx->http2.events.reset_budget_exceeded, 1, __ATOMIC_RELAXED);
+            ret = H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM;
+            err_desc = "too many streams reset";
+        } else if (ret >= 0 && conn->dos_mitigation.client_errors_exceeded) {
+            /* the application's budget of this client's stream errors, across its connections, is spent */
+            __atomic_fetch_add(&conn->super.ctx->http2.events.client_stream_errors_exceeded, 1, __ATOMIC_RELAXED);
+            ret = H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM;
+            err_desc = "too many stream errors from this client";
+        }
         if (ret == H2O_HTTP2_ERROR_INCOMPLETE) {
             break;
         } else if (ret < 0) {
@@ -1856,12 +1957,15 @@ static h2o_http2_conn_t *create_conn(h2o_context_t *ctx, h2o_hostconf_t **hosts,
     h2o_buffer_init(&conn->_write.buf, &h2o_http2_wbuf_buffer_prototype);
     h2o_linklist_init_anchor(&conn->_write.streams_to_proceed);
     conn->_write.timeout_entry.cb = emit_writereq;
+    conn->_headers_unparsed_timeout.cb = on_headers_unparsed_timeout;
     h2o_http2_window_init(&conn->_write.window, conn->peer_settings.initial_window_size);
     h2o_linklist_init_anchor(&conn->early_data.blocked_streams);
     conn->is_chromium_dependency_tree = 1; /* initially assume the client is Chromium until proven otherwise */
     conn->received_any_request = 0;
     conn->dos_mitigation.process_delay.cb = on_dos_process_delay;
     conn->dos_mitigation.reset_budget = conn->super.ctx->globalconf->http2.max_concurrent_requests_per_connection;
+    conn->dos_mitigation.idle_frame_budget = H2O_HTTP2_IDLE_FRAME_BUDGET;
+    conn->dos_mitigation.idle_frames_refilled_at = h2o_now(conn->super.ctx->loop);
 
     return conn;
 }

@@ -128,12 +128,20 @@ static void commit_data_header(h2o_http2_conn_t *conn, h2o_http2_stream_t *strea
         h2o_http2_window_consume_window(&stream->output_window, length);
         (*outbuf)->size += length + H2O_HTTP2_FRAME_HEADER_SIZE;
         stream->req.bytes_sent += length;
+        /* the client may acknowledge this frame with a WINDOW_UPDATE of the connection and one of the stream, or in pieces */
+        if (length != 0) {
+            size_t earned = 2 + length / 1024;
+            conn->dos_mitigation.idle_frame_budget = earned >= H2O_HTTP2_IDLE_FRAME_BUDGET - conn->dos_mitigation.idle_frame_budget
+                                                         ? H2O_HTTP2_IDLE_FRAME_BUDGET
+                                                         : conn->dos_mitigation.idle_frame_budget + earned;
+        }
     }
-    /* send a RST_STREAM if there's an error */
+    /* send a RST_STREAM if there's an error: the server's own (the response ended before its end), never the client's
+     * PROTOCOL_ERROR, which browsers report as a protocol bug */
     if (send_state == H2O_SEND_STATE_ERROR) {
         stream->reset_by_peer_action = 1;
         h2o_http2_encode_rst_stream_frame(
-            outbuf, stream->stream_id, -(stream->req.upstream_refused ? H2O_HTTP2_ERROR_REFUSED_STREAM : H2O_HTTP2_ERROR_PROTOCOL));
+            outbuf, stream->stream_id, -(stream->req.upstream_refused ? H2O_HTTP2_ERROR_REFUSED_STREAM : H2O_HTTP2_ERROR_INTERNAL));
     }
 }
 
@@ -348,7 +356,12 @@ void finalostream_send(h2o_ostream_t *self, h2o_req_t *req, h2o_sendvec_t *bufs,
     }
 
     stream->send_state = state;
-    int is_end_stream = state == H2O_SEND_STATE_FINAL && bufcnt == 0,
+    /* a final send without a byte (h2o_send_inline of "", an error with no body) ends on the HEADERS frame too: gRPC's
+     * Trailers-Only response is that one frame */
+    size_t payload_len = 0;
+    for (size_t i = 0; i < bufcnt; ++i)
+        payload_len += bufs[i].len;
+    int is_end_stream = state == H2O_SEND_STATE_FINAL && payload_len == 0,
         empty_payload_allowed = stream->state < H2O_HTTP2_STREAM_STATE_SEND_BODY || state != H2O_SEND_STATE_IN_PROGRESS;
 
     /* send headers */
