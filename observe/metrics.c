@@ -193,7 +193,6 @@ static const struct {
     {"event=\"idle_frame_budget_exceeded\"", offsetof(h2o_context_t, http2.events.idle_frame_budget_exceeded)},
     {"event=\"client_stream_errors_exceeded\"", offsetof(h2o_context_t, http2.events.client_stream_errors_exceeded)},
 };
-#endif
 
 static unsigned long long http2_event_sum(gw_metrics_t *m, size_t offset)
 {
