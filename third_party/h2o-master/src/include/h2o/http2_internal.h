@@ -222,6 +222,9 @@ struct st_h2o_http2_conn_t {
     } _write;
     h2o_cache_t *push_memo;
     h2o_http2_casper_t *casper;
+    /* the last streams answered 413 (or 431) while their request body was to come: what the client still sends on them is dropped */
+    uint32_t _req_body_discarded_ids[4];
+    size_t _req_body_discarded_next;
     struct {
         h2o_linklist_t blocked_streams;
     } early_data;

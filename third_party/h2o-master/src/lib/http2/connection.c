@@ -515,6 +515,62 @@ static void write_streaming_body(h2o_http2_conn_t *conn, h2o_http2_stream_t *str
         h2o_http2_stream_close(conn, stream);
 }
 
+static int req_body_is_discarded(h2o_http2_conn_t *conn, uint32_t stream_id)
+{
+    for (size_t i = 0; i != sizeof(conn->_req_body_discarded_ids) / sizeof(conn->_req_body_discarded_ids[0]); ++i)
+        if (conn->_req_body_discarded_ids[i] == stream_id)
+            return 1;
+    return 0;
+}
+
+/* Answers a request that is not processed with an error, as HTTP/1 does (on the fallback path, where filters and loggers see it).
+ * A request body still to come is dropped (DATA only credits the connection window, trailers are decoded and thrown away), and
+ * the stream is reset with NO_ERROR once the response is sent (RFC 9113 8.1). REFUSED_STREAM, which master sends for a body over
+ * max_request_entity_size, tells the client to send the whole request again. */
+static void send_early_error(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, int body_to_come, int status, const char *reason,
+                             const char *body)
+{
+    if (stream->req_body.buf != NULL) {
+        h2o_buffer_dispose(&stream->req_body.buf);
+        stream->req.entity = h2o_iovec_init(NULL, 0);
+    }
+    if (body_to_come) {
+        conn->_req_body_discarded_ids[conn->_req_body_discarded_next++ %
+                                      (sizeof(conn->_req_body_discarded_ids) / sizeof(conn->_req_body_discarded_ids[0]))] =
+            stream->stream_id;
+        stream->delayed_rst_stream_no_error = 1;
+    }
+    if (stream->req_body.state != H2O_HTTP2_REQ_BODY_NONE)
+        set_req_body_state(conn, stream, H2O_HTTP2_REQ_BODY_CLOSE_DELIVERED);
+    if (stream->state < H2O_HTTP2_STREAM_STATE_REQ_PENDING)
+        h2o_http2_stream_set_state(conn, stream, H2O_HTTP2_STREAM_STATE_REQ_PENDING);
+    h2o_http2_stream_set_state(conn, stream, H2O_HTTP2_STREAM_STATE_SEND_HEADERS);
+    h2o_send_error_generic(&stream->req, status, reason, body, 0);
+}
+
+static void send_request_body_too_large(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, int body_to_come)
+{
+    conn->super.ctx->emitted_error_status[H2O_STATUS_ERROR_413]++;
+    send_early_error(conn, stream, body_to_come, 413, "Request Entity Too Large", "request entity is too large");
+}
+
+/* decodes a header block (the HPACK state is the connection's) and drops it: trailers of a body that is being discarded */
+static int discard_headers(h2o_http2_conn_t *conn, const uint8_t *src, size_t len, const char **err_desc)
+{
+    h2o_mem_pool_t pool;
+    h2o_headers_t headers = {NULL};
+    h2o_iovec_t expect = {NULL};
+    size_t content_length;
+    int ret;
+
+    h2o_mem_init_pool(&pool);
+    ret = h2o_hpack_parse_request(&pool, h2o_hpack_decode_header, &conn->_input_header_table, NULL, NULL, NULL, NULL, NULL,
+                                  &headers, NULL, &content_length, &expect, NULL, NULL, src, len, err_desc);
+    h2o_mem_clear_pool(&pool);
+    /* a soft error leaves the block decoded whole, and the trailers are dropped anyway */
+    return ret == H2O_HTTP2_ERROR_INVALID_HEADER_CHAR ? 0 : ret;
+}
+
 static void handle_request_body_chunk(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, h2o_iovec_t payload, int is_end_stream)
 {
     int is_first = 0;
@@ -535,6 +591,11 @@ static void handle_request_body_chunk(h2o_http2_conn_t *conn, h2o_http2_stream_t
 
     /* check size */
     if (stream->req.req_body_bytes_received > conn->super.ctx->globalconf->max_request_entity_size) {
+        /* the contract's 413, unless a handler already streams the body */
+        if (!stream->req_body.streamed && !stream->req.process_called) {
+            send_request_body_too_large(conn, stream, !is_end_stream);
+            return;
+        }
         stream_send_error(conn, stream->stream_id, H2O_HTTP2_ERROR_REFUSED_STREAM);
         h2o_http2_stream_reset(conn, stream);
         return;
@@ -698,6 +759,13 @@ static int handle_incoming_request(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
         return 0;
     }
 
+    /* a declared length over the limit is answered before any of the body is read (and before a 100-continue) */
+    if (stream->req_body.buf != NULL && stream->req.content_length != SIZE_MAX &&
+        stream->req.content_length > conn->super.ctx->globalconf->max_request_entity_size) {
+        send_request_body_too_large(conn, stream, 1);
+        return 0;
+    }
+
     /* handle expect: 100-continue */
     if (expect.base != NULL) {
         if (!h2o_lcstris(expect.base, expect.len, H2O_STRLIT("100-continue"))) {
@@ -768,8 +836,10 @@ static ssize_t expect_continuation_of_headers(h2o_http2_conn_t *conn, const uint
         return H2O_HTTP2_ERROR_PROTOCOL;
     }
 
-    if ((stream = h2o_http2_conn_get_stream(conn, frame.stream_id)) == NULL ||
-        !(stream->state == H2O_HTTP2_STREAM_STATE_RECV_HEADERS || stream->state == H2O_HTTP2_STREAM_STATE_RECV_BODY)) {
+    if (req_body_is_discarded(conn, frame.stream_id)) {
+        stream = NULL; /* trailers of a discarded body */
+    } else if ((stream = h2o_http2_conn_get_stream(conn, frame.stream_id)) == NULL ||
+               !(stream->state == H2O_HTTP2_STREAM_STATE_RECV_HEADERS || stream->state == H2O_HTTP2_STREAM_STATE_RECV_BODY)) {
         *err_desc = "unexpected stream id in CONTINUATION frame";
         return H2O_HTTP2_ERROR_PROTOCOL;
     }
@@ -781,7 +851,10 @@ static ssize_t expect_continuation_of_headers(h2o_http2_conn_t *conn, const uint
 
         if ((frame.flags & H2O_HTTP2_FRAME_FLAG_END_HEADERS) != 0) {
             conn->_read_expect = expect_default;
-            if (stream->state == H2O_HTTP2_STREAM_STATE_RECV_HEADERS) {
+            if (stream == NULL) {
+                hret = discard_headers(conn, (const uint8_t *)conn->_headers_unparsed->bytes, conn->_headers_unparsed->size,
+                                       err_desc);
+            } else if (stream->state == H2O_HTTP2_STREAM_STATE_RECV_HEADERS) {
                 hret = handle_incoming_request(conn, stream, (const uint8_t *)conn->_headers_unparsed->bytes,
                                                conn->_headers_unparsed->size, err_desc);
             } else {
@@ -793,6 +866,9 @@ static ssize_t expect_continuation_of_headers(h2o_http2_conn_t *conn, const uint
             h2o_buffer_dispose(&conn->_headers_unparsed);
             conn->_headers_unparsed = NULL;
         }
+    } else if (stream == NULL) {
+        *err_desc = "trailers too large";
+        return H2O_HTTP2_ERROR_PROTOCOL;
     } else {
         /* request is too large (TODO log) */
         stream_send_error(conn, stream->stream_id, H2O_HTTP2_ERROR_REFUSED_STREAM);
@@ -988,6 +1064,14 @@ static int handle_data_frame(h2o_http2_conn_t *conn, h2o_http2_frame_t *frame, c
         send_window_update(conn, 0, &conn->_input_window,
                            H2O_HTTP2_SETTINGS_HOST_CONNECTION_WINDOW_SIZE - h2o_http2_window_get_avail(&conn->_input_window));
 
+    /* the rest of a body answered with an error (send_early_error): dropped, only the connection window is credited */
+    if (req_body_is_discarded(conn, frame->stream_id)) {
+        if ((frame->flags & H2O_HTTP2_FRAME_FLAG_END_STREAM) != 0 &&
+            (stream = h2o_http2_conn_get_stream(conn, frame->stream_id)) != NULL)
+            stream->delayed_rst_stream_no_error = 0; /* the client is done sending, no need to reset the stream */
+        return 0;
+    }
+
     /* check state */
     if ((stream = h2o_http2_conn_get_stream(conn, frame->stream_id)) == NULL) {
         if (frame->stream_id <= conn->pull_stream_ids.max_open) {
@@ -1034,6 +1118,15 @@ static int handle_headers_frame(h2o_http2_conn_t *conn, h2o_http2_frame_t *frame
         return H2O_HTTP2_ERROR_PROTOCOL;
     }
     if (frame->stream_id <= conn->pull_stream_ids.max_open) {
+        if (req_body_is_discarded(conn, frame->stream_id)) {
+            /* trailers of a body answered with an error (send_early_error): decoded for the HPACK state, dropped */
+            if ((frame->flags & H2O_HTTP2_FRAME_FLAG_END_STREAM) != 0 &&
+                (stream = h2o_http2_conn_get_stream(conn, frame->stream_id)) != NULL)
+                stream->delayed_rst_stream_no_error = 0; /* the client is done sending, no need to reset the stream */
+            if ((frame->flags & H2O_HTTP2_FRAME_FLAG_END_HEADERS) == 0)
+                goto PREPARE_FOR_CONTINUATION;
+            return discard_headers(conn, payload.headers, payload.headers_len, err_desc);
+        }
         if ((stream = h2o_http2_conn_get_stream(conn, frame->stream_id)) == NULL) {
             *err_desc = "closed stream id in HEADERS frame";
             return H2O_HTTP2_ERROR_STREAM_CLOSED;
