@@ -758,6 +758,11 @@ struct st_h2o_context_t {
              */
             uint64_t idle_timeouts;
             /**
+             * requests reset with PROTOCOL_ERROR as malformed (RFC 9113 8.1.1): an invalid :method or :path, differing
+             * content-length fields (relaxed atomic)
+             */
+            uint64_t malformed_requests;
+            /**
              * streaming request counter
              */
             uint64_t streaming_requests;

@@ -83,6 +83,12 @@ void h2o_hpack_validate_header_value(unsigned *soft_errors, const char *s, size_
 #define H2O_HPACK_PARSE_HEADERS_PATH_EXISTS 4
 #define H2O_HPACK_PARSE_HEADERS_AUTHORITY_EXISTS 8
 #define H2O_HPACK_PARSE_HEADERS_PROTOCOL_EXISTS 16
+/* not pseudo-headers: a malformed request, a stream error left to the caller with the block decoded whole */
+#define H2O_HPACK_PARSE_HEADERS_CONTENT_LENGTH_DIFFERS 32 /* two content-length fields differ (RFC 9110 8.6) */
+#define H2O_HPACK_PARSE_HEADERS_MALFORMED 64              /* a malformed field (RFC 9113 8.2, 8.3), reported as below */
+/* set by the caller in *pseudo_header_exists_map: malformed fields are reported with H2O_HPACK_PARSE_HEADERS_MALFORMED, the block
+ * decoded whole, instead of a hard error (PROTOCOL, a connection error) */
+#define H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED 128
 
 /**
  * Decodes a header field. This function must indicate soft errors using error codes, setting `*err_desc` to appropciate values.

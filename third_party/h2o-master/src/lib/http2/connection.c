@@ -676,10 +676,38 @@ static int send_invalid_request_error(h2o_http2_conn_t *conn, h2o_http2_stream_t
     return 0;
 }
 
+/* RFC 9110 5.6.2: token = 1*tchar */
+static int is_token(h2o_iovec_t s)
+{
+    if (s.len == 0)
+        return 0;
+    for (size_t i = 0; i != s.len; ++i) {
+        unsigned char c = s.base[i];
+        if (!(('0' <= c && c <= '9') || ('a' <= (c | 0x20) && (c | 0x20) <= 'z') ||
+              (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL)))
+            return 0;
+    }
+    return 1;
+}
+
+/* RFC 9113 8.3.1: origin-form (absolute-path [ "?" query ]), or "*" for OPTIONS; no control character or DEL (a space is let
+ * through: lizard-gateway percent-encodes it before the path reaches a request line) */
+static int is_valid_path(h2o_iovec_t method, h2o_iovec_t path)
+{
+    if (path.len == 1 && path.base[0] == '*')
+        return h2o_memis(method.base, method.len, H2O_STRLIT("OPTIONS"));
+    if (path.len == 0 || path.base[0] != '/')
+        return 0;
+    for (size_t i = 1; i != path.len; ++i)
+        if ((unsigned char)path.base[i] < ' ' || path.base[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
 static int handle_incoming_request(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, const uint8_t *src, size_t len,
                                    const char **err_desc)
 {
-    int ret, header_exists_map = 0;
+    int ret, header_exists_map = H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED;
     h2o_iovec_t expect = h2o_iovec_init(NULL, 0);
 
     assert(stream->state == H2O_HTTP2_STREAM_STATE_RECV_HEADERS);
@@ -732,7 +760,19 @@ static int handle_incoming_request(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
     }
 
     /* check that all MUST pseudo headers exist, and that there are no other pseudo headers than MUST or MAY */
-    if (!((header_exists_map & must_exist_map) == must_exist_map && (header_exists_map & ~(must_exist_map | may_exist_map)) == 0)) {
+    if (!((header_exists_map & must_exist_map) == must_exist_map &&
+          (header_exists_map & ~(must_exist_map | may_exist_map | H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED |
+                                 H2O_HPACK_PARSE_HEADERS_CONTENT_LENGTH_DIFFERS | H2O_HPACK_PARSE_HEADERS_MALFORMED)) == 0)) {
+        ret = H2O_HTTP2_ERROR_PROTOCOL;
+        goto SendRSTStream;
+    }
+
+    /* malformed requests are stream errors (RFC 9113 8.1.1); what passes here is safe to write into a request line */
+    if (!is_token(stream->req.input.method) ||
+        ((header_exists_map & H2O_HPACK_PARSE_HEADERS_PATH_EXISTS) != 0 &&
+         !is_valid_path(stream->req.input.method, stream->req.input.path)) ||
+        (header_exists_map & (H2O_HPACK_PARSE_HEADERS_CONTENT_LENGTH_DIFFERS | H2O_HPACK_PARSE_HEADERS_MALFORMED)) != 0) {
+        __atomic_fetch_add(&conn->super.ctx->http2.events.malformed_requests, 1, __ATOMIC_RELAXED);
         ret = H2O_HTTP2_ERROR_PROTOCOL;
         goto SendRSTStream;
     }

@@ -507,6 +507,10 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
 {
     const uint8_t *src_end = src + len;
     size_t num_headers_decoded = 0;
+    /* kept after the first regular field clears pseudo_header_exists_map: where malformed requests are reported */
+    int *exists_map = pseudo_header_exists_map != NULL && (*pseudo_header_exists_map & H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED) != 0
+                          ? pseudo_header_exists_map
+                          : NULL;
 
     *content_length = SIZE_MAX;
 
@@ -557,7 +561,8 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
                         *err_desc = h2o_hpack_err_invalid_pseudo_header;
                         return H2O_HTTP2_ERROR_PROTOCOL;
                     }
-                    if (value.len == 0) {
+                    /* reported, an empty path is refused by the caller (a stream error, RFC 9113 8.3.1) */
+                    if (value.len == 0 && exists_map == NULL) {
                         *err_desc = h2o_hpack_err_invalid_pseudo_header;
                         return H2O_HTTP2_ERROR_PROTOCOL;
                     }
@@ -590,10 +595,14 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
                 h2o_token_t *token = H2O_STRUCT_FROM_MEMBER(h2o_token_t, buf, name);
                 if (token->flags.is_hpack_special) {
                     if (token == H2O_TOKEN_CONTENT_LENGTH) {
+                        size_t prev = *content_length;
                         if ((*content_length = h2o_strtosize(value.base, value.len)) == SIZE_MAX) {
                             *err_desc = h2o_hpack_err_invalid_content_length_header;
                             return H2O_HTTP2_ERROR_PROTOCOL;
                         }
+                        /* the request is malformed (RFC 9110 8.6), a stream error left to the caller */
+                        if (prev != SIZE_MAX && prev != *content_length && exists_map != NULL)
+                            *exists_map |= H2O_HPACK_PARSE_HEADERS_CONTENT_LENGTH_DIFFERS;
                         goto Next;
                     } else if (token == H2O_TOKEN_EXPECT) {
                         *expect = value;
