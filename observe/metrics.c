@@ -189,10 +189,8 @@ static const struct {
     {"event=\"unknown_frame\"", offsetof(h2o_context_t, http2.events.unknown_frames)},
 #endif
     {"event=\"malformed_request\"", offsetof(h2o_context_t, http2.events.malformed_requests)},
-#ifndef GW_ENGINE_H2O_MASTER /* h2o patch 0150: not on master yet */
     {"event=\"request_head_too_large\"", offsetof(h2o_context_t, http2.events.request_heads_too_large)},
     {"event=\"header_amplification_exceeded\"", offsetof(h2o_context_t, http2.events.header_amplification_exceeded)},
-#endif
 #ifndef GW_ENGINE_H2O_MASTER /* h2o patches 0160, 0300: not on master yet */
     {"event=\"idle_frame_budget_exceeded\"", offsetof(h2o_context_t, http2.events.idle_frame_budget_exceeded)},
     {"event=\"client_stream_errors_exceeded\"", offsetof(h2o_context_t, http2.events.client_stream_errors_exceeded)},

@@ -133,6 +133,10 @@ struct st_h2o_http2_stream_t {
      */
     h2o_send_state_t send_state;
     /**
+     * the request head decoded so far (see h2o_hpack_head_limit_t)
+     */
+    size_t _req_head_size;
+    /**
      * request body (not available when `buf` is NULL
      */
     struct {

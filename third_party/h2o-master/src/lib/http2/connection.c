@@ -554,21 +554,54 @@ static void send_request_body_too_large(h2o_http2_conn_t *conn, h2o_http2_stream
     send_early_error(conn, stream, body_to_come, 413, "Request Entity Too Large", "request entity is too large");
 }
 
+/* The request head (with its trailers) decodes to more than max_request_head_size: 431, never a stream reset that clients retry. */
+static void send_request_head_too_large(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, int body_to_come)
+{
+    __atomic_fetch_add(&conn->super.ctx->http2.events.request_heads_too_large, 1, __ATOMIC_RELAXED);
+    if (stream->req_body.streamed || stream->req.process_called) {
+        /* the trailers of a body a handler already streams */
+        stream_send_error(conn, stream->stream_id, H2O_HTTP2_ERROR_REFUSED_STREAM);
+        h2o_http2_stream_reset(conn, stream);
+        return;
+    }
+    send_early_error(conn, stream, body_to_come, 431, "Request Header Fields Too Large", "request header fields too large");
+}
+
+/* the bound of a request head for h2o_hpack_parse_request (head_size: what was decoded of it so far), and its amplification bound
+ * for a block of `len` bytes */
+static h2o_hpack_head_limit_t head_limit(h2o_http2_conn_t *conn, size_t head_size, size_t len, h2o_mem_pool_t *scratch)
+{
+    h2o_mem_init_pool(scratch);
+    return (h2o_hpack_head_limit_t){head_size, conn->super.ctx->globalconf->max_request_head_size,
+                                    len * H2O_HPACK_MAX_AMPLIFICATION + conn->_input_header_table.hpack_max_capacity, scratch};
+}
+
+static int head_limit_done(h2o_http2_conn_t *conn, h2o_hpack_head_limit_t *limit, int ret)
+{
+    h2o_mem_clear_pool(limit->scratch);
+    if (ret == H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM)
+        __atomic_fetch_add(&conn->super.ctx->http2.events.header_amplification_exceeded, 1, __ATOMIC_RELAXED);
+    return ret;
+}
+
 /* decodes a header block (the HPACK state is the connection's) and drops it: trailers of a body that is being discarded */
 static int discard_headers(h2o_http2_conn_t *conn, const uint8_t *src, size_t len, const char **err_desc)
 {
-    h2o_mem_pool_t pool;
+    h2o_mem_pool_t pool, scratch;
     h2o_headers_t headers = {NULL};
     h2o_iovec_t expect = {NULL};
     size_t content_length;
+    h2o_hpack_head_limit_t limit = head_limit(conn, 0, len, &scratch);
     int ret;
 
     h2o_mem_init_pool(&pool);
-    ret = h2o_hpack_parse_request(&pool, h2o_hpack_decode_header, &conn->_input_header_table, NULL, NULL, NULL, NULL, NULL,
-                                  &headers, NULL, &content_length, &expect, NULL, NULL, src, len, err_desc);
+    ret = head_limit_done(conn, &limit,
+                          h2o_hpack_parse_request(&pool, h2o_hpack_decode_header, &conn->_input_header_table, NULL, NULL, NULL, NULL,
+                                                  NULL, &headers, NULL, &content_length, &expect, NULL, NULL, &limit, src, len,
+                                                  err_desc));
     h2o_mem_clear_pool(&pool);
     /* a soft error leaves the block decoded whole, and the trailers are dropped anyway */
-    return ret == H2O_HTTP2_ERROR_INVALID_HEADER_CHAR ? 0 : ret;
+    return ret == H2O_HTTP2_ERROR_INVALID_HEADER_CHAR || ret == H2O_HTTP2_ERROR_HEADERS_TOO_LARGE ? 0 : ret;
 }
 
 static void handle_request_body_chunk(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, h2o_iovec_t payload, int is_end_stream)
@@ -709,16 +742,19 @@ static int handle_incoming_request(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
 {
     int ret, header_exists_map = H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED;
     h2o_iovec_t expect = h2o_iovec_init(NULL, 0);
+    h2o_mem_pool_t scratch;
+    h2o_hpack_head_limit_t limit = head_limit(conn, 0, len, &scratch);
 
     assert(stream->state == H2O_HTTP2_STREAM_STATE_RECV_HEADERS);
 
-    if ((ret = h2o_hpack_parse_request(&stream->req.pool, h2o_hpack_decode_header, &conn->_input_header_table,
-                                       &stream->req.input.method, &stream->req.input.scheme, &stream->req.input.authority,
-                                       &stream->req.input.path, &stream->req.upgrade, &stream->req.headers, &header_exists_map,
-                                       &stream->req.content_length, &expect, &stream->cache_digests, NULL, src, len, err_desc)) !=
-        0) {
-        /* all errors except invalid-header-char are connection errors */
-        if (ret != H2O_HTTP2_ERROR_INVALID_HEADER_CHAR)
+    ret = h2o_hpack_parse_request(&stream->req.pool, h2o_hpack_decode_header, &conn->_input_header_table, &stream->req.input.method,
+                                  &stream->req.input.scheme, &stream->req.input.authority, &stream->req.input.path,
+                                  &stream->req.upgrade, &stream->req.headers, &header_exists_map, &stream->req.content_length,
+                                  &expect, &stream->cache_digests, NULL, &limit, src, len, err_desc);
+    stream->_req_head_size = limit.head_size;
+    if ((ret = head_limit_done(conn, &limit, ret)) != 0) {
+        /* all errors except invalid-header-char and headers-too-large are connection errors */
+        if (ret != H2O_HTTP2_ERROR_INVALID_HEADER_CHAR && ret != H2O_HTTP2_ERROR_HEADERS_TOO_LARGE)
             return ret;
     }
 
@@ -727,6 +763,12 @@ static int handle_incoming_request(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
     /* fixup the scheme so that it would never be a NULL pointer (note: checks below are done using `header_exists_map`) */
     if (stream->req.input.scheme == NULL)
         stream->req.input.scheme = conn->sock->ssl != NULL ? &H2O_URL_SCHEME_HTTPS : &H2O_URL_SCHEME_HTTP;
+
+    if (ret == H2O_HTTP2_ERROR_HEADERS_TOO_LARGE) {
+        /* what was decoded is not a whole request: answered before any other check */
+        send_request_head_too_large(conn, stream, stream->req_body.buf != NULL);
+        return 0;
+    }
 
     int is_connect, must_exist_map, may_exist_map;
     if (h2o_memis(stream->req.input.method.base, stream->req.input.method.len, H2O_STRLIT("CONNECT"))) {
@@ -852,12 +894,21 @@ static int handle_trailing_headers(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
 {
     size_t dummy_content_length;
     h2o_iovec_t dummy_expect = h2o_iovec_init(NULL, 0);
+    h2o_mem_pool_t scratch;
+    h2o_hpack_head_limit_t limit = head_limit(conn, stream->_req_head_size, len, &scratch);
     int ret;
 
-    if ((ret = h2o_hpack_parse_request(&stream->req.pool, h2o_hpack_decode_header, &conn->_input_header_table, NULL, NULL, NULL,
-                                       NULL, NULL, &stream->req.headers, NULL, &dummy_content_length, &dummy_expect, NULL, NULL,
-                                       src, len, err_desc)) != 0)
-        return ret;
+    ret = h2o_hpack_parse_request(&stream->req.pool, h2o_hpack_decode_header, &conn->_input_header_table, NULL, NULL, NULL, NULL,
+                                  NULL, &stream->req.headers, NULL, &dummy_content_length, &dummy_expect, NULL, NULL, &limit, src,
+                                  len, err_desc);
+    stream->_req_head_size = limit.head_size;
+    if ((ret = head_limit_done(conn, &limit, ret)) != 0) {
+        if (ret != H2O_HTTP2_ERROR_HEADERS_TOO_LARGE)
+            return ret;
+        /* the trailers end the request (END_STREAM): nothing more to drop */
+        send_request_head_too_large(conn, stream, 0);
+        return 0;
+    }
     handle_request_body_chunk(conn, stream, h2o_iovec_init(NULL, 0), 1);
     return 0;
 }
@@ -910,9 +961,12 @@ static ssize_t expect_continuation_of_headers(h2o_http2_conn_t *conn, const uint
         *err_desc = "trailers too large";
         return H2O_HTTP2_ERROR_PROTOCOL;
     } else {
-        /* request is too large (TODO log) */
-        stream_send_error(conn, stream->stream_id, H2O_HTTP2_ERROR_REFUSED_STREAM);
-        h2o_http2_stream_reset(conn, stream);
+        /* a header block over H2O_MAX_REQLEN cannot be decoded whole, and then the dynamic table is out of step with the
+         * client's: a connection error (REFUSED_STREAM, sent before, is retried by clients; a block that large decodes past any
+         * max_request_head_size anyway) */
+        __atomic_fetch_add(&conn->super.ctx->http2.events.request_heads_too_large, 1, __ATOMIC_RELAXED);
+        *err_desc = "header block too large";
+        return H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM;
     }
 
     return ret;

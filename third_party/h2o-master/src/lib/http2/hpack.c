@@ -502,11 +502,12 @@ void h2o_hpack_dispose_header_table(h2o_hpack_header_table_t *header_table)
 int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb decode_cb, void *decode_ctx, h2o_iovec_t *method,
                             const h2o_url_scheme_t **scheme, h2o_iovec_t *authority, h2o_iovec_t *path, h2o_iovec_t *protocol,
                             h2o_headers_t *headers, int *pseudo_header_exists_map, size_t *content_length, h2o_iovec_t *expect,
-                            h2o_cache_digests_t **digests, h2o_iovec_t *datagram_flow_id, const uint8_t *src, size_t len,
-                            const char **err_desc)
+                            h2o_cache_digests_t **digests, h2o_iovec_t *datagram_flow_id, h2o_hpack_head_limit_t *limit,
+                            const uint8_t *src, size_t len, const char **err_desc)
 {
     const uint8_t *src_end = src + len;
-    size_t num_headers_decoded = 0;
+    size_t num_headers_decoded = 0, block_decoded = 0;
+    int too_large = limit != NULL && limit->head_size > limit->max_head_size;
     /* kept after the first regular field clears pseudo_header_exists_map: where malformed requests are reported */
     int *exists_map = pseudo_header_exists_map != NULL && (*pseudo_header_exists_map & H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED) != 0
                           ? pseudo_header_exists_map
@@ -517,7 +518,7 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
     while (src != src_end) {
         h2o_iovec_t *name, value;
         const char *decode_err = NULL;
-        int ret = decode_cb(pool, decode_ctx, &name, &value, &src, src_end, &decode_err);
+        int ret = decode_cb(too_large ? limit->scratch : pool, decode_ctx, &name, &value, &src, src_end, &decode_err);
         if (ret != 0) {
             if (ret == H2O_HTTP2_ERROR_INVALID_HEADER_CHAR) {
                 /* this is a soft error, we continue parsing, but register only the first error */
@@ -529,8 +530,28 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
                 return ret;
             }
         }
-        ++num_headers_decoded;
-        if (num_headers_decoded > H2O_HPACK_MAX_HEADERS_HARD_LIMIT) {
+        if (limit != NULL) {
+            /* counted as its HTTP/1.1 line, "name: value" CRLF */
+            size_t field_size = name->len + value.len + 4;
+            if ((block_decoded += field_size) > limit->max_block_decoded) {
+                *err_desc = "header block amplified beyond the limit";
+                return H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM;
+            }
+            if (too_large) {
+                h2o_mem_clear_pool(limit->scratch);
+                continue;
+            }
+            if ((limit->head_size += field_size) > limit->max_head_size) {
+                /* the rest of the block only updates the decoder's table: the request is refused */
+                too_large = 1;
+                continue;
+            }
+            if (name->len == 0 && exists_map != NULL) {
+                /* RFC 9110 5.1: a field name is a token; a malformed request, a stream error */
+                *exists_map |= H2O_HPACK_PARSE_HEADERS_MALFORMED;
+                goto Next;
+            }
+        } else if (++num_headers_decoded > H2O_HPACK_MAX_HEADERS_HARD_LIMIT) {
             *err_desc = h2o_hpack_err_headers_too_long;
             return H2O_HTTP2_ERROR_COMPRESSION;
         }
@@ -627,13 +648,13 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
                         return H2O_HTTP2_ERROR_PROTOCOL;
                     }
                 }
-                if (headers->size < H2O_MAX_HEADERS) {
+                if (headers->size < H2O_MAX_HEADERS || limit != NULL) {
                     h2o_add_header(pool, headers, token, NULL, value.base, value.len);
                 } else if (*err_desc == NULL) {
                     *err_desc = h2o_hpack_err_headers_too_long;
                 }
             } else {
-                if (headers->size < H2O_MAX_HEADERS) {
+                if (headers->size < H2O_MAX_HEADERS || limit != NULL) {
                     h2o_add_header_by_str(pool, headers, name->base, name->len, 0, NULL, value.base, value.len);
                 } else if (*err_desc == NULL) {
                     *err_desc = h2o_hpack_err_headers_too_long;
@@ -643,6 +664,8 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
     Next:;
     }
 
+    if (too_large)
+        return H2O_HTTP2_ERROR_HEADERS_TOO_LARGE;
     if (*err_desc != NULL)
         return H2O_HTTP2_ERROR_INVALID_HEADER_CHAR;
     return 0;
