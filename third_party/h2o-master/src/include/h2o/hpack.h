@@ -89,6 +89,8 @@ void h2o_hpack_validate_header_value(unsigned *soft_errors, const char *s, size_
 /* set by the caller in *pseudo_header_exists_map: malformed fields are reported with H2O_HPACK_PARSE_HEADERS_MALFORMED, the block
  * decoded whole, instead of a hard error (PROTOCOL, a connection error) */
 #define H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED 128
+/* set by the caller with ..._REPORT_MALFORMED: the block is trailers (no pseudo-header; the pseudo-header pointers may be NULL) */
+#define H2O_HPACK_PARSE_HEADERS_TRAILERS 256
 
 /**
  * A bound on the request head h2o_hpack_parse_request decodes. `head_size` is the head decoded so far (the header block, then the

@@ -592,12 +592,13 @@ static int discard_headers(h2o_http2_conn_t *conn, const uint8_t *src, size_t le
     h2o_iovec_t expect = {NULL};
     size_t content_length;
     h2o_hpack_head_limit_t limit = head_limit(conn, 0, len, &scratch);
-    int ret;
+    int map = H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED | H2O_HPACK_PARSE_HEADERS_TRAILERS, ret;
 
+    /* malformed trailers are dropped with the rest: reported in `map`, never a connection error */
     h2o_mem_init_pool(&pool);
     ret = head_limit_done(conn, &limit,
                           h2o_hpack_parse_request(&pool, h2o_hpack_decode_header, &conn->_input_header_table, NULL, NULL, NULL, NULL,
-                                                  NULL, &headers, NULL, &content_length, &expect, NULL, NULL, &limit, src, len,
+                                                  NULL, &headers, &map, &content_length, &expect, NULL, NULL, &limit, src, len,
                                                   err_desc));
     h2o_mem_clear_pool(&pool);
     /* a soft error leaves the block decoded whole, and the trailers are dropped anyway */
@@ -896,17 +897,29 @@ static int handle_trailing_headers(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
     h2o_iovec_t dummy_expect = h2o_iovec_init(NULL, 0);
     h2o_mem_pool_t scratch;
     h2o_hpack_head_limit_t limit = head_limit(conn, stream->_req_head_size, len, &scratch);
-    int ret;
+    int ret, map = H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED | H2O_HPACK_PARSE_HEADERS_TRAILERS;
 
     ret = h2o_hpack_parse_request(&stream->req.pool, h2o_hpack_decode_header, &conn->_input_header_table, NULL, NULL, NULL, NULL,
-                                  NULL, &stream->req.headers, NULL, &dummy_content_length, &dummy_expect, NULL, NULL, &limit, src,
+                                  NULL, &stream->req.headers, &map, &dummy_content_length, &dummy_expect, NULL, NULL, &limit, src,
                                   len, err_desc);
     stream->_req_head_size = limit.head_size;
     if ((ret = head_limit_done(conn, &limit, ret)) != 0) {
-        if (ret != H2O_HTTP2_ERROR_HEADERS_TOO_LARGE)
+        if (ret == H2O_HTTP2_ERROR_HEADERS_TOO_LARGE) {
+            /* the trailers end the request (END_STREAM): nothing more to drop */
+            send_request_head_too_large(conn, stream, 0);
+            return 0;
+        }
+        /* a soft error (an invalid character) leaves the block decoded whole: the request is malformed */
+        if (ret != H2O_HTTP2_ERROR_INVALID_HEADER_CHAR)
             return ret;
-        /* the trailers end the request (END_STREAM): nothing more to drop */
-        send_request_head_too_large(conn, stream, 0);
+        map |= H2O_HPACK_PARSE_HEADERS_MALFORMED;
+    }
+    if ((map & H2O_HPACK_PARSE_HEADERS_MALFORMED) != 0) {
+        /* malformed trailers make the request malformed: a stream error (RFC 9113 8.1.1), never a GOAWAY */
+        __atomic_fetch_add(&conn->super.ctx->http2.events.malformed_requests, 1, __ATOMIC_RELAXED);
+        stream->reset_by_peer_action = 1;
+        stream_send_error(conn, stream->stream_id, H2O_HTTP2_ERROR_PROTOCOL);
+        h2o_http2_stream_reset(conn, stream);
         return 0;
     }
     handle_request_body_chunk(conn, stream, h2o_iovec_init(NULL, 0), 1);
@@ -1551,7 +1564,8 @@ static int parse_input(h2o_http2_conn_t *conn)
             break;
         } else if (ret < 0) {
             if (ret != H2O_HTTP2_ERROR_PROTOCOL_CLOSE_IMMEDIATELY) {
-                enqueue_goaway(conn, (int)ret,
+                /* only RFC 9113 7 codes go on the wire: an internal one (a soft header error) is a PROTOCOL_ERROR */
+                enqueue_goaway(conn, -ret < H2O_HTTP2_ERROR_MAX ? (int)ret : H2O_HTTP2_ERROR_PROTOCOL,
                                err_desc != NULL ? (h2o_iovec_t){(char *)err_desc, strlen(err_desc)} : (h2o_iovec_t){NULL});
             }
             return close_connection(conn);

@@ -499,6 +499,22 @@ void h2o_hpack_dispose_header_table(h2o_hpack_header_table_t *header_table)
     free(header_table->entries);
 }
 
+/* RFC 9113 8.2.1 and 8.2.2: a field a request must not carry in HTTP/2 (connection-specific, or `te` other than "trailers"), or a
+ * value with leading or trailing whitespace; such a request is malformed (a stream error) */
+static int is_malformed_field(const h2o_iovec_t *name, h2o_iovec_t value)
+{
+    if (value.len != 0 && (value.base[0] == ' ' || value.base[0] == '\t' || value.base[value.len - 1] == ' ' ||
+                           value.base[value.len - 1] == '\t'))
+        return 1;
+    if (!h2o_iovec_is_token(name))
+        return 0;
+    const h2o_token_t *token = H2O_STRUCT_FROM_MEMBER(h2o_token_t, buf, name);
+    if (token == H2O_TOKEN_TE)
+        return !h2o_lcstris(value.base, value.len, H2O_STRLIT("trailers"));
+    return token == H2O_TOKEN_CONNECTION || token == H2O_TOKEN_KEEP_ALIVE || token == H2O_TOKEN_PROXY_CONNECTION ||
+           token == H2O_TOKEN_TRANSFER_ENCODING || token == H2O_TOKEN_UPGRADE;
+}
+
 int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb decode_cb, void *decode_ctx, h2o_iovec_t *method,
                             const h2o_url_scheme_t **scheme, h2o_iovec_t *authority, h2o_iovec_t *path, h2o_iovec_t *protocol,
                             h2o_headers_t *headers, int *pseudo_header_exists_map, size_t *content_length, h2o_iovec_t *expect,
@@ -512,6 +528,10 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
     int *exists_map = pseudo_header_exists_map != NULL && (*pseudo_header_exists_map & H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED) != 0
                           ? pseudo_header_exists_map
                           : NULL;
+
+    /* trailers take no pseudo-header; their malformed fields are reported like a request's */
+    if (exists_map != NULL && (*exists_map & H2O_HPACK_PARSE_HEADERS_TRAILERS) != 0)
+        pseudo_header_exists_map = NULL;
 
     *content_length = SIZE_MAX;
 
@@ -606,12 +626,21 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
                 } else {
                     return H2O_HTTP2_ERROR_PROTOCOL;
                 }
+            } else if (exists_map != NULL) {
+                /* after a regular field, or in trailers: the request is malformed (RFC 9113 8.3), a stream error */
+                *exists_map |= H2O_HPACK_PARSE_HEADERS_MALFORMED;
+                goto Next;
             } else {
                 *err_desc = h2o_hpack_err_invalid_pseudo_header;
                 return H2O_HTTP2_ERROR_PROTOCOL;
             }
         } else {
             pseudo_header_exists_map = NULL;
+            if (exists_map != NULL && is_malformed_field(name, value)) {
+                /* a stream error left to the caller, the block decoded whole */
+                *exists_map |= H2O_HPACK_PARSE_HEADERS_MALFORMED;
+                goto Next;
+            }
             if (h2o_iovec_is_token(name)) {
                 h2o_token_t *token = H2O_STRUCT_FROM_MEMBER(h2o_token_t, buf, name);
                 if (token->flags.is_hpack_special) {
@@ -641,6 +670,10 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
                     } else if (token == H2O_TOKEN_DATAGRAM_FLOW_ID) {
                         if (datagram_flow_id != NULL)
                             *datagram_flow_id = value;
+                        goto Next;
+                    } else if (exists_map != NULL) {
+                        /* rest of the header fields that are marked as special make the request malformed (a stream error) */
+                        *exists_map |= H2O_HPACK_PARSE_HEADERS_MALFORMED;
                         goto Next;
                     } else {
                         /* rest of the header fields that are marked as special are rejected */
