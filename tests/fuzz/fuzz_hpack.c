@@ -51,9 +51,8 @@ static int decode_block(decoded_t *d, h2o_hpack_header_table_t *table, const uin
                                     &scratch};
 
     h2o_mem_init_pool(&scratch);
-    ret = h2o_hpack_parse_request(&d->pool, h2o_hpack_decode_header, table, &d->method, &scheme, &d->authority, &d->path,
-                                  &protocol, &d->headers, &exists_map, &content_length, &expect, NULL, NULL, &limit, src, len,
-                                  &err_desc);
+    ret = h2o_hpack_parse_request(&d->pool, h2o_hpack_decode_header, table, &d->method, &scheme, &d->authority, &d->path, &protocol,
+                                  &d->headers, &exists_map, &content_length, &expect, NULL, NULL, &limit, src, len, &err_desc);
     h2o_mem_clear_pool(&scratch);
     *head_size = limit.head_size;
     return ret;
