@@ -182,10 +182,8 @@ static void init_globalconf(h2o_globalconf_t *g, const gw_config_t *config)
     g->max_request_entity_size = config->limits.max_request_body_bytes;
     g->http1.upgrade_to_http2 = 0; /* an "Upgrade: h2c" from a client must not turn into HTTP/2 behind our back */
     gw_globalconf_http2_reset_policy(g);
-#ifndef GW_ENGINE_H2O_MASTER /* h2o patch 0150: not on h2o master yet (issue 40), this limit is not enforced there */
     /* h2o answers 431 past it, HTTP/2 while decoding (patch 0150): the head never reaches the pipeline */
     g->max_request_head_size = config->limits.max_request_head_bytes;
-#endif
     /* h2o patch 0320: a client that keeps sending requests without reading the answers */
     g->http1.max_requests_per_connection = config->limits.max_requests_per_connection;
     g->http1.max_pipelined_unsent = config->limits.max_pipelined_unsent_bytes;

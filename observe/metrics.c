@@ -185,11 +185,9 @@ static const struct {
     {"event=\"empty_continuations_exceeded\"", offsetof(h2o_context_t, http2.events.empty_continuations_exceeded)},
     {"event=\"header_block_timeout\"", offsetof(h2o_context_t, http2.events.header_block_timeouts)},
     {"event=\"unknown_frame\"", offsetof(h2o_context_t, http2.events.unknown_frames)},
-#ifndef GW_ENGINE_H2O_MASTER /* h2o patches 0140, 0150: not on master yet (issue 40) */
     {"event=\"malformed_request\"", offsetof(h2o_context_t, http2.events.malformed_requests)},
     {"event=\"request_head_too_large\"", offsetof(h2o_context_t, http2.events.request_heads_too_large)},
     {"event=\"header_amplification_exceeded\"", offsetof(h2o_context_t, http2.events.header_amplification_exceeded)},
-#endif
     {"event=\"idle_frame_budget_exceeded\"", offsetof(h2o_context_t, http2.events.idle_frame_budget_exceeded)},
     {"event=\"client_stream_errors_exceeded\"", offsetof(h2o_context_t, http2.events.client_stream_errors_exceeded)},
 };

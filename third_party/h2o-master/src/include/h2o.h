@@ -381,6 +381,11 @@ struct st_h2o_globalconf_t {
      */
     size_t max_request_entity_size;
     /**
+     * maximum size of a request head (HTTP/1: the bytes of the request line and headers; HTTP/2: the decoded fields and trailers,
+     * each counted as its HTTP/1.1 line); larger ones are answered 431. Capped by H2O_MAX_REQLEN.
+     */
+    size_t max_request_head_size;
+    /**
      * maximum count for delegations
      */
     unsigned max_delegations;
@@ -777,6 +782,20 @@ struct st_h2o_context_t {
              * counter for http2 idle timeouts
              */
             uint64_t idle_timeouts;
+            /**
+             * requests reset with PROTOCOL_ERROR as malformed (RFC 9113 8.1.1): an invalid :method or :path, differing
+             * content-length fields (relaxed atomic)
+             */
+            uint64_t malformed_requests;
+            /**
+             * requests answered 431 for a head over max_request_head_size, and connections closed for a header block over
+             * H2O_MAX_REQLEN (relaxed atomic)
+             */
+            uint64_t request_heads_too_large;
+            /**
+             * connections closed with ENHANCE_YOUR_CALM for a header block that decodes to too much (H2O_HPACK_MAX_AMPLIFICATION)
+             */
+            uint64_t header_amplification_exceeded;
             /**
              * streaming request counter
              */

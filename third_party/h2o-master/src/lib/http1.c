@@ -602,6 +602,21 @@ static void send_bad_request(struct st_h2o_http1_conn_t *conn, const char *body)
     h2o_send_error_400(&conn->req, "Bad Request", body, H2O_SEND_ERROR_BROKEN_REQUEST | H2O_SEND_ERROR_HTTP1_CLOSE_CONNECTION);
 }
 
+/* The request head is over max_request_head_size (it did not end within that many bytes): 431 and close, on the fallback path of
+ * the default host (where filters and loggers see it). The head is not parsed: the request has no method, path or header. */
+static void send_request_head_too_large(struct st_h2o_http1_conn_t *conn)
+{
+    conn->req.input.method = h2o_iovec_init(NULL, 0);
+    conn->req.input.path = h2o_iovec_init(NULL, 0);
+    conn->req.input.authority = h2o_iovec_init(NULL, 0);
+    conn->req.input.scheme = conn->sock->ssl != NULL ? &H2O_URL_SCHEME_HTTPS : &H2O_URL_SCHEME_HTTP;
+    conn->req.version = 0x101;
+    clear_timeouts(conn);
+    h2o_socket_read_stop(conn->sock);
+    h2o_send_error_generic(&conn->req, 431, "Request Header Fields Too Large", "request header fields too large",
+                           H2O_SEND_ERROR_HTTP1_CLOSE_CONNECTION);
+}
+
 static void resume_request_read(struct st_h2o_http1_conn_t *conn)
 {
     set_req_timeout(conn, conn->super.ctx->globalconf->http1.req_timeout, reqread_on_timeout);
@@ -666,7 +681,10 @@ static int write_req_connect_first(void *_req, int is_end_stream)
 
 static void handle_incoming_request(struct st_h2o_http1_conn_t *conn)
 {
-    size_t inreqlen = conn->sock->input->size < H2O_MAX_REQLEN ? conn->sock->input->size : H2O_MAX_REQLEN;
+    size_t max_reqlen = conn->super.ctx->globalconf->max_request_head_size < H2O_MAX_REQLEN
+                            ? conn->super.ctx->globalconf->max_request_head_size
+                            : H2O_MAX_REQLEN;
+    size_t inreqlen = conn->sock->input->size < max_reqlen ? conn->sock->input->size : max_reqlen;
     int reqlen, minor_version;
     struct phr_header headers[H2O_MAX_HEADERS];
     size_t num_headers = H2O_MAX_HEADERS;
@@ -686,8 +704,9 @@ static void handle_incoming_request(struct st_h2o_http1_conn_t *conn)
     /* handle incomplete or broken HTTP headers */
     switch (reqlen) {
     case -2: /* incomplete */
-        if (inreqlen == H2O_MAX_REQLEN) {
-            send_bad_request(conn, "Bad Request");
+        if (inreqlen == max_reqlen) {
+            /* never reaches a handler, and what follows is not read as another request */
+            send_request_head_too_large(conn);
         }
         return;
     case -1: // error

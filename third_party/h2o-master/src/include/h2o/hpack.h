@@ -83,6 +83,33 @@ void h2o_hpack_validate_header_value(unsigned *soft_errors, const char *s, size_
 #define H2O_HPACK_PARSE_HEADERS_PATH_EXISTS 4
 #define H2O_HPACK_PARSE_HEADERS_AUTHORITY_EXISTS 8
 #define H2O_HPACK_PARSE_HEADERS_PROTOCOL_EXISTS 16
+/* not pseudo-headers: a malformed request, a stream error left to the caller with the block decoded whole */
+#define H2O_HPACK_PARSE_HEADERS_CONTENT_LENGTH_DIFFERS 32 /* two content-length fields differ (RFC 9110 8.6) */
+#define H2O_HPACK_PARSE_HEADERS_MALFORMED 64              /* a malformed field (RFC 9113 8.2, 8.3), reported as below */
+/* set by the caller in *pseudo_header_exists_map: malformed fields are reported with H2O_HPACK_PARSE_HEADERS_MALFORMED, the block
+ * decoded whole, instead of a hard error (PROTOCOL, a connection error) */
+#define H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED 128
+/* set by the caller with ..._REPORT_MALFORMED: the block is trailers (no pseudo-header; the pseudo-header pointers may be NULL) */
+#define H2O_HPACK_PARSE_HEADERS_TRAILERS 256
+
+/**
+ * A bound on the request head h2o_hpack_parse_request decodes. `head_size` is the head decoded so far (the header block, then the
+ * trailers), each field counted as its HTTP/1.1 line (name, value and 4 bytes); past `max_head_size` the fields are no longer kept
+ * (the rest of the block is decoded into `scratch` one field at a time, only to keep the decoder's table in step) and
+ * H2O_HTTP2_ERROR_HEADERS_TOO_LARGE, a soft error, is returned. A block that decodes to more than `max_block_decoded` bytes is a
+ * connection error, H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM, found while decoding. With a bound, H2O_MAX_HEADERS and
+ * H2O_HPACK_MAX_HEADERS_HARD_LIMIT do not apply (the bytes are bounded instead), and a field with an empty name is reported as
+ * H2O_HPACK_PARSE_HEADERS_MALFORMED. The caller clears `scratch` after the call.
+ */
+typedef struct st_h2o_hpack_head_limit_t {
+    size_t head_size;
+    size_t max_head_size;
+    size_t max_block_decoded;
+    h2o_mem_pool_t *scratch;
+} h2o_hpack_head_limit_t;
+/* a header block decodes to at most this many bytes per byte of the block, plus the dynamic table's capacity once (a reference to a
+ * static-table field is at most 32 bytes long): only a block referencing the same dynamic-table bytes again and again goes past */
+#define H2O_HPACK_MAX_AMPLIFICATION 64
 
 /**
  * Decodes a header field. This function must indicate soft errors using error codes, setting `*err_desc` to appropciate values.
@@ -100,8 +127,8 @@ int h2o_hpack_decode_header(h2o_mem_pool_t *pool, void *_hpack_header_table, h2o
 int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb decode_cb, void *decode_ctx, h2o_iovec_t *method,
                             const h2o_url_scheme_t **scheme, h2o_iovec_t *authority, h2o_iovec_t *path, h2o_iovec_t *protocol,
                             h2o_headers_t *headers, int *pseudo_header_exists_map, size_t *content_length, h2o_iovec_t *expect,
-                            h2o_cache_digests_t **digests, h2o_iovec_t *datagram_flow_id, const uint8_t *src, size_t len,
-                            const char **err_desc);
+                            h2o_cache_digests_t **digests, h2o_iovec_t *datagram_flow_id, h2o_hpack_head_limit_t *limit,
+                            const uint8_t *src, size_t len, const char **err_desc);
 /**
  * Response parser that uses given callback as the decoder.
  */

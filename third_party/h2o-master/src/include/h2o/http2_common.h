@@ -55,6 +55,8 @@
 #define H2O_HTTP2_ERROR_INVALID_HEADER_CHAR                                                                                        \
     -254 /* an internal value indicating that invalid characters were found in the header name or value */
 #define H2O_HTTP2_ERROR_INCOMPLETE -255 /* an internal value indicating that all data is not ready */
+#define H2O_HTTP2_ERROR_HEADERS_TOO_LARGE                                                                                          \
+    -253 /* an internal value indicating that the decoded request head is over the bound (see h2o_hpack_head_limit_t) */
 #define H2O_HTTP2_ERROR_PROTOCOL_CLOSE_IMMEDIATELY -256
 
 typedef struct st_h2o_http2_settings_t {

@@ -133,6 +133,10 @@ struct st_h2o_http2_stream_t {
      */
     h2o_send_state_t send_state;
     /**
+     * the request head decoded so far (see h2o_hpack_head_limit_t)
+     */
+    size_t _req_head_size;
+    /**
      * request body (not available when `buf` is NULL
      */
     struct {
@@ -224,6 +228,9 @@ struct st_h2o_http2_conn_t {
     } _write;
     h2o_cache_t *push_memo;
     h2o_http2_casper_t *casper;
+    /* the last streams answered 413 (or 431) while their request body was to come: what the client still sends on them is dropped */
+    uint32_t _req_body_discarded_ids[4];
+    size_t _req_body_discarded_next;
     struct {
         h2o_linklist_t blocked_streams;
     } early_data;

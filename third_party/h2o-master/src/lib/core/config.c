@@ -178,6 +178,7 @@ void h2o_config_init(h2o_globalconf_t *config)
     h2o_linklist_init_anchor(&config->configurators);
     config->server_name = h2o_iovec_init(H2O_STRLIT("h2o/" H2O_VERSION));
     config->max_request_entity_size = H2O_DEFAULT_MAX_REQUEST_ENTITY_SIZE;
+    config->max_request_head_size = H2O_MAX_REQLEN;
     config->max_delegations = H2O_DEFAULT_MAX_DELEGATIONS;
     config->max_reprocesses = H2O_DEFAULT_MAX_REPROCESSES;
     config->handshake_timeout = H2O_DEFAULT_HANDSHAKE_TIMEOUT;

@@ -656,6 +656,10 @@ void h2o_send_error_generic(h2o_req_t *req, int status, const char *reason, cons
     if (req->pathconf == NULL) {
         h2o_hostconf_t *hostconf = h2o_req_setup(req);
         h2o_req_bind_conf(req, hostconf, &hostconf->fallback_path);
+    } else if (!req->process_called && req->pathconf != &req->hostconf->fallback_path) {
+        /* bound only to ask the first handler whether it streams the body (h2o_get_first_handler): no handler has seen the
+         * request, so the error is answered on the fallback path, as before the binding (a 413 while reading the body) */
+        h2o_req_bind_conf(req, req->hostconf, &req->hostconf->fallback_path);
     }
 
     /* If the request is broken or incomplete, do not apply filters, as it would be dangerous to do so. Legitimate clients would not

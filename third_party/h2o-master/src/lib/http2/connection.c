@@ -543,6 +543,96 @@ static void write_streaming_body(h2o_http2_conn_t *conn, h2o_http2_stream_t *str
         h2o_http2_stream_close(conn, stream);
 }
 
+static int req_body_is_discarded(h2o_http2_conn_t *conn, uint32_t stream_id)
+{
+    for (size_t i = 0; i != sizeof(conn->_req_body_discarded_ids) / sizeof(conn->_req_body_discarded_ids[0]); ++i)
+        if (conn->_req_body_discarded_ids[i] == stream_id)
+            return 1;
+    return 0;
+}
+
+/* Answers a request that is not processed with an error, as HTTP/1 does (on the fallback path, where filters and loggers see it).
+ * A request body still to come is dropped (DATA only credits the connection window, trailers are decoded and thrown away), and
+ * the stream is reset with NO_ERROR once the response is sent (RFC 9113 8.1). REFUSED_STREAM, which master sends for a body over
+ * max_request_entity_size, tells the client to send the whole request again. */
+static void send_early_error(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, int body_to_come, int status, const char *reason,
+                             const char *body)
+{
+    if (stream->req_body.buf != NULL) {
+        h2o_buffer_dispose(&stream->req_body.buf);
+        stream->req.entity = h2o_iovec_init(NULL, 0);
+    }
+    if (body_to_come) {
+        conn->_req_body_discarded_ids[conn->_req_body_discarded_next++ %
+                                      (sizeof(conn->_req_body_discarded_ids) / sizeof(conn->_req_body_discarded_ids[0]))] =
+            stream->stream_id;
+        stream->delayed_rst_stream_no_error = 1;
+    }
+    if (stream->req_body.state != H2O_HTTP2_REQ_BODY_NONE)
+        set_req_body_state(conn, stream, H2O_HTTP2_REQ_BODY_CLOSE_DELIVERED);
+    if (stream->state < H2O_HTTP2_STREAM_STATE_REQ_PENDING)
+        h2o_http2_stream_set_state(conn, stream, H2O_HTTP2_STREAM_STATE_REQ_PENDING);
+    h2o_http2_stream_set_state(conn, stream, H2O_HTTP2_STREAM_STATE_SEND_HEADERS);
+    h2o_send_error_generic(&stream->req, status, reason, body, 0);
+}
+
+static void send_request_body_too_large(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, int body_to_come)
+{
+    conn->super.ctx->emitted_error_status[H2O_STATUS_ERROR_413]++;
+    send_early_error(conn, stream, body_to_come, 413, "Request Entity Too Large", "request entity is too large");
+}
+
+/* The request head (with its trailers) decodes to more than max_request_head_size: 431, never a stream reset that clients retry. */
+static void send_request_head_too_large(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, int body_to_come)
+{
+    __atomic_fetch_add(&conn->super.ctx->http2.events.request_heads_too_large, 1, __ATOMIC_RELAXED);
+    if (stream->req_body.streamed || stream->req.process_called) {
+        /* the trailers of a body a handler already streams */
+        stream_send_error(conn, stream->stream_id, H2O_HTTP2_ERROR_REFUSED_STREAM);
+        h2o_http2_stream_reset(conn, stream);
+        return;
+    }
+    send_early_error(conn, stream, body_to_come, 431, "Request Header Fields Too Large", "request header fields too large");
+}
+
+/* the bound of a request head for h2o_hpack_parse_request (head_size: what was decoded of it so far), and its amplification bound
+ * for a block of `len` bytes */
+static h2o_hpack_head_limit_t head_limit(h2o_http2_conn_t *conn, size_t head_size, size_t len, h2o_mem_pool_t *scratch)
+{
+    h2o_mem_init_pool(scratch);
+    return (h2o_hpack_head_limit_t){head_size, conn->super.ctx->globalconf->max_request_head_size,
+                                    len * H2O_HPACK_MAX_AMPLIFICATION + conn->_input_header_table.hpack_max_capacity, scratch};
+}
+
+static int head_limit_done(h2o_http2_conn_t *conn, h2o_hpack_head_limit_t *limit, int ret)
+{
+    h2o_mem_clear_pool(limit->scratch);
+    if (ret == H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM)
+        __atomic_fetch_add(&conn->super.ctx->http2.events.header_amplification_exceeded, 1, __ATOMIC_RELAXED);
+    return ret;
+}
+
+/* decodes a header block (the HPACK state is the connection's) and drops it: trailers of a body that is being discarded */
+static int discard_headers(h2o_http2_conn_t *conn, const uint8_t *src, size_t len, const char **err_desc)
+{
+    h2o_mem_pool_t pool, scratch;
+    h2o_headers_t headers = {NULL};
+    h2o_iovec_t expect = {NULL};
+    size_t content_length;
+    h2o_hpack_head_limit_t limit = head_limit(conn, 0, len, &scratch);
+    int map = H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED | H2O_HPACK_PARSE_HEADERS_TRAILERS, ret;
+
+    /* malformed trailers are dropped with the rest: reported in `map`, never a connection error */
+    h2o_mem_init_pool(&pool);
+    ret = head_limit_done(conn, &limit,
+                          h2o_hpack_parse_request(&pool, h2o_hpack_decode_header, &conn->_input_header_table, NULL, NULL, NULL, NULL,
+                                                  NULL, &headers, &map, &content_length, &expect, NULL, NULL, &limit, src, len,
+                                                  err_desc));
+    h2o_mem_clear_pool(&pool);
+    /* a soft error leaves the block decoded whole, and the trailers are dropped anyway */
+    return ret == H2O_HTTP2_ERROR_INVALID_HEADER_CHAR || ret == H2O_HTTP2_ERROR_HEADERS_TOO_LARGE ? 0 : ret;
+}
+
 static void handle_request_body_chunk(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, h2o_iovec_t payload, int is_end_stream)
 {
     int is_first = 0;
@@ -563,6 +653,11 @@ static void handle_request_body_chunk(h2o_http2_conn_t *conn, h2o_http2_stream_t
 
     /* check size */
     if (stream->req.req_body_bytes_received > conn->super.ctx->globalconf->max_request_entity_size) {
+        /* the contract's 413, unless a handler already streams the body */
+        if (!stream->req_body.streamed && !stream->req.process_called) {
+            send_request_body_too_large(conn, stream, !is_end_stream);
+            return;
+        }
         stream_send_error(conn, stream->stream_id, H2O_HTTP2_ERROR_REFUSED_STREAM);
         h2o_http2_stream_reset(conn, stream);
         return;
@@ -644,21 +739,52 @@ static int send_invalid_request_error(h2o_http2_conn_t *conn, h2o_http2_stream_t
     return 0;
 }
 
+/* RFC 9110 5.6.2: token = 1*tchar */
+static int is_token(h2o_iovec_t s)
+{
+    if (s.len == 0)
+        return 0;
+    for (size_t i = 0; i != s.len; ++i) {
+        unsigned char c = s.base[i];
+        if (!(('0' <= c && c <= '9') || ('a' <= (c | 0x20) && (c | 0x20) <= 'z') ||
+              (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL)))
+            return 0;
+    }
+    return 1;
+}
+
+/* RFC 9113 8.3.1: origin-form (absolute-path [ "?" query ]), or "*" for OPTIONS; no control character or DEL (a space is let
+ * through: lizard-gateway percent-encodes it before the path reaches a request line) */
+static int is_valid_path(h2o_iovec_t method, h2o_iovec_t path)
+{
+    if (path.len == 1 && path.base[0] == '*')
+        return h2o_memis(method.base, method.len, H2O_STRLIT("OPTIONS"));
+    if (path.len == 0 || path.base[0] != '/')
+        return 0;
+    for (size_t i = 1; i != path.len; ++i)
+        if ((unsigned char)path.base[i] < ' ' || path.base[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
 static int handle_incoming_request(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, const uint8_t *src, size_t len,
                                    const char **err_desc)
 {
-    int ret, header_exists_map = 0;
+    int ret, header_exists_map = H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED;
     h2o_iovec_t expect = h2o_iovec_init(NULL, 0);
+    h2o_mem_pool_t scratch;
+    h2o_hpack_head_limit_t limit = head_limit(conn, 0, len, &scratch);
 
     assert(stream->state == H2O_HTTP2_STREAM_STATE_RECV_HEADERS);
 
-    if ((ret = h2o_hpack_parse_request(&stream->req.pool, h2o_hpack_decode_header, &conn->_input_header_table,
-                                       &stream->req.input.method, &stream->req.input.scheme, &stream->req.input.authority,
-                                       &stream->req.input.path, &stream->req.upgrade, &stream->req.headers, &header_exists_map,
-                                       &stream->req.content_length, &expect, &stream->cache_digests, NULL, src, len, err_desc)) !=
-        0) {
-        /* all errors except invalid-header-char are connection errors */
-        if (ret != H2O_HTTP2_ERROR_INVALID_HEADER_CHAR)
+    ret = h2o_hpack_parse_request(&stream->req.pool, h2o_hpack_decode_header, &conn->_input_header_table, &stream->req.input.method,
+                                  &stream->req.input.scheme, &stream->req.input.authority, &stream->req.input.path,
+                                  &stream->req.upgrade, &stream->req.headers, &header_exists_map, &stream->req.content_length,
+                                  &expect, &stream->cache_digests, NULL, &limit, src, len, err_desc);
+    stream->_req_head_size = limit.head_size;
+    if ((ret = head_limit_done(conn, &limit, ret)) != 0) {
+        /* all errors except invalid-header-char and headers-too-large are connection errors */
+        if (ret != H2O_HTTP2_ERROR_INVALID_HEADER_CHAR && ret != H2O_HTTP2_ERROR_HEADERS_TOO_LARGE)
             return ret;
     }
 
@@ -667,6 +793,12 @@ static int handle_incoming_request(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
     /* fixup the scheme so that it would never be a NULL pointer (note: checks below are done using `header_exists_map`) */
     if (stream->req.input.scheme == NULL)
         stream->req.input.scheme = conn->sock->ssl != NULL ? &H2O_URL_SCHEME_HTTPS : &H2O_URL_SCHEME_HTTP;
+
+    if (ret == H2O_HTTP2_ERROR_HEADERS_TOO_LARGE) {
+        /* what was decoded is not a whole request: answered before any other check */
+        send_request_head_too_large(conn, stream, stream->req_body.buf != NULL);
+        return 0;
+    }
 
     int is_connect, must_exist_map, may_exist_map;
     if (h2o_memis(stream->req.input.method.base, stream->req.input.method.len, H2O_STRLIT("CONNECT"))) {
@@ -700,7 +832,19 @@ static int handle_incoming_request(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
     }
 
     /* check that all MUST pseudo headers exist, and that there are no other pseudo headers than MUST or MAY */
-    if (!((header_exists_map & must_exist_map) == must_exist_map && (header_exists_map & ~(must_exist_map | may_exist_map)) == 0)) {
+    if (!((header_exists_map & must_exist_map) == must_exist_map &&
+          (header_exists_map & ~(must_exist_map | may_exist_map | H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED |
+                                 H2O_HPACK_PARSE_HEADERS_CONTENT_LENGTH_DIFFERS | H2O_HPACK_PARSE_HEADERS_MALFORMED)) == 0)) {
+        ret = H2O_HTTP2_ERROR_PROTOCOL;
+        goto SendRSTStream;
+    }
+
+    /* malformed requests are stream errors (RFC 9113 8.1.1); what passes here is safe to write into a request line */
+    if (!is_token(stream->req.input.method) ||
+        ((header_exists_map & H2O_HPACK_PARSE_HEADERS_PATH_EXISTS) != 0 &&
+         !is_valid_path(stream->req.input.method, stream->req.input.path)) ||
+        (header_exists_map & (H2O_HPACK_PARSE_HEADERS_CONTENT_LENGTH_DIFFERS | H2O_HPACK_PARSE_HEADERS_MALFORMED)) != 0) {
+        __atomic_fetch_add(&conn->super.ctx->http2.events.malformed_requests, 1, __ATOMIC_RELAXED);
         ret = H2O_HTTP2_ERROR_PROTOCOL;
         goto SendRSTStream;
     }
@@ -724,6 +868,13 @@ static int handle_incoming_request(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
         /* handle the request */
         stream->req.is_tunnel_req = 1;
         goto ProcessImmediately;
+        return 0;
+    }
+
+    /* a declared length over the limit is answered before any of the body is read (and before a 100-continue) */
+    if (stream->req_body.buf != NULL && stream->req.content_length != SIZE_MAX &&
+        stream->req.content_length > conn->super.ctx->globalconf->max_request_entity_size) {
+        send_request_body_too_large(conn, stream, 1);
         return 0;
     }
 
@@ -773,12 +924,33 @@ static int handle_trailing_headers(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
 {
     size_t dummy_content_length;
     h2o_iovec_t dummy_expect = h2o_iovec_init(NULL, 0);
-    int ret;
+    h2o_mem_pool_t scratch;
+    h2o_hpack_head_limit_t limit = head_limit(conn, stream->_req_head_size, len, &scratch);
+    int ret, map = H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED | H2O_HPACK_PARSE_HEADERS_TRAILERS;
 
-    if ((ret = h2o_hpack_parse_request(&stream->req.pool, h2o_hpack_decode_header, &conn->_input_header_table, NULL, NULL, NULL,
-                                       NULL, NULL, &stream->req.headers, NULL, &dummy_content_length, &dummy_expect, NULL, NULL,
-                                       src, len, err_desc)) != 0)
-        return ret;
+    ret = h2o_hpack_parse_request(&stream->req.pool, h2o_hpack_decode_header, &conn->_input_header_table, NULL, NULL, NULL, NULL,
+                                  NULL, &stream->req.headers, &map, &dummy_content_length, &dummy_expect, NULL, NULL, &limit, src,
+                                  len, err_desc);
+    stream->_req_head_size = limit.head_size;
+    if ((ret = head_limit_done(conn, &limit, ret)) != 0) {
+        if (ret == H2O_HTTP2_ERROR_HEADERS_TOO_LARGE) {
+            /* the trailers end the request (END_STREAM): nothing more to drop */
+            send_request_head_too_large(conn, stream, 0);
+            return 0;
+        }
+        /* a soft error (an invalid character) leaves the block decoded whole: the request is malformed */
+        if (ret != H2O_HTTP2_ERROR_INVALID_HEADER_CHAR)
+            return ret;
+        map |= H2O_HPACK_PARSE_HEADERS_MALFORMED;
+    }
+    if ((map & H2O_HPACK_PARSE_HEADERS_MALFORMED) != 0) {
+        /* malformed trailers make the request malformed: a stream error (RFC 9113 8.1.1), never a GOAWAY */
+        __atomic_fetch_add(&conn->super.ctx->http2.events.malformed_requests, 1, __ATOMIC_RELAXED);
+        stream->reset_by_peer_action = 1;
+        stream_send_error(conn, stream->stream_id, H2O_HTTP2_ERROR_PROTOCOL);
+        h2o_http2_stream_reset(conn, stream);
+        return 0;
+    }
     handle_request_body_chunk(conn, stream, h2o_iovec_init(NULL, 0), 1);
     return 0;
 }
@@ -797,8 +969,10 @@ static ssize_t expect_continuation_of_headers(h2o_http2_conn_t *conn, const uint
         return H2O_HTTP2_ERROR_PROTOCOL;
     }
 
-    if ((stream = h2o_http2_conn_get_stream(conn, frame.stream_id)) == NULL ||
-        !(stream->state == H2O_HTTP2_STREAM_STATE_RECV_HEADERS || stream->state == H2O_HTTP2_STREAM_STATE_RECV_BODY)) {
+    if (req_body_is_discarded(conn, frame.stream_id)) {
+        stream = NULL; /* trailers of a discarded body */
+    } else if ((stream = h2o_http2_conn_get_stream(conn, frame.stream_id)) == NULL ||
+               !(stream->state == H2O_HTTP2_STREAM_STATE_RECV_HEADERS || stream->state == H2O_HTTP2_STREAM_STATE_RECV_BODY)) {
         *err_desc = "unexpected stream id in CONTINUATION frame";
         return H2O_HTTP2_ERROR_PROTOCOL;
     }
@@ -817,7 +991,10 @@ static ssize_t expect_continuation_of_headers(h2o_http2_conn_t *conn, const uint
 
         if ((frame.flags & H2O_HTTP2_FRAME_FLAG_END_HEADERS) != 0) {
             conn->_read_expect = expect_default;
-            if (stream->state == H2O_HTTP2_STREAM_STATE_RECV_HEADERS) {
+            if (stream == NULL) {
+                hret = discard_headers(conn, (const uint8_t *)conn->_headers_unparsed->bytes, conn->_headers_unparsed->size,
+                                       err_desc);
+            } else if (stream->state == H2O_HTTP2_STREAM_STATE_RECV_HEADERS) {
                 hret = handle_incoming_request(conn, stream, (const uint8_t *)conn->_headers_unparsed->bytes,
                                                conn->_headers_unparsed->size, err_desc);
             } else {
@@ -829,10 +1006,16 @@ static ssize_t expect_continuation_of_headers(h2o_http2_conn_t *conn, const uint
             h2o_buffer_dispose(&conn->_headers_unparsed);
             conn->_headers_unparsed = NULL;
         }
+    } else if (stream == NULL) {
+        *err_desc = "trailers too large";
+        return H2O_HTTP2_ERROR_PROTOCOL;
     } else {
-        /* request is too large (TODO log) */
-        stream_send_error(conn, stream->stream_id, H2O_HTTP2_ERROR_REFUSED_STREAM);
-        h2o_http2_stream_reset(conn, stream);
+        /* a header block over H2O_MAX_REQLEN cannot be decoded whole, and then the dynamic table is out of step with the
+         * client's: a connection error (REFUSED_STREAM, sent before, is retried by clients; a block that large decodes past any
+         * max_request_head_size anyway) */
+        __atomic_fetch_add(&conn->super.ctx->http2.events.request_heads_too_large, 1, __ATOMIC_RELAXED);
+        *err_desc = "header block too large";
+        return H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM;
     }
 
     return ret;
@@ -1024,6 +1207,14 @@ static int handle_data_frame(h2o_http2_conn_t *conn, h2o_http2_frame_t *frame, c
         send_window_update(conn, 0, &conn->_input_window,
                            H2O_HTTP2_SETTINGS_HOST_CONNECTION_WINDOW_SIZE - h2o_http2_window_get_avail(&conn->_input_window));
 
+    /* the rest of a body answered with an error (send_early_error): dropped, only the connection window is credited */
+    if (req_body_is_discarded(conn, frame->stream_id)) {
+        if ((frame->flags & H2O_HTTP2_FRAME_FLAG_END_STREAM) != 0 &&
+            (stream = h2o_http2_conn_get_stream(conn, frame->stream_id)) != NULL)
+            stream->delayed_rst_stream_no_error = 0; /* the client is done sending, no need to reset the stream */
+        return 0;
+    }
+
     /* check state */
     if ((stream = h2o_http2_conn_get_stream(conn, frame->stream_id)) == NULL) {
         if (frame->stream_id <= conn->pull_stream_ids.max_open) {
@@ -1070,6 +1261,15 @@ static int handle_headers_frame(h2o_http2_conn_t *conn, h2o_http2_frame_t *frame
         return H2O_HTTP2_ERROR_PROTOCOL;
     }
     if (frame->stream_id <= conn->pull_stream_ids.max_open) {
+        if (req_body_is_discarded(conn, frame->stream_id)) {
+            /* trailers of a body answered with an error (send_early_error): decoded for the HPACK state, dropped */
+            if ((frame->flags & H2O_HTTP2_FRAME_FLAG_END_STREAM) != 0 &&
+                (stream = h2o_http2_conn_get_stream(conn, frame->stream_id)) != NULL)
+                stream->delayed_rst_stream_no_error = 0; /* the client is done sending, no need to reset the stream */
+            if ((frame->flags & H2O_HTTP2_FRAME_FLAG_END_HEADERS) == 0)
+                goto PREPARE_FOR_CONTINUATION;
+            return discard_headers(conn, payload.headers, payload.headers_len, err_desc);
+        }
         if ((stream = h2o_http2_conn_get_stream(conn, frame->stream_id)) == NULL) {
             *err_desc = "closed stream id in HEADERS frame";
             return H2O_HTTP2_ERROR_STREAM_CLOSED;
@@ -1465,7 +1665,8 @@ static int parse_input(h2o_http2_conn_t *conn)
             break;
         } else if (ret < 0) {
             if (ret != H2O_HTTP2_ERROR_PROTOCOL_CLOSE_IMMEDIATELY) {
-                enqueue_goaway(conn, (int)ret,
+                /* only RFC 9113 7 codes go on the wire: an internal one (a soft header error) is a PROTOCOL_ERROR */
+                enqueue_goaway(conn, -ret < H2O_HTTP2_ERROR_MAX ? (int)ret : H2O_HTTP2_ERROR_PROTOCOL,
                                err_desc != NULL ? (h2o_iovec_t){(char *)err_desc, strlen(err_desc)} : (h2o_iovec_t){NULL});
             }
             return close_connection(conn);

@@ -499,21 +499,46 @@ void h2o_hpack_dispose_header_table(h2o_hpack_header_table_t *header_table)
     free(header_table->entries);
 }
 
+/* RFC 9113 8.2.1 and 8.2.2: a field a request must not carry in HTTP/2 (connection-specific, or `te` other than "trailers"), or a
+ * value with leading or trailing whitespace; such a request is malformed (a stream error) */
+static int is_malformed_field(const h2o_iovec_t *name, h2o_iovec_t value)
+{
+    if (value.len != 0 && (value.base[0] == ' ' || value.base[0] == '\t' || value.base[value.len - 1] == ' ' ||
+                           value.base[value.len - 1] == '\t'))
+        return 1;
+    if (!h2o_iovec_is_token(name))
+        return 0;
+    const h2o_token_t *token = H2O_STRUCT_FROM_MEMBER(h2o_token_t, buf, name);
+    if (token == H2O_TOKEN_TE)
+        return !h2o_lcstris(value.base, value.len, H2O_STRLIT("trailers"));
+    return token == H2O_TOKEN_CONNECTION || token == H2O_TOKEN_KEEP_ALIVE || token == H2O_TOKEN_PROXY_CONNECTION ||
+           token == H2O_TOKEN_TRANSFER_ENCODING || token == H2O_TOKEN_UPGRADE;
+}
+
 int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb decode_cb, void *decode_ctx, h2o_iovec_t *method,
                             const h2o_url_scheme_t **scheme, h2o_iovec_t *authority, h2o_iovec_t *path, h2o_iovec_t *protocol,
                             h2o_headers_t *headers, int *pseudo_header_exists_map, size_t *content_length, h2o_iovec_t *expect,
-                            h2o_cache_digests_t **digests, h2o_iovec_t *datagram_flow_id, const uint8_t *src, size_t len,
-                            const char **err_desc)
+                            h2o_cache_digests_t **digests, h2o_iovec_t *datagram_flow_id, h2o_hpack_head_limit_t *limit,
+                            const uint8_t *src, size_t len, const char **err_desc)
 {
     const uint8_t *src_end = src + len;
-    size_t num_headers_decoded = 0;
+    size_t num_headers_decoded = 0, block_decoded = 0;
+    int too_large = limit != NULL && limit->head_size > limit->max_head_size;
+    /* kept after the first regular field clears pseudo_header_exists_map: where malformed requests are reported */
+    int *exists_map = pseudo_header_exists_map != NULL && (*pseudo_header_exists_map & H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED) != 0
+                          ? pseudo_header_exists_map
+                          : NULL;
+
+    /* trailers take no pseudo-header; their malformed fields are reported like a request's */
+    if (exists_map != NULL && (*exists_map & H2O_HPACK_PARSE_HEADERS_TRAILERS) != 0)
+        pseudo_header_exists_map = NULL;
 
     *content_length = SIZE_MAX;
 
     while (src != src_end) {
         h2o_iovec_t *name, value;
         const char *decode_err = NULL;
-        int ret = decode_cb(pool, decode_ctx, &name, &value, &src, src_end, &decode_err);
+        int ret = decode_cb(too_large ? limit->scratch : pool, decode_ctx, &name, &value, &src, src_end, &decode_err);
         if (ret != 0) {
             if (ret == H2O_HTTP2_ERROR_INVALID_HEADER_CHAR) {
                 /* this is a soft error, we continue parsing, but register only the first error */
@@ -525,8 +550,28 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
                 return ret;
             }
         }
-        ++num_headers_decoded;
-        if (num_headers_decoded > H2O_HPACK_MAX_HEADERS_HARD_LIMIT) {
+        if (limit != NULL) {
+            /* counted as its HTTP/1.1 line, "name: value" CRLF */
+            size_t field_size = name->len + value.len + 4;
+            if ((block_decoded += field_size) > limit->max_block_decoded) {
+                *err_desc = "header block amplified beyond the limit";
+                return H2O_HTTP2_ERROR_ENHANCE_YOUR_CALM;
+            }
+            if (too_large) {
+                h2o_mem_clear_pool(limit->scratch);
+                continue;
+            }
+            if ((limit->head_size += field_size) > limit->max_head_size) {
+                /* the rest of the block only updates the decoder's table: the request is refused */
+                too_large = 1;
+                continue;
+            }
+            if (name->len == 0 && exists_map != NULL) {
+                /* RFC 9110 5.1: a field name is a token; a malformed request, a stream error */
+                *exists_map |= H2O_HPACK_PARSE_HEADERS_MALFORMED;
+                goto Next;
+            }
+        } else if (++num_headers_decoded > H2O_HPACK_MAX_HEADERS_HARD_LIMIT) {
             *err_desc = h2o_hpack_err_headers_too_long;
             return H2O_HTTP2_ERROR_COMPRESSION;
         }
@@ -557,7 +602,8 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
                         *err_desc = h2o_hpack_err_invalid_pseudo_header;
                         return H2O_HTTP2_ERROR_PROTOCOL;
                     }
-                    if (value.len == 0) {
+                    /* reported, an empty path is refused by the caller (a stream error, RFC 9113 8.3.1) */
+                    if (value.len == 0 && exists_map == NULL) {
                         *err_desc = h2o_hpack_err_invalid_pseudo_header;
                         return H2O_HTTP2_ERROR_PROTOCOL;
                     }
@@ -580,20 +626,33 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
                 } else {
                     return H2O_HTTP2_ERROR_PROTOCOL;
                 }
+            } else if (exists_map != NULL) {
+                /* after a regular field, or in trailers: the request is malformed (RFC 9113 8.3), a stream error */
+                *exists_map |= H2O_HPACK_PARSE_HEADERS_MALFORMED;
+                goto Next;
             } else {
                 *err_desc = h2o_hpack_err_invalid_pseudo_header;
                 return H2O_HTTP2_ERROR_PROTOCOL;
             }
         } else {
             pseudo_header_exists_map = NULL;
+            if (exists_map != NULL && is_malformed_field(name, value)) {
+                /* a stream error left to the caller, the block decoded whole */
+                *exists_map |= H2O_HPACK_PARSE_HEADERS_MALFORMED;
+                goto Next;
+            }
             if (h2o_iovec_is_token(name)) {
                 h2o_token_t *token = H2O_STRUCT_FROM_MEMBER(h2o_token_t, buf, name);
                 if (token->flags.is_hpack_special) {
                     if (token == H2O_TOKEN_CONTENT_LENGTH) {
+                        size_t prev = *content_length;
                         if ((*content_length = h2o_strtosize(value.base, value.len)) == SIZE_MAX) {
                             *err_desc = h2o_hpack_err_invalid_content_length_header;
                             return H2O_HTTP2_ERROR_PROTOCOL;
                         }
+                        /* the request is malformed (RFC 9110 8.6), a stream error left to the caller */
+                        if (prev != SIZE_MAX && prev != *content_length && exists_map != NULL)
+                            *exists_map |= H2O_HPACK_PARSE_HEADERS_CONTENT_LENGTH_DIFFERS;
                         goto Next;
                     } else if (token == H2O_TOKEN_EXPECT) {
                         *expect = value;
@@ -612,19 +671,23 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
                         if (datagram_flow_id != NULL)
                             *datagram_flow_id = value;
                         goto Next;
+                    } else if (exists_map != NULL) {
+                        /* rest of the header fields that are marked as special make the request malformed (a stream error) */
+                        *exists_map |= H2O_HPACK_PARSE_HEADERS_MALFORMED;
+                        goto Next;
                     } else {
                         /* rest of the header fields that are marked as special are rejected */
                         *err_desc = h2o_hpack_err_unexpected_connection_specific_header;
                         return H2O_HTTP2_ERROR_PROTOCOL;
                     }
                 }
-                if (headers->size < H2O_MAX_HEADERS) {
+                if (headers->size < H2O_MAX_HEADERS || limit != NULL) {
                     h2o_add_header(pool, headers, token, NULL, value.base, value.len);
                 } else if (*err_desc == NULL) {
                     *err_desc = h2o_hpack_err_headers_too_long;
                 }
             } else {
-                if (headers->size < H2O_MAX_HEADERS) {
+                if (headers->size < H2O_MAX_HEADERS || limit != NULL) {
                     h2o_add_header_by_str(pool, headers, name->base, name->len, 0, NULL, value.base, value.len);
                 } else if (*err_desc == NULL) {
                     *err_desc = h2o_hpack_err_headers_too_long;
@@ -634,6 +697,8 @@ int h2o_hpack_parse_request(h2o_mem_pool_t *pool, h2o_hpack_decode_header_cb dec
     Next:;
     }
 
+    if (too_large)
+        return H2O_HTTP2_ERROR_HEADERS_TOO_LARGE;
     if (*err_desc != NULL)
         return H2O_HTTP2_ERROR_INVALID_HEADER_CHAR;
     return 0;

@@ -846,8 +846,8 @@ int h2o_qpack_parse_request(h2o_mem_pool_t *pool, h2o_qpack_decoder_t *qpack, in
         return 0;
     ctx.stats = stats_updated;
     if ((ret = h2o_hpack_parse_request(pool, decode_header, &ctx, method, scheme, authority, path, protocol, headers,
-                                       pseudo_header_exists_map, content_length, expect, digests, datagram_flow_id, src,
-                                       src_end - src, err_desc)) != 0) {
+                                       pseudo_header_exists_map, content_length, expect, digests, datagram_flow_id, NULL,
+                                       src, src_end - src, err_desc)) != 0) {
         /* bail out if the error is a hard error, otherwise build header ack then return */
         if (ret != H2O_HTTP2_ERROR_INVALID_HEADER_CHAR)
             return normalize_error_code(ret);
