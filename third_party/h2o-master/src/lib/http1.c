@@ -1099,7 +1099,10 @@ static char *append_size(char *dst, size_t v)
     return append_str(dst, p, digits + sizeof(digits) - p);
 }
 
-static size_t flatten_headers(char *buf, h2o_req_t *req, const char *connection)
+/**
+ * `cap` is the size of `buf`, as estimated by flatten_headers_estimate_size
+ */
+static size_t flatten_headers(char *buf, size_t cap, h2o_req_t *req, const char *connection)
 {
     h2o_context_t *ctx = req->conn->ctx;
     char *dst = buf;
@@ -1135,6 +1138,7 @@ static size_t flatten_headers(char *buf, h2o_req_t *req, const char *connection)
     *dst++ = '\r';
     *dst++ = '\n';
 
+    assert((size_t)(dst - buf) <= cap);
     return dst - buf;
 }
 
@@ -1156,11 +1160,16 @@ static int should_use_chunked_encoding(h2o_req_t *req)
     return 1;
 }
 
+/**
+ * size of `chunked_buf`: the longest chunk-size line, `%zx\r\n` of SIZE_MAX and its NUL
+ */
+#define CHUNKED_BUF_SIZE (sizeof(size_t) * 2 + sizeof("\r\n"))
+
 static void setup_chunked(struct st_h2o_http1_finalostream_t *self, h2o_req_t *req)
 {
     if (should_use_chunked_encoding(req)) {
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_TRANSFER_ENCODING, NULL, H2O_STRLIT("chunked"));
-        self->chunked_buf = h2o_mem_alloc_pool_aligned(&req->pool, 1, sizeof(size_t) * 2 + sizeof("\r\n"));
+        self->chunked_buf = h2o_mem_alloc_pool_aligned(&req->pool, 1, CHUNKED_BUF_SIZE);
     }
 }
 
@@ -1173,7 +1182,8 @@ static void encode_chunked(h2o_sendvec_t *prefix, h2o_sendvec_t *suffix, h2o_sen
     /* create chunk header and output data */
     if (chunk_size != 0) {
         prefix->raw = buffer;
-        prefix->len = sprintf(buffer, "%zx\r\n", chunk_size);
+        prefix->len = (size_t)snprintf(buffer, CHUNKED_BUF_SIZE, "%zx\r\n", chunk_size);
+        assert(prefix->len < CHUNKED_BUF_SIZE);
         if (state != H2O_SEND_STATE_ERROR) {
             suffix->raw = "\r\n0\r\n\r\n";
             suffix->len = state == H2O_SEND_STATE_FINAL ? (send_trailers ? 5 : 7) : 2;
@@ -1231,7 +1241,7 @@ void finalostream_send(h2o_ostream_t *_self, h2o_req_t *_req, h2o_sendvec_t *inb
         size_t headers_est_size =
             flatten_headers_estimate_size(&conn->req, conn->super.ctx->globalconf->server_name.len + strlen(connection));
         h2o_sendvec_init_raw(bufs + bufcnt, h2o_mem_alloc_pool(&conn->req.pool, char, headers_est_size), 0);
-        bufs[bufcnt].len = flatten_headers(bufs[bufcnt].raw, &conn->req, connection);
+        bufs[bufcnt].len = flatten_headers(bufs[bufcnt].raw, headers_est_size, &conn->req, connection);
         conn->req.header_bytes_sent += bufs[bufcnt].len;
         ++bufcnt;
         h2o_probe_log_response(&conn->req, conn->_req_index);
@@ -1312,7 +1322,9 @@ static void finalostream_send_informational(h2o_ostream_t *_self, h2o_req_t *req
 
     buf.base = h2o_mem_alloc_pool(&req->pool, char, buf.len);
     char *dst = buf.base;
-    dst += sprintf(dst, "HTTP/1.1 %d %s\r\n", req->res.status, req->res.reason);
+    size_t status_line_len = (size_t)snprintf(dst, buf.len, "HTTP/1.1 %d %s\r\n", req->res.status, req->res.reason);
+    assert(status_line_len < buf.len);
+    dst += status_line_len;
     dst += flatten_res_headers(dst, req);
     *dst++ = '\r';
     *dst++ = '\n';
@@ -1413,8 +1425,10 @@ DEFINE_LOGGER(ssl_backend)
 static h2o_iovec_t log_request_index(h2o_req_t *req)
 {
     struct st_h2o_http1_conn_t *conn = (void *)req->conn;
-    char *s = h2o_mem_alloc_pool(&req->pool, char, sizeof(H2O_UINT64_LONGEST_STR));
-    size_t len = sprintf(s, "%" PRIu64, conn->_req_index);
+    size_t cap = sizeof(H2O_UINT64_LONGEST_STR);
+    char *s = h2o_mem_alloc_pool(&req->pool, char, cap);
+    size_t len = (size_t)snprintf(s, cap, "%" PRIu64, conn->_req_index);
+    assert(len < cap);
     return h2o_iovec_init(s, len);
 }
 
@@ -1507,10 +1521,10 @@ void h2o_http1_upgrade(h2o_req_t *req, h2o_iovec_t *inbufs, size_t inbufcnt, h2o
     conn->upgrade.data = user_data;
     conn->upgrade.cb = on_complete;
 
-    bufs[0].base = h2o_mem_alloc_pool(
-        &conn->req.pool, char,
-        flatten_headers_estimate_size(&conn->req, conn->super.ctx->globalconf->server_name.len + sizeof("upgrade") - 1));
-    bufs[0].len = flatten_headers(bufs[0].base, &conn->req, conn->req.res.status == 101 ? "upgrade" : "close");
+    size_t headers_est_size =
+        flatten_headers_estimate_size(&conn->req, conn->super.ctx->globalconf->server_name.len + sizeof("upgrade") - 1);
+    bufs[0].base = h2o_mem_alloc_pool(&conn->req.pool, char, headers_est_size);
+    bufs[0].len = flatten_headers(bufs[0].base, headers_est_size, &conn->req, conn->req.res.status == 101 ? "upgrade" : "close");
     h2o_memcpy(bufs + 1, inbufs, sizeof(h2o_iovec_t) * inbufcnt);
 
     h2o_socket_write(conn->sock, bufs, inbufcnt + 1, on_upgrade_complete);

@@ -205,7 +205,8 @@ static inline void h2o_probe_log_response(h2o_req_t *req, uint64_t req_index)
           ptls_log_conn_maybe_active(req->conn->callbacks->log_state(req->conn), ptls_log_getsni_h2o_conn(req->conn))) != 0)) {
         if (req->res.content_length != SIZE_MAX) {
             char buf[sizeof(H2O_SIZE_T_LONGEST_STR)];
-            size_t len = (size_t)sprintf(buf, "%zu", req->res.content_length);
+            int len = snprintf(buf, sizeof(buf), "%zu", req->res.content_length);
+            assert(0 < len && (size_t)len < sizeof(buf));
             h2o_probe_response_header(req, req_index, H2O_TOKEN_CONTENT_LENGTH->buf, h2o_iovec_init(buf, len));
         }
         size_t i;

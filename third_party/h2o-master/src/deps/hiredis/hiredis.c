@@ -513,9 +513,11 @@ int redisvFormatCommand(char **target, const char *format, va_list ap) {
     cmd = hi_malloc(totlen+1);
     if (cmd == NULL) goto memory_err;
 
-    pos = sprintf(cmd,"*%d\r\n",argc);
+    pos = snprintf(cmd,totlen+1,"*%d\r\n",argc);
+    assert(pos >= 0 && pos < totlen+1);
     for (j = 0; j < argc; j++) {
-        pos += sprintf(cmd+pos,"$%zu\r\n",sdslen(curargv[j]));
+        pos += snprintf(cmd+pos,totlen+1-pos,"$%zu\r\n",sdslen(curargv[j]));
+        assert(pos < totlen+1);
         memcpy(cmd+pos,curargv[j],sdslen(curargv[j]));
         pos += sdslen(curargv[j]);
         sdsfree(curargv[j]);
@@ -661,10 +663,12 @@ long long redisFormatCommandArgv(char **target, int argc, const char **argv, con
     if (cmd == NULL)
         return -1;
 
-    pos = sprintf(cmd,"*%d\r\n",argc);
+    pos = (size_t)snprintf(cmd,totlen+1,"*%d\r\n",argc);
+    assert(pos < totlen+1);
     for (j = 0; j < argc; j++) {
         len = argvlen ? argvlen[j] : strlen(argv[j]);
-        pos += sprintf(cmd+pos,"$%zu\r\n",len);
+        pos += (size_t)snprintf(cmd+pos,totlen+1-pos,"$%zu\r\n",len);
+        assert(pos < totlen+1);
         memcpy(cmd+pos,argv[j],len);
         pos += len;
         cmd[pos++] = '\r';

@@ -566,7 +566,7 @@ sds sdscatprintf(sds s, const char *fmt, ...) {
 }
 
 /* This function is similar to sdscatprintf, but much faster as it does
- * not rely on sprintf() family functions implemented by the libc that
+ * not rely on the printf family of functions implemented by the libc that
  * are often very slow. Moreover directly handling the sds string as
  * new data is concatenated provides a performance improvement.
  *

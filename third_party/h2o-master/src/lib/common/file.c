@@ -70,8 +70,9 @@ Error:
 int h2o_file_mktemp(const char *fn_template)
 {
     int fd;
-    char *tmpfn = alloca(strlen(fn_template) + 1);
-    strcpy(tmpfn, fn_template);
+    size_t fn_len = strlen(fn_template);
+    char *tmpfn = alloca(fn_len + 1);
+    memcpy(tmpfn, fn_template, fn_len + 1);
     if ((fd = mkstemp(tmpfn)) == -1) {
         return -1;
     }

@@ -94,10 +94,11 @@ h2o_filecache_ref_t *h2o_filecache_open_file(h2o_filecache_t *cache, const char 
     }
 
     /* create a new cache entry */
-    ref = h2o_mem_alloc(offsetof(h2o_filecache_ref_t, _path) + strlen(path) + 1);
+    size_t path_len = strlen(path);
+    ref = h2o_mem_alloc(offsetof(h2o_filecache_ref_t, _path) + path_len + 1);
     ref->_refcnt = 1;
     ref->_lru = (h2o_linklist_t){NULL};
-    strcpy(ref->_path, path);
+    memcpy(ref->_path, path, path_len + 1);
 
     /* if cache is used, then... */
     if (cache->capacity != 0) {
@@ -163,8 +164,12 @@ struct tm *h2o_filecache_get_last_modified(h2o_filecache_ref_t *ref, char *outbu
 size_t h2o_filecache_get_etag(h2o_filecache_ref_t *ref, char *outbuf)
 {
     assert(ref->fd != -1);
-    if (ref->_etag.len == 0)
-        ref->_etag.len = sprintf(ref->_etag.buf, "\"%08x-%zx\"", (unsigned)ref->st.st_mtime, (size_t)ref->st.st_size);
+    if (ref->_etag.len == 0) {
+        int len = snprintf(ref->_etag.buf, sizeof(ref->_etag.buf), "\"%08x-%zx\"", (unsigned)ref->st.st_mtime,
+                           (size_t)ref->st.st_size);
+        assert(0 < len && (size_t)len < sizeof(ref->_etag.buf));
+        ref->_etag.len = len;
+    }
     memcpy(outbuf, ref->_etag.buf, ref->_etag.len + 1);
     return ref->_etag.len;
 }

@@ -391,7 +391,7 @@ struct st_h2o_httpclient__h3_conn_t *create_connection(h2o_httpclient_ctx_t *ctx
     memset((char *)conn + sizeof(conn->super), 0, sizeof(*conn) - sizeof(conn->super));
     conn->ctx = ctx;
     h2o_url_copy(NULL, &conn->server.origin_url, origin);
-    sprintf(conn->server.named_serv, "%" PRIu16, h2o_url_get_port(origin));
+    snprintf(conn->server.named_serv, sizeof(conn->server.named_serv), "%" PRIu16, h2o_url_get_port(origin));
     conn->handshake_properties.client.negotiated_protocols.list = h2o_http3_alpn;
     conn->handshake_properties.client.negotiated_protocols.count = sizeof(h2o_http3_alpn) / sizeof(h2o_http3_alpn[0]);
     h2o_linklist_insert(&pool->http3.conns, &conn->link);
@@ -781,7 +781,9 @@ void start_request(struct st_h2o_http3client_req_t *req)
     h2o_iovec_t datagram_flow_id = {};
     if (req->super.upgrade_to == h2o_httpclient_upgrade_to_connect &&
         h2o_memis(method.base, method.len, H2O_STRLIT("CONNECT-UDP")) && req->conn->super.peer_settings.h3_datagram) {
-        datagram_flow_id.len = sprintf(datagram_flow_id_buf, "%" PRIu64, req->quic->stream_id);
+        int len = snprintf(datagram_flow_id_buf, sizeof(datagram_flow_id_buf), "%" PRIu64, req->quic->stream_id);
+        assert(0 < len && (size_t)len < sizeof(datagram_flow_id_buf));
+        datagram_flow_id.len = len;
         datagram_flow_id.base = datagram_flow_id_buf;
         req->offered_datagram_flow_id = 1;
     } else if (req->super.upgrade_to != NULL && req->super.upgrade_to != h2o_httpclient_upgrade_to_connect) {

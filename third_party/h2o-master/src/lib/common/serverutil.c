@@ -134,7 +134,7 @@ static char **build_spawn_env(void)
     memcpy(newenv, environ, sizeof(*newenv) * num);
     newenv[num] = (char *)(newenv + num + 2);
     newenv[num + 1] = NULL;
-    strcpy(newenv[num], "H2O_ROOT=" H2O_TO_STR(H2O_ROOT));
+    memcpy(newenv[num], "H2O_ROOT=" H2O_TO_STR(H2O_ROOT), sizeof("H2O_ROOT=" H2O_TO_STR(H2O_ROOT)));
 
     return newenv;
 }

@@ -1302,9 +1302,10 @@ h2o_iovec_t h2o_socket_log_tcp_delivery_rate(h2o_socket_t *sock, h2o_mem_pool_t 
         } tcpi;
         socklen_t tcpisz = sizeof(tcpi);
         if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &tcpi, &tcpisz) == 0) {
-            char *buf = (char *)(pool != NULL ? h2o_mem_alloc_pool(pool, char, sizeof(H2O_UINT64_LONGEST_STR))
-                                              : h2o_mem_alloc(sizeof(H2O_UINT64_LONGEST_STR)));
-            size_t len = sprintf(buf, "%" PRIu64, (uint64_t)tcpi.tcpi_delivery_rate);
+            size_t cap = sizeof(H2O_UINT64_LONGEST_STR);
+            char *buf = (char *)(pool != NULL ? h2o_mem_alloc_pool(pool, char, cap) : h2o_mem_alloc(cap));
+            int len = snprintf(buf, cap, "%" PRIu64, (uint64_t)tcpi.tcpi_delivery_rate);
+            assert(0 < len && (size_t)len < cap);
             return h2o_iovec_init(buf, len);
         }
     }
@@ -1329,9 +1330,10 @@ h2o_iovec_t h2o_socket_log_ssl_cipher_bits(h2o_socket_t *sock, h2o_mem_pool_t *p
 {
     int bits = h2o_socket_get_ssl_cipher_bits(sock);
     if (bits != 0) {
-        char *s = (char *)(pool != NULL ? h2o_mem_alloc_pool(pool, char, sizeof(H2O_INT16_LONGEST_STR))
-                                        : h2o_mem_alloc(sizeof(H2O_INT16_LONGEST_STR)));
-        size_t len = sprintf(s, "%" PRId16, (int16_t)bits);
+        size_t cap = sizeof(H2O_INT16_LONGEST_STR);
+        char *s = (char *)(pool != NULL ? h2o_mem_alloc_pool(pool, char, cap) : h2o_mem_alloc(cap));
+        int len = snprintf(s, cap, "%" PRId16, (int16_t)bits);
+        assert(0 < len && (size_t)len < cap);
         return h2o_iovec_init(s, len);
     } else {
         return h2o_iovec_init(NULL, 0);
@@ -1343,9 +1345,10 @@ h2o_iovec_t h2o_socket_log_ssl_ech_config_id(h2o_socket_t *sock, h2o_mem_pool_t 
     uint8_t config_id;
 
     if (sock->ssl != NULL && sock->ssl->ptls != NULL && ptls_is_ech_handshake(sock->ssl->ptls, &config_id, NULL, NULL)) {
-        char *s = (char *)(pool != NULL ? h2o_mem_alloc_pool(pool, char, sizeof(H2O_UINT8_LONGEST_STR))
-                                        : h2o_mem_alloc(sizeof(H2O_UINT8_LONGEST_STR)));
-        size_t len = sprintf(s, "%" PRIu8, config_id);
+        size_t cap = sizeof(H2O_UINT8_LONGEST_STR);
+        char *s = (char *)(pool != NULL ? h2o_mem_alloc_pool(pool, char, cap) : h2o_mem_alloc(cap));
+        int len = snprintf(s, cap, "%" PRIu8, config_id);
+        assert(0 < len && (size_t)len < cap);
         return h2o_iovec_init(s, len);
     } else {
         return h2o_iovec_init(NULL, 0);
@@ -1380,9 +1383,10 @@ h2o_iovec_t h2o_socket_log_ssl_ech_cipher_bits(h2o_socket_t *sock, h2o_mem_pool_
 
     if (sock->ssl != NULL && sock->ssl->ptls != NULL && ptls_is_ech_handshake(sock->ssl->ptls, NULL, NULL, &cipher)) {
         uint16_t bits = (uint16_t)(cipher->aead->key_size * 8);
-        char *s = (char *)(pool != NULL ? h2o_mem_alloc_pool(pool, char, sizeof(H2O_UINT16_LONGEST_STR))
-                                        : h2o_mem_alloc(sizeof(H2O_UINT16_LONGEST_STR)));
-        size_t len = sprintf(s, "%" PRIu16, bits);
+        size_t cap = sizeof(H2O_UINT16_LONGEST_STR);
+        char *s = (char *)(pool != NULL ? h2o_mem_alloc_pool(pool, char, cap) : h2o_mem_alloc(cap));
+        int len = snprintf(s, cap, "%" PRIu16, bits);
+        assert(0 < len && (size_t)len < cap);
         return h2o_iovec_init(s, len);
     } else {
         return h2o_iovec_init(NULL, 0);
@@ -1441,7 +1445,10 @@ size_t h2o_socket_getnumerichost(const struct sockaddr *sa, socklen_t salen, cha
         struct sockaddr_in *sin = (void *)sa;
         uint32_t addr;
         addr = htonl(sin->sin_addr.s_addr);
-        return sprintf(buf, "%d.%d.%d.%d", addr >> 24, (addr >> 16) & 255, (addr >> 8) & 255, addr & 255);
+        /* buf is NI_MAXHOST long (h2o/socket.h) */
+        int len = snprintf(buf, NI_MAXHOST, "%d.%d.%d.%d", addr >> 24, (addr >> 16) & 255, (addr >> 8) & 255, addr & 255);
+        assert(0 < len && len < NI_MAXHOST);
+        return len;
     }
 
     if (getnameinfo(sa, salen, buf, NI_MAXHOST, NULL, 0, NI_NUMERICHOST) != 0)
@@ -2138,8 +2145,11 @@ void h2o_socket_ssl_handshake(h2o_socket_t *sock, SSL_CTX *ssl_ctx, const char *
                 (port = h2o_socket_getport((struct sockaddr *)&sa)) != -1) {
                 /* session cache is available */
                 h2o_iovec_t session_cache_key;
-                session_cache_key.base = h2o_mem_alloc(strlen(server_name) + sizeof(":" H2O_UINT16_LONGEST_STR));
-                session_cache_key.len = sprintf(session_cache_key.base, "%s:%" PRIu16, server_name, (uint16_t)port);
+                size_t key_cap = strlen(server_name) + sizeof(":" H2O_UINT16_LONGEST_STR);
+                session_cache_key.base = h2o_mem_alloc(key_cap);
+                int key_len = snprintf(session_cache_key.base, key_cap, "%s:%" PRIu16, server_name, (uint16_t)port);
+                assert(0 < key_len && (size_t)key_len < key_cap);
+                session_cache_key.len = key_len;
                 sock->ssl->handshake.client.session_cache = session_cache;
                 sock->ssl->handshake.client.session_cache_key = session_cache_key;
                 sock->ssl->handshake.client.session_cache_key_hash =

@@ -185,10 +185,13 @@ h2o_socketpool_target_t *h2o_socketpool_create_target(h2o_url_t *origin, h2o_soc
     }
 
     switch (target->type) {
-    case H2O_SOCKETPOOL_TYPE_NAMED:
-        target->peer.named_serv.base = h2o_mem_alloc(sizeof(H2O_UINT16_LONGEST_STR));
-        target->peer.named_serv.len = sprintf(target->peer.named_serv.base, "%u", (unsigned)h2o_url_get_port(&target->url));
-        break;
+    case H2O_SOCKETPOOL_TYPE_NAMED: {
+        size_t cap = sizeof(H2O_UINT16_LONGEST_STR);
+        target->peer.named_serv.base = h2o_mem_alloc(cap);
+        int len = snprintf(target->peer.named_serv.base, cap, "%u", (unsigned)h2o_url_get_port(&target->url));
+        assert(0 < len && (size_t)len < cap);
+        target->peer.named_serv.len = len;
+    } break;
     case H2O_SOCKETPOOL_TYPE_SOCKADDR:
         assert(salen <= sizeof(target->peer.sockaddr.bytes));
         memcpy(&target->peer.sockaddr.bytes, &sa, salen);

@@ -168,8 +168,9 @@ void h2o_time2str_log(char *buf, time_t time)
         gmt_sign = '-';
     }
 
-    int len = sprintf(buf, "%02d/%s/%d:%02d:%02d:%02d %c%02d%02d", localt.tm_mday,
-                      ("Jan\0Feb\0Mar\0Apr\0May\0Jun\0Jul\0Aug\0Sep\0Oct\0Nov\0Dec\0") + localt.tm_mon * 4, localt.tm_year + 1900,
-                      localt.tm_hour, localt.tm_min, localt.tm_sec, gmt_sign, gmt_off / 60, gmt_off % 60);
+    size_t cap = H2O_TIMESTR_LOG_LEN + 1; /* buf is h2o_timestamp_string_t's log[] */
+    int len = snprintf(buf, cap, "%02d/%s/%d:%02d:%02d:%02d %c%02d%02d", localt.tm_mday,
+                       ("Jan\0Feb\0Mar\0Apr\0May\0Jun\0Jul\0Aug\0Sep\0Oct\0Nov\0Dec\0") + localt.tm_mon * 4, localt.tm_year + 1900,
+                       localt.tm_hour, localt.tm_min, localt.tm_sec, gmt_sign, gmt_off / 60, gmt_off % 60);
     assert(len == H2O_TIMESTR_LOG_LEN);
 }

@@ -441,9 +441,10 @@ int h2o_url_init_with_hostport(h2o_url_t *url, h2o_mem_pool_t *pool, const h2o_u
     } else {
         url->_port = port;
         char _port[sizeof(H2O_UINT16_LONGEST_STR)];
-        int port_len = sprintf(_port, "%" PRIu16, port);
+        int port_len = snprintf(_port, sizeof(_port), "%" PRIu16, port);
         if (port_len < 0)
             return -1;
+        assert((size_t)port_len < sizeof(_port));
 
         url->authority.len = host.len + 1 + port_len;
         url->authority.base = pool == NULL ? h2o_mem_alloc(url->authority.len) : h2o_mem_alloc_pool(pool, char, url->authority.len);

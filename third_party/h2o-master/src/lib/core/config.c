@@ -286,14 +286,18 @@ h2o_hostconf_t *h2o_config_register_host(h2o_globalconf_t *config, h2o_iovec_t h
     if (hostconf->authority.port == 65535) {
         hostconf->authority.hostport = hostconf->authority.host;
     } else {
-        hostconf->authority.hostport.base = h2o_mem_alloc(hostconf->authority.host.len + sizeof("[]:" H2O_UINT16_LONGEST_STR));
+        size_t hostport_size = hostconf->authority.host.len + sizeof("[]:" H2O_UINT16_LONGEST_STR);
+        int hostport_len;
+        hostconf->authority.hostport.base = h2o_mem_alloc(hostport_size);
         if (strchr(hostconf->authority.host.base, ':') != NULL) {
-            hostconf->authority.hostport.len =
-                sprintf(hostconf->authority.hostport.base, "[%s]:%" PRIu16, hostconf->authority.host.base, port);
+            hostport_len =
+                snprintf(hostconf->authority.hostport.base, hostport_size, "[%s]:%" PRIu16, hostconf->authority.host.base, port);
         } else {
-            hostconf->authority.hostport.len =
-                sprintf(hostconf->authority.hostport.base, "%s:%" PRIu16, hostconf->authority.host.base, port);
+            hostport_len =
+                snprintf(hostconf->authority.hostport.base, hostport_size, "%s:%" PRIu16, hostconf->authority.host.base, port);
         }
+        assert(hostport_len >= 0 && (size_t)hostport_len < hostport_size);
+        hostconf->authority.hostport.len = hostport_len;
     }
 
     /* append to the list */

@@ -19,6 +19,7 @@
  * FROM, OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS
  * IN THE SOFTWARE.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -577,11 +578,15 @@ static int on_config_http2_casper(h2o_configurator_command_t *cmd, h2o_configura
             0)
             return -1;
         if (capacity_bits != NULL) {
-            if (!(sscanf((*capacity_bits)->data.scalar, "%u", &self->vars->http2.casper.capacity_bits) == 1 &&
-                  self->vars->http2.casper.capacity_bits < 16)) {
+            const char *bits_str = (*capacity_bits)->data.scalar;
+            char *bits_end;
+            errno = 0;
+            unsigned long bits = strtoul(bits_str, &bits_end, 10);
+            if (!(bits_end != bits_str && errno == 0 && bits < 16)) {
                 h2o_configurator_errprintf(cmd, *capacity_bits, "value of `capacity-bits` must be an integer between 0 to 15");
                 return -1;
             }
+            self->vars->http2.casper.capacity_bits = (unsigned)bits;
         }
         if (tracking_types != NULL && (self->vars->http2.casper.track_all_types =
                                            (int)h2o_configurator_get_one_of(cmd, *tracking_types, "blocking-assets,all")) == -1)
@@ -1443,8 +1448,11 @@ char *h2o_configurator_get_cmd_path(const char *cmd)
     }
 
     /* build full-path and return */
-    cmd_fullpath = h2o_mem_alloc(strlen(root) + strlen(cmd) + 2);
-    sprintf(cmd_fullpath, "%s/%s", root, cmd);
+    size_t cmd_fullpath_size = strlen(root) + strlen(cmd) + 2;
+    cmd_fullpath = h2o_mem_alloc(cmd_fullpath_size);
+    int cmd_fullpath_len = snprintf(cmd_fullpath, cmd_fullpath_size, "%s/%s", root, cmd);
+    assert(cmd_fullpath_len >= 0 && (size_t)cmd_fullpath_len < cmd_fullpath_size);
+    (void)cmd_fullpath_len;
     return cmd_fullpath;
 
 ReturnOrig:

@@ -19,6 +19,7 @@
  * FROM, OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS
  * IN THE SOFTWARE.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,8 @@ static int determine_magicquote_nodes(h2o_logconf_t *logconf, char *errbuf)
 
 h2o_logconf_t *h2o_logconf_compile(const char *fmt, int escape, char *errbuf)
 {
+    /* the size of errbuf: each caller passes char errbuf[256] (handler/access_log.c, handler/status/requests.c) */
+    size_t errbuf_size = 256;
     h2o_logconf_t *logconf = h2o_mem_alloc(sizeof(*logconf));
     const char *pt = fmt;
     size_t fmt_len = strlen(fmt);
@@ -190,7 +193,8 @@ h2o_logconf_t *h2o_logconf_compile(const char *fmt, int escape, char *errbuf)
                 const h2o_token_t *token;
                 const char *quote_end = strchr(++pt, '}');
                 if (quote_end == NULL) {
-                    sprintf(errbuf, "failed to compile log format: unterminated header name starting at: \"%16s\"", pt);
+                    snprintf(errbuf, errbuf_size, "failed to compile log format: unterminated header name starting at: \"%16s\"",
+                             pt);
                     goto Error;
                 }
                 const char modifier = quote_end[1];
@@ -222,7 +226,7 @@ h2o_logconf_t *h2o_logconf_compile(const char *fmt, int escape, char *errbuf)
                     } else if (h2o_memis(pt, quote_end - pt, H2O_STRLIT("remote"))) {
                         NEW_ELEMENT(ELEMENT_TYPE_REMOTE_PORT);
                     } else {
-                        sprintf(errbuf, "failed to compile log format: unknown specifier for %%{...}p");
+                        snprintf(errbuf, errbuf_size, "failed to compile log format: unknown specifier for %%{...}p");
                         goto Error;
                     }
                     break;
@@ -335,7 +339,8 @@ h2o_logconf_t *h2o_logconf_compile(const char *fmt, int escape, char *errbuf)
 #undef MAP_EXT_TO_PROTO
                     break;
                 default:
-                    sprintf(errbuf, "failed to compile log format: header name is not followed by either `i`, `o`, `x`, `e`");
+                    snprintf(errbuf, errbuf_size,
+                             "failed to compile log format: header name is not followed by either `i`, `o`, `x`, `e`");
                     goto Error;
                 }
                 pt = quote_end + 2;
@@ -365,7 +370,7 @@ h2o_logconf_t *h2o_logconf_compile(const char *fmt, int escape, char *errbuf)
                     TYPE_MAP('v', ELEMENT_TYPE_HOSTCONF);
 #undef TYPE_MAP
                 default:
-                    sprintf(errbuf, "failed to compile log format: unknown escape sequence: %%%c", pt[-1]);
+                    snprintf(errbuf, errbuf_size, "failed to compile log format: unknown escape sequence: %%%c", pt[-1]);
                     goto Error;
                 }
                 NEW_ELEMENT(type);
@@ -486,7 +491,8 @@ Fail:
     return pos;
 }
 
-static char *append_port(char *pos, socklen_t (*cb)(h2o_conn_t *conn, struct sockaddr *sa), h2o_conn_t *conn, h2o_iovec_t nullexpr)
+static char *append_port(char *pos, size_t room, socklen_t (*cb)(h2o_conn_t *conn, struct sockaddr *sa), h2o_conn_t *conn,
+                         h2o_iovec_t nullexpr)
 {
     struct sockaddr_storage ss;
     socklen_t sslen;
@@ -496,7 +502,9 @@ static char *append_port(char *pos, socklen_t (*cb)(h2o_conn_t *conn, struct soc
     int32_t port = h2o_socket_getport((void *)&ss);
     if (port == -1)
         goto Fail;
-    pos += sprintf(pos, "%" PRIu16, (uint16_t)port);
+    int len = snprintf(pos, room, "%" PRIu16, (uint16_t)port);
+    assert(len >= 0 && (size_t)len < room);
+    pos += len;
     return pos;
 
 Fail:
@@ -521,7 +529,7 @@ Fail:
         int32_t delta_sec = (int32_t)(delta_usec / (1000 * 1000));                                                                 \
         delta_usec -= ((int64_t)delta_sec * (1000 * 1000));                                                                        \
         RESERVE(sizeof(H2O_INT32_LONGEST_STR ".999999") - 1);                                                                      \
-        pos += sprintf(pos, "%" PRId32, delta_sec);                                                                                \
+        APPEND_PRINTF("%" PRId32, delta_sec);                                                                                      \
         if (delta_usec != 0) {                                                                                                     \
             int i;                                                                                                                 \
             *pos++ = '.';                                                                                                          \
@@ -595,6 +603,14 @@ char *h2o_log_request(h2o_logconf_t *logconf, h2o_req_t *req, size_t *len, char 
             should_realloc_on_expand = 1;                                                                                          \
         }                                                                                                                          \
     } while (0)
+/* formats at pos into the room left (line_end - pos); the RESERVE() before it counts the terminating NUL */
+#define APPEND_PRINTF(...)                                                                                                         \
+    do {                                                                                                                           \
+        size_t room_ = line_end - pos;                                                                                             \
+        int len_ = snprintf(pos, room_, __VA_ARGS__);                                                                              \
+        assert(len_ >= 0 && (size_t)len_ < room_);                                                                                 \
+        pos += len_;                                                                                                               \
+    } while (0)
 
         switch (element->type) {
         case ELEMENT_TYPE_EMPTY:
@@ -605,16 +621,16 @@ char *h2o_log_request(h2o_logconf_t *logconf, h2o_req_t *req, size_t *len, char 
             pos = append_addr(pos, req->conn->callbacks->get_sockname, req->conn, nullexpr);
             break;
         case ELEMENT_TYPE_BYTES_SENT: /* %b */
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRIu64, req->bytes_sent);
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu64, req->bytes_sent);
             break;
         case ELEMENT_TYPE_HEADER_BYTES_SENT: /* %{response-header-bytes}x */
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRIu64, req->header_bytes_sent);
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu64, req->header_bytes_sent);
             break;
         case ELEMENT_TYPE_REQUEST_BODY_BYTES: /* %{request-body-bytes}x */
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%zu", req->req_body_bytes_received);
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%zu", req->req_body_bytes_received);
             break;
         case ELEMENT_TYPE_PROTOCOL: /* %H */
             if (req->version == 0)
@@ -633,12 +649,12 @@ char *h2o_log_request(h2o_logconf_t *logconf, h2o_req_t *req, size_t *len, char 
             pos = append_unsafe_string(pos, req->input.method.base, req->input.method.len);
             break;
         case ELEMENT_TYPE_LOCAL_PORT: /* %p */
-            RESERVE(sizeof(H2O_UINT16_LONGEST_STR) - 1);
-            pos = append_port(pos, req->conn->callbacks->get_sockname, req->conn, nullexpr);
+            RESERVE(sizeof(H2O_UINT16_LONGEST_STR));
+            pos = append_port(pos, line_end - pos, req->conn->callbacks->get_sockname, req->conn, nullexpr);
             break;
         case ELEMENT_TYPE_REMOTE_PORT: /* %{remote}p */
-            RESERVE(sizeof(H2O_UINT16_LONGEST_STR) - 1);
-            pos = append_port(pos, req->conn->callbacks->get_peername, req->conn, nullexpr);
+            RESERVE(sizeof(H2O_UINT16_LONGEST_STR));
+            pos = append_port(pos, line_end - pos, req->conn->callbacks->get_peername, req->conn, nullexpr);
             break;
         case ELEMENT_TYPE_ENV_VAR: /* %{..}e */ {
             h2o_iovec_t *env_var = h2o_req_getenv(req, element->data.name.base, element->data.name.len, 0);
@@ -667,8 +683,8 @@ char *h2o_log_request(h2o_logconf_t *logconf, h2o_req_t *req, size_t *len, char 
         case ELEMENT_TYPE_STATUS: /* %s */
             if (req->res.status == 0)
                 goto EmitNull;
-            RESERVE(sizeof(H2O_INT32_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRId32, (int32_t)(element->original_response ? req->res.original.status : req->res.status));
+            RESERVE(sizeof(H2O_INT32_LONGEST_STR));
+            APPEND_PRINTF("%" PRId32, (int32_t)(element->original_response ? req->res.original.status : req->res.status));
             break;
         case ELEMENT_TYPE_TIMESTAMP: /* %t */
             if (h2o_timeval_is_null(&req->processed_at.at))
@@ -696,34 +712,32 @@ char *h2o_log_request(h2o_logconf_t *logconf, h2o_req_t *req, size_t *len, char 
         case ELEMENT_TYPE_TIMESTAMP_SEC_SINCE_EPOCH: /* %{sec}t */
             if (h2o_timeval_is_null(&req->processed_at.at))
                 goto EmitNull;
-            RESERVE(sizeof(H2O_UINT32_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRIu32, (uint32_t)req->processed_at.at.tv_sec);
+            RESERVE(sizeof(H2O_UINT32_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu32, (uint32_t)req->processed_at.at.tv_sec);
             break;
         case ELEMENT_TYPE_TIMESTAMP_MSEC_SINCE_EPOCH: /* %{msec}t */
             if (h2o_timeval_is_null(&req->processed_at.at))
                 goto EmitNull;
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRIu64,
-                           (uint64_t)req->processed_at.at.tv_sec * 1000 + (uint64_t)req->processed_at.at.tv_usec / 1000);
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu64, (uint64_t)req->processed_at.at.tv_sec * 1000 + (uint64_t)req->processed_at.at.tv_usec / 1000);
             break;
         case ELEMENT_TYPE_TIMESTAMP_USEC_SINCE_EPOCH: /* %{usec}t */
             if (h2o_timeval_is_null(&req->processed_at.at))
                 goto EmitNull;
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos +=
-                sprintf(pos, "%" PRIu64, (uint64_t)req->processed_at.at.tv_sec * 1000000 + (uint64_t)req->processed_at.at.tv_usec);
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu64, (uint64_t)req->processed_at.at.tv_sec * 1000000 + (uint64_t)req->processed_at.at.tv_usec);
             break;
         case ELEMENT_TYPE_TIMESTAMP_MSEC_FRAC: /* %{msec_frac}t */
             if (h2o_timeval_is_null(&req->processed_at.at))
                 goto EmitNull;
-            RESERVE(3);
-            pos += sprintf(pos, "%03u", (unsigned)(req->processed_at.at.tv_usec / 1000));
+            RESERVE(sizeof("999"));
+            APPEND_PRINTF("%03u", (unsigned)(req->processed_at.at.tv_usec / 1000));
             break;
         case ELEMENT_TYPE_TIMESTAMP_USEC_FRAC: /* %{usec_frac}t */
             if (h2o_timeval_is_null(&req->processed_at.at))
                 goto EmitNull;
-            RESERVE(6);
-            pos += sprintf(pos, "%06u", (unsigned)req->processed_at.at.tv_usec);
+            RESERVE(sizeof("999999"));
+            APPEND_PRINTF("%06u", (unsigned)req->processed_at.at.tv_usec);
             break;
         case ELEMENT_TYPE_URL_PATH: /* %U */ {
             if (req->input.path.len == 0)
@@ -799,8 +813,8 @@ char *h2o_log_request(h2o_logconf_t *logconf, h2o_req_t *req, size_t *len, char 
 #undef EMIT_HEADER
 
         case ELEMENT_TYPE_CONNECTION_ID:
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRIu64, req->conn->id);
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu64, req->conn->id);
             break;
 
         case ELEMENT_TYPE_CONNECT_TIME:
@@ -808,8 +822,8 @@ char *h2o_log_request(h2o_logconf_t *logconf, h2o_req_t *req, size_t *len, char 
             break;
 
         case ELEMENT_TYPE_REQUEST_ID:
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRIu64, req->conn->callbacks->get_req_id(req));
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu64, req->conn->callbacks->get_req_id(req));
             break;
 
         case ELEMENT_TYPE_REQUEST_HEADER_TIME:
@@ -866,33 +880,33 @@ char *h2o_log_request(h2o_logconf_t *logconf, h2o_req_t *req, size_t *len, char 
             break;
 
         case ELEMENT_TYPE_PROXY_REQUEST_BYTES:
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRIu64, req->proxy_stats.bytes_written.total);
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu64, req->proxy_stats.bytes_written.total);
             break;
 
         case ELEMENT_TYPE_PROXY_REQUEST_BYTES_HEADER:
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRIu64, req->proxy_stats.bytes_written.header);
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu64, req->proxy_stats.bytes_written.header);
             break;
 
         case ELEMENT_TYPE_PROXY_REQUEST_BYTES_BODY:
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRIu64, req->proxy_stats.bytes_written.body);
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu64, req->proxy_stats.bytes_written.body);
             break;
 
         case ELEMENT_TYPE_PROXY_RESPONSE_BYTES:
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRIu64, req->proxy_stats.bytes_read.total);
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu64, req->proxy_stats.bytes_read.total);
             break;
 
         case ELEMENT_TYPE_PROXY_RESPONSE_BYTES_HEADER:
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRIu64, req->proxy_stats.bytes_read.header);
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu64, req->proxy_stats.bytes_read.header);
             break;
 
         case ELEMENT_TYPE_PROXY_RESPONSE_BYTES_BODY:
-            RESERVE(sizeof(H2O_UINT64_LONGEST_STR) - 1);
-            pos += sprintf(pos, "%" PRIu64, req->proxy_stats.bytes_read.body);
+            RESERVE(sizeof(H2O_UINT64_LONGEST_STR));
+            APPEND_PRINTF("%" PRIu64, req->proxy_stats.bytes_read.body);
             break;
         case ELEMENT_TYPE_PROXY_SSL_SESSION_REUSED:
             RESERVE(1);
@@ -902,7 +916,7 @@ char *h2o_log_request(h2o_logconf_t *logconf, h2o_req_t *req, size_t *len, char 
             if (req->proxy_stats.conn.ssl.cipher_bits == 0)
                 goto EmitNull;
             RESERVE(sizeof(H2O_INT16_LONGEST_STR));
-            pos += sprintf(pos, "%" PRIu16, (uint16_t)req->proxy_stats.conn.ssl.cipher_bits);
+            APPEND_PRINTF("%" PRIu16, (uint16_t)req->proxy_stats.conn.ssl.cipher_bits);
             break;
         case ELEMENT_TYPE_PROXY_SSL_PROTOCOL_VERSION:
             APPEND_SAFE_STRING(pos, req->proxy_stats.conn.ssl.protocol_version);
@@ -946,6 +960,7 @@ char *h2o_log_request(h2o_logconf_t *logconf, h2o_req_t *req, size_t *len, char 
             break;
         }
 
+#undef APPEND_PRINTF
 #undef RESERVE
 
         pos = append_safe_string(pos, element->suffix.base, element->suffix.len);

@@ -135,8 +135,11 @@ static int req_requires_content_length(h2o_req_t *req)
 static h2o_iovec_t build_content_length(h2o_mem_pool_t *pool, size_t cl)
 {
     h2o_iovec_t cl_buf;
-    cl_buf.base = h2o_mem_alloc_pool(pool, char, sizeof(H2O_SIZE_T_LONGEST_STR));
-    cl_buf.len = sprintf(cl_buf.base, "%zu", cl);
+    size_t cl_buf_size = sizeof(H2O_SIZE_T_LONGEST_STR);
+    cl_buf.base = h2o_mem_alloc_pool(pool, char, cl_buf_size);
+    int cl_len = snprintf(cl_buf.base, cl_buf_size, "%zu", cl);
+    assert(cl_len >= 0 && (size_t)cl_len < cl_buf_size);
+    cl_buf.len = cl_len;
     return cl_buf;
 }
 

@@ -738,9 +738,12 @@ void h2o_req_log_error(h2o_req_t *req, const char *module, const char *fmt, ...)
 #undef INITIAL_BUF_SIZE
 
     /* build prefix */
-    char *pbuf = h2o_mem_alloc_pool(&req->pool, char, sizeof("[] in request::") + strlen(module) + 64 + 32);
+    size_t pbuf_size = sizeof("[] in request::") + strlen(module) + 64 + 32;
+    char *pbuf = h2o_mem_alloc_pool(&req->pool, char, pbuf_size);
     char *p = pbuf;
-    p += sprintf(p, "[%s] in request:", module);
+    int module_len = snprintf(p, pbuf_size, "[%s] in request:", module);
+    assert(module_len >= 0 && (size_t)module_len < pbuf_size);
+    p += module_len;
     p += append_with_limit(p, req->authority, 64);
     p += append_with_limit(p, req->path, 32);
     *p++ = ':';

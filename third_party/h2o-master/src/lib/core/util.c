@@ -20,6 +20,7 @@
  * IN THE SOFTWARE.
  */
 #include <assert.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -454,10 +455,12 @@ static ssize_t parse_proxy_line(char *src, size_t len, struct sockaddr *sa, sock
     char *port_start = p;
     SKIP_TO_WS();
     *p = '\0';
-    unsigned short usval;
-    if (sscanf(port_start, "%hu", &usval) != 1)
+    char *port_end;
+    errno = 0;
+    unsigned long usval = strtoul(port_start, &port_end, 10);
+    if (port_end == port_start || errno != 0 || usval > 65535)
         return -1;
-    *port = htons(usval);
+    *port = htons((uint16_t)usval);
     *p++ = ' ';
 
 SkipToEOL:
@@ -584,7 +587,14 @@ size_t h2o_stringify_proxy_header(h2o_conn_t *conn, char *buf)
     dst += strlen;
     *dst++ = ' ';
 
-    dst += sprintf(dst, "%" PRIu16 " %" PRIu16 "\r\n", peerport, (uint16_t)h2o_socket_getport((void *)&ss));
+    /* formatted aside and copied without its terminating NUL: the ports and CRLF end the header, which may fill all of
+     * H2O_PROXY_HEADER_MAX_LENGTH (no room for a NUL) */
+    char ports[sizeof(H2O_UINT16_LONGEST_STR " " H2O_UINT16_LONGEST_STR "\r\n")];
+    int ports_len =
+        snprintf(ports, sizeof(ports), "%" PRIu16 " %" PRIu16 "\r\n", peerport, (uint16_t)h2o_socket_getport((void *)&ss));
+    assert(ports_len >= 0 && (size_t)ports_len < sizeof(ports));
+    memcpy(dst, ports, ports_len);
+    dst += ports_len;
 
     return dst - buf;
 
@@ -794,7 +804,10 @@ size_t stringify_duration(char *buf, int64_t usec)
     int32_t msec = (int32_t)(usec / 1000);
     usec -= ((int64_t)msec * 1000);
     char *pos = buf;
-    pos += sprintf(pos, "dur=%" PRId32, msec);
+    size_t cap = sizeof(SERVER_TIMING_DURATION_LONGEST_STR) - 1; /* the room each caller leaves for a duration */
+    int len = snprintf(pos, cap, "dur=%" PRId32, msec);
+    assert(len >= 0 && (size_t)len < cap);
+    pos += len;
     if (usec != 0) {
         *pos++ = '.';
         int denom;

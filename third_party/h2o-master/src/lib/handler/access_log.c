@@ -102,7 +102,8 @@ int h2o_access_log_open_log(const char *path)
         ret = stat(path, &st);
         if (ret == 0 && (st.st_mode & S_IFMT) == S_IFSOCK) {
             struct sockaddr_un sa;
-            if (strlen(path) >= sizeof(sa.sun_path)) {
+            size_t path_len = strlen(path);
+            if (path_len >= sizeof(sa.sun_path)) {
                 h2o_error_printf("path:%s is too long as a unix socket name", path);
                 return -1;
             }
@@ -112,7 +113,7 @@ int h2o_access_log_open_log(const char *path)
             }
             memset(&sa, 0, sizeof(sa));
             sa.sun_family = AF_UNIX;
-            strcpy(sa.sun_path, path);
+            memcpy(sa.sun_path, path, path_len + 1);
             if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1) {
                 h2o_error_printf("failed to connect socket for log file:%s:%s\n", path, strerror(errno));
                 close(fd);

@@ -1028,7 +1028,8 @@ static int on_req_core(struct st_connect_handler_t *handler, h2o_req_t *req, h2o
         self->no_req_streaming = 1;
 
     char port_str[sizeof(H2O_UINT16_LONGEST_STR)];
-    int port_strlen = sprintf(port_str, "%" PRIu16, port);
+    int port_strlen = snprintf(port_str, sizeof(port_str), "%" PRIu16, port);
+    assert(0 <= port_strlen && (size_t)port_strlen < sizeof(port_str));
 
     self->getaddr_req.v6 = h2o_hostinfo_getaddr(
         &self->src_req->conn->ctx->receivers.hostinfo_getaddr, host, h2o_iovec_init(port_str, port_strlen), AF_INET6,

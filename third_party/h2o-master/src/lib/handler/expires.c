@@ -73,10 +73,13 @@ void h2o_expires_register(h2o_pathconf_t *pathconf, h2o_expires_args_t *args)
     case H2O_EXPIRES_MODE_ABSOLUTE:
         self->value = h2o_strdup(NULL, args->data.absolute, SIZE_MAX);
         break;
-    case H2O_EXPIRES_MODE_MAX_AGE:
-        self->value.base = h2o_mem_alloc(128);
-        self->value.len = sprintf(self->value.base, "max-age=%" PRIu64, args->data.max_age);
-        break;
+    case H2O_EXPIRES_MODE_MAX_AGE: {
+        size_t cap = 128;
+        self->value.base = h2o_mem_alloc(cap);
+        int len = snprintf(self->value.base, cap, "max-age=%" PRIu64, args->data.max_age);
+        assert(0 <= len && (size_t)len < cap);
+        self->value.len = len;
+    } break;
     default:
         assert(0);
         break;

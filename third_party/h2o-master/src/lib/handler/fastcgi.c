@@ -194,7 +194,8 @@ static void append_address_info(h2o_req_t *req, iovec_vector_t *vecs, const char
     int32_t port = h2o_socket_getport((void *)&ss);
     if (port != -1) {
         char buf[6];
-        int l = sprintf(buf, "%" PRIu16, (uint16_t)port);
+        int l = snprintf(buf, sizeof(buf), "%" PRIu16, (uint16_t)port);
+        assert(0 <= l && (size_t)l < sizeof(buf));
         append_pair(&req->pool, vecs, portlabel, portlabel_len, buf, (size_t)l);
     }
 }
@@ -220,7 +221,8 @@ static void append_params(h2o_req_t *req, iovec_vector_t *vecs, h2o_fastcgi_conf
     /* CONTENT_LENGTH */
     if (req->entity.base != NULL) {
         char buf[32];
-        int l = sprintf(buf, "%zu", req->entity.len);
+        int l = snprintf(buf, sizeof(buf), "%zu", req->entity.len);
+        assert(0 <= l && (size_t)l < sizeof(buf));
         append_pair(&req->pool, vecs, H2O_STRLIT("CONTENT_LENGTH"), buf, (size_t)l);
     }
     /* SCRIPT_FILENAME, SCRIPT_NAME, PATH_INFO */

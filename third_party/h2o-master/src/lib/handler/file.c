@@ -280,14 +280,21 @@ static void do_multirange_proceed(h2o_generator_t *_self, h2o_req_t *req)
     if (self->bytesleft == 0) {
         size_t *range_cur = self->ranged.range_infos + 2 * self->ranged.current_range;
         size_t range_end = *range_cur + *(range_cur + 1) - 1;
+        int part_header_len;
+        /* multirange_buf is MAX_BUF_SIZE bytes (do_send_file) */
         if (H2O_LIKELY(self->ranged.current_range != 0))
-            used_buf =
-                sprintf(self->ranged.multirange_buf, "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %zd-%zd/%zd\r\n\r\n",
-                        self->ranged.boundary.base, self->ranged.mimetype.base, *range_cur, range_end, self->ranged.filesize);
+            part_header_len =
+                snprintf(self->ranged.multirange_buf, MAX_BUF_SIZE,
+                         "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %zd-%zd/%zd\r\n\r\n", self->ranged.boundary.base,
+                         self->ranged.mimetype.base, *range_cur, range_end, self->ranged.filesize);
         else
-            used_buf =
-                sprintf(self->ranged.multirange_buf, "--%s\r\nContent-Type: %s\r\nContent-Range: bytes %zd-%zd/%zd\r\n\r\n",
-                        self->ranged.boundary.base, self->ranged.mimetype.base, *range_cur, range_end, self->ranged.filesize);
+            part_header_len = snprintf(
+                self->ranged.multirange_buf, MAX_BUF_SIZE, "--%s\r\nContent-Type: %s\r\nContent-Range: bytes %zd-%zd/%zd\r\n\r\n",
+                self->ranged.boundary.base, self->ranged.mimetype.base, *range_cur, range_end, self->ranged.filesize);
+        /* a part header that does not fit (a mime type of nearly MAX_BUF_SIZE bytes) is an error, not a truncated part */
+        if (part_header_len < 0 || part_header_len >= MAX_BUF_SIZE)
+            goto Error;
+        used_buf = part_header_len;
         self->ranged.current_range++;
         self->file.off = *range_cur;
         self->bytesleft = *++range_cur;
@@ -305,8 +312,11 @@ static void do_multirange_proceed(h2o_generator_t *_self, h2o_req_t *req)
     vec[0].base = self->ranged.multirange_buf;
     vec[0].len = rret + used_buf;
     if (self->ranged.current_range == self->ranged.range_count && self->bytesleft == 0) {
-        vec[1].base = h2o_mem_alloc_pool(&req->pool, char, sizeof("\r\n--") - 1 + BOUNDARY_SIZE + sizeof("--\r\n"));
-        vec[1].len = sprintf(vec[1].base, "\r\n--%s--\r\n", self->ranged.boundary.base);
+        size_t cap = sizeof("\r\n--") - 1 + BOUNDARY_SIZE + sizeof("--\r\n");
+        vec[1].base = h2o_mem_alloc_pool(&req->pool, char, cap);
+        int len = snprintf(vec[1].base, cap, "\r\n--%s--\r\n", self->ranged.boundary.base);
+        assert(0 <= len && (size_t)len < cap);
+        vec[1].len = len;
         vecarrsize = 2;
         send_state = H2O_SEND_STATE_FINAL;
     } else {
@@ -334,11 +344,14 @@ static struct st_h2o_sendfile_generator_t *create_generator(h2o_req_t *req, cons
     if ((flags & H2O_FILE_FLAG_SEND_COMPRESSED) != 0 && req->version >= 0x101) {
         int compressible_types = h2o_get_compressible_types(&req->headers);
         if (compressible_types != 0) {
-            char *variant_path = h2o_mem_alloc_pool(&req->pool, *variant_path, path_len + sizeof(".gz"));
+            /* room for the longest extension tried below (".zstd"; the ".gz" this was sized for was overrun by ".zst" and
+             * ".zstd") */
+            char *variant_path = h2o_mem_alloc_pool(&req->pool, *variant_path, path_len + sizeof(".zstd"));
             memcpy(variant_path, path, path_len);
 #define TRY_VARIANT(mask, enc, ext)                                                                                                \
     if ((compressible_types & mask) != 0) {                                                                                        \
-        strcpy(variant_path + path_len, ext);                                                                                      \
+        H2O_BUILD_ASSERT(sizeof(ext) <= sizeof(".zstd"));                                                                          \
+        memcpy(variant_path + path_len, ext, sizeof(ext));                                                                         \
         if ((fileref = h2o_filecache_open_file(req->conn->ctx->filecache, variant_path, O_RDONLY | O_CLOEXEC)) != NULL) {          \
             content_encoding = h2o_iovec_init(enc, sizeof(enc) - 1);                                                               \
             goto Opened;                                                                                                           \
@@ -359,7 +372,7 @@ static struct st_h2o_sendfile_generator_t *create_generator(h2o_req_t *req, cons
     if ((flags & H2O_FILE_FLAG_GUNZIP) != 0 && req->version >= 0x101) {
         char *variant_path = h2o_mem_alloc_pool(&req->pool, *variant_path, path_len + sizeof(".gz"));
         memcpy(variant_path, path, path_len);
-        strcpy(variant_path + path_len, ".gz");
+        memcpy(variant_path + path_len, ".gz", sizeof(".gz"));
         if ((fileref = h2o_filecache_open_file(req->conn->ctx->filecache, variant_path, O_RDONLY | O_CLOEXEC)) != NULL) {
             gunzip = 1;
             goto Opened;
@@ -439,8 +452,11 @@ static void do_send_file(struct st_h2o_sendfile_generator_t *self, h2o_req_t *re
     req->res.mime_attr = mime_attr;
 
     if (self->ranged.range_count > 1) {
-        mime_type.base = h2o_mem_alloc_pool(&req->pool, char, 52);
-        mime_type.len = sprintf(mime_type.base, "multipart/byteranges; boundary=%s", self->ranged.boundary.base);
+        size_t cap = 52;
+        mime_type.base = h2o_mem_alloc_pool(&req->pool, char, cap);
+        int len = snprintf(mime_type.base, cap, "multipart/byteranges; boundary=%s", self->ranged.boundary.base);
+        assert(0 <= len && (size_t)len < cap);
+        mime_type.len = len;
     }
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, mime_type.base, mime_type.len);
     h2o_filecache_get_last_modified(self->file.ref, self->header_bufs.last_modified);
@@ -454,9 +470,12 @@ static void do_send_file(struct st_h2o_sendfile_generator_t *self, h2o_req_t *re
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ACCEPT_RANGES, NULL, H2O_STRLIT("bytes"));
     else if (self->ranged.range_count == 1) {
         h2o_iovec_t content_range;
-        content_range.base = h2o_mem_alloc_pool(&req->pool, char, 128);
-        content_range.len = sprintf(content_range.base, "bytes %zd-%zd/%zd", self->ranged.range_infos[0],
-                                    self->ranged.range_infos[0] + self->ranged.range_infos[1] - 1, self->ranged.filesize);
+        size_t cap = 128;
+        content_range.base = h2o_mem_alloc_pool(&req->pool, char, cap);
+        int len = snprintf(content_range.base, cap, "bytes %zd-%zd/%zd", self->ranged.range_infos[0],
+                           self->ranged.range_infos[0] + self->ranged.range_infos[1] - 1, self->ranged.filesize);
+        assert(0 <= len && (size_t)len < cap);
+        content_range.len = len;
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_RANGE, NULL, content_range.base, content_range.len);
     }
 
@@ -788,8 +807,11 @@ static int serve_with_generator(struct st_h2o_sendfile_generator_t *generator, h
         range_infos = process_range(&req->pool, range, generator->bytesleft, &range_count);
         if (range_infos == NULL) {
             h2o_iovec_t content_range;
-            content_range.base = h2o_mem_alloc_pool(&req->pool, char, 32);
-            content_range.len = sprintf(content_range.base, "bytes */%zu", generator->bytesleft);
+            size_t cap = 32;
+            content_range.base = h2o_mem_alloc_pool(&req->pool, char, cap);
+            int len = snprintf(content_range.base, cap, "bytes */%zu", generator->bytesleft);
+            assert(0 <= len && (size_t)len < cap);
+            content_range.len = len;
             h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_RANGE, NULL, content_range.base, content_range.len);
             h2o_send_error_416(req, "Request Range Not Satisfiable", "requested range not satisfiable",
                                H2O_SEND_ERROR_KEEP_HEADERS);

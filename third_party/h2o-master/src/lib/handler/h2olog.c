@@ -45,8 +45,14 @@ static int on_req(h2o_handler_t *_self, h2o_req_t *req)
         size_t name_len;
         while ((name = h2o_next_token(&iter, '&', '&', &name_len, &value)) != NULL) {
             if (h2o_memis(name, name_len, H2O_STRLIT("sample-ratio"))) {
-                if (sscanf(h2o_uri_unescape(&req->pool, value.base, value.len).base, "%f", &sample_ratio) != 1 ||
-                    !(0 <= sample_ratio && sample_ratio <= 1)) {
+                /* a number as strtof reads it (what the former %f conversion read), text after it ignored; a value that
+                 * does not unescape is refused too (the former code passed NULL to the conversion). An overflow gives
+                 * +-HUGE_VALF, outside [0, 1]; an underflow is a value in [0, 1], accepted as before: errno is not consulted */
+                const char *sample_ratio_str = h2o_uri_unescape(&req->pool, value.base, value.len).base;
+                char *sample_ratio_end = NULL;
+                if (sample_ratio_str != NULL)
+                    sample_ratio = strtof(sample_ratio_str, &sample_ratio_end);
+                if (sample_ratio_str == NULL || sample_ratio_end == sample_ratio_str || !(0 <= sample_ratio && sample_ratio <= 1)) {
                     h2o_send_error_400(req, "Bad Request", "sample-rate must be a number between 0 and 1", 0);
                     ret = 0;
                     goto Exit;

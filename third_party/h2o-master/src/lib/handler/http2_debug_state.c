@@ -41,10 +41,16 @@ static int on_req(h2o_handler_t *_self, h2o_req_t *req)
 
     // stringify these variables to embed in Debug Header
     h2o_iovec_t conn_flow_in, conn_flow_out;
-    conn_flow_in.base = h2o_mem_alloc_pool(&req->pool, char, sizeof(H2O_INT64_LONGEST_STR));
-    conn_flow_in.len = sprintf(conn_flow_in.base, "%zd", debug_state->conn_flow_in);
-    conn_flow_out.base = h2o_mem_alloc_pool(&req->pool, char, sizeof(H2O_INT64_LONGEST_STR));
-    conn_flow_out.len = sprintf(conn_flow_out.base, "%zd", debug_state->conn_flow_out);
+    size_t cap = sizeof(H2O_INT64_LONGEST_STR);
+    int len;
+    conn_flow_in.base = h2o_mem_alloc_pool(&req->pool, char, cap);
+    len = snprintf(conn_flow_in.base, cap, "%zd", debug_state->conn_flow_in);
+    assert(0 <= len && (size_t)len < cap);
+    conn_flow_in.len = len;
+    conn_flow_out.base = h2o_mem_alloc_pool(&req->pool, char, cap);
+    len = snprintf(conn_flow_out.base, cap, "%zd", debug_state->conn_flow_out);
+    assert(0 <= len && (size_t)len < cap);
+    conn_flow_out.len = len;
 
     req->res.status = 200;
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, H2O_STRLIT("application/json; charset=utf-8"));

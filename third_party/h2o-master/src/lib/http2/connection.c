@@ -2009,17 +2009,21 @@ DEFINE_LOGGER(ssl_backend)
 static h2o_iovec_t log_stream_id(h2o_req_t *req)
 {
     h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
-    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, sizeof(H2O_UINT32_LONGEST_STR));
-    size_t len = (size_t)sprintf(s, "%" PRIu32, stream->stream_id);
+    size_t cap = sizeof(H2O_UINT32_LONGEST_STR);
+    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, cap);
+    size_t len = (size_t)snprintf(s, cap, "%" PRIu32, stream->stream_id);
+    assert(len < cap);
     return h2o_iovec_init(s, len);
 }
 
 static h2o_iovec_t log_priority_received(h2o_req_t *req)
 {
     h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
-    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, sizeof("1:" H2O_UINT32_LONGEST_STR ":" H2O_UINT16_LONGEST_STR));
-    size_t len = (size_t)sprintf(s, "%c:%" PRIu32 ":%" PRIu16, stream->received_priority.exclusive ? '1' : '0',
-                                 stream->received_priority.dependency, stream->received_priority.weight);
+    size_t cap = sizeof("1:" H2O_UINT32_LONGEST_STR ":" H2O_UINT16_LONGEST_STR);
+    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, cap);
+    size_t len = (size_t)snprintf(s, cap, "%c:%" PRIu32 ":%" PRIu16, stream->received_priority.exclusive ? '1' : '0',
+                                  stream->received_priority.dependency, stream->received_priority.weight);
+    assert(len < cap);
     return h2o_iovec_init(s, len);
 }
 
@@ -2032,16 +2036,20 @@ static h2o_iovec_t log_priority_received_exclusive(h2o_req_t *req)
 static h2o_iovec_t log_priority_received_parent(h2o_req_t *req)
 {
     h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
-    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, sizeof(H2O_UINT32_LONGEST_STR));
-    size_t len = sprintf(s, "%" PRIu32, stream->received_priority.dependency);
+    size_t cap = sizeof(H2O_UINT32_LONGEST_STR);
+    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, cap);
+    size_t len = (size_t)snprintf(s, cap, "%" PRIu32, stream->received_priority.dependency);
+    assert(len < cap);
     return h2o_iovec_init(s, len);
 }
 
 static h2o_iovec_t log_priority_received_weight(h2o_req_t *req)
 {
     h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
-    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, sizeof(H2O_UINT16_LONGEST_STR));
-    size_t len = sprintf(s, "%" PRIu16, stream->received_priority.weight);
+    size_t cap = sizeof(H2O_UINT16_LONGEST_STR);
+    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, cap);
+    size_t len = (size_t)snprintf(s, cap, "%" PRIu16, stream->received_priority.weight);
+    assert(len < cap);
     return h2o_iovec_init(s, len);
 }
 
@@ -2060,9 +2068,11 @@ static h2o_iovec_t log_priority_actual(h2o_req_t *req)
 {
     h2o_http2_conn_t *conn = (void *)req->conn;
     h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
-    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, sizeof(H2O_UINT32_LONGEST_STR ":" H2O_UINT16_LONGEST_STR));
-    size_t len = (size_t)sprintf(s, "%" PRIu32 ":%" PRIu16, get_parent_stream_id(conn, stream),
-                                 h2o_http2_scheduler_get_weight(&stream->_scheduler));
+    size_t cap = sizeof(H2O_UINT32_LONGEST_STR ":" H2O_UINT16_LONGEST_STR);
+    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, cap);
+    size_t len = (size_t)snprintf(s, cap, "%" PRIu32 ":%" PRIu16, get_parent_stream_id(conn, stream),
+                                  h2o_http2_scheduler_get_weight(&stream->_scheduler));
+    assert(len < cap);
     return h2o_iovec_init(s, len);
 }
 
@@ -2070,16 +2080,20 @@ static h2o_iovec_t log_priority_actual_parent(h2o_req_t *req)
 {
     h2o_http2_conn_t *conn = (void *)req->conn;
     h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
-    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, sizeof(H2O_UINT32_LONGEST_STR));
-    size_t len = (size_t)sprintf(s, "%" PRIu32, get_parent_stream_id(conn, stream));
+    size_t cap = sizeof(H2O_UINT32_LONGEST_STR);
+    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, cap);
+    size_t len = (size_t)snprintf(s, cap, "%" PRIu32, get_parent_stream_id(conn, stream));
+    assert(len < cap);
     return h2o_iovec_init(s, len);
 }
 
 static h2o_iovec_t log_priority_actual_weight(h2o_req_t *req)
 {
     h2o_http2_stream_t *stream = H2O_STRUCT_FROM_MEMBER(h2o_http2_stream_t, req, req);
-    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, sizeof(H2O_UINT16_LONGEST_STR));
-    size_t len = (size_t)sprintf(s, "%" PRIu16, h2o_http2_scheduler_get_weight(&stream->_scheduler));
+    size_t cap = sizeof(H2O_UINT16_LONGEST_STR);
+    char *s = h2o_mem_alloc_pool(&stream->req.pool, *s, cap);
+    size_t len = (size_t)snprintf(s, cap, "%" PRIu16, h2o_http2_scheduler_get_weight(&stream->_scheduler));
+    assert(len < cap);
     return h2o_iovec_init(s, len);
 }
 

@@ -457,7 +457,13 @@ static uint8_t *encode_status(uint8_t *dst, int status)
         /* use literal header field without indexing - indexed name */
         *dst++ = 8;
         *dst++ = 3;
-        sprintf((char *)dst, "%d", status);
+        {
+            /* the three digits, without the NUL that would land past STATUS_HEADER_MAX_SIZE */
+            char digits[sizeof("999")];
+            int digits_len = snprintf(digits, sizeof(digits), "%d", status);
+            assert(digits_len == 3);
+            memcpy(dst, digits, 3);
+        }
         dst += 3;
         break;
     }

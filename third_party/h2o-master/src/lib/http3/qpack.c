@@ -1381,7 +1381,7 @@ h2o_iovec_t h2o_qpack_flatten_response(h2o_qpack_encoder_t *_qpack, h2o_mem_pool
 #undef INDEXED_STATUS
     default: {
         char status_str[sizeof(H2O_UINT16_LONGEST_STR)];
-        sprintf(status_str, "%" PRIu16, (uint16_t)status);
+        snprintf(status_str, sizeof(status_str), "%" PRIu16, (uint16_t)status);
         do_flatten_header(&ctx, 24, 0, H2O_TOKEN_STATUS->flags.likely_to_repeat, &H2O_TOKEN_STATUS->buf,
                           h2o_iovec_init(status_str, strlen(status_str)), (h2o_header_flags_t){0});
     } break;
@@ -1398,7 +1398,8 @@ h2o_iovec_t h2o_qpack_flatten_response(h2o_qpack_encoder_t *_qpack, h2o_mem_pool
             flatten_static_indexed(&ctx, 4);
         } else {
             char cl_str[sizeof(H2O_SIZE_T_LONGEST_STR)];
-            size_t cl_len = (size_t)sprintf(cl_str, "%zu", content_length);
+            size_t cl_len = (size_t)snprintf(cl_str, sizeof(cl_str), "%zu", content_length);
+            assert(cl_len < sizeof(cl_str));
             do_flatten_header(&ctx, 4, 0, H2O_TOKEN_CONTENT_LENGTH->flags.likely_to_repeat, &H2O_TOKEN_CONTENT_LENGTH->buf,
                               h2o_iovec_init(cl_str, cl_len), (h2o_header_flags_t){0});
         }

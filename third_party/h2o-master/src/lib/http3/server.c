@@ -657,9 +657,11 @@ static quicly_tracer_t *get_tracer(h2o_conn_t *_conn)
 static h2o_iovec_t log_extensible_priorities(h2o_req_t *_req)
 {
     struct st_h2o_http3_server_stream_t *stream = H2O_STRUCT_FROM_MEMBER(struct st_h2o_http3_server_stream_t, req, _req);
-    char *buf = h2o_mem_alloc_pool(&stream->req.pool, char, sizeof("u=" H2O_UINT8_LONGEST_STR ",i=?1"));
-    int len =
-        sprintf(buf, "u=%" PRIu8 "%s", stream->scheduler.priority.urgency, stream->scheduler.priority.incremental ? ",i=?1" : "");
+    size_t cap = sizeof("u=" H2O_UINT8_LONGEST_STR ",i=?1");
+    char *buf = h2o_mem_alloc_pool(&stream->req.pool, char, cap);
+    size_t len = (size_t)snprintf(buf, cap, "u=%" PRIu8 "%s", stream->scheduler.priority.urgency,
+                                  stream->scheduler.priority.incremental ? ",i=?1" : "");
+    assert(len < cap);
     return h2o_iovec_init(buf, len);
 }
 
@@ -667,8 +669,11 @@ static h2o_iovec_t log_extensible_priorities(h2o_req_t *_req)
     static h2o_iovec_t log_##name(h2o_req_t *_req)                                                                                 \
     {                                                                                                                              \
         struct st_h2o_http3_server_stream_t *stream = H2O_STRUCT_FROM_MEMBER(struct st_h2o_http3_server_stream_t, req, _req);      \
-        char *buf = h2o_mem_alloc_pool(&stream->req.pool, char, sizeof(H2O_INT64_LONGEST_STR));                                    \
-        return h2o_iovec_init(buf, sprintf(buf, fmt, value));                                                                      \
+        size_t cap = sizeof(H2O_INT64_LONGEST_STR);                                                                                \
+        char *buf = h2o_mem_alloc_pool(&stream->req.pool, char, cap);                                                              \
+        size_t len = (size_t)snprintf(buf, cap, fmt, value);                                                                       \
+        assert(len < cap);                                                                                                         \
+        return h2o_iovec_init(buf, len);                                                                                           \
     }
 
 DEFINE_NUMERIC_LOGGER(request_header_bytes, "%" PRIu64, stream->stats.req.headers_frame_bytes)
@@ -693,8 +698,10 @@ static h2o_iovec_t log_delivery_rate(h2o_req_t *req)
     quicly_rate_t rate;
 
     if (quicly_get_delivery_rate(conn->h3.super.quic, &rate) == 0 && rate.latest != 0) {
-        char *buf = h2o_mem_alloc_pool(&req->pool, char, sizeof(H2O_UINT64_LONGEST_STR));
-        size_t len = sprintf(buf, "%" PRIu64, rate.latest);
+        size_t cap = sizeof(H2O_UINT64_LONGEST_STR);
+        char *buf = h2o_mem_alloc_pool(&req->pool, char, cap);
+        size_t len = (size_t)snprintf(buf, cap, "%" PRIu64, rate.latest);
+        assert(len < cap);
         return h2o_iovec_init(buf, len);
     }
 
@@ -729,8 +736,11 @@ static h2o_iovec_t log_cipher_bits(h2o_req_t *req)
     if (cipher == NULL)
         return h2o_iovec_init(NULL, 0);
 
-    char *buf = h2o_mem_alloc_pool(&req->pool, char, sizeof(H2O_UINT16_LONGEST_STR));
-    return h2o_iovec_init(buf, sprintf(buf, "%" PRIu16, (uint16_t)(cipher->aead->key_size * 8)));
+    size_t cap = sizeof(H2O_UINT16_LONGEST_STR);
+    char *buf = h2o_mem_alloc_pool(&req->pool, char, cap);
+    size_t len = (size_t)snprintf(buf, cap, "%" PRIu16, (uint16_t)(cipher->aead->key_size * 8));
+    assert(len < cap);
+    return h2o_iovec_init(buf, len);
 }
 
 static h2o_iovec_t log_session_id(h2o_req_t *_req)
@@ -754,8 +764,10 @@ static h2o_iovec_t log_ech_config_id(h2o_req_t *req)
     uint8_t config_id;
 
     if (ptls_is_ech_handshake(tls, &config_id, NULL, NULL)) {
-        char *s = h2o_mem_alloc_pool(&req->pool, char, sizeof(H2O_UINT8_LONGEST_STR));
-        size_t len = sprintf(s, "%" PRIu8, config_id);
+        size_t cap = sizeof(H2O_UINT8_LONGEST_STR);
+        char *s = h2o_mem_alloc_pool(&req->pool, char, cap);
+        size_t len = (size_t)snprintf(s, cap, "%" PRIu8, config_id);
+        assert(len < cap);
         return h2o_iovec_init(s, len);
     } else {
         return h2o_iovec_init(NULL, 0);
@@ -796,8 +808,10 @@ static h2o_iovec_t log_ech_cipher_bits(h2o_req_t *req)
 
     if (ptls_is_ech_handshake(tls, NULL, NULL, &cipher)) {
         uint16_t bits = (uint16_t)(cipher->aead->key_size * 8);
-        char *s = h2o_mem_alloc_pool(&req->pool, char, sizeof(H2O_UINT16_LONGEST_STR));
-        size_t len = sprintf(s, "%" PRIu16, bits);
+        size_t cap = sizeof(H2O_UINT16_LONGEST_STR);
+        char *s = h2o_mem_alloc_pool(&req->pool, char, cap);
+        size_t len = (size_t)snprintf(s, cap, "%" PRIu16, bits);
+        assert(len < cap);
         return h2o_iovec_init(s, len);
     } else {
         return h2o_iovec_init(NULL, 0);
@@ -1767,8 +1781,10 @@ static int finalize_do_send_setup_udp_tunnel(struct st_h2o_http3_server_stream_t
             stream->req.forward_datagram.read_ = tunnel_on_udp_read;
             /* if the request type is draft-03, build and return the value of datagram-flow-id header field */
             if (stream->req.input.method.len == sizeof("CONNECT-UDP") - 1) {
-                datagram_flow_id->base = h2o_mem_alloc_pool(&stream->req.pool, char, sizeof(H2O_UINT64_LONGEST_STR));
-                datagram_flow_id->len = sprintf(datagram_flow_id->base, "%" PRIu64, stream->datagram_flow_id);
+                size_t cap = sizeof(H2O_UINT64_LONGEST_STR);
+                datagram_flow_id->base = h2o_mem_alloc_pool(&stream->req.pool, char, cap);
+                datagram_flow_id->len = (size_t)snprintf(datagram_flow_id->base, cap, "%" PRIu64, stream->datagram_flow_id);
+                assert(datagram_flow_id->len < cap);
             }
         }
     }

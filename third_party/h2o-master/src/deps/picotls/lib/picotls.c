@@ -7107,7 +7107,8 @@ void ptls_log__do_write_start(struct st_ptls_log_point_t *point, int add_time)
     /* obtain and stringify thread id once */
     if (logbuf.tid.len == 0) {
 #if defined(__linux__)
-        logbuf.tid.len = sprintf(logbuf.tid.buf, ",\"tid\":%" PRId64, (int64_t)syscall(SYS_gettid));
+        logbuf.tid.len =
+            (size_t)snprintf(logbuf.tid.buf, sizeof(logbuf.tid.buf), ",\"tid\":%" PRId64, (int64_t)syscall(SYS_gettid));
 #elif defined(__APPLE__)
         uint64_t t = 0;
 #if MAC_OS_X_VERSION_MAX_ALLOWED < 1060 || defined(__POWERPC__)
@@ -7115,12 +7116,13 @@ void ptls_log__do_write_start(struct st_ptls_log_point_t *point, int add_time)
 #else
         (void)pthread_threadid_np(NULL, &t);
 #endif
-        logbuf.tid.len = sprintf(logbuf.tid.buf, ",\"tid\":%" PRIu64, t);
+        logbuf.tid.len = (size_t)snprintf(logbuf.tid.buf, sizeof(logbuf.tid.buf), ",\"tid\":%" PRIu64, t);
 #else
         /* other platforms: skip emitting tid, by keeping logbuf.tid.len == 0 */
 #endif
     }
     /* append tid */
+    assert(logbuf.tid.len < sizeof(logbuf.tid.buf));
     assert(written > 0 && written + logbuf.tid.len < logbuf.buf.capacity);
     memcpy((char *)logbuf.buf.base + written, logbuf.tid.buf, logbuf.tid.len + 1);
     written += logbuf.tid.len;

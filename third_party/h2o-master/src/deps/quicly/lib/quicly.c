@@ -2005,7 +2005,7 @@ static void stringify_address(char *buf, struct sockaddr *sa)
     }
 
     *p++ = ':';
-    sprintf(p, "%" PRIu16, port);
+    snprintf(p, sizeof(LONGEST_ADDRESS_STR) - (size_t)(p - buf), "%" PRIu16, port);
 }
 
 static int new_path(quicly_conn_t *conn, size_t path_index, struct sockaddr *remote_addr, struct sockaddr *local_addr)

@@ -51,7 +51,8 @@ static int on_config_gzip(h2o_configurator_command_t *cmd, h2o_configurator_cont
 
 static int obtain_quality(yoml_t *node, int min_quality, int max_quality, int default_quality, int *slot)
 {
-    int tmp;
+    long tmp;
+    char *end;
     if (node->type != YOML_TYPE_SCALAR)
         return -1;
     if (strcasecmp(node->data.scalar, "OFF") == 0) {
@@ -62,8 +63,12 @@ static int obtain_quality(yoml_t *node, int min_quality, int max_quality, int de
         *slot = default_quality;
         return 0;
     }
-    if (sscanf(node->data.scalar, "%d", &tmp) == 1 && (min_quality <= tmp && tmp <= max_quality)) {
-        *slot = tmp;
+    /* a decimal number after optional whitespace, text after it ignored (as with the former %d conversion); a number out
+     * of the range of int, which that conversion wrapped, is rejected */
+    errno = 0;
+    tmp = strtol(node->data.scalar, &end, 10);
+    if (end != node->data.scalar && errno == 0 && (min_quality <= tmp && tmp <= max_quality)) {
+        *slot = (int)tmp;
         return 0;
     }
     return -1;

@@ -19,8 +19,12 @@
  * FROM, OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS
  * IN THE SOFTWARE.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "h2o.h"
 #include "h2o/configurator.h"
@@ -31,6 +35,39 @@ struct expires_configurator_t {
     h2o_expires_args_t *_args_stack[H2O_CONFIGURATOR_NUM_LEVELS + 1];
 };
 
+/**
+ * parses `<number> <unit>` as the former conversion `%" SCNu64 " %31s` did: a decimal number after optional whitespace (a sign
+ * allowed, as by strtoull), optional whitespace, then the unit: the non-whitespace characters that follow (at least one, at most
+ * 31 kept), text after them ignored. A number out of the range of uint64_t, which that conversion saturated, is rejected.
+ */
+static int parse_value_unit(const char *s, uint64_t *value, char *unit, size_t unit_size)
+{
+    char *end;
+    unsigned long long v;
+    size_t unit_len;
+
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (end == s || errno != 0)
+        return 0;
+#if ULLONG_MAX > UINT64_MAX
+    if (v > UINT64_MAX)
+        return 0;
+#endif
+    for (s = end; *s != '\0' && isspace((unsigned char)*s); ++s)
+        ;
+    for (unit_len = 0; s[unit_len] != '\0' && !isspace((unsigned char)s[unit_len]); ++unit_len)
+        ;
+    if (unit_len == 0)
+        return 0;
+    if (unit_len > unit_size - 1)
+        unit_len = unit_size - 1;
+    memcpy(unit, s, unit_len);
+    unit[unit_len] = '\0';
+    *value = v;
+    return 1;
+}
+
 static int on_config_expires(h2o_configurator_command_t *cmd, h2o_configurator_context_t *ctx, yoml_t *node)
 {
     struct expires_configurator_t *self = (void *)cmd->configurator;
@@ -40,7 +77,7 @@ static int on_config_expires(h2o_configurator_command_t *cmd, h2o_configurator_c
     if (strcasecmp(node->data.scalar, "OFF") == 0) {
         free(*self->args);
         *self->args = NULL;
-    } else if (sscanf(node->data.scalar, "%" SCNu64 " %31s", &value, unit) == 2) {
+    } else if (parse_value_unit(node->data.scalar, &value, unit, sizeof(unit))) {
         /* convert value to seconds depending on the unit */
         if (strncasecmp(unit, H2O_STRLIT("second")) == 0) {
             /* ok */

@@ -119,10 +119,17 @@ static int on_config_connect(h2o_configurator_command_t *cmd, h2o_configurator_c
     } else if (strcmp(type, "tcp") == 0) {
         /* tcp socket */
         uint16_t port;
-        if (sscanf(servname, "%" SCNu16, &port) != 1) {
+        unsigned long port_ul;
+        char *end;
+        /* a decimal number after optional whitespace, text after it ignored, as the former %hu conversion read it; a
+         * number above 65535 or below zero ("-0" aside), which that conversion wrapped into a port, is rejected */
+        errno = 0;
+        port_ul = strtoul(servname, &end, 10);
+        if (end == servname || errno != 0 || port_ul > UINT16_MAX) {
             h2o_configurator_errprintf(cmd, node, "invalid port number:%s", servname);
             return -1;
         }
+        port = (uint16_t)port_ul;
         h2o_url_init_with_hostport(&upstream, NULL, &H2O_URL_SCHEME_FASTCGI, h2o_iovec_init(hostname, strlen(hostname)), port,
                                    h2o_iovec_init(H2O_STRLIT("/")));
     } else {
@@ -280,7 +287,9 @@ static int on_config_spawn(h2o_configurator_command_t *cmd, h2o_configurator_con
         dirname[0] = '\0';
         spawner_fd = -1;
         sa.sun_family = AF_UNIX;
-        strcpy(sa.sun_path, "/dry-run.nonexistent");
+        static const char dry_run_path[] = "/dry-run.nonexistent";
+        H2O_BUILD_ASSERT(sizeof(dry_run_path) <= sizeof(sa.sun_path));
+        memcpy(sa.sun_path, dry_run_path, sizeof(dry_run_path));
     } else {
         /* create temporary directory */
         if (mkdtemp(dirname) == NULL) {

@@ -142,7 +142,10 @@ static h2o_iovec_t durations_status_final(void *priv, h2o_globalconf_t *gconf, h
 #undef DURATION_FMT
 #undef DURATION_VALS
     char *delim = "";
-    ret.len += sprintf(ret.base + ret.len, ",\n\"evloop-latency-nanosec\": [");
+    assert(ret.len < BUFSIZE);
+    int opening_len = snprintf(ret.base + ret.len, BUFSIZE - ret.len, ",\n\"evloop-latency-nanosec\": [");
+    assert(0 <= opening_len && ret.len + opening_len < BUFSIZE);
+    ret.len += opening_len;
     size_t i;
     for (i = 0; i < agg_stats->stats.evloop_latency_nanosec.size; i++) {
         size_t len = snprintf(NULL, 0, "%s%" PRIu64, delim, agg_stats->stats.evloop_latency_nanosec.entries[i]);
