@@ -182,6 +182,8 @@ static void init_globalconf(h2o_globalconf_t *g, const gw_config_t *config)
     g->max_request_entity_size = config->limits.max_request_body_bytes;
     /* an "Upgrade: h2c" from a client must not turn into HTTP/2 behind our back */
     g->http1.upgrade_to_http2 = 0;
+    /* where h2o master's defaults differ from the contract (no extended CONNECT, the keep-alive idle time) */
+    gw_globalconf_contract_defaults(g);
 #ifndef GW_ENGINE_H2O_MASTER /* h2o patches 0150, 0320: not on h2o master yet (issue 40), these limits are not enforced there */
     /* h2o answers 431 past it, HTTP/2 while decoding (patch 0150): the head never reaches the pipeline; 0320: a client
      * that keeps sending requests without reading the answers */

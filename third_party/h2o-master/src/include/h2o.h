@@ -411,6 +411,16 @@ struct st_h2o_globalconf_t {
          */
         uint64_t req_io_timeout;
         /**
+         * when set, req_io_timeout applies to reading requests only, not while a response is being sent: the application
+         * times its responses itself (a silent body, a client that stops reading)
+         */
+        int no_response_io_timeout;
+        /**
+         * when set, a chunked response ended with H2O_SEND_STATE_ERROR is closed after the data sent, without the broken chunk
+         * that otherwise marks the error: the body ends without its last chunk (a truncated transfer)
+         */
+        int error_closes_only;
+        /**
          * a boolean value indicating whether or not to upgrade to HTTP/2
          */
         int upgrade_to_http2;
@@ -460,6 +470,11 @@ struct st_h2o_globalconf_t {
          * milliseconds to delay processing requests when suspicious behavior is detected
          */
         uint64_t dos_delay;
+        /**
+         * when set, SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441) is not advertised: clients do not send extended CONNECT
+         * (WebSocket over HTTP/2) to a server whose handlers cannot serve it
+         */
+        int no_extended_connect;
     } http2;
 
     struct {
