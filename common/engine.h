@@ -40,7 +40,7 @@ typedef h2o_timeout_cb gw_timer_cb;
  * A duration that timers are linked for, made for one loop. On 2.2.5 it is
  * h2o_timeout_t, a list of the timers linked for that duration that the
  * loop walks every turn (so the gateway shares one per (loop, duration):
- * common/loop_timeout.h); on master's timer wheel it would only hold the
+ * common/loop_timeout.h); on master's timer wheel it only holds the
  * milliseconds.
  */
 #ifdef GW_ENGINE_H2O_MASTER
@@ -146,7 +146,10 @@ static inline void gw_delay_timer_init(h2o_loop_t *loop, gw_delay_timer_t *t, gw
 }
 
 /* (Re)links `t` to expire `delay_ms` from the loop's now; 0 is taken as 1:
- * on 2.2.5 a 0 ms timer re-linked from its own callback fires again at once. */
+ * a 0 ms timer re-linked from its own callback fires again in the same loop
+ * turn, on 2.2.5 without end, on master's timer wheel up to 10 times (its
+ * h2o_evloop_run collects expired timers 10 times at most); at 1 ms it fires
+ * once a turn and the loop polls in between (test_engine). */
 static inline void gw_delay_timer_link(h2o_loop_t *loop, gw_delay_timer_t *t, uint64_t delay_ms)
 {
     gw_timer_unlink(&t->entry);
@@ -289,6 +292,38 @@ static inline h2o_req_prefilter_t *gw_add_prefilter(h2o_req_t *req, size_t sz)
 }
 
 /* --- connections and requests ------------------------------------------------------------------------------------------ */
+
+/*
+ * Where h2o master's server defaults differ from what the gateway promises,
+ * the gateway's (issue 40; nothing to do on 2.2.5, whose defaults these are):
+ * - no extended CONNECT (RFC 8441) advertised: the gateway serves
+ *   WebSockets over HTTP/1.1 Upgrade only, and Chromium opens a wss://
+ *   WebSocket as an extended CONNECT on its HTTP/2 connection when the
+ *   server advertises it, with no fallback (our patch 0003 makes master's
+ *   advertisement optional);
+ * - HTTP/1.1 reads time out as on 2.2.5: a request's head within h2o's
+ *   request timeout (http1.req_timeout, 10 s), its body and an idle
+ *   keep-alive connection after 10 s without a byte, not master's 5 s
+ *   (http1.req_io_timeout, new in master);
+ * - and no h2o timer while a response is sent (our patch 0004): master's
+ *   I/O timeout cut a body silent for 5 s and a client reading nothing for
+ *   5 s; the gateway's own timeouts (upstream.idle_timeout_ms, timeout:<n>,
+ *   limits.client_stall_timeout_ms) govern responses, as on 2.2.5;
+ * - a cut HTTP/1.1 chunked response is closed before its end (the
+ *   contract's cut, a truncated transfer to clients), without the broken
+ *   chunk master appends (our patch 0005).
+ */
+static inline void gw_globalconf_contract_defaults(h2o_globalconf_t *g)
+{
+#ifdef GW_ENGINE_H2O_MASTER
+    g->http2.no_extended_connect = 1;
+    g->http1.req_io_timeout = g->http1.req_timeout;
+    g->http1.no_response_io_timeout = 1;
+    g->http1.error_closes_only = 1;
+#else
+    (void)g;
+#endif
+}
 
 /* Has `cb(data, conn)` called on each HTTP/2 stream error a client causes
  * (h2o patch 0300, on both engines; it returns non-zero to close the

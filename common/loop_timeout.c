@@ -88,10 +88,6 @@ void gw_loop_timeout_release(h2o_loop_t *loop, gw_timeout_t *timeout)
 
 void gw_loop_timeout_adopt_context(h2o_context_t *ctx)
 {
-#ifdef GW_ENGINE_H2O_MASTER
-    (void)ctx; /* master's context keeps no durations: its timers are on the loop's wheel */
-#else
     gw_loop_timeout_adopt(ctx->loop, &ctx->zero_timeout);
     gw_loop_timeout_adopt(ctx->loop, &ctx->one_sec_timeout);
-#endif
 }

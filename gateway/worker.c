@@ -182,6 +182,7 @@ static void init_globalconf(h2o_globalconf_t *g, const gw_config_t *config)
     g->max_request_entity_size = config->limits.max_request_body_bytes;
     g->http1.upgrade_to_http2 = 0; /* an "Upgrade: h2c" from a client must not turn into HTTP/2 behind our back */
     gw_globalconf_http2_reset_policy(g);
+    gw_globalconf_contract_defaults(g); /* where h2o master's defaults differ from the contract (common/engine.h) */
     /* h2o answers 431 past it, HTTP/2 while decoding (patch 0150): the head never reaches the pipeline */
     g->max_request_head_size = config->limits.max_request_head_bytes;
     /* h2o patch 0320: a client that keeps sending requests without reading the answers */

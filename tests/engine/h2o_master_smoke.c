@@ -7,7 +7,12 @@
  * finds the accepted socket through get_socket (0001), the socket's
  * on_close runs while its descriptor is open (0220), and the HTTP/2
  * request sees the client's window and is reset with the code given
- * (0230), and a read callback sees the bytes of its own read (0002). Built only with -Dengine=h2o-master (the gateway itself is not
+ * (0230), the server's SETTINGS leave out extended CONNECT when told to
+ * (0003), a read callback sees the bytes of its own read (0002), and a
+ * keep-alive HTTP/1.1 connection whose requests are answered a loop turn
+ * later (as the gateway answers, once its sandbox has) makes no epoll_ctl
+ * between requests (0200; epoll_ctl is counted through the linker's
+ * --wrap). Built only with -Dengine=h2o-master (the gateway itself is not
  * ported yet). Prints h2o's version and exits 0, or names what failed and
  * exits 1.
  */
@@ -15,6 +20,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <h2o.h>
@@ -32,6 +38,18 @@ static int closed_with_fd_open = -1; /* on_close found the descriptor open (1) o
 static ssize_t h2_window = -1;       /* what h2o_http2_get_send_window said (0230) */
 static h2o_req_t *h2_req;            /* the HTTP/2 request, reset from a timer */
 static h2o_timer_t h2_reset_timer;
+static h2o_req_t *later_req; /* an HTTP/1 request for /later, answered from a timer */
+static h2o_timer_t later_timer;
+static int epoll_ctl_calls;
+
+/* every epoll_ctl of the library (-Wl,--wrap=epoll_ctl) */
+int __real_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
+int __wrap_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event);
+int __wrap_epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
+{
+    ++epoll_ctl_calls;
+    return __real_epoll_ctl(epfd, op, fd, event);
+}
 
 static void on_timer(h2o_timer_t *timer)
 {
@@ -54,6 +72,21 @@ static void on_h2_reset_timer(h2o_timer_t *timer)
     h2o_http2_reset_request(h2_req, H2O_HTTP2_ERROR_CANCEL);
 }
 
+static void answer(h2o_req_t *req)
+{
+    req->res.status = 200;
+    req->res.reason = "OK";
+    req->res.content_length = sizeof("smoke\n") - 1; /* or master's HTTP/1 chunks the body */
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, H2O_STRLIT("text/plain"));
+    h2o_send_inline(req, H2O_STRLIT("smoke\n"));
+}
+
+static void on_later_timer(h2o_timer_t *timer)
+{
+    (void)timer;
+    answer(later_req);
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     (void)self;
@@ -61,13 +94,12 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     if (req->version >= 0x200) {
         h2_req = req;
         h2o_timer_link(req->conn->ctx->loop, 0, &h2_reset_timer);
-        return 0;
+    } else if (h2o_memis(req->path.base, req->path.len, H2O_STRLIT("/later"))) {
+        later_req = req;
+        h2o_timer_link(req->conn->ctx->loop, 1, &later_timer);
+    } else {
+        answer(req);
     }
-    req->res.status = 200;
-    req->res.reason = "OK";
-    req->res.content_length = sizeof("smoke\n") - 1; /* or master's HTTP/1 chunks the body */
-    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, H2O_STRLIT("text/plain"));
-    h2o_send_inline(req, H2O_STRLIT("smoke\n"));
     return 0;
 }
 
@@ -180,6 +212,54 @@ static int serve_http1(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ctx)
     return 0;
 }
 
+/* Sends `request` on `fd` (unless NULL: already sent) and runs the loop until its answer is in and a few turns
+ * more (the socket state changes the answer made); 0 when answered. */
+static int ask(h2o_loop_t *loop, int fd, const char *request)
+{
+    char buf[RESPONSE_MAX];
+    size_t len = 0;
+    int done = 0, turns;
+
+    if (request != NULL && write(fd, request, strlen(request)) != (ssize_t)strlen(request))
+        return -1;
+    for (turns = 0; !done && turns != 200; ++turns) {
+        h2o_evloop_run(loop, 10);
+        read_answer(fd, buf, &len, &done);
+    }
+    for (turns = 0; turns != 3; ++turns)
+        h2o_evloop_run(loop, 0);
+    return done ? 0 : -1;
+}
+
+/* Two keep-alive requests on one connection, each answered a loop turn
+ * later: the server socket stops reading while a request is handled and
+ * reads again after its answer, and that costs no epoll_ctl (0200; 2 per
+ * request without it). */
+static int serve_keepalive(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ctx)
+{
+    static const char request[] = "GET /later HTTP/1.1\r\nHost: smoke\r\n\r\n";
+    int fd, calls = -1, turns;
+
+    closed_with_fd_open = -1;
+    if ((fd = connect_pair(loop, accept_ctx, request, sizeof(request) - 1)) == -1)
+        return -1;
+    if (ask(loop, fd, NULL) == 0) {
+        calls = epoll_ctl_calls;
+        calls = ask(loop, fd, request) == 0 ? epoll_ctl_calls - calls : -1;
+    }
+    close(fd);
+    /* the server sees the client leave and disposes the connection (no timer may stay linked) */
+    for (turns = 0; closed_with_fd_open == -1 && turns != 200; ++turns)
+        h2o_evloop_run(loop, 10);
+    if (calls != 0) {
+        fprintf(stderr, "smoke: a keep-alive request %s\n", calls < 0 ? "was not answered" : "made epoll_ctl calls");
+        if (calls > 0)
+            fprintf(stderr, "smoke: %d epoll_ctl calls between two keep-alive requests (want 0)\n", calls);
+        return -1;
+    }
+    return 0;
+}
+
 /* 1 when `buf` holds a whole RST_STREAM frame for H2_STREAM_ID with
  * `code`, walking the frames from the start. */
 static int has_rst_stream(const uint8_t *buf, size_t len, uint32_t code)
@@ -194,6 +274,26 @@ static int has_rst_stream(const uint8_t *buf, size_t len, uint32_t code)
             buf[at + 8] == H2_STREAM_ID &&
             ((uint32_t)buf[at + 9] << 24 | (uint32_t)buf[at + 10] << 16 | (uint32_t)buf[at + 11] << 8 | buf[at + 12]) == code)
             return 1;
+        at += 9 + flen;
+    }
+    return 0;
+}
+
+/* 1 when the server's first SETTINGS frame (not an ACK) in `buf` has the setting `id`. */
+static int settings_has(const uint8_t *buf, size_t len, unsigned id)
+{
+    size_t at = 0, flen, i;
+
+    while (at + 9 <= len) {
+        flen = (size_t)buf[at] << 16 | (size_t)buf[at + 1] << 8 | buf[at + 2];
+        if (at + 9 + flen > len)
+            break;
+        if (buf[at + 3] == 4 && (buf[at + 4] & 1) == 0) {
+            for (i = 0; i + 6 <= flen; i += 6)
+                if (((unsigned)buf[at + 9 + i] << 8 | buf[at + 10 + i]) == id)
+                    return 1;
+            return 0;
+        }
         at += 9 + flen;
     }
     return 0;
@@ -227,6 +327,10 @@ static int serve_http2(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ctx)
     for (turns = 0; closed_with_fd_open == -1 && turns != 200; ++turns)
         if (h2o_evloop_run(loop, 10) != 0 && errno != EINTR)
             break;
+    if (settings_has(answer, len, H2O_HTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL)) {
+        fprintf(stderr, "smoke: HTTP/2: SETTINGS_ENABLE_CONNECT_PROTOCOL advertised with http2.no_extended_connect set\n");
+        return -1;
+    }
     if (!done || !socket_found || h2_window != 65535 || closed_with_fd_open != 1) {
         fprintf(
             stderr,
@@ -249,6 +353,7 @@ int main(void)
     h2o_pathconf_t *path;
 
     h2o_config_init(&conf);
+    conf.http2.no_extended_connect = 1; /* 0003: the gateway serves no extended CONNECT */
     host = h2o_config_register_host(&conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     path = h2o_config_register_path(host, "/", 0);
     h2o_create_handler(path, sizeof(h2o_handler_t))->on_req = on_req;
@@ -259,14 +364,16 @@ int main(void)
 
     h2o_timer_init(&timer, on_timer);
     h2o_timer_init(&h2_reset_timer, on_h2_reset_timer);
+    h2o_timer_init(&later_timer, on_later_timer);
     h2o_timer_link(loop, 1, &timer);
     if (run_until(loop, &timer_fired) != 0) {
         fprintf(stderr, "smoke: the timer did not fire\n");
         return 1;
     }
-    if (serve_http1(loop, &accept_ctx) != 0 || serve_http2(loop, &accept_ctx) != 0 || read_twice(loop) != 0)
+    if (serve_http1(loop, &accept_ctx) != 0 || serve_http2(loop, &accept_ctx) != 0 || read_twice(loop) != 0 ||
+        serve_keepalive(loop, &accept_ctx) != 0)
         return 1;
-    printf("h2o %s (libh2o %s): context, loop, timer, one HTTP/1.1 request, one HTTP/2 request reset\n", H2O_VERSION,
+    printf("h2o %s (libh2o %s): context, loop, timer, one HTTP/1.1 request, one HTTP/2 request reset, keep-alive\n", H2O_VERSION,
            H2O_LIBRARY_VERSION);
     h2o_context_dispose(&ctx);
     h2o_config_dispose(&conf);

@@ -416,6 +416,16 @@ struct st_h2o_globalconf_t {
          */
         uint64_t req_io_timeout;
         /**
+         * when set, req_io_timeout applies to reading requests only, not while a response is being sent: the application
+         * times its responses itself (a silent body, a client that stops reading)
+         */
+        int no_response_io_timeout;
+        /**
+         * when set, a chunked response ended with H2O_SEND_STATE_ERROR is closed after the data sent, without the broken chunk
+         * that otherwise marks the error: the body ends without its last chunk (a truncated transfer)
+         */
+        int error_closes_only;
+        /**
          * a boolean value indicating whether or not to upgrade to HTTP/2
          */
         int upgrade_to_http2;
@@ -475,6 +485,11 @@ struct st_h2o_globalconf_t {
          * milliseconds to delay processing requests when suspicious behavior is detected
          */
         uint64_t dos_delay;
+        /**
+         * when set, SETTINGS_ENABLE_CONNECT_PROTOCOL (RFC 8441) is not advertised: clients do not send extended CONNECT
+         * (WebSocket over HTTP/2) to a server whose handlers cannot serve it
+         */
+        int no_extended_connect;
         /**
          * when set, a connection whose reset budget runs out (dos_mitigation.reset_budget: Rapid Reset, MadeYouReset) is closed with
          * GOAWAY(ENHANCE_YOUR_CALM) instead of having its requests delayed by dos_delay

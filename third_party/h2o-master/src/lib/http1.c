@@ -208,6 +208,13 @@ static void set_req_io_timeout(struct st_h2o_http1_conn_t *conn, uint64_t timeou
         h2o_timer_link(conn->super.ctx->loop, timeout, &conn->_io_timeout_entry);
 }
 
+/* (re)arms the I/O timeout while a response is being sent, unless the application times its responses */
+static void set_response_io_timeout(struct st_h2o_http1_conn_t *conn)
+{
+    if (!conn->super.ctx->globalconf->http1.no_response_io_timeout)
+        set_req_io_timeout(conn, conn->super.ctx->globalconf->http1.req_io_timeout, req_io_on_timeout);
+}
+
 static void clear_timeouts(struct st_h2o_http1_conn_t *conn)
 {
     set_req_timeout(conn, 0, NULL);
@@ -961,7 +968,7 @@ static void on_send_next(h2o_socket_t *sock, const char *err)
     struct st_h2o_http1_conn_t *conn = sock->data;
 
     if (err == h2o_socket_error_write_progress) {
-        set_req_io_timeout(conn, conn->super.ctx->globalconf->http1.req_io_timeout, req_io_on_timeout);
+        set_response_io_timeout(conn);
         return;
     }
 
@@ -988,7 +995,7 @@ static void on_send_complete(h2o_socket_t *sock, const char *err)
     struct st_h2o_http1_conn_t *conn = sock->data;
 
     if (err == h2o_socket_error_write_progress) {
-        set_req_io_timeout(conn, conn->super.ctx->globalconf->http1.req_io_timeout, req_io_on_timeout);
+        set_response_io_timeout(conn);
         return;
     }
 
@@ -1174,7 +1181,7 @@ static void setup_chunked(struct st_h2o_http1_finalostream_t *self, h2o_req_t *r
 }
 
 static void encode_chunked(h2o_sendvec_t *prefix, h2o_sendvec_t *suffix, h2o_send_state_t state, size_t chunk_size,
-                           int send_trailers, char *buffer)
+                           int send_trailers, int error_closes_only, char *buffer)
 {
     h2o_sendvec_init_raw(prefix, NULL, 0);
     h2o_sendvec_init_raw(suffix, NULL, 0);
@@ -1193,8 +1200,9 @@ static void encode_chunked(h2o_sendvec_t *prefix, h2o_sendvec_t *suffix, h2o_sen
         suffix->len = send_trailers ? 3 : 5;
     }
 
-    /* if state is error, send a broken chunk to pass the error down to the browser */
-    if (state == H2O_SEND_STATE_ERROR) {
+    /* if state is error, send a broken chunk to pass the error down to the browser (unless the server only closes: the
+     * body then ends without its last chunk, which clients report as a truncated transfer) */
+    if (state == H2O_SEND_STATE_ERROR && !error_closes_only) {
         suffix->raw = "\r\n1\r\n";
         suffix->len = 5;
     }
@@ -1263,13 +1271,13 @@ void finalostream_send(h2o_ostream_t *_self, h2o_req_t *_req, h2o_sendvec_t *inb
 
     if (conn->_ostr_final.chunked_buf != NULL) {
         encode_chunked(bufs + chunked_prefix_index, bufs + bufcnt, send_state, bytes_sent, conn->req.send_server_timing != 0,
-                       conn->_ostr_final.chunked_buf);
+                       conn->super.ctx->globalconf->http1.error_closes_only, conn->_ostr_final.chunked_buf);
         if (bufs[bufcnt].len != 0)
             ++bufcnt;
     }
 
     if (bufcnt != 0)
-        set_req_io_timeout(conn, conn->super.ctx->globalconf->http1.req_io_timeout, req_io_on_timeout);
+        set_response_io_timeout(conn);
 
     h2o_socket_sendvec(conn->sock, bufs, bufcnt, H2O_SOCKET_SENDVEC_FLAG_REPORT_PROGRESS,
                        h2o_send_state_is_in_progress(send_state) ? on_send_next : on_send_complete);

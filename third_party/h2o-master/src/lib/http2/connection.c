@@ -70,7 +70,9 @@ static void enqueue_server_preface(h2o_http2_conn_t *conn)
     h2o_http2_settings_kvpair_t settings[] = {
         {H2O_HTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, conn->super.ctx->globalconf->http2.max_streams},
         {H2O_HTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1}};
-    h2o_http2_encode_settings_frame(&conn->_write.buf, settings, PTLS_ELEMENTSOF(settings));
+    /* the last pair, ENABLE_CONNECT_PROTOCOL, is left out when the server does not serve extended CONNECT */
+    h2o_http2_encode_settings_frame(&conn->_write.buf, settings,
+                                    PTLS_ELEMENTSOF(settings) - (conn->super.ctx->globalconf->http2.no_extended_connect ? 1 : 0));
     h2o_http2_encode_window_update_frame(
         &conn->_write.buf, 0, H2O_HTTP2_SETTINGS_HOST_CONNECTION_WINDOW_SIZE - H2O_HTTP2_SETTINGS_HOST_STREAM_INITIAL_WINDOW_SIZE);
 }

@@ -39,6 +39,9 @@
  * is used for skipping unnecessary invocations of `epoll_ctl` or for determining the `op` being specified.
  */
 #define H2O_SOCKET_FLAG__EPOLL_IS_REGISTERED 0x1000
+#define H2O_SOCKET_FLAG__EPOLL_HAS_IN 0x2000  /* EPOLLIN is in the registered events */
+#define H2O_SOCKET_FLAG__EPOLL_HAS_OUT 0x4000 /* EPOLLOUT is in the registered events */
+#define H2O_SOCKET_FLAG__EPOLL_DROP_IN 0x8000 /* an event came for a socket not reading: drop EPOLLIN */
 
 typedef struct st_h2o_evloop_t {
     struct st_h2o_evloop_socket_t *_pending_as_client;

@@ -155,35 +155,38 @@ static int update_status(struct st_h2o_evloop_epoll_t *loop)
                 free(sock);
             }
         } else {
-            uint32_t events = 0;
-            int changed = 0;
+            uint32_t want = 0, had = 0;
             if (h2o_socket_is_reading(&sock->super)) {
-                events |= EPOLLIN;
-                if ((sock->_flags & H2O_SOCKET_FLAG_IS_POLLED_FOR_READ) == 0) {
-                    sock->_flags |= H2O_SOCKET_FLAG_IS_POLLED_FOR_READ;
-                    changed = 1;
-                }
+                sock->_flags |= H2O_SOCKET_FLAG_IS_POLLED_FOR_READ;
+                want |= EPOLLIN;
             } else {
-                if ((sock->_flags & H2O_SOCKET_FLAG_IS_POLLED_FOR_READ) != 0) {
-                    sock->_flags &= ~H2O_SOCKET_FLAG_IS_POLLED_FOR_READ;
-                    changed = 1;
-                }
+                sock->_flags &= ~H2O_SOCKET_FLAG_IS_POLLED_FOR_READ;
+                /* lazy: a socket that stops reading keeps EPOLLIN registered (most start reading again before anything
+                 * arrives: an HTTP/1 connection between requests); the first event that comes for it while it is not
+                 * reading drops EPOLLIN (H2O_SOCKET_FLAG__EPOLL_DROP_IN) */
+                if ((sock->_flags & (H2O_SOCKET_FLAG__EPOLL_HAS_IN | H2O_SOCKET_FLAG__EPOLL_DROP_IN)) ==
+                    H2O_SOCKET_FLAG__EPOLL_HAS_IN)
+                    want |= EPOLLIN;
             }
+            sock->_flags &= ~H2O_SOCKET_FLAG__EPOLL_DROP_IN;
             if (h2o_socket_is_writing(&sock->super)) {
-                events |= EPOLLOUT;
-                if ((sock->_flags & H2O_SOCKET_FLAG_IS_POLLED_FOR_WRITE) == 0) {
-                    sock->_flags |= H2O_SOCKET_FLAG_IS_POLLED_FOR_WRITE;
-                    changed = 1;
-                }
+                sock->_flags |= H2O_SOCKET_FLAG_IS_POLLED_FOR_WRITE;
+                want |= EPOLLOUT;
             } else {
-                if ((sock->_flags & H2O_SOCKET_FLAG_IS_POLLED_FOR_WRITE) != 0) {
-                    sock->_flags &= ~H2O_SOCKET_FLAG_IS_POLLED_FOR_WRITE;
-                    changed = 1;
-                }
+                sock->_flags &= ~H2O_SOCKET_FLAG_IS_POLLED_FOR_WRITE;
             }
-            if (changed) {
-                if (!change_epoll_mode(sock, events))
+            if ((sock->_flags & H2O_SOCKET_FLAG__EPOLL_HAS_IN) != 0)
+                had |= EPOLLIN;
+            if ((sock->_flags & H2O_SOCKET_FLAG__EPOLL_HAS_OUT) != 0)
+                had |= EPOLLOUT;
+            if (want != had) {
+                if (!change_epoll_mode(sock, want))
                     return -1;
+                sock->_flags &= ~(H2O_SOCKET_FLAG__EPOLL_HAS_IN | H2O_SOCKET_FLAG__EPOLL_HAS_OUT);
+                if ((want & EPOLLIN) != 0)
+                    sock->_flags |= H2O_SOCKET_FLAG__EPOLL_HAS_IN;
+                if ((want & EPOLLOUT) != 0)
+                    sock->_flags |= H2O_SOCKET_FLAG__EPOLL_HAS_OUT;
             }
         }
     }
@@ -230,7 +233,8 @@ int evloop_do_proceed(h2o_evloop_t *_loop, int32_t max_wait)
                 ;
             if (ret != 0)
                 h2o_error_printf("failed to unregister socket (fd:%d) that raised HUP; errno=%d\n", sock->fd, errno);
-            sock->_flags &= ~H2O_SOCKET_FLAG__EPOLL_IS_REGISTERED;
+            sock->_flags &=
+                ~(H2O_SOCKET_FLAG__EPOLL_IS_REGISTERED | H2O_SOCKET_FLAG__EPOLL_HAS_IN | H2O_SOCKET_FLAG__EPOLL_HAS_OUT);
             notified = 1;
         }
         /* If the error event was a zerocopy notification, hide the error notification to application. Doing so is fine because
@@ -245,6 +249,11 @@ int evloop_do_proceed(h2o_evloop_t *_loop, int32_t max_wait)
             if ((sock->_flags & H2O_SOCKET_FLAG_IS_POLLED_FOR_READ) != 0) {
                 sock->_flags |= H2O_SOCKET_FLAG_IS_READ_READY;
                 link_to_pending(sock);
+                notified = 1;
+            } else if ((sock->_flags & H2O_SOCKET_FLAG__EPOLL_HAS_IN) != 0) {
+                /* EPOLLIN kept lazily after the socket stopped reading: drop it at the next update_status */
+                sock->_flags |= H2O_SOCKET_FLAG__EPOLL_DROP_IN;
+                link_to_statechanged(sock);
                 notified = 1;
             }
         }
