@@ -316,6 +316,10 @@ static int send_headers(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, int 
                               H2O_STRLIT("pushed"));
     if (stream->req.send_server_timing)
         h2o_add_server_timing_header(&stream->req, 1);
+    /* a Date as 2.2.5 sent on every HTTP/2 response (master leaves it to each handler; the gateway's add none) (lizard
+     * patch 0211) */
+    if (h2o_find_header(&stream->req.res.headers, H2O_TOKEN_DATE, -1) == -1)
+        h2o_resp_add_date_header(&stream->req);
     stream->req.header_bytes_sent += h2o_hpack_flatten_response(
         &conn->_write.buf, &conn->_output_header_table, conn->peer_settings.header_table_size, stream->stream_id,
         conn->peer_settings.max_frame_size, stream->req.res.status, stream->req.res.headers.entries, stream->req.res.headers.size,
