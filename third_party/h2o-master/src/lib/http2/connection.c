@@ -803,7 +803,17 @@ static int handle_incoming_request(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
     }
 
     int is_connect, must_exist_map, may_exist_map;
-    if (h2o_memis(stream->req.input.method.base, stream->req.input.method.len, H2O_STRLIT("CONNECT"))) {
+    if (h2o_memis(stream->req.input.method.base, stream->req.input.method.len, H2O_STRLIT("CONNECT")) &&
+        (header_exists_map & (H2O_HPACK_PARSE_HEADERS_SCHEME_EXISTS | H2O_HPACK_PARSE_HEADERS_PATH_EXISTS |
+                              H2O_HPACK_PARSE_HEADERS_PROTOCOL_EXISTS)) ==
+            (H2O_HPACK_PARSE_HEADERS_SCHEME_EXISTS | H2O_HPACK_PARSE_HEADERS_PATH_EXISTS)) {
+        /* CONNECT with :scheme and :path but no :protocol (neither a tunnel nor extended CONNECT): an ordinary request that the
+         * server answers (the gateway: 405 with Allow), as h2o 2.2.5 did, instead of a stream reset (lizard patch 0311) */
+        is_connect = 0;
+        must_exist_map =
+            H2O_HPACK_PARSE_HEADERS_METHOD_EXISTS | H2O_HPACK_PARSE_HEADERS_SCHEME_EXISTS | H2O_HPACK_PARSE_HEADERS_PATH_EXISTS;
+        may_exist_map = H2O_HPACK_PARSE_HEADERS_AUTHORITY_EXISTS;
+    } else if (h2o_memis(stream->req.input.method.base, stream->req.input.method.len, H2O_STRLIT("CONNECT"))) {
         is_connect = 1;
         must_exist_map = H2O_HPACK_PARSE_HEADERS_METHOD_EXISTS | H2O_HPACK_PARSE_HEADERS_AUTHORITY_EXISTS;
         may_exist_map = 0;
@@ -864,9 +874,12 @@ static int handle_incoming_request(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
 
     /* special handling of CONNECT method */
     if (is_connect) {
-        /* reject the request if content-length is specified or if the stream has been closed */
-        if (stream->req.content_length != SIZE_MAX || stream->req_body.buf == NULL)
-            return send_invalid_request_error(conn, stream, "Invalid CONNECT request");
+        /* reject the request if content-length is specified or if the stream has been closed: a stream error, as 2.2.5 reset
+         * every tunnel CONNECT, not a 400 (lizard patch 0311) */
+        if (stream->req.content_length != SIZE_MAX || stream->req_body.buf == NULL) {
+            ret = H2O_HTTP2_ERROR_PROTOCOL;
+            goto SendRSTStream;
+        }
         /* handle the request */
         stream->req.is_tunnel_req = 1;
         goto ProcessImmediately;
