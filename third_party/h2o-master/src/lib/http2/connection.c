@@ -547,6 +547,8 @@ static void write_streaming_body(h2o_http2_conn_t *conn, h2o_http2_stream_t *str
 
 static int req_body_is_discarded(h2o_http2_conn_t *conn, uint32_t stream_id)
 {
+    if (stream_id == 0) /* never a request's (the unused slots below are 0): frames on it stay connection errors */
+        return 0;
     for (size_t i = 0; i != sizeof(conn->_req_body_discarded_ids) / sizeof(conn->_req_body_discarded_ids[0]); ++i)
         if (conn->_req_body_discarded_ids[i] == stream_id)
             return 1;
