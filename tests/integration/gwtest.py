@@ -343,6 +343,28 @@ class Upstream:
 # The gateway
 
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "SUMMARY: UndefinedBehavior")
+SANITIZER_SCAN_CHUNK = 1 << 20  # a log is read this many bytes at a time, never whole
+
+
+def first_occurrences(path, markers, chunk=SANITIZER_SCAN_CHUNK):
+    """{marker: byte offset of its first occurrence} over the whole file,
+    read a chunk at a time (a marker across two chunks is found too)."""
+    found = {}
+    keep = max(len(m) for m in markers) - 1
+    with open(path, "rb") as f:
+        carry, carry_at = b"", 0
+        while len(found) < len(markers):
+            data = f.read(chunk)
+            if not data:
+                break
+            window = carry + data
+            for m in markers:
+                i = window.find(m.encode()) if m not in found else -1
+                if i >= 0:
+                    found[m] = carry_at + i
+            carry_at += len(window) - min(keep, len(window))
+            carry = window[len(window) - min(keep, len(window)):]
+    return found
 
 
 def deep_merge(base, over):
@@ -419,7 +441,7 @@ class Gateway:
         env = dict(os.environ)
         env["LIZARD_COOKIE_SECRETS"] = self.cookie_secret
         env.setdefault("ASAN_OPTIONS", "abort_on_error=1:detect_leaks=0")
-        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")  # as tests/run sets it for CI
         return env
 
     def start(self, timeout=15):
@@ -483,13 +505,18 @@ class Gateway:
     def collect_sanitizer_reports(self):
         if not self.log:
             return self.sanitizer_reports
-        text = tail(self.log, 100000)
-        for marker in SANITIZER_MARKERS:
-            if marker in text:
-                idx = text.index(marker)
-                rep = "%s: %s" % (self.log, text[max(0, idx - 200) : idx + 3000])
-                if rep not in self.sanitizer_reports:
-                    self.sanitizer_reports.append(rep)
+        # the whole log: a report early in a long run is found as well as a late one
+        try:
+            found = first_occurrences(self.log, SANITIZER_MARKERS)
+            with open(self.log, "rb") as f:
+                for _, idx in sorted(found.items(), key=lambda kv: kv[1]):
+                    f.seek(max(0, idx - 200))
+                    text = f.read(min(idx, 200) + 3000).decode("utf-8", "replace")
+                    rep = "%s: %s" % (self.log, text)
+                    if rep not in self.sanitizer_reports:
+                        self.sanitizer_reports.append(rep)
+        except OSError:
+            pass
         return self.sanitizer_reports
 
     def host(self, port, sandbox_id):

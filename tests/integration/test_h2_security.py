@@ -828,3 +828,39 @@ def test_discarded_trailers_never_close_the_connection(h2gw, certs, upstream):
         assert c.goaway() is None, "GOAWAY %#x" % goaway_code(c.goaway())
     finally:
         c.close()
+
+
+def test_continuation_on_stream_0_is_a_connection_error(h2gw, certs, upstream):
+    """A header block continued on stream 0 (RFC 9113 6.10, h2spec 6.10/3) is a
+    connection error: GOAWAY(PROTOCOL_ERROR) and close, also on a connection
+    where a body is being dropped (answered 413 at its HEADERS, so the list of
+    such streams is in use and its free slots are 0). h2o master with patch
+    0130 took a CONTINUATION on stream 0 for trailers of a dropped body: the
+    block was decoded and thrown away, its request left waiting for ever, and
+    the connection went on."""
+    g = h2gw
+    before = upstream.stats()["requests"]
+    with WellBehavedClient(g, g.good_host, certs["ca"]) as good:
+        c = RawH2(g, g.sbx_host, certs["ca"])
+        try:
+            assert c.get("/bytes/100")[0] == 200
+            sid = c.new_sid()
+            c.send(c.headers_frame(sid, c.request_headers("POST", "/echo", [("content-length", str(2 * BODY_LIMIT))]),
+                                   end_stream=False))
+            assert c.response(sid)[0] == 413
+            c.wait_window(1024)
+            c.send(c.data_frames(sid, b"x" * 1024, end_stream=False))  # dropped: the connection goes on
+            assert c.get("/bytes/100")[0] == 200
+            # a request's header block begun on its own stream, continued on stream 0; then a PING, which the
+            # gateway answers only if it read on after the CONTINUATION
+            block = c.enc.encode(c.request_headers("GET", "/bytes/100"))
+            c.send(frame(HEADERS, END_STREAM, c.new_sid(), block[:4]) + frame(CONTINUATION, END_HEADERS, 0, block[4:]) +
+                   frame(PING, 0, 0, b"stream-0"))
+            f = c.wait_for(lambda f: f.type == GOAWAY or f.type == PING and f.flags & ACK, 10)
+            assert f is not None and f.type == GOAWAY, "no GOAWAY for a CONTINUATION on stream 0: %r" % (f,)
+            assert goaway_code(f) == PROTOCOL_ERROR, f
+            assert c.wait_closed(10), "the connection stayed open after GOAWAY"
+        finally:
+            c.close()
+    good.assert_served()
+    assert app_requests_since(upstream, before) == 2, "only the two GETs may reach the app"
