@@ -187,17 +187,37 @@ void h2o_mem_clear_pool(h2o_mem_pool_t *pool)
     pool->chunk_offset = sizeof(pool->chunks->bytes);
 }
 
+#define ALIGN_TO(x, a) (((x) + (a) - 1) & ~((a) - 1))
+
+/* The two rare paths of h2o_mem__do_alloc_pool_aligned, kept out of line so that its common path (room left in the current
+ * chunk) saves and restores no register: a large request allocated directly, and a new chunk. */
+static __attribute__((noinline)) void *alloc_pool_direct(h2o_mem_pool_t *pool, size_t sz)
+{
+    struct st_h2o_mem_pool_direct_t *newp = h2o_mem_alloc(offsetof(struct st_h2o_mem_pool_direct_t, bytes) + sz);
+    newp->next = pool->directs;
+    pool->directs = newp;
+    return newp->bytes;
+}
+
+static __attribute__((noinline)) void *alloc_pool_new_chunk(h2o_mem_pool_t *pool, size_t alignment, size_t sz)
+{
+    union un_h2o_mem_pool_chunk_t *newp = h2o_mem_alloc_recycle(&h2o_mem_pool_allocator);
+    newp->next = pool->chunks;
+    pool->chunks = newp;
+    pool->chunk_offset = ALIGN_TO(sizeof(newp->next), alignment);
+
+    void *ret = pool->chunks->bytes + pool->chunk_offset;
+    pool->chunk_offset += sz;
+    return ret;
+}
+
 void *h2o_mem__do_alloc_pool_aligned(h2o_mem_pool_t *pool, size_t alignment, size_t sz)
 {
-#define ALIGN_TO(x, a) (((x) + (a) - 1) & ~((a) - 1))
     void *ret;
 
-    if (sz >= (sizeof(pool->chunks->bytes) - sizeof(pool->chunks->next)) / 4) {
+    if (H2O_UNLIKELY(sz >= (sizeof(pool->chunks->bytes) - sizeof(pool->chunks->next)) / 4)) {
         /* allocate large requests directly */
-        struct st_h2o_mem_pool_direct_t *newp = h2o_mem_alloc(offsetof(struct st_h2o_mem_pool_direct_t, bytes) + sz);
-        newp->next = pool->directs;
-        pool->directs = newp;
-        return newp->bytes;
+        return alloc_pool_direct(pool, sz);
     }
 
     /* return a valid pointer even for 0 sized allocs */
@@ -205,19 +225,17 @@ void *h2o_mem__do_alloc_pool_aligned(h2o_mem_pool_t *pool, size_t alignment, siz
         sz = 1;
 
     pool->chunk_offset = ALIGN_TO(pool->chunk_offset, alignment);
-    if (sizeof(pool->chunks->bytes) - pool->chunk_offset < sz) {
+    if (H2O_UNLIKELY(sizeof(pool->chunks->bytes) - pool->chunk_offset < sz)) {
         /* allocate new chunk */
-        union un_h2o_mem_pool_chunk_t *newp = h2o_mem_alloc_recycle(&h2o_mem_pool_allocator);
-        newp->next = pool->chunks;
-        pool->chunks = newp;
-        pool->chunk_offset = ALIGN_TO(sizeof(newp->next), alignment);
+        return alloc_pool_new_chunk(pool, alignment, sz);
     }
 
     ret = pool->chunks->bytes + pool->chunk_offset;
     pool->chunk_offset += sz;
     return ret;
-#undef ALIGN_TO
 }
+
+#undef ALIGN_TO
 
 static void link_shared(h2o_mem_pool_t *pool, struct st_h2o_mem_pool_shared_entry_t *entry)
 {
