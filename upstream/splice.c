@@ -197,6 +197,10 @@ static int from_upstream(gw_exchange_t *ex)
 
     if (want > ex->res.body.bytes_left)
         want = ex->res.body.bytes_left;
+    /* the pipe is full (pump tops it up when the client socket takes none
+     * of it): a splice(2) of 0 bytes returns 0, which is not the app's end */
+    if (want == 0)
+        return 0;
     while ((n = splice(h2o_socket_get_fd(ex->sock), NULL, s->pipe_fds[1], NULL, want, SPLICE_F_NONBLOCK | SPLICE_F_MOVE)) == -1 &&
            errno == EINTR)
         ;
