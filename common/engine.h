@@ -1,12 +1,13 @@
 /*
- * The engine's API where libh2o 2.2.5 and h2o master differ (issue 40,
- * ../shared/H2O_MASTER.md §4): timers, pool allocation, the client socket
- * of a connection, the tags a request carries. Gateway code calls these,
- * never the h2o names they wrap, so that porting to master changes this
- * header (and common/loop_timeout.c, common/recycle.h), not the call sites.
- * Each wrapper is static inline over the engine's call: no cost (callgrind's
- * instructions per request are unchanged). GW_ENGINE_H2O_MASTER (set by
- * meson with -Dengine=h2o-master) selects master's side; without it, 2.2.5.
+ * The engine's API, a thin layer over the vendored h2o master
+ * (third_party/h2o-master, docs/libh2o.md): timers, pool allocation, the
+ * client socket of a connection, the tags a request carries, the server
+ * defaults the contract changes. Gateway code calls these, never the h2o
+ * names they wrap, so that a re-pin that renames or reshapes one of them
+ * changes this header (and common/loop_timeout.h, common/recycle.h), not
+ * the call sites. (It was written for the move from libh2o 2.2.5 to master,
+ * issue 40, when it had one side per engine.) Each wrapper is static inline
+ * over h2o's call: no cost.
  */
 #ifndef GW_COMMON_ENGINE_H
 #define GW_COMMON_ENGINE_H
@@ -14,42 +15,27 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-#include <h2o.h>
-
-#ifdef GW_ENGINE_H2O_MASTER
 #include <stdalign.h>
-#endif
+#include <h2o.h>
 
 /* --- timers ---------------------------------------------------------------------------------------------------------- */
 
 /*
  * A timer: one callback, called once by the loop when the timer expires.
- * It has a member `cb` on both engines (2.2.5's h2o_timeout_entry_t,
- * master's h2o_timer_t): set it while unlinked, before linking; read it to
- * learn what a linked timer will call. Zero-initialised is unlinked.
+ * It has a member `cb` (h2o_timer_t's): set it while unlinked, before
+ * linking; read it to learn what a linked timer will call.
+ * Zero-initialised is unlinked.
  */
-#ifdef GW_ENGINE_H2O_MASTER
 typedef h2o_timer_t gw_timer_t;
 typedef h2o_timer_cb gw_timer_cb;
-#else
-typedef h2o_timeout_entry_t gw_timer_t;
-typedef h2o_timeout_cb gw_timer_cb;
-#endif
 
 /*
- * A duration that timers are linked for, made for one loop. On 2.2.5 it is
- * h2o_timeout_t, a list of the timers linked for that duration that the
- * loop walks every turn (so the gateway shares one per (loop, duration):
- * common/loop_timeout.h); on master's timer wheel it only holds the
- * milliseconds.
+ * A duration that timers are linked for (common/loop_timeout.h). On h2o's
+ * timer wheel it only holds the milliseconds.
  */
-#ifdef GW_ENGINE_H2O_MASTER
 typedef struct st_gw_timeout_t {
-    uint64_t timeout; /* milliseconds, as 2.2.5's h2o_timeout_t names it */
+    uint64_t timeout; /* milliseconds */
 } gw_timeout_t;
-#else
-typedef h2o_timeout_t gw_timeout_t;
-#endif
 
 /* Sets `t` to `cb`, unlinked. Never on a linked timer. */
 static inline void gw_timer_init(gw_timer_t *t, gw_timer_cb cb)
@@ -58,13 +44,13 @@ static inline void gw_timer_init(gw_timer_t *t, gw_timer_cb cb)
     t->cb = cb;
 }
 
-#ifdef GW_ENGINE_H2O_MASTER
-
+/* Links `t` (unlinked) to expire `timeout`'s duration from the loop's now. */
 static inline void gw_timer_link(h2o_loop_t *loop, gw_timeout_t *timeout, gw_timer_t *t)
 {
     h2o_timer_link(loop, timeout->timeout, t);
 }
 
+/* Unlinks `t`; a no-op when it is not linked. */
 static inline void gw_timer_unlink(gw_timer_t *t)
 {
     h2o_timer_unlink(t);
@@ -75,6 +61,7 @@ static inline int gw_timer_is_linked(gw_timer_t *t)
     return h2o_timer_is_linked(t);
 }
 
+/* A duration of `ms` (owned by the caller); disposed with no timer linked. */
 static inline void gw_timeout_init(h2o_loop_t *loop, gw_timeout_t *timeout, uint64_t ms)
 {
     (void)loop;
@@ -87,41 +74,6 @@ static inline void gw_timeout_dispose(h2o_loop_t *loop, gw_timeout_t *timeout)
     (void)timeout;
 }
 
-#else
-
-/* Links `t` (unlinked) to expire `timeout`'s duration from the loop's now.
- * On 2.2.5 a timer linked from a 0 ms timeout's callback fires in the same
- * turn again (see gw_delay_timer_link). */
-static inline void gw_timer_link(h2o_loop_t *loop, gw_timeout_t *timeout, gw_timer_t *t)
-{
-    h2o_timeout_link(loop, timeout, t);
-}
-
-/* Unlinks `t`; a no-op when it is not linked (on both engines). */
-static inline void gw_timer_unlink(gw_timer_t *t)
-{
-    h2o_timeout_unlink(t);
-}
-
-static inline int gw_timer_is_linked(gw_timer_t *t)
-{
-    return h2o_timeout_is_linked(t);
-}
-
-/* A duration owned by the caller (most code takes the loop's shared one,
- * common/loop_timeout.h). Disposed with no timer linked. */
-static inline void gw_timeout_init(h2o_loop_t *loop, gw_timeout_t *timeout, uint64_t ms)
-{
-    h2o_timeout_init(loop, timeout, ms);
-}
-
-static inline void gw_timeout_dispose(h2o_loop_t *loop, gw_timeout_t *timeout)
-{
-    h2o_timeout_dispose(loop, timeout);
-}
-
-#endif
-
 /* The duration `timeout` stands for, in milliseconds. */
 static inline uint64_t gw_timeout_ms(const gw_timeout_t *timeout)
 {
@@ -130,8 +82,7 @@ static inline uint64_t gw_timeout_ms(const gw_timeout_t *timeout)
 
 /*
  * A timer that takes any delay each time it is linked (the Redis client's
- * deadlines). On 2.2.5: a duration of its own that never holds more than
- * this one timer, so it can change each time; on master a plain timer.
+ * deadlines): a plain timer with a duration of its own.
  * `entry` is the timer (gw_timer_unlink, gw_timer_is_linked work on it).
  */
 typedef struct st_gw_delay_timer_t {
@@ -147,8 +98,8 @@ static inline void gw_delay_timer_init(h2o_loop_t *loop, gw_delay_timer_t *t, gw
 
 /* (Re)links `t` to expire `delay_ms` from the loop's now; 0 is taken as 1:
  * a 0 ms timer re-linked from its own callback fires again in the same loop
- * turn, on 2.2.5 without end, on master's timer wheel up to 10 times (its
- * h2o_evloop_run collects expired timers 10 times at most); at 1 ms it fires
+ * turn, up to 10 times on h2o's timer wheel (its h2o_evloop_run collects
+ * expired timers 10 times at most; libh2o 2.2.5 did without end); at 1 ms it fires
  * once a turn and the loop polls in between (test_engine). */
 static inline void gw_delay_timer_link(h2o_loop_t *loop, gw_delay_timer_t *t, uint64_t delay_ms)
 {
@@ -166,26 +117,16 @@ static inline void gw_delay_timer_dispose(h2o_loop_t *loop, gw_delay_timer_t *t)
 /* --- memory ---------------------------------------------------------------------------------------------------------- */
 
 /* `sz` bytes from `pool`, aligned for any type, freed with the pool; never
- * NULL (out of memory aborts). 2.2.5's h2o_mem_alloc_pool(pool, sz); master
- * spells it h2o_mem_alloc_pool_aligned(pool, alignof(max_align_t), sz). */
+ * NULL (out of memory aborts). */
 static inline void *gw_pool_alloc(h2o_mem_pool_t *pool, size_t sz)
 {
-#ifdef GW_ENGINE_H2O_MASTER
     return h2o_mem_alloc_pool_aligned(pool, alignof(max_align_t), sz);
-#else
-    return h2o_mem_alloc_pool(pool, sz);
-#endif
 }
 
-/* The bytes of `db` handed to a write and not yet consumed (2.2.5's
- * bytes_inflight, master's _bytes_inflight). */
+/* The bytes of `db` handed to a write and not yet consumed. */
 static inline size_t gw_doublebuffer_inflight(const h2o_doublebuffer_t *db)
 {
-#ifdef GW_ENGINE_H2O_MASTER
     return db->_bytes_inflight;
-#else
-    return db->bytes_inflight;
-#endif
 }
 
 /* --- sockets, strings, time ------------------------------------------------------------------------------------------ */
@@ -194,23 +135,15 @@ static inline size_t gw_doublebuffer_inflight(const h2o_doublebuffer_t *db)
  * when the socket cannot be made or the connect fails at once. */
 static inline h2o_socket_t *gw_socket_connect(h2o_loop_t *loop, struct sockaddr *addr, socklen_t len, h2o_socket_cb cb)
 {
-#ifdef GW_ENGINE_H2O_MASTER
     return h2o_socket_connect(loop, addr, len, cb, NULL);
-#else
-    return h2o_socket_connect(loop, addr, len, cb);
-#endif
 }
 
 /* The bytes the read whose callback runs appended to sock->input (above
- * TLS). 2.2.5's evloop keeps that count in bytes_read; master made
- * bytes_read the total, our patch 0002 keeps it in bytes_last_read. */
+ * TLS). h2o's bytes_read is the total; our patch 0002 keeps the last read's
+ * count in bytes_last_read. */
 static inline size_t gw_socket_bytes_last_read(const h2o_socket_t *sock)
 {
-#ifdef GW_ENGINE_H2O_MASTER
     return sock->bytes_last_read;
-#else
-    return sock->bytes_read;
-#endif
 }
 
 /* The next element of a `separator`-separated list in `iter` (elements end
@@ -219,114 +152,83 @@ static inline size_t gw_socket_bytes_last_read(const h2o_socket_t *sock)
  * '=' in the element. */
 static inline const char *gw_next_token(h2o_iovec_t *iter, int separator, size_t *len, h2o_iovec_t *value)
 {
-#ifdef GW_ENGINE_H2O_MASTER
     return h2o_next_token(iter, separator, ',', len, value);
-#else
-    return h2o_next_token(iter, separator, len, value);
-#endif
 }
 
 /* The loop's wall-clock time as h2o stamps requests with it. */
 static inline struct timeval gw_context_timeval(h2o_context_t *ctx)
 {
-#ifdef GW_ENGINE_H2O_MASTER
     return h2o_gettimeofday(ctx->loop);
-#else
-    return *h2o_get_timestamp(ctx, NULL, NULL);
-#endif
 }
 
 /* --- filters and output streams ---------------------------------------------------------------------------------------- */
 
 /*
- * What an output stream's do_send gets: 2.2.5 passes h2o_iovec_t, master
- * h2o_sendvec_t (a vector that may also be read from a file or a pipe).
+ * What an output stream's do_send gets: h2o_sendvec_t (a vector that may
+ * also be read from a file or a pipe).
  * gw_ostream_vec_init makes one of a memory buffer that outlives the send.
  */
-#ifdef GW_ENGINE_H2O_MASTER
 typedef h2o_sendvec_t gw_ostream_vec_t;
-#else
-typedef h2o_iovec_t gw_ostream_vec_t;
-#endif
 
 static inline void gw_ostream_vec_init(gw_ostream_vec_t *vec, h2o_iovec_t buf)
 {
-#ifdef GW_ENGINE_H2O_MASTER
     h2o_sendvec_init_raw(vec, buf.base, buf.len);
-#else
-    *vec = buf;
-#endif
 }
 
 /* The bytes of a vector made of memory (every vector the gateway's own
- * streams see; on master not one read from a file or a pipe). */
+ * streams see, not one read from a file or a pipe). */
 static inline h2o_iovec_t gw_ostream_vec_bytes(const gw_ostream_vec_t *vec)
 {
-#ifdef GW_ENGINE_H2O_MASTER
     return h2o_iovec_init(vec->raw, vec->len);
-#else
-    return *vec;
-#endif
 }
 
 /* An output stream of `sz` bytes (its h2o_ostream_t first) inserted at
  * `slot`, in req->pool. */
 static inline h2o_ostream_t *gw_add_ostream(h2o_req_t *req, size_t sz, h2o_ostream_t **slot)
 {
-#ifdef GW_ENGINE_H2O_MASTER
     return h2o_add_ostream(req, alignof(max_align_t), sz, slot);
-#else
-    return h2o_add_ostream(req, sz, slot);
-#endif
 }
 
 /* A prefilter of `sz` bytes (its h2o_req_prefilter_t first) for `req`
  * only, in req->pool. */
 static inline h2o_req_prefilter_t *gw_add_prefilter(h2o_req_t *req, size_t sz)
 {
-#ifdef GW_ENGINE_H2O_MASTER
     return h2o_add_prefilter(req, alignof(max_align_t), sz);
-#else
-    return h2o_add_prefilter(req, sz);
-#endif
 }
 
 /* --- connections and requests ------------------------------------------------------------------------------------------ */
 
 /*
  * Where h2o master's server defaults differ from what the gateway promises,
- * the gateway's (issue 40; nothing to do on 2.2.5, whose defaults these are):
+ * the gateway's (the contract was written on libh2o 2.2.5, whose defaults
+ * these were):
  * - no extended CONNECT (RFC 8441) advertised: the gateway serves
  *   WebSockets over HTTP/1.1 Upgrade only, and Chromium opens a wss://
  *   WebSocket as an extended CONNECT on its HTTP/2 connection when the
  *   server advertises it, with no fallback (our patch 0003 makes master's
  *   advertisement optional);
- * - HTTP/1.1 reads time out as on 2.2.5: a request's head within h2o's
+ * - HTTP/1.1 reads time out as the contract says: a request's head within h2o's
  *   request timeout (http1.req_timeout, 10 s), its body and an idle
  *   keep-alive connection after 10 s without a byte, not master's 5 s
  *   (http1.req_io_timeout, new in master);
  * - and no h2o timer while a response is sent (our patch 0004): master's
  *   I/O timeout cut a body silent for 5 s and a client reading nothing for
  *   5 s; the gateway's own timeouts (upstream.idle_timeout_ms, timeout:<n>,
- *   limits.client_stall_timeout_ms) govern responses, as on 2.2.5;
+ *   limits.client_stall_timeout_ms) govern responses;
  * - a cut HTTP/1.1 chunked response is closed before its end (the
  *   contract's cut, a truncated transfer to clients), without the broken
  *   chunk master appends (our patch 0005).
  */
 static inline void gw_globalconf_contract_defaults(h2o_globalconf_t *g)
 {
-#ifdef GW_ENGINE_H2O_MASTER
     g->http2.no_extended_connect = 1;
     g->http1.req_io_timeout = g->http1.req_timeout;
     g->http1.no_response_io_timeout = 1;
     g->http1.error_closes_only = 1;
-#else
-    (void)g;
-#endif
 }
 
 /* Has `cb(data, conn)` called on each HTTP/2 stream error a client causes
- * (h2o patch 0300, on both engines; it returns non-zero to close the
+ * (h2o patch 0300; it returns non-zero to close the
  * connection). */
 static inline void gw_context_on_stream_error(h2o_context_t *ctx, int (*cb)(void *data, h2o_conn_t *conn), void *data)
 {
@@ -335,23 +237,19 @@ static inline void gw_context_on_stream_error(h2o_context_t *ctx, int (*cb)(void
 }
 
 /* The contract's answer to an HTTP/2 connection whose reset budget runs out
- * (Rapid Reset, MadeYouReset): GOAWAY(ENHANCE_YOUR_CALM) and close. 2.2.5's
- * patch 0100 always does; master delays the connection's requests by
- * http2.dos_delay (100 ms) unless its patch 0100's dos_goaway is set, and
- * the delay is then off (docs/security.md says why). */
+ * (Rapid Reset, MadeYouReset): GOAWAY(ENHANCE_YOUR_CALM) and close. h2o
+ * delays the connection's requests by http2.dos_delay (100 ms) unless our
+ * patch 0100's dos_goaway is set, and the delay is then off
+ * (docs/security.md says why). */
 static inline void gw_globalconf_http2_reset_policy(h2o_globalconf_t *g)
 {
-#ifdef GW_ENGINE_H2O_MASTER
     g->http2.dos_goaway = 1;
     g->http2.dos_delay = 0;
-#else
-    (void)g;
-#endif
 }
 
 /* The client's socket under `conn` (HTTP/1 and HTTP/2 connections), NULL
- * when it has none. Master deleted h2o_conn_callbacks_t.get_socket (2019):
- * the port brings it back with a patch, behind this function. */
+ * when it has none. h2o deleted h2o_conn_callbacks_t.get_socket (2019):
+ * our patch 0001 brings it back, behind this function. */
 static inline h2o_socket_t *gw_conn_socket(h2o_conn_t *conn)
 {
     return conn->callbacks->get_socket != NULL ? conn->callbacks->get_socket(conn) : NULL;
@@ -360,14 +258,10 @@ static inline h2o_socket_t *gw_conn_socket(h2o_conn_t *conn)
 /*
  * A tag on a request: a pointer into the caller's own static table of
  * names, kept as long as the request (the error code, the cut reason:
- * errors/). On 2.2.5 it is an entry of req->error_logs under `module`,
- * never printed (the pathconfs have emit_request_errors off); master made
- * error_logs a text buffer, so there a tag is a pair of req->env (the
- * variables of FastCGI and the access log's %{..}e, neither of which the
- * gateway uses): `module` then the name, both found again by address.
+ * errors/): a pair of req->env (the variables of FastCGI and the access
+ * log's %{..}e, neither of which the gateway uses; h2o's error_logs is a
+ * text buffer): `module` then the name, both found again by address.
  */
-#ifdef GW_ENGINE_H2O_MASTER
-
 static inline void gw_req_tag_add(h2o_req_t *req, const char *module, const char *name)
 {
     h2o_vector_reserve(&req->pool, &req->env, req->env.size + 2);
@@ -375,6 +269,8 @@ static inline void gw_req_tag_add(h2o_req_t *req, const char *module, const char
     req->env.entries[req->env.size++] = h2o_iovec_init(name, strlen(name));
 }
 
+/* The first of `req`'s tags under `module` that points into [first, end),
+ * NULL when none does. */
 static inline const char *gw_req_tag_find(h2o_req_t *req, const char *module, const char *first, const char *end)
 {
     size_t i;
@@ -387,50 +283,16 @@ static inline const char *gw_req_tag_find(h2o_req_t *req, const char *module, co
     return NULL;
 }
 
+/* How many tags `req` carries, of any module. */
 static inline size_t gw_req_tag_count(h2o_req_t *req)
 {
     return req->env.size / 2;
 }
 
+/* Keeps the first `n` tags of `req` (tests start over with it). */
 static inline void gw_req_tag_truncate(h2o_req_t *req, size_t n)
 {
     req->env.size = n * 2;
 }
-
-#else
-
-static inline void gw_req_tag_add(h2o_req_t *req, const char *module, const char *name)
-{
-    h2o_vector_reserve(&req->pool, &req->error_logs, req->error_logs.size + 1);
-    req->error_logs.entries[req->error_logs.size++] = (h2o_req_error_log_t){module, h2o_iovec_init(name, strlen(name))};
-}
-
-/* The first of `req`'s tags under `module` that points into [first, end),
- * NULL when none does. */
-static inline const char *gw_req_tag_find(h2o_req_t *req, const char *module, const char *first, const char *end)
-{
-    size_t i;
-
-    for (i = 0; i != req->error_logs.size; ++i) {
-        const char *at = req->error_logs.entries[i].msg.base;
-        if (req->error_logs.entries[i].module == module && (uintptr_t)at >= (uintptr_t)first && (uintptr_t)at < (uintptr_t)end)
-            return at;
-    }
-    return NULL;
-}
-
-/* How many tags `req` carries, of any module. */
-static inline size_t gw_req_tag_count(h2o_req_t *req)
-{
-    return req->error_logs.size;
-}
-
-/* Keeps the first `n` tags of `req` (tests start over with it). */
-static inline void gw_req_tag_truncate(h2o_req_t *req, size_t n)
-{
-    req->error_logs.size = n;
-}
-
-#endif
 
 #endif

@@ -22,7 +22,7 @@ typedef enum {
 } gw_host_header_mode_t;
 
 /* The most of one response the gateway may hold (limits.response_buffer_bytes):
- * h2o 2.2.5 moves a socket buffer whose capacity would reach 32 MiB into a
+ * h2o moves a socket buffer whose capacity would reach 32 MiB into a
  * temp-file mapping, and capacities grow by doubling; 12 MiB held (plus one
  * read) keeps every buffer of a response at 16 MiB or less, in memory. */
 #define GW_MAX_RESPONSE_BUFFER_BYTES (12 * 1024 * 1024)

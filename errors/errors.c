@@ -397,7 +397,7 @@ static void sb_escape_html(sb_t *sb, const char *s, size_t len)
 static const char JSON_SHORTHANDS[] = "\"\\\n\r\t", JSON_SHORTHAND_LETTERS[] = "\"\\nrt";
 
 /* Appends s escaped for the inside of a JSON string; invalid UTF-8 becomes
- * \ufffd. Written here: libh2o 2.2.5 has no public JSON escaper (its access
+ * \ufffd. Written here: h2o has no public JSON escaper (its access
  * log's is static in logconf.c), and jansson's writes \b and \f and leaves
  * <, > and & as they are, which would change the bodies of the contract. */
 static void sb_escape_json(sb_t *sb, const char *s, size_t len)

@@ -24,7 +24,7 @@
 #include "gateway/secret_watch.h"
 #include "gateway/sign_link.h"
 #include "gateway/worker.h"
-#include "gw_h2o_version.h" /* GW_H2O_VERSION: Debian's h2o version + our patch level */
+#include "gw_h2o_version.h" /* GW_H2O_VERSION: h2o's version, the pinned commit, the number of our patches */
 #include "tls/dyncert.h"
 #include "tls/tls.h"
 

@@ -1,6 +1,6 @@
 /*
  * Reading the PROXY protocol header off an accepted socket, before h2o
- * sees it. libh2o 2.2.5 has a reader of its own (h2o_accept_ctx_t's
+ * sees it. h2o has a reader of its own (h2o_accept_ctx_t's
  * expect_proxy_line) that is not used: it reads v1 only, passes a
  * connection without a header on as if it had none (the contract refuses
  * it), scans for the CR without bound, and runs inside h2o_accept, after

@@ -559,8 +559,6 @@ static int start_worker(gw_worker_t *w, h2o_loop_t *loop, char **err)
 
     h2o_context_init(&w->ctx, loop, &w->server->globalconf);
     gw_context_on_stream_error(&w->ctx, gw_accept_on_stream_error, w);
-    /* the modules' 0 ms and 1 s timeouts are h2o's (the context is never disposed: gw_server_dispose) */
-    gw_loop_timeout_adopt_context(&w->ctx);
     for (i = 0; i != sizeof(THREAD_INITS) / sizeof(THREAD_INITS[0]); ++i)
         if (THREAD_INITS[i](w, err) != 0)
             return -1;

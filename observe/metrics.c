@@ -175,7 +175,7 @@ static void metric(text_t *out, const char *name, const char *type, const char *
     sample(out, name, NULL, value);
 }
 
-/* The HTTP/2 front's defences (the project's h2o patches, third_party/h2o/patches/01xx and 0300): counters that h2o
+/* The HTTP/2 front's defences (the project's h2o patches, third_party/h2o-master/patches/01xx and 0300): counters that h2o
  * keeps per context with relaxed atomics, summed here over the workers. */
 static const struct {
     const char *label;

@@ -108,7 +108,7 @@ static size_t request_cut(const gw_address_view_t *v, const h2o_header_t *h)
 {
     if (h->name == &H2O_TOKEN_REFERER->buf)
         return gw_address_view_request_origin(v, h->value, 0);
-    /* h2o 2.2.5 has no token for Origin; its parsers lowercase names */
+    /* by name (libh2o 2.2.5 had no token for Origin); h2o's parsers lowercase names */
     if (h2o_memis(h->name->base, h->name->len, H2O_STRLIT("origin")))
         return gw_address_view_request_origin(v, h->value, 1);
     return 0;

@@ -135,12 +135,11 @@ typedef struct st_gw_exchange_t {
         unsigned got_byte : 1; /* any byte of a response arrived on this connection */
         unsigned read_paused : 1;
         unsigned body_error : 1;
-        unsigned sending : 1;        /* an h2o_send is in flight; waiting for proceed */
-        unsigned started : 1;        /* h2o_send has been called once (the head is out) */
-        unsigned encode_chunked : 1; /* HTTP/1.1 client, length unknown: chunked here, not by h2o's filter */
-        int first_decoded;           /* gw_exchange_decode_first's gw_http1_body_decode result */
-        size_t unbilled;             /* bytes of the h2o_send in flight: billed when h2o reports them written (proceed) */
-        gw_http1_body_t body;        /* framing, and whether the connection may serve another request afterwards */
+        unsigned sending : 1; /* an h2o_send is in flight; waiting for proceed */
+        unsigned started : 1; /* h2o_send has been called once (the head is out) */
+        int first_decoded;    /* gw_exchange_decode_first's gw_http1_body_decode result */
+        size_t unbilled;      /* bytes of the h2o_send in flight: billed when h2o reports them written (proceed) */
+        gw_http1_body_t body; /* framing, and whether the connection may serve another request afterwards */
     } res;
 
     /* body bytes not yet handed to h2o once the upstream is released */
@@ -148,7 +147,6 @@ typedef struct st_gw_exchange_t {
     h2o_doublebuffer_t sending;
     gw_splice_t splice; /* splice.c: the body moved without copies */
     gw_sse_watch_t sse; /* sse_watched: where the event stream's last bytes left its lines */
-    char chunk_head[sizeof("ffffffffffffffff\r\n")];
 } gw_exchange_t;
 
 /* proxy.c */

@@ -12,32 +12,13 @@
 #include <h2o.h>
 #include "upstream/address_view.h"
 
-#ifdef GW_ENGINE_H2O_MASTER
-/* master's own (vendored, on the include path): its chunked decoder is larger (the framing-overhead guard's counters) */
+/* h2o's own (vendored, on the include path) */
 #include <picohttpparser.h>
-/* master's picohttpparser fails a chunked body once 100 KiB of framing carried under a quarter of payload (PR #3338). It
- * stays on for client request bodies; a sandbox's response is decoded without it, as on 2.2.5 (an app that flushes a
- * byte at a time is served, not cut: docs/security.md). Reset before each decode, so only one read carrying 100 KiB of
- * such framing could still trip it. */
+/* h2o's picohttpparser fails a chunked body once 100 KiB of framing carried under a quarter of payload (PR #3338). It
+ * stays on for client request bodies; a sandbox's response is decoded without it (an app that flushes a byte at a
+ * time is served, not cut: docs/security.md). Reset before each decode, so only one read carrying 100 KiB of such
+ * framing could still trip it. */
 #define GW_PHR_CHUNKED_GUARD_OFF(d) ((d)->_total_read = 0, (d)->_total_overhead = 0)
-#else
-#define GW_PHR_CHUNKED_GUARD_OFF(d) ((void)(d))
-/* picohttpparser is built into libh2o and exported by it, but Debian does
- * not install its header; these match deps/picohttpparser/picohttpparser.h
- * of h2o 2.2.5. */
-struct phr_header {
-    const char *name;
-    size_t name_len;
-    const char *value;
-    size_t value_len;
-};
-struct phr_chunked_decoder {
-    size_t bytes_left_in_chunk;
-    char consume_trailer;
-    char _hex_count;
-    char _state;
-};
-#endif
 
 /* An upstream response head larger than this is refused (502). */
 #define GW_HTTP1_MAX_RESPONSE_HEAD_BYTES (64 * 1024)

@@ -272,21 +272,10 @@ static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
     if (ex->res.body.content_length != SIZE_MAX && head->status != 204)
         req->res.content_length = ex->res.body.content_length;
 
-    if (!no_body && req->res.content_length == SIZE_MAX) {
-        if (req->version == 0x101) {
-#ifndef GW_ENGINE_H2O_MASTER
-            /* 2.2.5's chunked encoder (a filter) holds the head of an empty first send back (upstream/response.c);
-             * master's HTTP/1 encodes chunks itself, sends the head at once and counts only body bytes in bytes_sent */
-            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_TRANSFER_ENCODING, NULL, H2O_STRLIT("chunked"));
-            /* req->bytes_sent counts body bytes, not the framing */
-            req->bytes_counted_by_ostream = 1;
-            ex->res.encode_chunked = 1;
-#endif
-        } else if (req->version < 0x101) {
-            /* HTTP/1.0 client: the end of the body is the end of the connection */
-            req->http1_is_persistent = 0;
-        }
-    }
+    /* length unknown: an HTTP/1.1 client's body is chunked by h2o (which sends the head at once and counts only body
+     * bytes in bytes_sent); an HTTP/1.0 client's ends with the connection */
+    if (!no_body && req->res.content_length == SIZE_MAX && req->version < 0x101)
+        req->http1_is_persistent = 0;
     gw_exchange_start_body(ex, no_body);
 }
 

@@ -10,7 +10,6 @@
 #include <h2o.h>
 #include <h2o/http2.h>
 #include "common/engine.h"
-#include "common/numfmt.h"
 #include "upstream/exchange.h"
 
 /* At most this much of the response is handed to h2o per h2o_send: it bounds
@@ -69,34 +68,6 @@ void gw_exchange_release_upstream(gw_exchange_t *ex, int complete)
     } else {
         h2o_socket_close(sock);
     }
-}
-
-/* h2o's chunked encoder (an ostream filter) turns an empty in-progress
- * send into a deferred proceed without writing the head, so a server-sent
- * event stream would show nothing until its first event. Encoding here
- * sends the head at once. */
-static void send_chunked(gw_exchange_t *ex, h2o_iovec_t data, h2o_send_state_t state)
-{
-    h2o_iovec_t bufs[3];
-    size_t n = 0;
-
-    ex->req->bytes_sent += data.len;
-    if (data.len != 0) {
-        size_t len = gw_numfmt_hex(ex->chunk_head, data.len);
-        memcpy(ex->chunk_head + len, "\r\n", 2);
-        bufs[n++] = h2o_iovec_init(ex->chunk_head, len + 2);
-        bufs[n++] = data;
-        if (state == H2O_SEND_STATE_FINAL) {
-            bufs[n++] = h2o_iovec_init(H2O_STRLIT("\r\n0\r\n\r\n"));
-        } else if (state == H2O_SEND_STATE_IN_PROGRESS) {
-            bufs[n++] = h2o_iovec_init(H2O_STRLIT("\r\n"));
-        }
-        /* on error the chunk stays open and the connection closes: the
-         * client sees a truncated body */
-    } else if (state == H2O_SEND_STATE_FINAL) {
-        bufs[n++] = h2o_iovec_init(H2O_STRLIT("0\r\n\r\n"));
-    }
-    h2o_send(ex->req, bufs, n, state);
 }
 
 /* How much of the response one h2o_send may carry. Under HTTP/2 a send is
@@ -171,11 +142,7 @@ void gw_exchange_send(gw_exchange_t *ex)
         ex->res.unbilled = vec.len + (ex->res.started ? 0 : gw_exchange_response_head_size(ex->req));
     }
     ex->res.started = 1;
-    if (ex->res.encode_chunked) {
-        send_chunked(ex, vec, state);
-    } else {
-        h2o_send(ex->req, &vec, vec.len != 0 ? 1 : 0, state);
-    }
+    h2o_send(ex->req, &vec, vec.len != 0 ? 1 : 0, state);
 }
 
 static void on_io_timeout(gw_timer_t *entry);

@@ -44,7 +44,7 @@ int gw_splice_eligible(gw_exchange_t *ex)
     h2o_req_t *req = ex->req;
     h2o_socket_t *client;
 
-    if (!ex->proxy->conf.splice || req->version != 0x101 || ex->res.encode_chunked || ex->res.body.framing != GW_HTTP1_LENGTH ||
+    if (!ex->proxy->conf.splice || req->version != 0x101 || ex->res.body.framing != GW_HTTP1_LENGTH ||
         ex->res.body.bytes_left < SPLICE_MIN_BYTES)
         return 0;
     /* an ostream filter would see none of the spliced bytes */

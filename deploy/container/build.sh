@@ -13,8 +13,7 @@ cd "$(dirname "$0")/../.."
 if [ "${1:-}" = packages ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    # dpkg-dev: apt-get source (third_party/h2o/build.sh fetches Debian's h2o source)
-    apt-get install -y -qq --no-install-recommends ca-certificates dpkg-dev "${GW_DEB_BUILD_PACKAGES[@]}"
+    apt-get install -y -qq --no-install-recommends ca-certificates "${GW_DEB_BUILD_PACKAGES[@]}"
     # the desktop viewer's files (desktop.viewer_dir): Debian's novnc package unpacked, not installed (its
     # dependencies, nodejs and websockify among them, are for running it, which the gateway does not)
     (cd /tmp && apt-get download -qq novnc && dpkg-deb -x novnc_*.deb /novnc && rm novnc_*.deb)

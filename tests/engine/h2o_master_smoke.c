@@ -12,9 +12,9 @@
  * keep-alive HTTP/1.1 connection whose requests are answered a loop turn
  * later (as the gateway answers, once its sandbox has) makes no epoll_ctl
  * between requests (0200; epoll_ctl is counted through the linker's
- * --wrap). Built only with -Dengine=h2o-master (the gateway itself is not
- * ported yet). Prints h2o's version and exits 0, or names what failed and
- * exits 1.
+ * --wrap). The library's own test, without the gateway (the unit and
+ * engine suites). Prints h2o's version and exits 0, or names what failed
+ * and exits 1.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -7,9 +7,8 @@
  * connection error kept its head within the bound, or says it is too large,
  * and then added at most one field past the bound; a block never decodes to
  * more than H2O_HPACK_MAX_AMPLIFICATION times its size plus the table.
- * Built for either engine: 2.2.5 (h2o_hpack_parse_headers into an h2o_req_t)
- * or, with GW_ENGINE_H2O_MASTER, h2o master (h2o_hpack_parse_request with a
- * decoder callback and an h2o_hpack_head_limit_t; tests/fuzz/run hpack_master). */
+ * Decoded with h2o_hpack_parse_request (a decoder callback and an
+ * h2o_hpack_head_limit_t), as lib/http2/connection.c decodes a request. */
 #include <stdint.h>
 #include <string.h>
 #include <h2o.h>
@@ -37,7 +36,6 @@ static size_t decoded_size(decoded_t *d)
     return n;
 }
 
-#ifdef GW_ENGINE_H2O_MASTER
 static int decode_block(decoded_t *d, h2o_hpack_header_table_t *table, const uint8_t *src, size_t len, size_t *head_size,
                         size_t max_head_size)
 {
@@ -57,26 +55,6 @@ static int decode_block(decoded_t *d, h2o_hpack_header_table_t *table, const uin
     *head_size = limit.head_size;
     return ret;
 }
-#else
-static int decode_block(decoded_t *d, h2o_hpack_header_table_t *table, const uint8_t *src, size_t len, size_t *head_size,
-                        size_t max_head_size)
-{
-    h2o_req_t req;
-    size_t content_length;
-    int exists_map = 0, ret;
-    const char *err_desc = NULL;
-
-    memset(&req, 0, sizeof(req));
-    req.pool = d->pool; /* the request's allocations go to d->pool, cleared by the caller */
-    ret = h2o_hpack_parse_headers(&req, table, src, len, &exists_map, &content_length, NULL, head_size, max_head_size, &err_desc);
-    d->pool = req.pool;
-    d->method = req.input.method;
-    d->path = req.input.path;
-    d->authority = req.input.authority;
-    d->headers = req.headers;
-    return ret;
-}
-#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,4 +1,4 @@
-"""The HTTP/2 front's defences (h2o patches third_party/h2o/patches/01xx),
+"""The HTTP/2 front's defences (h2o patches third_party/h2o-master/patches/01xx),
 driven frame by frame over TLS with ALPN h2: Rapid Reset and MadeYouReset
 (a reset budget, then GOAWAY(ENHANCE_YOUR_CALM)), empty CONTINUATION floods
 and header blocks that never end, unknown frame types (counted, not logged),

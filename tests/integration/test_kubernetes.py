@@ -235,11 +235,6 @@ def test_image_holds_the_binary_and_its_libraries(tmp_path):
         needed.add(pkg.stdout.split(":")[0])
     if "libasan" in ldd:  # tests/run also runs this against the ASan+UBSan build: its runtimes are not the image's
         needed = {p for p in needed if not re.match(r"lib(asan|ubsan|lsan|gcc-s|stdc\+\+)", p)}
-    version = subprocess.run([gwtest.gateway_binary(), "--version"], capture_output=True, text=True).stdout
-    if "libh2o 2.3.0-DEV" in version:
-        # the image builds the default engine (libh2o 2.2.5); a binary on the vendored h2o master (issue 40) has
-        # master's own hiredis compiled in and needs every package of the image but Debian's libhiredis
-        installed = {p for p in installed if not p.startswith("libhiredis")}
     assert needed == installed, (needed, installed)
     assert "COPY --from=build /build/gateway/lizard-gateway" in runtime
     assert re.search(r"^RUN .*--check", runtime, re.M)

@@ -2,17 +2,19 @@
 # project needs to build, test and run, and nothing when all are present.
 # apt-get update runs only when something is missing.
 
-# What building the gateway needs. libh2o is not among them: meson builds it
-# from Debian's h2o source package (third_party/h2o/build.sh), which needs
-# cmake, patch, xz, zlib and libyaml. Keep Debian's libh2o-evloop-dev off the
-# machine: its unpatched headers must never be the ones a build finds.
+# What building the gateway needs. libh2o is not among them: meson builds
+# the vendored h2o master (third_party/h2o-master) with the gateway, and with
+# it h2o's own hiredis, so Debian's libhiredis-dev is not needed either. Keep
+# Debian's libh2o-evloop-dev off the machine: its headers must never be the
+# ones a build finds.
 GW_DEB_BUILD_PACKAGES=(
-    build-essential pkg-config meson ninja-build cmake patch xz-utils
-    zlib1g-dev libyaml-dev libhiredis-dev libjansson-dev libssl-dev
+    build-essential pkg-config meson ninja-build
+    zlib1g-dev libjansson-dev libssl-dev
 )
 
 GW_DEB_PACKAGES=(
     "${GW_DEB_BUILD_PACKAGES[@]}" check
+    cmake patch # re-pinning the vendored h2o (third_party/h2o-master/repin.sh: h2o's CMake lists its sources)
     redis-server redis-sentinel redis-tools curl nghttp2-client openssl
     python3-pytest python3-h2 python3-websockets python3-yaml python3-cryptography
     python3-grpcio # a real gRPC client: gRPC answers to gRPC requests (test_long_calls.py)
