@@ -386,6 +386,19 @@ def gateway_binary():
     return b
 
 
+_SANITIZED = {}
+
+
+def gateway_is_sanitized():
+    """Whether the gateway binary under test is built with AddressSanitizer
+    (its runtime is linked in): memory figures then include ASan's shadow
+    and the quarantine that keeps freed blocks from being reused."""
+    b = gateway_binary()
+    if b not in _SANITIZED:
+        _SANITIZED[b] = bool(first_occurrences(b, ("__asan_init",)))
+    return _SANITIZED[b]
+
+
 class Gateway:
     """One lizard-gateway process with a generated config.
 
