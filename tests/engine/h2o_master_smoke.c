@@ -8,7 +8,7 @@
  * on_close runs while its descriptor is open (0220), and the HTTP/2
  * request sees the client's window and is reset with the code given
  * (0230), the server's SETTINGS leave out extended CONNECT when told to
- * (0003), a read callback sees the bytes of its own read (0002), and a
+ * (0003) and a :protocol is then a stream error (0530), a read callback sees the bytes of its own read (0002), and a
  * keep-alive HTTP/1.1 connection whose requests are answered a loop turn
  * later (as the gateway answers, once its sandbox has) makes no epoll_ctl
  * between requests (0200; epoll_ctl is counted through the linker's
@@ -299,6 +299,34 @@ static int settings_has(const uint8_t *buf, size_t len, unsigned id)
     return 0;
 }
 
+/* Sends `request` (an HTTP/2 connection's first bytes) on a new connection and runs the loop until the answer (at most
+ * RESPONSE_MAX bytes, in answer and *len) has RST_STREAM(`code`) for H2_STREAM_ID; then closes the connection and runs the
+ * loop until the server has disposed of it. 1 when the reset was seen, 0 when not, -1 when no connection was had. */
+static int h2_until_reset(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ctx, const uint8_t *request, size_t request_len, uint32_t code,
+                          uint8_t *answer, size_t *len)
+{
+    ssize_t n;
+    int fd, done = 0, turns;
+
+    *len = 0;
+    closed_with_fd_open = -1;
+    if ((fd = connect_pair(loop, accept_ctx, request, request_len)) == -1)
+        return -1;
+    for (turns = 0; !done && turns != 200; ++turns) {
+        if (h2o_evloop_run(loop, 10) != 0 && errno != EINTR)
+            break;
+        while (*len < RESPONSE_MAX && (n = read(fd, answer + *len, RESPONSE_MAX - *len)) > 0)
+            *len += (size_t)n;
+        done = has_rst_stream(answer, *len, code);
+    }
+    close(fd);
+    /* the server sees the client leave and disposes the connection (no timer may stay linked) */
+    for (turns = 0; closed_with_fd_open == -1 && turns != 200; ++turns)
+        if (h2o_evloop_run(loop, 10) != 0 && errno != EINTR)
+            break;
+    return done;
+}
+
 static int serve_http2(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ctx)
 {
     /* the preface, an empty SETTINGS, and HEADERS (END_STREAM, END_HEADERS) on stream 1 with :method GET, :scheme http,
@@ -307,26 +335,12 @@ static int serve_http2(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ctx)
                                      "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
                                      "\x00\x00\x0a\x01\x05\x00\x00\x00\x01\x82\x86\x84\x41\x05smoke";
     uint8_t answer[RESPONSE_MAX];
-    size_t len = 0;
-    ssize_t n;
-    int fd, done = 0, turns;
+    size_t len;
+    int done;
 
     socket_found = 0;
-    closed_with_fd_open = -1;
-    if ((fd = connect_pair(loop, accept_ctx, request, sizeof(request) - 1)) == -1)
+    if ((done = h2_until_reset(loop, accept_ctx, request, sizeof(request) - 1, H2O_HTTP2_ERROR_CANCEL * -1, answer, &len)) == -1)
         return -1;
-    for (turns = 0; !done && turns != 200; ++turns) {
-        if (h2o_evloop_run(loop, 10) != 0 && errno != EINTR)
-            break;
-        while (len < sizeof(answer) && (n = read(fd, answer + len, sizeof(answer) - len)) > 0)
-            len += (size_t)n;
-        done = has_rst_stream(answer, len, H2O_HTTP2_ERROR_CANCEL * -1);
-    }
-    close(fd);
-    /* the server sees the client leave and disposes the connection (no timer may stay linked) */
-    for (turns = 0; closed_with_fd_open == -1 && turns != 200; ++turns)
-        if (h2o_evloop_run(loop, 10) != 0 && errno != EINTR)
-            break;
     if (settings_has(answer, len, H2O_HTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL)) {
         fprintf(stderr, "smoke: HTTP/2: SETTINGS_ENABLE_CONNECT_PROTOCOL advertised with http2.no_extended_connect set\n");
         return -1;
@@ -337,6 +351,33 @@ static int serve_http2(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ctx)
             "smoke: HTTP/2: RST_STREAM(CANCEL) %s, get_socket %s the accepted socket, send window %zd (want 65535), on_close %s\n",
             done ? "seen" : "not seen", socket_found ? "gave" : "did not give", h2_window,
             closed_with_fd_open == 1 ? "ran with the descriptor open" : "did not run with the descriptor open");
+        return -1;
+    }
+    return 0;
+}
+
+/* An extended CONNECT (:protocol websocket) on a connection that did not offer it (http2.no_extended_connect) is malformed:
+ * RST_STREAM(PROTOCOL_ERROR), and the handler never sees it (0530). */
+static int refuse_extended_connect(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ctx)
+{
+    /* the preface, an empty SETTINGS, and HEADERS (END_HEADERS, the stream left open) on stream 1 with :method CONNECT
+     * (literal, name index 2), :scheme http, :path /, :authority smoke and :protocol websocket (literal, new name) */
+    static const uint8_t request[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                     "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+                                     "\x00\x00\x27\x01\x04\x00\x00\x00\x01"
+                                     "\x42\x07"
+                                     "CONNECT\x86\x84\x41\x05smoke\x00\x09:protocol\x09websocket";
+    uint8_t answer[RESPONSE_MAX];
+    size_t len;
+    int done;
+
+    h2_req = NULL;
+    if ((done = h2_until_reset(loop, accept_ctx, request, sizeof(request) - 1, H2O_HTTP2_ERROR_PROTOCOL * -1, answer, &len)) == -1)
+        return -1;
+    if (!done || h2_req != NULL) {
+        fprintf(stderr, "smoke: HTTP/2: an extended CONNECT not offered got %s%s\n",
+                done ? "RST_STREAM(PROTOCOL_ERROR)" : "no RST_STREAM(PROTOCOL_ERROR)",
+                h2_req != NULL ? " and reached the handler" : "");
         return -1;
     }
     return 0;
@@ -353,7 +394,7 @@ int main(void)
     h2o_pathconf_t *path;
 
     h2o_config_init(&conf);
-    conf.http2.no_extended_connect = 1; /* 0003: the gateway serves no extended CONNECT */
+    conf.http2.no_extended_connect = 1; /* 0003 and 0530: extended CONNECT not offered */
     host = h2o_config_register_host(&conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     path = h2o_config_register_path(host, "/", 0);
     h2o_create_handler(path, sizeof(h2o_handler_t))->on_req = on_req;
@@ -370,8 +411,8 @@ int main(void)
         fprintf(stderr, "smoke: the timer did not fire\n");
         return 1;
     }
-    if (serve_http1(loop, &accept_ctx) != 0 || serve_http2(loop, &accept_ctx) != 0 || read_twice(loop) != 0 ||
-        serve_keepalive(loop, &accept_ctx) != 0)
+    if (serve_http1(loop, &accept_ctx) != 0 || serve_http2(loop, &accept_ctx) != 0 ||
+        refuse_extended_connect(loop, &accept_ctx) != 0 || read_twice(loop) != 0 || serve_keepalive(loop, &accept_ctx) != 0)
         return 1;
     printf("h2o %s (libh2o %s): context, loop, timer, one HTTP/1.1 request, one HTTP/2 request reset, keep-alive\n", H2O_VERSION,
            H2O_LIBRARY_VERSION);

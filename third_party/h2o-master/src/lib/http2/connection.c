@@ -820,9 +820,16 @@ static int handle_incoming_request(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
         must_exist_map = H2O_HPACK_PARSE_HEADERS_METHOD_EXISTS | H2O_HPACK_PARSE_HEADERS_AUTHORITY_EXISTS;
         may_exist_map = 0;
         /* extended connect looks like an ordinary request plus an upgrade token (:protocol) */
-        if ((header_exists_map & H2O_HPACK_PARSE_HEADERS_PROTOCOL_EXISTS) != 0)
+        if ((header_exists_map & H2O_HPACK_PARSE_HEADERS_PROTOCOL_EXISTS) != 0) {
+            /* not offered (SETTINGS_ENABLE_CONNECT_PROTOCOL left out, http2.no_extended_connect): :protocol makes the request
+             * malformed (RFC 8441 3), a stream error (lizard patch 0530) */
+            if (conn->super.ctx->globalconf->http2.no_extended_connect) {
+                ret = H2O_HTTP2_ERROR_PROTOCOL;
+                goto SendRSTStream;
+            }
             must_exist_map |= H2O_HPACK_PARSE_HEADERS_SCHEME_EXISTS | H2O_HPACK_PARSE_HEADERS_PATH_EXISTS |
                               H2O_HPACK_PARSE_HEADERS_PROTOCOL_EXISTS;
+        }
     } else if (h2o_memis(stream->req.input.method.base, stream->req.input.method.len, H2O_STRLIT("CONNECT-UDP"))) {
         /* Handling of masque draft-03. Method is CONNECT-UDP and :protocol is not used, so we set `:protocol` to "connect-udp" to
          * make it look like an upgrade. The method is preserved and can be used to distinguish between RFC 9298 version which uses
@@ -1193,7 +1200,10 @@ void proceed_request(h2o_req_t *req, const char *errstr)
     switch (stream->req_body.state) {
     case H2O_HTTP2_REQ_BODY_OPEN:
         update_stream_input_window(conn, stream, written);
-        if (stream->blocked_by_server && h2o_http2_window_get_avail(&stream->input_window.window) > 0) {
+        /* a tunnel (CONNECT, extended CONNECT) stays the server's while its response is open: a quiet tunnel is not an idle
+         * connection (lizard patch 0531) */
+        if (stream->blocked_by_server && !stream->req.is_tunnel_req &&
+            h2o_http2_window_get_avail(&stream->input_window.window) > 0) {
             h2o_http2_stream_set_blocked_by_server(conn, stream, 0);
             update_idle_timeout(conn);
         }
