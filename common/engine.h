@@ -202,11 +202,10 @@ static inline h2o_req_prefilter_t *gw_add_prefilter(h2o_req_t *req, size_t sz)
  * Where h2o master's server defaults differ from what the gateway promises,
  * the gateway's (the contract was written on libh2o 2.2.5, whose defaults
  * these were):
- * - no extended CONNECT (RFC 8441) advertised: the gateway serves
- *   WebSockets over HTTP/1.1 Upgrade only, and Chromium opens a wss://
- *   WebSocket as an extended CONNECT on its HTTP/2 connection when the
- *   server advertises it, with no fallback (our patch 0003 makes master's
- *   advertisement optional);
+ * - extended CONNECT (RFC 8441) advertised, as master does: the gateway
+ *   serves WebSocket over HTTP/2 (upstream/ws_h2.h), which Chromium uses on
+ *   its HTTP/2 connection when offered (our patch 0003 could leave the
+ *   setting out, and 0530 then refuses :protocol);
  * - HTTP/1.1 reads time out as the contract says: a request's head within h2o's
  *   request timeout (http1.req_timeout, 10 s), its body and an idle
  *   keep-alive connection after 10 s without a byte, not master's 5 s
@@ -221,7 +220,6 @@ static inline h2o_req_prefilter_t *gw_add_prefilter(h2o_req_t *req, size_t sz)
  */
 static inline void gw_globalconf_contract_defaults(h2o_globalconf_t *g)
 {
-    g->http2.no_extended_connect = 1;
     g->http1.req_io_timeout = g->http1.req_timeout;
     g->http1.no_response_io_timeout = 1;
     g->http1.error_closes_only = 1;

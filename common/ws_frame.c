@@ -4,6 +4,8 @@
  * reads), so a tunnel never buffers a payload to find the next boundary.
  */
 #include <string.h>
+#include <openssl/sha.h>
+#include <h2o/string_.h>
 #include "common/utf8.h"
 #include "common/ws_frame.h"
 
@@ -225,4 +227,17 @@ int gw_ws_sequence_check(int *in_message, const gw_ws_header_t *header)
     }
     *in_message = !header->fin;
     return 0;
+}
+
+size_t gw_ws_accept_encode(char *dst, const char *key, size_t key_len)
+{
+    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+    unsigned char digest[SHA_DIGEST_LENGTH], in[GW_WS_MAX_KEY + sizeof(guid)];
+
+    if (key_len > GW_WS_MAX_KEY)
+        key_len = GW_WS_MAX_KEY;
+    memcpy(in, key, key_len);
+    memcpy(in + key_len, guid, sizeof(guid) - 1);
+    SHA1(in, key_len + sizeof(guid) - 1, digest);
+    return h2o_base64_encode(dst, digest, sizeof(digest), 0);
 }

@@ -135,4 +135,12 @@ size_t gw_ws_close_frame_encode(uint8_t *dst, uint16_t code, const char *reason,
  * anywhere. *in_message starts at 0. */
 int gw_ws_sequence_check(int *in_message, const gw_ws_header_t *header);
 
+/* The opening handshake's Sec-WebSocket-Accept for a Sec-WebSocket-Key of
+ * at most GW_WS_MAX_KEY bytes (RFC 6455 4.2.2: base64 of the SHA-1 of the
+ * key and the protocol's GUID): written to dst (GW_WS_ACCEPT_SIZE bytes, NUL
+ * included), returns its length (28). */
+#define GW_WS_MAX_KEY 64
+#define GW_WS_ACCEPT_SIZE 29
+size_t gw_ws_accept_encode(char *dst, const char *key, size_t key_len);
+
 #endif

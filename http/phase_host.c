@@ -2,10 +2,12 @@
  * The host phase: the request line (method, origin-form target) and the
  * Host, parsed into the sandbox id and port. Answers what is not a preview
  * request of this gateway (405 for CONNECT, 400, bad_host, unknown_host);
- * hands on r->host.
+ * an HTTP/2 extended CONNECT for a WebSocket goes on as its HTTP/1.1
+ * upgrade (upstream/ws_h2.h). Hands on r->host.
  */
 #include "http/phases.h"
 #include "upstream/request_line.h"
+#include "upstream/ws_h2.h"
 
 /* 1 when the request came without a Host/:authority (h2o then substitutes the
  * hostconf's own name). */
@@ -19,6 +21,13 @@ static int lacks_authority(h2o_req_t *req)
  * :method can hold spaces). 1 when the request may go on, 0 when answered. */
 static int allowed_method(h2o_req_t *req)
 {
+    /* WebSocket over HTTP/2 (RFC 8441): from here on the upgrade it stands for */
+    if (gw_ws_h2_is_extended_connect(req)) {
+        if (gw_ws_h2_as_upgrade(req) == 0)
+            return 1;
+        gw_request_line_refuse(req, 400, "Bad Request", "Extended CONNECT serves :protocol websocket only");
+        return 0;
+    }
     if (gw_phase_is_method(req, H2O_STRLIT("CONNECT"))) {
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL, H2O_STRLIT(GW_REQUEST_ALLOWED_METHODS));
         gw_request_line_refuse(req, 405, "Method Not Allowed", "CONNECT is not forwarded: this is a web server, not a proxy");

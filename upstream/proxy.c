@@ -18,6 +18,7 @@
 #include "common/keepalive.h"
 #include "common/netaddr.h"
 #include "upstream/exchange.h"
+#include "upstream/ws_h2.h"
 
 /* The request body goes upstream in slices of this size, so that a slow
  * upload is told apart from a stalled one (each slice restarts the timer). */
@@ -46,6 +47,7 @@
 /* bad_upstream_response: what was wrong with the answer */
 #define DETAIL_NOT_HTTP "Its status line or headers are not HTTP/1.x."
 #define DETAIL_UNASKED_101 "It switched protocols (101) without being asked to."
+#define DETAIL_BAD_ACCEPT "Its WebSocket handshake answer (Sec-WebSocket-Accept) does not match the key the gateway sent."
 #define DETAIL_CLOSED_IN_HEAD "It closed the connection in the middle of its response head."
 #define DETAIL_HEAD_TOO_LARGE "Its response head is larger than 64 KiB."
 #define DETAIL_BAD_CHUNKED "Its chunked body is malformed (a chunk size or line end that RFC 9112 does not allow)."
@@ -121,6 +123,13 @@ static size_t request_size(h2o_req_t *req)
 
 /* --- the request to the upstream ---------------------------------------- */
 
+/* The request's body: none for an HTTP/2 extended CONNECT, whose DATA is the
+ * tunnel's (stream_sock.h), never a body of the upgrade's GET. */
+static h2o_iovec_t request_body(h2o_req_t *req)
+{
+    return gw_ws_h2_is_extended_connect(req) ? h2o_iovec_init(NULL, 0) : req->entity;
+}
+
 /* The client's address as text (common/client_addr.h). Returns the length,
  * or 0 when unknown. */
 static size_t client_address(h2o_req_t *req, char *buf, size_t bufsize)
@@ -151,7 +160,7 @@ static h2o_iovec_t build_request_head(gw_exchange_t *ex)
                             .scheme = ex->localhost ? h2o_iovec_init(H2O_STRLIT("https")) : req->scheme->name,
                             .headers = ex->localhost ? gw_address_view_request_headers(&ex->view, &req->pool, &req->headers)
                                                      : &req->headers,
-                            .body = req->entity,
+                            .body = request_body(req),
                             .client_port = ex->client_port != 0 ? ex->client_port : local_port(req),
                             .localhost_port = ex->localhost ? ex->port : 0,
                             .websocket = ex->is_websocket};
@@ -244,6 +253,10 @@ static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
     if (head->status == 101 && !(ex->is_websocket && ex->up_req.done && !ex->up_req.failed)) {
         /* switching protocols unasked (or before the request was out) */
         fail_bad_answer(ex, DETAIL_UNASKED_101);
+        return;
+    }
+    if (head->status == 101 && gw_ws_h2_is_extended_connect(req) && !gw_ws_h2_accept_matches(req, head)) {
+        fail_bad_answer(ex, DETAIL_BAD_ACCEPT);
         return;
     }
     no_body = head->status != 101 && (ex->is_head || head->status == 204 || head->status == 304);
@@ -350,7 +363,7 @@ static void on_request_written(h2o_socket_t *sock, const char *err)
     ex->up_req.body_inflight = 0;
     if (ex->state == GW_EX_AWAIT_HEAD)
         gw_exchange_set_silence(ex, GW_SILENCE_FIRST_BYTE, on_first_byte_timeout);
-    if (ex->up_req.body_written < ex->req->entity.len) {
+    if (ex->up_req.body_written < request_body(ex->req).len) {
         write_request(ex);
     } else {
         ex->up_req.done = 1;
@@ -366,8 +379,8 @@ static void write_request(gw_exchange_t *ex)
         bufs[n++] = ex->up_req.head;
         ex->up_req.head_written = 1;
     }
-    if (ex->req->entity.base != NULL && ex->up_req.body_written < ex->req->entity.len) {
-        size_t left = ex->req->entity.len - ex->up_req.body_written;
+    if (request_body(ex->req).base != NULL && ex->up_req.body_written < request_body(ex->req).len) {
+        size_t left = request_body(ex->req).len - ex->up_req.body_written;
         ex->up_req.body_inflight = left < REQUEST_BODY_SLICE ? left : REQUEST_BODY_SLICE;
         bufs[n++] = h2o_iovec_init(ex->req->entity.base + ex->up_req.body_written, ex->up_req.body_inflight);
     }
@@ -599,7 +612,8 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->is_tcp = target->tcp != 0;
     ex->rfb = (unsigned)target->rfb & 3;
     ex->viewer_slot = target->viewer_limit;
-    ex->is_websocket = req->version < 0x200 && req->upgrade.base != NULL &&
+    /* an HTTP/1.1 upgrade, or an HTTP/2 extended CONNECT made one (http/phase_host.c) */
+    ex->is_websocket = (req->version < 0x200 || gw_ws_h2_is_extended_connect(req)) && req->upgrade.base != NULL &&
                        h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
     h2o_doublebuffer_init(&ex->sending, &h2o_socket_buffer_prototype);

@@ -14,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <openssl/sha.h>
 #include <h2o.h>
 #include <h2o/http1.h>
 #include "common/engine.h"
 #include "common/ws_frame.h"
 #include "upstream/exchange.h"
 #include "upstream/rfb_walk.h"
+#include "upstream/stream_sock.h"
 #include "upstream/tcp_tunnel.h"
 #include "upstream/tunnel_hold.h"
 #include "upstream/ws_track.h"
@@ -31,9 +31,10 @@ typedef struct st_tcp_tunnel_t {
     gw_tunnel_hold_t hold; /* taken over from the exchange */
     size_t head_bytes;
     h2o_socket_t *sandbox;
-    h2o_socket_t *client;  /* once the 101 is written */
-    h2o_socket_t *writing; /* the client's socket while h2o writes the 101, else NULL */
-    int revoked;           /* while the 101 was being written */
+    h2o_socket_t *client;     /* once the 101 is written */
+    h2o_socket_t *writing;    /* the client's socket while h2o writes the 101, else NULL */
+    int revoked;              /* while the 101 was being written */
+    gw_stream_sock_t *bridge; /* an HTTP/2 client's stream behind `client` (stream_sock.h); NULL: HTTP/1.1 */
     /* client -> sandbox */
     uint64_t payload_left;
     uint8_t mask[4];
@@ -76,7 +77,7 @@ static int is_websocket_get(h2o_req_t *req)
     h2o_iovec_t version = header_value(req, H2O_STRLIT("sec-websocket-version")),
                 key = header_value(req, H2O_STRLIT("sec-websocket-key"));
 
-    if (req->version != 0x101 || !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) || req->upgrade.base == NULL ||
+    if (req->version < 0x101 || !h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET")) || req->upgrade.base == NULL ||
         !h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket")))
         return 0;
     return h2o_memis(version.base, version.len, H2O_STRLIT("13")) && key.len != 0 && key.len <= 64;
@@ -102,14 +103,8 @@ int gw_rfb_tunnel_is_handshake(h2o_req_t *req)
 /* Sec-WebSocket-Accept (RFC 6455 4.2.2); key is at most 64 bytes (gw_tcp_tunnel_is_handshake) */
 static h2o_iovec_t accept_key(h2o_mem_pool_t *pool, h2o_iovec_t key)
 {
-    static const char guid[] = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
-    unsigned char digest[SHA_DIGEST_LENGTH], in[64 + sizeof(guid)];
-    char *out = gw_pool_alloc(pool, h2o_base64_encode_capacity(SHA_DIGEST_LENGTH));
-
-    memcpy(in, key.base, key.len);
-    memcpy(in + key.len, guid, sizeof(guid) - 1);
-    SHA1(in, key.len + sizeof(guid) - 1, digest);
-    return h2o_iovec_init(out, h2o_base64_encode(out, digest, sizeof(digest), 0));
+    char *out = gw_pool_alloc(pool, GW_WS_ACCEPT_SIZE);
+    return h2o_iovec_init(out, gw_ws_accept_encode(out, key.base, key.len));
 }
 
 /* --- ending --------------------------------------------------------------- */
@@ -131,6 +126,7 @@ static void tunnel_free(tcp_tunnel_t *t)
     if (t->client != NULL)
         h2o_socket_close(t->client);
     gw_tunnel_hold_release(&t->hold);
+    gw_stream_sock_release(t->bridge);
     GW_PROXY_COUNT(t->proxy, tcp_tunnels_open, -1);
     if (t->rfb != 0)
         GW_PROXY_COUNT(t->proxy, desktop_viewers[t->rfb == GW_RFB_VIEW_ONLY], -1);
@@ -218,7 +214,7 @@ static void on_client_written(h2o_socket_t *sock, const char *err)
         tunnel_free(t);
         return;
     }
-    gw_proxy_add_egress(t->proxy, t->client, t->hold.sandbox_id, t->hold.no_activity, t->down_frame, 1);
+    gw_tunnel_hold_bill_client(t->proxy, &t->hold, t->client, t->bridge, t->hold.no_activity, t->down_frame);
     if (t->down_writing != 0 && t->sandbox != NULL) {
         h2o_buffer_consume(&t->sandbox->input, t->down_writing);
         if (t->close_len != 0) {
@@ -511,7 +507,7 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
     h2o_buffer_consume(&client->input, reqsize);
     t->client = client;
     client->data = t;
-    gw_proxy_add_egress(t->proxy, client, t->hold.sandbox_id, t->hold.no_activity, t->head_bytes, 1);
+    gw_tunnel_hold_bill_client(t->proxy, &t->hold, client, t->bridge, t->hold.no_activity, t->head_bytes);
     setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &t->proxy->rcvbuf, sizeof(t->proxy->rcvbuf));
     gw_tunnel_hold_bound_socket(t->proxy, client);
     gw_tunnel_hold_bound_socket(t->proxy, t->sandbox);
@@ -576,7 +572,7 @@ void gw_exchange_tcp_open(gw_exchange_t *ex)
     t->head_bytes = gw_exchange_response_head_size(req) + sizeof("connection: upgrade\r\n") - 1;
     t->writing = gw_conn_socket(req->conn);
     req->timestamps.response_start_at = gw_context_timeval(req->conn->ctx);
-    h2o_http1_upgrade(req, NULL, 0, on_upgrade_complete, t);
+    gw_client_upgrade(req, p->rcvbuf, on_upgrade_complete, t, &t->bridge);
 }
 
 void gw_proxy_close_tcp_tunnels(gw_proxy_t *p)

@@ -8,6 +8,7 @@
 #include "common/ws_frame.h"
 #include "upstream/exchange.h"
 #include "upstream/tunnel_hold.h"
+#include "upstream/stream_sock.h"
 
 void gw_tunnel_hold_take(gw_tunnel_hold_t *h, gw_exchange_t *ex, gw_revoke_cb on_revoke)
 {
@@ -78,6 +79,17 @@ void gw_tunnel_hold_bound_socket(gw_proxy_t *p, h2o_socket_t *sock)
      * does not read */
     if (n != 0)
         setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_SNDBUF, &n, sizeof(n));
+}
+
+void gw_tunnel_hold_bill_client(gw_proxy_t *p, const gw_tunnel_hold_t *h, h2o_socket_t *client, gw_stream_sock_t *bridge,
+                                int no_activity, uint64_t bytes)
+{
+    h2o_socket_t *sock;
+
+    if (bridge == NULL)
+        gw_proxy_add_egress(p, client, h->sandbox_id, no_activity, bytes, 1);
+    else if (bytes != 0 && (sock = gw_stream_sock_billing_socket(bridge)) != NULL)
+        gw_proxy_add_egress(p, sock, h->sandbox_id, no_activity, bytes, 0);
 }
 
 void gw_tunnel_hold_count_refusal(gw_proxy_t *p, uint16_t code)

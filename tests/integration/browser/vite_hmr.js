@@ -12,7 +12,9 @@
 // logged "[vite] connected."; then waits for the stdin line "edited" (the
 // test has changed the source file), waits for `selector` to show `edited`,
 // and prints the result: whether it arrived, whether the page reloaded (a
-// marker set before the edit must still be there), and the console lines.
+// marker set before the edit must still be there), the console lines, and
+// the WebSocket handshakes as the DevTools protocol saw them (ws_handshakes:
+// status, request headers).
 'use strict';
 
 const readline = require('readline');
@@ -51,6 +53,14 @@ async function waitFor(pred, ms) {
     try {
         const page = ctx.pages()[0] || (await ctx.newPage());
         page.on('console', (m) => out.console.push(m.text()));
+        // the WebSocket handshakes as Chromium's DevTools protocol sees them: over HTTP/2 (extended CONNECT) the
+        // answer is a 200 whose request has :protocol; over HTTP/1.1 a 101
+        out.ws_handshakes = [];
+        const cdp = await ctx.newCDPSession(page);
+        await cdp.send('Network.enable');
+        cdp.on('Network.webSocketHandshakeResponseReceived', (e) =>
+            out.ws_handshakes.push({ status: e.response.status, requestHeaders: e.response.requestHeaders || {} }),
+        );
         page.on('framenavigated', (f) => {
             if (f === page.mainFrame()) out.navigations++;
         });

@@ -1,0 +1,421 @@
+"""WebSocket over HTTP/2 (RFC 8441 extended CONNECT), driven with python3-h2
+against the gateway over TLS (ALPN h2), to a real WebSocket server in the
+"sandbox" (ws_upstream.py, python3-websockets), which gets an HTTP/1.1
+upgrade. The gateway offers SETTINGS_ENABLE_CONNECT_PROTOCOL; a CONNECT
+:protocol websocket goes through the preview pipeline like any request and
+the stream then carries the WebSocket's frames.
+
+The library's own refusal of :protocol on a connection that did not offer
+it (h2o patch 0530) is tested by tests/engine/h2o_master_smoke.c.
+"""
+
+import json
+import os
+import socket
+import ssl
+import struct
+import time
+
+import h2.config
+import h2.errors
+import h2.connection
+import h2.events
+import h2.settings
+import pytest
+
+import browser_helpers as bh
+import gwtest
+from test_metering import (FLUSH_MS, check_bounds, check_stream, incr_total, mredis, msandbox,  # noqa: F401
+                           start_gw, total, wait_egress)
+from test_metering import ws_frame as masked_frame
+from test_proxy import ws_sandbox, ws_upstream  # noqa: F401
+
+OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 1, 2, 8, 9, 10
+
+
+def ws_frame(opcode, payload):
+    """A client frame (masked with a fresh key)."""
+    return masked_frame(payload, mask=os.urandom(4), opcode=opcode)
+
+
+def parse_frames(buf):
+    """Whole server frames (unmasked) at the start of buf: ([(opcode, payload)], rest)."""
+    out = []
+    while len(buf) >= 2:
+        op, n, at = buf[0] & 0x0F, buf[1] & 0x7F, 2
+        if n == 126:
+            if len(buf) < 4:
+                break
+            n, at = struct.unpack("!H", buf[2:4])[0], 4
+        elif n == 127:
+            if len(buf) < 10:
+                break
+            n, at = struct.unpack("!Q", buf[2:10])[0], 10
+        if len(buf) < at + n:
+            break
+        out.append((op, buf[at:at + n]))
+        buf = buf[at + n:]
+    return out, buf
+
+
+class H2:
+    """One HTTP/2 connection to the gateway; streams' events are kept per stream."""
+
+    def __init__(self, gw, host, validate=True):
+        self.host = host
+        self.authority = "%s:%d" % (host, gw.tls_port)
+        ctx = ssl.create_default_context(cafile=CA[0])
+        ctx.set_alpn_protocols(["h2"])
+        raw = socket.create_connection(("127.0.0.1", gw.tls_port), timeout=10)
+        self.sock = ctx.wrap_socket(raw, server_hostname=host)
+        assert self.sock.selected_alpn_protocol() == "h2"
+        cfg = h2.config.H2Configuration(client_side=True, header_encoding="utf-8", validate_outbound_headers=validate,
+                                        normalize_outbound_headers=validate)
+        self.conn = h2.connection.H2Connection(config=cfg)
+        self.conn.initiate_connection()
+        self.flush()
+        self.remote_settings = {}
+        self.streams = {}  # id -> {"status", "headers", "data", "ended", "reset"}
+        self.pump(lambda: h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL in self.remote_settings or self.settings_seen)
+
+    settings_seen = False
+
+    def flush(self):
+        out = self.conn.data_to_send()
+        if out:
+            self.sock.sendall(out)
+
+    def st(self, sid):
+        return self.streams.setdefault(sid, {"status": None, "headers": [], "data": b"", "ended": False, "reset": None})
+
+    def pump(self, until, timeout=10):
+        deadline = time.monotonic() + timeout
+        while not until():
+            if time.monotonic() > deadline:
+                raise TimeoutError("no such event from the gateway")
+            self.sock.settimeout(max(0.05, deadline - time.monotonic()))
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not data:
+                raise ConnectionError("the gateway closed the connection")
+            for ev in self.conn.receive_data(data):
+                if isinstance(ev, h2.events.RemoteSettingsChanged):
+                    self.settings_seen = True
+                    for k, v in ev.changed_settings.items():
+                        self.remote_settings[k] = v.new_value
+                elif isinstance(ev, h2.events.ResponseReceived):
+                    s = self.st(ev.stream_id)
+                    for k, v in ev.headers:
+                        if k == ":status":
+                            s["status"] = int(v)
+                        else:
+                            s["headers"].append((k, v))
+                elif isinstance(ev, h2.events.DataReceived):
+                    self.st(ev.stream_id)["data"] += ev.data
+                    self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    self.st(ev.stream_id)["ended"] = True
+                elif isinstance(ev, h2.events.StreamReset):
+                    self.st(ev.stream_id)["reset"] = ev.error_code
+            self.flush()
+
+    def connect(self, path, protocol="websocket", extra=(), drop=()):
+        sid = self.conn.get_next_available_stream_id()
+        hl = [(":method", "CONNECT"), (":protocol", protocol), (":scheme", "https"), (":path", path),
+              (":authority", self.authority), ("sec-websocket-version", "13")] + list(extra)
+        hl = [(k, v) for k, v in hl if k not in drop]
+        self.conn.send_headers(sid, hl, end_stream=False)
+        self.flush()
+        self.pump(lambda: self.st(sid)["status"] is not None or self.st(sid)["reset"] is not None)
+        return sid
+
+    def get(self, path, headers=()):
+        sid = self.conn.get_next_available_stream_id()
+        self.conn.send_headers(sid, [(":method", "GET"), (":scheme", "https"), (":path", path),
+                                     (":authority", self.authority)] + list(headers), end_stream=True)
+        self.flush()
+        return sid
+
+    def send(self, sid, opcode, payload):
+        """One frame, in DATA frames as the stream's window allows."""
+        data = ws_frame(opcode, payload)
+        while data:
+            self.pump(lambda: self.conn.local_flow_control_window(sid) > 0)
+            n = min(len(data), self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size)
+            self.conn.send_data(sid, data[:n])
+            data = data[n:]
+            self.flush()
+
+    def frames(self, sid, n=1, timeout=10):
+        """The next n server frames on sid (taken from its data)."""
+
+        def have():
+            st = self.st(sid)
+            return len(parse_frames(st["data"])[0]) >= n or st["ended"] or st["reset"] is not None
+
+        self.pump(have, timeout)
+        got = parse_frames(self.st(sid)["data"])[0][:n]
+        self.st(sid)["data"] = _rest_after(self.st(sid)["data"], len(got))
+        return got
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+def _rest_after(buf, n):
+    """buf without its first n frames."""
+    for _ in range(n):
+        frames, _ = parse_frames(buf)
+        if not frames:
+            break
+        ln = buf[1] & 0x7F
+        buf = buf[(2 if ln < 126 else 4 if ln == 126 else 10) + len(frames[0][1]):]
+    return buf
+
+
+CA = [None]
+
+
+@pytest.fixture(autouse=True)
+def _ca(certs):
+    CA[0] = certs["ca"]
+
+
+def hdr(headers, name):
+    return [v for k, v in headers if k == name]
+
+
+def test_extended_connect_offered_and_echo(gateway, ws_sandbox, ws_upstream):
+    """SETTINGS has ENABLE_CONNECT_PROTOCOL=1; a CONNECT :protocol websocket
+    with the token gets 200 and echoes through the sandbox's WebSocket
+    server, which got an HTTP/1.1 upgrade with the gateway's key; the access
+    log line says CONNECT over HTTP/2."""
+    c = H2(gateway, ws_sandbox.host)
+    try:
+        assert c.remote_settings.get(h2.settings.SettingCodes.ENABLE_CONNECT_PROTOCOL) == 1, c.remote_settings
+        cid = "h2echo-" + gwtest.new_sandbox_id()
+        sid = c.connect("/echo?id=" + cid, extra=[(bh.TOKEN_HEADER.lower(), ws_sandbox.token),
+                                                   ("sec-websocket-protocol", "chat, superchat")])
+        s = c.st(sid)
+        assert s["status"] == 200, s
+        assert not hdr(s["headers"], "sec-websocket-accept") and not hdr(s["headers"], "upgrade"), s["headers"]
+        c.send(sid, OP_TEXT, "héllo over h2".encode())
+        assert c.frames(sid) == [(OP_TEXT, "héllo over h2".encode())]
+        big = os.urandom(200000)
+        c.send(sid, OP_BINARY, big)
+        assert c.frames(sid) == [(OP_BINARY, big)]
+        c.send(sid, OP_CLOSE, struct.pack("!H", 1000))
+        assert c.frames(sid)[0][0] == OP_CLOSE
+        c.pump(lambda: c.st(sid)["ended"] or c.st(sid)["reset"] is not None)
+    finally:
+        c.close()
+    info = ws_upstream.wait_closed(cid)
+    heads = {k.lower(): v for k, v in info["headers"]}
+    assert info["close_code"] == 1000, info
+    assert heads["upgrade"].lower() == "websocket" and heads["sec-websocket-version"] == "13", heads
+    assert len(heads["sec-websocket-key"]) == 24, heads
+    assert bh.TOKEN_HEADER.lower() not in heads, "the token reached the sandbox"
+    rec = gwtest.access_log_line(gateway, "/echo?id=" + cid)
+    assert rec["method"] == "CONNECT" and rec["protocol"] == "HTTP/2" and rec["status"] == 200, rec
+
+
+def test_without_token_is_401(gateway, ws_sandbox):
+    c = H2(gateway, ws_sandbox.host)
+    try:
+        sid = c.connect("/echo")
+        c.pump(lambda: c.st(sid)["ended"] or c.st(sid)["reset"] is not None)
+        s = c.st(sid)
+        assert s["status"] == 401, s
+        assert json.loads(s["data"])["error"]["code"] == "missing_token", s["data"]
+    finally:
+        c.close()
+
+
+def test_bad_protocol_is_400_and_missing_path_is_reset(gateway, ws_sandbox):
+    c = H2(gateway, ws_sandbox.host, validate=False)
+    try:
+        sid = c.connect("/echo", protocol="connect-udp", extra=[(bh.TOKEN_HEADER.lower(), ws_sandbox.token)])
+        assert c.st(sid)["status"] == 400, c.st(sid)
+        sid = c.connect("/echo", extra=[(bh.TOKEN_HEADER.lower(), ws_sandbox.token)], drop=(":path",))
+        assert c.st(sid)["reset"] == h2.errors.ErrorCodes.PROTOCOL_ERROR, c.st(sid)
+        sid = c.connect("/echo", extra=[(bh.TOKEN_HEADER.lower(), ws_sandbox.token)], drop=(":scheme",))
+        assert c.st(sid)["reset"] == h2.errors.ErrorCodes.PROTOCOL_ERROR, c.st(sid)
+        # plain CONNECT (no :protocol) stays refused
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "CONNECT"), (":authority", c.authority)], end_stream=False)
+        c.flush()
+        c.pump(lambda: c.st(sid)["status"] is not None or c.st(sid)["reset"] is not None)
+        assert c.st(sid)["status"] == 405 or c.st(sid)["reset"] is not None, c.st(sid)
+    finally:
+        c.close()
+
+
+def test_two_websockets_and_a_get_on_one_connection(gateway, ws_sandbox, ws_upstream):
+    c = H2(gateway, ws_sandbox.host)
+    tok = [(bh.TOKEN_HEADER.lower(), ws_sandbox.token)]
+    try:
+        a = c.connect("/echo", extra=tok)
+        b = c.connect("/echo", extra=tok)
+        assert c.st(a)["status"] == 200 and c.st(b)["status"] == 200
+        g = c.get("/_info?id=none", headers=tok)
+        c.send(a, OP_TEXT, b"to a")
+        c.send(b, OP_TEXT, b"to b")
+        assert c.frames(b) == [(OP_TEXT, b"to b")]
+        assert c.frames(a) == [(OP_TEXT, b"to a")]
+        c.pump(lambda: c.st(g)["ended"])
+        assert c.st(g)["status"] == 404, c.st(g)  # the app's own answer, over the same connection
+    finally:
+        c.close()
+
+
+def test_revocation_ends_the_stream(gateway, register_sandbox, ws_sandbox, ws_upstream):
+    """A publish that changes the token ends the stream and closes the app's
+    side (as over HTTP/1.1, the tunnel closes without a Close frame)."""
+    c = H2(gateway, ws_sandbox.host)
+    cid = "h2rev-" + gwtest.new_sandbox_id()
+    try:
+        sid = c.connect("/echo?id=" + cid, extra=[(bh.TOKEN_HEADER.lower(), ws_sandbox.token)])
+        assert c.st(sid)["status"] == 200
+        c.send(sid, OP_TEXT, b"before")
+        assert c.frames(sid) == [(OP_TEXT, b"before")]
+        register_sandbox(ws_sandbox.id, ports={ws_upstream.port: "private"}, token="a-new-token-" + gwtest.new_sandbox_id())
+        c.pump(lambda: c.st(sid)["ended"] or c.st(sid)["reset"] is not None)
+    finally:
+        c.close()
+    ws_upstream.wait_closed(cid)
+
+
+def test_app_close_ends_stream_and_client_reset_closes_app(gateway, ws_sandbox, ws_upstream):
+    c = H2(gateway, ws_sandbox.host)
+    tok = [(bh.TOKEN_HEADER.lower(), ws_sandbox.token)]
+    try:
+        sid = c.connect("/close?code=4001&reason=bye", extra=tok)
+        assert c.st(sid)["status"] == 200
+        f = c.frames(sid)
+        assert f and f[0][0] == OP_CLOSE and struct.unpack("!H", f[0][1][:2])[0] == 4001, f
+        c.send(sid, OP_CLOSE, struct.pack("!H", 4001))
+        c.pump(lambda: c.st(sid)["ended"] or c.st(sid)["reset"] is not None)
+        assert c.st(sid)["ended"], c.st(sid)
+
+        cid = "h2rst-" + gwtest.new_sandbox_id()
+        sid = c.connect("/idle?id=" + cid, extra=tok)
+        assert c.st(sid)["status"] == 200
+        gwtest.wait_for(lambda: ws_upstream.info(cid)["open"], 5, what="the app's side open")
+        c.conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+        c.flush()
+        info = ws_upstream.wait_closed(cid)
+        assert not info["open"]
+        # the connection is still good
+        sid = c.connect("/echo", extra=tok)
+        c.send(sid, OP_TEXT, b"still here")
+        assert c.frames(sid) == [(OP_TEXT, b"still here")]
+    finally:
+        c.close()
+
+
+def own_gateway(gw_factory, register_sandbox, ws_upstream, upstream_conf):
+    """A gateway of the test's own with these upstream.* settings, a private
+    port of a new sandbox on ws_upstream: (an H2 connection to it, the token)."""
+    gw = gw_factory({"upstream": upstream_conf})
+    sandbox_id = gwtest.new_sandbox_id("wsh2o")
+    token = register_sandbox(sandbox_id, ports={ws_upstream.port: "private"})
+    return H2(gw, gw.host(ws_upstream.port, sandbox_id)), token
+
+
+def test_pings_arrive_and_pongs_are_not_forwarded(gw_factory, register_sandbox, ws_upstream):
+    c, token = own_gateway(gw_factory, register_sandbox, ws_upstream, {"websocket_ping_interval_ms": 300})
+    cid = "h2ping-" + gwtest.new_sandbox_id()
+    try:
+        sid = c.connect("/idle?id=" + cid, extra=[(bh.TOKEN_HEADER.lower(), token)])
+        assert c.st(sid)["status"] == 200
+        f = c.frames(sid)
+        assert f and f[0][0] == OP_PING, f
+        c.send(sid, OP_PONG, f[0][1])
+        f2 = c.frames(sid)
+        assert f2 and f2[0][0] == OP_PING, f2
+    finally:
+        c.close()
+    info = ws_upstream.wait_closed(cid)
+    assert info.get("frames_pong", 0) == 0, "the gateway's Pong reached the app: %r" % info
+
+
+def test_tcp_tunnel_over_h2(gateway, register_sandbox, upstream):
+    """/.lizard/tcp over an HTTP/2 stream: the tcp port's bytes as binary frames."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    sid_, token = gwtest.register_tcp_sandbox(register_sandbox.redis, port)
+    c = H2(gateway, gateway.host(port, sid_))
+    try:
+        sid = c.connect("/.lizard/tcp", extra=[(bh.TOKEN_HEADER.lower(), token),
+                                                ("sec-websocket-protocol", "lizard.tcp.v1")])
+        assert c.st(sid)["status"] == 200, c.st(sid)
+        conn, _ = srv.accept()
+        conn.sendall(b"hello from tcp")
+        f = c.frames(sid)
+        assert f == [(OP_BINARY, b"hello from tcp")], f
+        c.send(sid, OP_BINARY, b"and back")
+        conn.settimeout(5)
+        assert conn.recv(100) == b"and back"
+        conn.close()
+    finally:
+        c.close()
+        srv.close()
+
+
+H2O_HTTP2_IDLE_TIMEOUT_S = 10  # h2o's http2.idle_timeout (the gateway keeps its default)
+
+
+def test_quiet_websocket_outlives_the_connections_idle_timeout(gw_factory, register_sandbox, ws_upstream):
+    """A WebSocket stream is not an idle HTTP/2 connection: after the
+    client's last message (which the app does not answer) and no Ping (off),
+    the stream still works past h2o's connection idle timeout."""
+    c, token = own_gateway(gw_factory, register_sandbox, ws_upstream, {"websocket_ping_interval_ms": 0})
+    cid = "h2quiet-" + gwtest.new_sandbox_id()
+    try:
+        sid = c.connect("/idle?id=" + cid, extra=[(bh.TOKEN_HEADER.lower(), token)])
+        assert c.st(sid)["status"] == 200
+        c.send(sid, OP_TEXT, b"unanswered")
+        gwtest.wait_for(lambda: ws_upstream.info(cid).get("frames_text", 0) == 1, 5, what="the app to get the message")
+        time.sleep(H2O_HTTP2_IDLE_TIMEOUT_S + 2)
+        c.send(sid, OP_PING, b"still there?")
+        assert c.frames(sid) == [(OP_PONG, b"still there?")], c.st(sid)
+    finally:
+        c.close()
+
+
+def test_websocket_over_h2_is_metered(gw_factory, mredis, msandbox, upstream):  # noqa: F811
+    """The frames both ways are counted, plus the head each way (as
+    test_metering.py's HTTP/1.1 WebSocket): ingress what the client sent
+    through the stream, egress what it received, billed as the HTTP/2
+    connection's TCP acknowledged it."""
+    g = start_gw(gw_factory, mredis)
+    c = H2(g, g.host(upstream.port, msandbox.id))
+    sent = recvd = 0
+    try:
+        sid = c.connect("/ws")
+        assert c.st(sid)["status"] == 200, c.st(sid)
+        for size in (10, 1000, 70000):
+            payload = os.urandom(size)
+            frame = ws_frame(OP_BINARY, payload)
+            c.send(sid, OP_BINARY, payload)
+            sent += len(frame)
+            assert c.frames(sid) == [(OP_BINARY, payload)]
+            recvd += len(frame) - 4  # the echo is unmasked
+        c.send(sid, OP_CLOSE, struct.pack("!H", 1000))
+        sent += 2 + 4 + 2
+        c.pump(lambda: c.st(sid)["ended"] or c.st(sid)["reset"] is not None)
+        recvd += 4  # the app echoes the 2-byte close payload
+    finally:
+        c.close()
+    wait_egress(mredis, msandbox.id, recvd)
+    time.sleep(3 * FLUSH_MS / 1000)
+    recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
+    check_bounds(recs, recvd, sent, 1)
+    assert incr_total(mredis, msandbox.id) == total(recs, "egress")
