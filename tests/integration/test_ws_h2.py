@@ -318,17 +318,18 @@ def test_app_close_ends_stream_and_client_reset_closes_app(gateway, ws_sandbox, 
         c.close()
 
 
-def own_gateway(gw_factory, register_sandbox, ws_upstream, upstream_conf):
-    """A gateway of the test's own with these upstream.* settings, a private
-    port of a new sandbox on ws_upstream: (an H2 connection to it, the token)."""
-    gw = gw_factory({"upstream": upstream_conf})
+def own_gateway(gw_factory, register_sandbox, ws_upstream, overrides):
+    """A gateway of the test's own with these settings, a private port of a
+    new sandbox on ws_upstream: (an H2 connection to it, the token)."""
+    gw = gw_factory(overrides)
     sandbox_id = gwtest.new_sandbox_id("wsh2o")
     token = register_sandbox(sandbox_id, ports={ws_upstream.port: "private"})
     return H2(gw, gw.host(ws_upstream.port, sandbox_id)), token
 
 
 def test_pings_arrive_and_pongs_are_not_forwarded(gw_factory, register_sandbox, ws_upstream):
-    c, token = own_gateway(gw_factory, register_sandbox, ws_upstream, {"websocket_ping_interval_ms": 300})
+    c, token = own_gateway(gw_factory, register_sandbox, ws_upstream,
+                           {"upstream": {"websocket_ping_interval_ms": 300}})
     cid = "h2ping-" + gwtest.new_sandbox_id()
     try:
         sid = c.connect("/idle?id=" + cid, extra=[(bh.TOKEN_HEADER.lower(), token)])
@@ -376,7 +377,7 @@ def test_quiet_websocket_outlives_the_connections_idle_timeout(gw_factory, regis
     """A WebSocket stream is not an idle HTTP/2 connection: after the
     client's last message (which the app does not answer) and no Ping (off),
     the stream still works past h2o's connection idle timeout."""
-    c, token = own_gateway(gw_factory, register_sandbox, ws_upstream, {"websocket_ping_interval_ms": 0})
+    c, token = own_gateway(gw_factory, register_sandbox, ws_upstream, {"upstream": {"websocket_ping_interval_ms": 0}})
     cid = "h2quiet-" + gwtest.new_sandbox_id()
     try:
         sid = c.connect("/idle?id=" + cid, extra=[(bh.TOKEN_HEADER.lower(), token)])
@@ -419,3 +420,22 @@ def test_websocket_over_h2_is_metered(gw_factory, mredis, msandbox, upstream):  
     recs = [r for r in check_stream(mredis) if r["sandbox"] == msandbox.id]
     check_bounds(recs, recvd, sent, 1)
     assert incr_total(mredis, msandbox.id) == total(recs, "egress")
+
+
+def test_client_message_past_the_bound_closes_1009(gw_factory, register_sandbox, ws_upstream):
+    """The client's frames over HTTP/2 are walked and charged as over
+    HTTP/1.1: a message past limits.websocket_max_message_bytes gets Close
+    1009, and the app gets the Close too, not the message."""
+    c, token = own_gateway(gw_factory, register_sandbox, ws_upstream, {"limits": {"websocket_max_message_bytes": 1000}})
+    cid = "h2big-" + gwtest.new_sandbox_id()
+    try:
+        sid = c.connect("/echo?id=" + cid, extra=[(bh.TOKEN_HEADER.lower(), token)])
+        c.send(sid, OP_BINARY, b"x" * 500)
+        assert c.frames(sid) == [(OP_BINARY, b"x" * 500)]
+        c.send(sid, OP_BINARY, b"y" * 5000)
+        f = c.frames(sid)
+        assert f and f[0][0] == OP_CLOSE and struct.unpack("!H", f[0][1][:2])[0] == 1009, f
+    finally:
+        c.close()
+    info = ws_upstream.wait_closed(cid)
+    assert info["messages"] == 1 and info["close_code"] == 1009, info

@@ -54,7 +54,7 @@ async function waitFor(pred, ms) {
         const page = ctx.pages()[0] || (await ctx.newPage());
         page.on('console', (m) => out.console.push(m.text()));
         // the WebSocket handshakes as Chromium's DevTools protocol sees them: over HTTP/2 (extended CONNECT) the
-        // answer is a 200 whose request has :protocol; over HTTP/1.1 a 101
+        // answer is a 200, over HTTP/1.1 a 101
         out.ws_handshakes = [];
         const cdp = await ctx.newCDPSession(page);
         await cdp.send('Network.enable');

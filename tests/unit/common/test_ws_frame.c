@@ -344,6 +344,17 @@ START_TEST(test_sequence)
 }
 END_TEST
 
+/* RFC 6455 1.3's example handshake */
+START_TEST(test_accept)
+{
+    char out[GW_WS_ACCEPT_SIZE];
+    size_t n = gw_ws_accept_encode(out, "dGhlIHNhbXBsZSBub25jZQ==", 24);
+
+    ck_assert_uint_eq(n, 28);
+    ck_assert_mem_eq(out, "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=", 28);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ws_frame");
@@ -362,6 +373,7 @@ int main(void)
     tcase_add_test(tc, test_close_codes);
     tcase_add_test(tc, test_close_payload);
     tcase_add_test(tc, test_sequence);
+    tcase_add_test(tc, test_accept);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
