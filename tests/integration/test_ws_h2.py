@@ -28,7 +28,7 @@ import gwtest
 from test_metering import (FLUSH_MS, check_bounds, check_stream, incr_total, mredis, msandbox,  # noqa: F401
                            start_gw, total, wait_egress)
 from test_metering import ws_frame as masked_frame
-from test_proxy import ws_sandbox, ws_upstream  # noqa: F401
+from test_proxy import raw_upstream, ws_sandbox, ws_upstream  # noqa: F401
 
 OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 1, 2, 8, 9, 10
 
@@ -219,6 +219,7 @@ def test_extended_connect_offered_and_echo(gateway, ws_sandbox, ws_upstream):
     assert info["close_code"] == 1000, info
     assert heads["upgrade"].lower() == "websocket" and heads["sec-websocket-version"] == "13", heads
     assert len(heads["sec-websocket-key"]) == 24, heads
+    assert heads["sec-websocket-protocol"] == "chat, superchat", heads
     assert bh.TOKEN_HEADER.lower() not in heads, "the token reached the sandbox"
     rec = gwtest.access_log_line(gateway, "/echo?id=" + cid)
     assert rec["method"] == "CONNECT" and rec["protocol"] == "HTTP/2" and rec["status"] == 200, rec
@@ -439,3 +440,37 @@ def test_client_message_past_the_bound_closes_1009(gw_factory, register_sandbox,
         c.close()
     info = ws_upstream.wait_closed(cid)
     assert info["messages"] == 1 and info["close_code"] == 1009, info
+
+
+def test_a_101_without_the_gateways_accept_is_502(gateway, register_sandbox, raw_upstream):  # noqa: F811
+    """The browser never sees the key over HTTP/2, so the gateway checks the
+    app's Sec-WebSocket-Accept: a 101 with another one is 502
+    bad_upstream_response (a right one: 200)."""
+    import base64
+    import hashlib
+
+    def serve(u, s, n):
+        head = u.read_request(s)
+        if head is None:
+            return
+        key = [ln.split(b":", 1)[1].strip() for ln in head.split(b"\r\n") if ln.lower().startswith(b"sec-websocket-key:")]
+        accept = base64.b64encode(hashlib.sha1(key[0] + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+        if n == 0:
+            accept = base64.b64encode(b"not the right one, twenty")[:28]
+        s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+        s.recv(1)  # until the gateway closes
+
+    u = raw_upstream(serve)
+    sandbox_id = gwtest.new_sandbox_id("wsh2a")
+    register_sandbox(sandbox_id, ports={u.port: "public"})
+    c = H2(gateway, gateway.host(u.port, sandbox_id))
+    try:
+        sid = c.connect("/ws")
+        c.pump(lambda: c.st(sid)["ended"] or c.st(sid)["reset"] is not None)
+        assert c.st(sid)["status"] == 502, c.st(sid)
+        assert json.loads(c.st(sid)["data"])["error"]["code"] == "bad_upstream_response", c.st(sid)
+        sid = c.connect("/ws")
+        assert c.st(sid)["status"] == 200, c.st(sid)
+    finally:
+        c.close()
