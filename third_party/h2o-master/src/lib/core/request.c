@@ -228,6 +228,9 @@ static void retain_original_response(h2o_req_t *req)
         return;
 
     req->res.original.status = req->res.status;
+    /* a response without headers leaves entries NULL: nothing to copy (memcpy to NULL is undefined, even of 0 bytes) */
+    if (req->res.headers.size == 0)
+        return;
     h2o_vector_reserve(&req->pool, &req->res.original.headers, req->res.headers.size);
     h2o_memcpy(req->res.original.headers.entries, req->res.headers.entries,
                sizeof(req->res.headers.entries[0]) * req->res.headers.size);
