@@ -347,7 +347,8 @@ def test_pings_arrive_and_pongs_are_not_forwarded(gw_factory, register_sandbox, 
 
 
 def test_tcp_tunnel_over_h2(gateway, register_sandbox, upstream):
-    """/.lizard/tcp over an HTTP/2 stream: the tcp port's bytes as binary frames."""
+    """/.lizard/tcp over an HTTP/2 stream: the tcp port's bytes as binary
+    frames both ways, and a revocation's Close 4403."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
@@ -365,6 +366,11 @@ def test_tcp_tunnel_over_h2(gateway, register_sandbox, upstream):
         c.send(sid, OP_BINARY, b"and back")
         conn.settimeout(5)
         assert conn.recv(100) == b"and back"
+        # revoked (a new token published): Close 4403 on the stream, as over HTTP/1.1
+        gwtest.register_sandbox(register_sandbox.redis, sid_, ports={port: "private"}, token="new-" + sid_,
+                                extra={"proto:%d" % port: "tcp"})
+        f = c.frames(sid)
+        assert f and f[0][0] == OP_CLOSE and struct.unpack("!H", f[0][1][:2])[0] == 4403, f
         conn.close()
     finally:
         c.close()
