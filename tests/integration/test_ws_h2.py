@@ -257,11 +257,14 @@ def test_bad_protocol_is_400_and_missing_path_is_reset(gateway, ws_sandbox):
 
 
 def test_two_websockets_and_a_get_on_one_connection(gateway, ws_sandbox, ws_upstream):
+    """Two WebSockets and a GET multiplexed on one HTTP/2 connection; its close
+    closes both WebSockets' app sides."""
     c = H2(gateway, ws_sandbox.host)
     tok = [(bh.TOKEN_HEADER.lower(), ws_sandbox.token)]
+    ids = ["h2mux%d-%s" % (i, gwtest.new_sandbox_id()) for i in (0, 1)]
     try:
-        a = c.connect("/echo", extra=tok)
-        b = c.connect("/echo", extra=tok)
+        a = c.connect("/echo?id=" + ids[0], extra=tok)
+        b = c.connect("/echo?id=" + ids[1], extra=tok)
         assert c.st(a)["status"] == 200 and c.st(b)["status"] == 200
         g = c.get("/_info?id=none", headers=tok)
         c.send(a, OP_TEXT, b"to a")
@@ -272,6 +275,8 @@ def test_two_websockets_and_a_get_on_one_connection(gateway, ws_sandbox, ws_upst
         assert c.st(g)["status"] == 404, c.st(g)  # the app's own answer, over the same connection
     finally:
         c.close()
+    for i in ids:
+        ws_upstream.wait_closed(i)
 
 
 def test_revocation_ends_the_stream(gateway, register_sandbox, ws_sandbox, ws_upstream):
