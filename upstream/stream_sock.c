@@ -126,7 +126,13 @@ static void on_req_dispose(void *p)
 
     b->req = NULL;
     b->conn_sock = NULL;
-    close_inner(b);
+    /* the inner socket's reference goes without unref: the request's still holds b (and gcc -O3 then sees no free
+     * before the last unref) */
+    if (b->inner != NULL) {
+        h2o_socket_close(b->inner);
+        b->inner = NULL;
+        --b->refs;
+    }
     unref(b);
 }
 
