@@ -120,7 +120,8 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r)
                                 .limit_worker = r->thread->worker,
                                 .client_port = listener_port(r->conf, r->req->conn),
                                 /* checked against upstream.max_port_timeout_ms when the record was read */
-                                .timeout_ms = r->sbx_port != NULL ? r->sbx_port->timeout_ms : 0};
+                                .timeout_ms = r->sbx_port != NULL ? r->sbx_port->timeout_ms : 0,
+                                .h2c = r->sbx_port != NULL && r->sbx_port->h2c};
 
     if (target.addr.ss.ss_family == AF_INET)
         ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(r->host.port);

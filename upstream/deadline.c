@@ -13,6 +13,7 @@
 #include <h2o/http2.h>
 #include "common/engine.h"
 #include "upstream/exchange.h"
+#include "upstream/h2c.h"
 
 static void on_port_tick(gw_timer_t *entry)
 {
@@ -170,6 +171,7 @@ void gw_exchange_unwatch_client(gw_exchange_t *ex)
 
 void gw_proxy_cut_all(gw_proxy_t *p)
 {
+    gw_h2c_cut_all(p->h2c);
     while (!h2o_linklist_is_empty(&p->exchanges)) {
         gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, link, p->exchanges.next);
         /* off the list first: ending it may dispose it, or not yet */

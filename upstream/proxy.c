@@ -18,6 +18,7 @@
 #include "common/keepalive.h"
 #include "common/netaddr.h"
 #include "upstream/exchange.h"
+#include "upstream/h2c.h"
 
 /* The request body goes upstream in slices of this size, so that a slow
  * upload is told apart from a stalled one (each slice restarts the timer). */
@@ -516,6 +517,7 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     h2o_linklist_init_anchor(&p->exchanges);
     p->deliveries = gw_deliveries_new(ctx->loop, DELIVERY_CHECK_MS, on_delivered, p);
     p->held = gw_held_new();
+    p->h2c = gw_h2c_new(p);
 
     /* One read event drains the socket's kernel receive queue (h2o reads
      * until EAGAIN), which autotuning grows to tcp_rmem[2] (tens of MB).
@@ -541,6 +543,7 @@ void gw_proxy_free(gw_proxy_t *p)
     gw_proxy_close_websockets(p);
     gw_proxy_close_tcp_tunnels(p);
     gw_orphans_close(p, NULL, NULL);
+    gw_h2c_free(p->h2c);
     gw_deliveries_free(p->deliveries);
     gw_upstream_pool_free(p->pool);
     gw_held_free(p->held);
@@ -559,10 +562,15 @@ void gw_proxy_free(gw_proxy_t *p)
 
 void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *target)
 {
-    gw_exchange_t *ex = h2o_mem_alloc_shared(&req->pool, sizeof(*ex), on_exchange_dispose);
+    gw_exchange_t *ex;
     gw_upstream_key_t key;
     h2o_socket_t *sock;
 
+    if (target->h2c && !target->tcp && req->upgrade.base == NULL) { /* HTTP/2 to the app (upstream/h2c.h) */
+        gw_h2c_forward(p->h2c, req, target);
+        return;
+    }
+    ex = h2o_mem_alloc_shared(&req->pool, sizeof(*ex), on_exchange_dispose);
     memset(ex, 0, sizeof(*ex));
     ex->super.proceed = gw_exchange_on_proceed;
     ex->stall_timer.cb = gw_exchange_on_client_stall;
@@ -664,6 +672,7 @@ void gw_proxy_set_revocation(gw_proxy_t *p, gw_revocation_t *r)
 void gw_proxy_drop_pools(gw_proxy_t *p, const char *sandbox_id, const char *current_lifecycle)
 {
     gw_upstream_pool_drop(p->pool, sandbox_id, current_lifecycle);
+    gw_h2c_drop(p->h2c, sandbox_id, current_lifecycle);
     gw_orphans_close(p, sandbox_id, current_lifecycle);
 }
 

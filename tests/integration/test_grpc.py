@@ -1,0 +1,510 @@
+"""gRPC to a sandbox (CONTRACT.md "Forwarding": proto:<n> = h2c; docs/grpc.md):
+a real grpcio server on 127.0.0.1 is the sandbox's app, a real grpcio client
+calls it through the gateway over TLS. Unary, server streaming, deadlines,
+error statuses in trailers, cancellation reaching the server, revocation
+resetting an open stream, the gateway's own errors as gRPC statuses, an h2c
+port whose app speaks HTTP/1.1, metering, and one multiplexed upstream
+connection. Client streaming and bidirectional calls need streamed request
+bodies (issue 41's uploads part): see test_client_streaming_and_bidi."""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from concurrent import futures
+
+import pytest
+
+import gwtest
+from test_metering import mredis, records, start_gw, total  # noqa: F401 - mredis: the fixture
+
+grpc = pytest.importorskip("grpc")
+
+SERVICE = "lizard.test.T"
+TOKEN_HEADER = "x-lizard-access-token"
+
+
+class GrpcApp:
+    """A grpcio server of raw-bytes handlers. It records the peers it saw (one
+    per upstream TCP connection) and the calls whose context went inactive
+    before they finished (cancelled, by the client or the gateway)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.peers = set()
+        self.cancelled = []  # call names
+        self.cancel_event = threading.Event()
+        self.metadata = {}  # last invocation metadata, by method
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
+        h = {
+            "Echo": grpc.unary_unary_rpc_method_handler(self.echo),
+            "Count": grpc.unary_stream_rpc_method_handler(self.count),
+            "Hang": grpc.unary_stream_rpc_method_handler(self.hang),
+            "Slow": grpc.unary_unary_rpc_method_handler(self.slow),
+            "NotFound": grpc.unary_unary_rpc_method_handler(self.not_found),
+            "Sum": grpc.stream_unary_rpc_method_handler(self.sum),
+            "Chat": grpc.stream_stream_rpc_method_handler(self.chat),
+            "Pause": grpc.unary_stream_rpc_method_handler(self.pause),
+        }
+        self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, h),))
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    def stop(self):
+        self.server.stop(0)
+
+    def _seen(self, name, ctx):
+        with self.lock:
+            self.peers.add(ctx.peer())
+            self.metadata[name] = dict(ctx.invocation_metadata())
+
+    def _wait_cancel(self, name, ctx, limit=60):
+        end = time.time() + limit
+        while ctx.is_active() and time.time() < end:
+            time.sleep(0.02)
+        if not ctx.is_active():
+            with self.lock:
+                self.cancelled.append(name)
+            self.cancel_event.set()
+
+    def echo(self, req, ctx):
+        self._seen("Echo", ctx)
+        ctx.set_trailing_metadata((("x-app-trailer", "t-" + req.decode(errors="replace")[:20]),))
+        return b"echo:" + req
+
+    def count(self, req, ctx):
+        self._seen("Count", ctx)
+        for i in range(int(req)):
+            yield b"n%d" % i
+
+    def hang(self, req, ctx):
+        self._seen("Hang", ctx)
+        yield b"first"
+        self._wait_cancel("Hang", ctx)
+
+    def slow(self, req, ctx):
+        self._seen("Slow", ctx)
+        self._wait_cancel("Slow", ctx)
+        return b"late"
+
+    def not_found(self, req, ctx):
+        self._seen("NotFound", ctx)
+        ctx.abort(grpc.StatusCode.NOT_FOUND, "no such thing: " + req.decode())
+
+    def pause(self, req, ctx):
+        """Two messages with a silence of `req` seconds between them."""
+        self._seen("Pause", ctx)
+        yield b"before"
+        end = time.time() + float(req)
+        while ctx.is_active() and time.time() < end:
+            time.sleep(0.02)
+        if not ctx.is_active():
+            with self.lock:
+                self.cancelled.append("Pause")
+            return
+        yield b"after"
+
+    def sum(self, it, ctx):
+        self._seen("Sum", ctx)
+        return b"%d" % sum(int(x) for x in it)
+
+    def chat(self, it, ctx):
+        self._seen("Chat", ctx)
+        for x in it:
+            yield b"re:" + x
+
+
+@pytest.fixture(scope="module")
+def gapp():
+    a = GrpcApp()
+    yield a
+    a.stop()
+
+
+def channel(g, host, certs):
+    with open(certs["ca"], "rb") as f:
+        creds = grpc.ssl_channel_credentials(root_certificates=f.read())
+    opts = [("grpc.ssl_target_name_override", host), ("grpc.default_authority", host)]
+    return grpc.secure_channel("127.0.0.1:%d" % g.tls_port, creds, options=opts)
+
+
+def method(ch, name, kind="unary_unary"):
+    return getattr(ch, kind)("/%s/%s" % (SERVICE, name), request_serializer=None, response_deserializer=None)
+
+
+def h2c_sandbox(register_sandbox, port, access="private", **kw):
+    sid = gwtest.new_sandbox_id("grpc")
+    token = register_sandbox(sid, ports={port: access}, extra={"proto:%d" % port: "h2c"}, **kw)
+    return sid, token
+
+
+@pytest.fixture
+def call_env(gateway, register_sandbox, certs, gapp):
+    sid, token = h2c_sandbox(register_sandbox, gapp.port)
+    ch = channel(gateway, gateway.host(gapp.port, sid), certs)
+    env = type("Env", (), {})()
+    env.sid, env.token, env.ch, env.md = sid, token, ch, [(TOKEN_HEADER, token)]
+    yield env
+    ch.close()
+
+
+def test_unary_with_trailers(call_env, gapp):
+    resp, call = method(call_env.ch, "Echo").with_call(b"hello", metadata=call_env.md, timeout=20)
+    assert resp == b"echo:hello"
+    assert call.code() == grpc.StatusCode.OK
+    # the app's trailing metadata came through the gateway's trailers
+    assert ("x-app-trailer", "t-hello") in tuple(call.trailing_metadata()), call.trailing_metadata()
+    md = gapp.metadata["Echo"]
+    # credentials never reach the app; te: trailers does, and X-Forwarded-*
+    assert TOKEN_HEADER not in md and "x-forwarded-for" in md and md.get("x-forwarded-proto") == "https", md
+
+
+def test_server_streaming(call_env):
+    got = list(method(call_env.ch, "Count", "unary_stream")(b"50", metadata=call_env.md, timeout=20))
+    assert got == [b"n%d" % i for i in range(50)]
+
+
+def test_error_status_in_trailers(call_env):
+    with pytest.raises(grpc.RpcError) as e:
+        method(call_env.ch, "NotFound")(b"widget-7", metadata=call_env.md, timeout=20)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    assert e.value.details() == "no such thing: widget-7"
+
+
+def test_client_streaming_and_bidi(call_env):
+    """A client-streaming call and a bidirectional one whose client sends
+    everything first: they work with the request body forwarded whole."""
+    assert method(call_env.ch, "Sum", "stream_unary")(iter([b"1", b"2", b"39"]), metadata=call_env.md, timeout=20) == b"42"
+    got = list(method(call_env.ch, "Chat", "stream_stream")(iter([b"a", b"b", b"c"]), metadata=call_env.md, timeout=20))
+    assert got == [b"re:a", b"re:b", b"re:c"]
+
+
+@pytest.mark.xfail(strict=True, reason="needs streamed request bodies (issue 41's uploads part, branch i41-uploads): "
+                   "the gateway reads a request body whole before forwarding it")
+def test_interactive_bidi(call_env):
+    """A bidirectional call in lock step: each message is answered before the
+    client sends the next, so every request message must reach the app as it
+    is sent."""
+    import queue
+    q = queue.Queue()
+
+    def requests():
+        while True:
+            m = q.get()
+            if m is None:
+                return
+            yield m
+
+    it = method(call_env.ch, "Chat", "stream_stream")(requests(), metadata=call_env.md, timeout=10)
+    try:
+        for i in range(3):
+            q.put(b"m%d" % i)
+            assert next(it) == b"re:m%d" % i
+    finally:
+        q.put(None)
+
+
+def test_deadline_reaches_the_server(call_env, gapp):
+    gapp.cancel_event.clear()
+    before = gapp.cancelled.count("Slow")
+    with pytest.raises(grpc.RpcError) as e:
+        method(call_env.ch, "Slow")(b"x", metadata=call_env.md, timeout=1.0)
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e.value
+    gwtest.wait_for(lambda: gapp.cancelled.count("Slow") > before, 20, what="the server's context cancelled")
+
+
+def test_client_cancel_reaches_the_server(call_env, gapp):
+    before = gapp.cancelled.count("Hang")
+    it = method(call_env.ch, "Hang", "unary_stream")(b"", metadata=call_env.md, timeout=60)
+    assert next(it) == b"first"
+    it.cancel()
+    gwtest.wait_for(lambda: gapp.cancelled.count("Hang") > before, 20, what="the server's context cancelled")
+
+
+def test_revocation_resets_an_open_stream(gateway, register_sandbox, certs, gapp):
+    lifecycle = "lc-" + gwtest.new_sandbox_id()
+    sid, token = h2c_sandbox(register_sandbox, gapp.port, lifecycle=lifecycle)
+    ch = channel(gateway, gateway.host(gapp.port, sid), certs)
+    try:
+        before = gapp.cancelled.count("Hang")
+        it = method(ch, "Hang", "unary_stream")(b"", metadata=[(TOKEN_HEADER, token)], timeout=60)
+        assert next(it) == b"first"
+        # the token rotates (same lifecycle): the open call's grant is revoked
+        register_sandbox(sid, ports={gapp.port: "private"}, extra={"proto:%d" % gapp.port: "h2c"}, lifecycle=lifecycle)
+        with pytest.raises(grpc.RpcError) as e:
+            next(it)
+        assert e.value.code() == grpc.StatusCode.INTERNAL, e.value  # RST_STREAM INTERNAL_ERROR
+        gwtest.wait_for(lambda: gapp.cancelled.count("Hang") > before, 20, what="the server's context cancelled")
+        # a new call with the old token is refused the gRPC way
+        with pytest.raises(grpc.RpcError) as e:
+            method(ch, "Echo")(b"x", metadata=[(TOKEN_HEADER, token)], timeout=20)
+        assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED, e.value
+    finally:
+        ch.close()
+
+
+def test_missing_token_is_unauthenticated(gateway, register_sandbox, certs, gapp):
+    sid, _ = h2c_sandbox(register_sandbox, gapp.port)
+    with channel(gateway, gateway.host(gapp.port, sid), certs) as ch:
+        with pytest.raises(grpc.RpcError) as e:
+            method(ch, "Echo")(b"x", timeout=20)
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED, e.value
+    assert "private" in e.value.details(), e.value.details()
+
+
+def test_bearer_token_works(gateway, register_sandbox, certs, gapp):
+    sid, token = h2c_sandbox(register_sandbox, gapp.port)
+    with channel(gateway, gateway.host(gapp.port, sid), certs) as ch:
+        assert method(ch, "Echo")(b"b", metadata=[("authorization", "Bearer " + token)], timeout=20) == b"echo:b"
+    assert "authorization" not in gapp.metadata["Echo"]
+
+
+NODE_HTTP1 = """
+const http = require("http");
+const s = http.createServer((req, res) => res.end("hello from HTTP/1.1"));
+s.listen(0, "127.0.0.1", () => console.log("listening " + s.address().port));
+"""
+
+
+@pytest.fixture(scope="module")
+def node_http1(tmp_path_factory):
+    """A real HTTP/1.1 server (Node's http module): it answers the HTTP/2
+    preface's "PRI * HTTP/2.0" with "HTTP/1.1 400 Bad Request"."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    p = subprocess.Popen([node, "-e", NODE_HTTP1], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                         start_new_session=True)
+    line = p.stdout.readline()
+    assert line.startswith("listening "), line
+    yield int(line.split()[1])
+    gwtest.stop_process(p)
+
+
+def test_http1_app_on_an_h2c_port(gateway, register_sandbox, certs, node_http1, curl):
+    """The app on an h2c port answers HTTP/1.1: gRPC UNAVAILABLE whose message
+    names HTTP/1.1; a plain request gets the JSON 502 with the same message."""
+    sid, token = h2c_sandbox(register_sandbox, node_http1, access="public")
+    host = gateway.host(node_http1, sid)
+    with channel(gateway, host, certs) as ch:
+        with pytest.raises(grpc.RpcError) as e:
+            method(ch, "Echo")(b"x", timeout=20)
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE, e.value
+    assert "answered HTTP/1.1, not HTTP/2" in e.value.details(), e.value.details()
+    r = curl(host, "/", http2=True)
+    assert r.status == 502, r
+    body = json.loads(r.body)
+    assert body["error"]["code"] == "bad_upstream_response", body
+    assert "answered HTTP/1.1, not HTTP/2" in body["error"]["message"], body
+
+
+def test_http09_answer_on_an_h2c_port(gateway, register_sandbox, certs, upstream):
+    """Python's http.server answers "PRI * HTTP/2.0" the HTTP/0.9 way (a bare
+    HTML page): not HTTP/2 either, and the message quotes what it sent."""
+    sid, token = h2c_sandbox(register_sandbox, upstream.port, access="public")
+    with channel(gateway, gateway.host(upstream.port, sid), certs) as ch:
+        with pytest.raises(grpc.RpcError) as e:
+            method(ch, "Echo")(b"x", timeout=20)
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE, e.value
+    assert "not valid HTTP/2" in e.value.details() and '"<!DOCTYPE' in e.value.details(), e.value.details()
+
+
+def test_nothing_listening(gateway, register_sandbox, certs):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    sid, _ = h2c_sandbox(register_sandbox, port, access="public")
+    with channel(gateway, gateway.host(port, sid), certs) as ch:
+        with pytest.raises(grpc.RpcError) as e:
+            method(ch, "Echo")(b"x", timeout=20)
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE, e.value
+    assert "listening" in e.value.details().lower(), e.value.details()
+
+
+def test_calls_share_one_upstream_connection(gateway, register_sandbox, certs):
+    """Many concurrent unary calls of one (sandbox, lifecycle, port) are
+    streams of one HTTP/2 connection to the app: it sees one peer."""
+    app = GrpcApp()
+    try:
+        sid, token = h2c_sandbox(register_sandbox, app.port)
+        with channel(gateway, gateway.host(app.port, sid), certs) as ch:
+            echo = method(ch, "Echo")
+            with futures.ThreadPoolExecutor(max_workers=32) as ex:
+                got = list(ex.map(lambda i: echo(b"%d" % i, metadata=[(TOKEN_HEADER, token)], timeout=30), range(200)))
+        assert got == [b"echo:%d" % i for i in range(200)]
+        assert len(app.peers) == 1, app.peers
+    finally:
+        app.stop()
+
+
+class H2App(threading.Thread):
+    """A plain HTTP/2 app (python3-h2, prior knowledge, not gRPC): answers
+    every request 200 "hello <path>" with a trailer x-checksum, and records
+    the request headers it got."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(16)
+        self.port = self.srv.getsockname()[1]
+        self.requests = []
+        self.start()
+
+    def run(self):
+        while True:
+            try:
+                sock, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(sock,), daemon=True).start()
+
+    def serve(self, sock):
+        import h2.config
+        import h2.connection
+        import h2.events
+        conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+        conn.initiate_connection()
+        sock.sendall(conn.data_to_send())
+        heads = {}
+        try:
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    return
+                for ev in conn.receive_data(data):
+                    if isinstance(ev, h2.events.RequestReceived):
+                        heads[ev.stream_id] = dict(ev.headers)
+                        self.requests.append(dict(ev.headers))
+                    elif isinstance(ev, h2.events.StreamEnded):
+                        path = heads.pop(ev.stream_id, {}).get(":path", "")
+                        conn.send_headers(ev.stream_id, [(":status", "200"), ("content-type", "text/plain")])
+                        conn.send_data(ev.stream_id, ("hello " + path).encode())
+                        conn.send_headers(ev.stream_id, [("x-checksum", "c0ffee")], end_stream=True)
+                sock.sendall(conn.data_to_send())
+        except (OSError, Exception):
+            sock.close()
+
+    def stop(self):
+        self.srv.close()
+
+
+def test_plain_http2_app_with_trailers(gateway, register_sandbox, certs):
+    """Any HTTP/2 request to an h2c port goes over HTTP/2: a python3-h2 app's
+    answer reaches a python3-h2 client with its trailer; the app sees te:
+    trailers and X-Forwarded-*, no X-Lizard-* header."""
+    import h2.events
+    from test_access_log import h2_connect
+
+    app = H2App()
+    try:
+        sid, token = h2c_sandbox(register_sandbox, app.port)
+        host = gateway.host(app.port, sid)
+        sock, conn = h2_connect(gateway, host, certs["ca"])
+        try:
+            conn.send_headers(1, [(":method", "GET"), (":scheme", "https"), (":authority", host), (":path", "/a?b=1"),
+                                  ("te", "trailers"), (TOKEN_HEADER, token), ("x-lizard-no-activity", "0")],
+                              end_stream=True)
+            sock.sendall(conn.data_to_send())
+            status, body, trailers, ended = None, b"", None, False
+            while not ended:
+                data = sock.recv(65536)
+                assert data, "the gateway closed the connection"
+                for ev in conn.receive_data(data):
+                    if isinstance(ev, h2.events.ResponseReceived):
+                        status = dict(ev.headers)[":status"]
+                    elif isinstance(ev, h2.events.DataReceived):
+                        body += ev.data
+                        conn.acknowledge_received_data(len(ev.data), ev.stream_id)
+                    elif isinstance(ev, h2.events.TrailersReceived):
+                        trailers = dict(ev.headers)
+                    elif isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)):
+                        ended = True
+                sock.sendall(conn.data_to_send())
+        finally:
+            sock.close()
+        assert status == "200" and body == b"hello /a?b=1", (status, body)
+        assert trailers == {"x-checksum": "c0ffee"}, trailers
+        req = app.requests[-1]
+        assert req.get("te") == "trailers" and req.get(":authority") == host, req
+        assert req.get("x-forwarded-proto") == "https" and "x-forwarded-for" in req, req
+        assert not any(k.startswith("x-lizard-") for k in req), req
+    finally:
+        app.stop()
+
+
+def test_plain_http1_client_to_an_h2c_port(gateway, register_sandbox, curl):
+    """An HTTP/1.1 client's request to an h2c port goes to the app over HTTP/2 too."""
+    app = H2App()
+    try:
+        sid, _ = h2c_sandbox(register_sandbox, app.port, access="public")
+        r = curl(gateway.host(app.port, sid), "/one")
+        assert r.status == 200 and r.body == b"hello /one", r
+    finally:
+        app.stop()
+
+
+def test_silence_limits(gw_factory, certs, gapp, redis):
+    """gRPC is a streamed media type (CONTRACT.md, Long calls): with
+    upstream.idle_timeout_ms 1 s a stream silent for 3 s is not cut
+    (event_stream_idle_timeout_ms 0: never); the head's limit still holds
+    (first_byte_timeout_ms 1 s: DEADLINE_EXCEEDED from the gateway's 504, the
+    app's call cancelled)."""
+    g = gw_factory({"upstream": {"idle_timeout_ms": 1000, "first_byte_timeout_ms": 1000}})
+    sid = gwtest.new_sandbox_id("grpct")
+    token = gwtest.register_sandbox(redis, sid, ports={gapp.port: "private"}, extra={"proto:%d" % gapp.port: "h2c"})
+    md = [(TOKEN_HEADER, token)]
+    with channel(g, g.host(gapp.port, sid), certs) as ch:
+        got = list(method(ch, "Pause", "unary_stream")(b"3", metadata=md, timeout=30))
+        assert got == [b"before", b"after"]
+        before = gapp.cancelled.count("Slow")
+        with pytest.raises(grpc.RpcError) as e:
+            method(ch, "Slow")(b"x", metadata=md, timeout=30)
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e.value
+        assert "limit" in e.value.details(), e.value.details()
+        gwtest.wait_for(lambda: gapp.cancelled.count("Slow") > before, 20, what="the server's context cancelled")
+
+
+def test_event_stream_limit_cuts_a_silent_stream(gw_factory, certs, gapp, redis):
+    """upstream.event_stream_idle_timeout_ms set: a gRPC stream silent that
+    long is cut, visibly: the client's call fails INTERNAL (RST_STREAM
+    INTERNAL_ERROR), the access log says "cut":"idle_timeout", the app's call
+    is cancelled."""
+    g = gw_factory({"upstream": {"event_stream_idle_timeout_ms": 1000}})
+    sid = gwtest.new_sandbox_id("grpcc")
+    token = gwtest.register_sandbox(redis, sid, ports={gapp.port: "private"}, extra={"proto:%d" % gapp.port: "h2c"})
+    before = gapp.cancelled.count("Pause")
+    with channel(g, g.host(gapp.port, sid), certs) as ch:
+        it = method(ch, "Pause", "unary_stream")(b"10", metadata=[(TOKEN_HEADER, token)], timeout=30)
+        assert next(it) == b"before"
+        with pytest.raises(grpc.RpcError) as e:
+            next(it)
+        assert e.value.code() == grpc.StatusCode.INTERNAL, e.value
+    gwtest.wait_for(lambda: gapp.cancelled.count("Pause") > before, 20, what="the server's context cancelled")
+    host = g.host(gapp.port, sid)
+
+    def line():
+        with open(g.config()["log"]["access"]) as f:
+            recs = [json.loads(ln) for ln in f if ln.strip()]
+        return [r for r in recs if r.get("host") == host and r.get("path") == "/%s/Pause" % SERVICE]
+
+    gwtest.wait_for(line, 10, what="the access log line")
+    assert line()[0].get("cut") == "idle_timeout", line()
+
+
+def test_metering_counts_grpc_bytes(gw_factory, mredis, certs, gapp):  # noqa: F811
+    g = start_gw(gw_factory, mredis)
+    sid = gwtest.new_sandbox_id("grpcm")
+    token = gwtest.register_sandbox(mredis, sid, ports={gapp.port: "private"}, extra={"proto:%d" % gapp.port: "h2c"})
+    payload = b"z" * 100000
+    with channel(g, g.host(gapp.port, sid), certs) as ch:
+        for _ in range(3):
+            assert method(ch, "Echo")(payload, metadata=[(TOKEN_HEADER, token)], timeout=20) == b"echo:" + payload
+    gwtest.wait_for(lambda: total(records(mredis, sid), "egress") >= 300000, 20, what="egress billed")
+    recs = records(mredis, sid)
+    assert 300000 <= total(recs, "egress") < 300000 + 3 * 2048, recs
+    assert 300000 <= total(recs, "ingress") < 300000 + 3 * 2048, recs
