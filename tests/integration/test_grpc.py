@@ -32,7 +32,7 @@ class GrpcApp:
     per upstream TCP connection) and the calls whose context went inactive
     before they finished (cancelled, by the client or the gateway)."""
 
-    def __init__(self):
+    def __init__(self, port=0):
         self.lock = threading.Lock()
         self.peers = set()
         self.cancelled = []  # call names
@@ -50,7 +50,7 @@ class GrpcApp:
             "Pause": grpc.unary_stream_rpc_method_handler(self.pause),
         }
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, h),))
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.port = self.server.add_insecure_port("127.0.0.1:%d" % port)
         self.server.start()
 
     def stop(self):
@@ -391,6 +391,41 @@ class H2App(threading.Thread):
 
     def stop(self):
         self.srv.close()
+
+
+def test_new_lifecycle_and_goaway_get_new_connections(gateway, register_sandbox, certs):
+    """A new lifecycle of the sandbox gets a new connection to the app; an app
+    that stops gracefully (GOAWAY) and starts again on its port gets the next
+    call on a new connection, with no call failing."""
+    app = GrpcApp()
+    port = app.port
+    try:
+        sid, token = h2c_sandbox(register_sandbox, port, lifecycle="lc-one")
+        md = [(TOKEN_HEADER, token)]
+        with channel(gateway, gateway.host(port, sid), certs) as ch:
+            assert method(ch, "Echo")(b"1", metadata=md, timeout=20) == b"echo:1"
+            assert method(ch, "Echo")(b"2", metadata=md, timeout=20) == b"echo:2"
+            assert len(app.peers) == 1, app.peers
+            register_sandbox(sid, ports={port: "private"}, extra={"proto:%d" % port: "h2c"}, lifecycle="lc-two", token=token)
+            gwtest.wait_for(lambda: method(ch, "Echo")(b"3", metadata=md, timeout=20) == b"echo:3" and len(app.peers) == 2,
+                            10, what="a call on a new connection")
+            app.server.stop(grace=5).wait()
+            old = app
+            app = GrpcApp(port=port)
+            assert method(ch, "Echo")(b"4", metadata=md, timeout=20) == b"echo:4"
+            assert len(app.peers) == 1 and not app.peers & old.peers, (app.peers, old.peers)
+    finally:
+        app.stop()
+
+
+def test_grpc_web_stays_http1(gateway, register_sandbox, curl, upstream):
+    """gRPC-Web (application/grpc-web*) is not gRPC to the protocol rule: on a
+    port that is not h2c it reaches the HTTP/1.1 app."""
+    sid = gwtest.new_sandbox_id("grpcweb")
+    register_sandbox(sid, ports={upstream.port: "public"})
+    r = curl(gateway.host(upstream.port, sid), "/echo", method="POST", data=b"\x00\x00\x00\x00\x00",
+             headers={"Content-Type": "application/grpc-web+proto"}, http2=True)
+    assert r.status == 200 and "grpc-status" not in r.headers, r
 
 
 def test_plain_http2_app_with_trailers(gateway, register_sandbox, certs):
