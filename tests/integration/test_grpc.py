@@ -61,14 +61,23 @@ class GrpcApp:
             self.peers.add(ctx.peer())
             self.metadata[name] = dict(ctx.invocation_metadata())
 
+    def _record(self, name):
+        with self.lock:
+            self.cancelled.append(name)
+        self.cancel_event.set()
+
+    def _on_end(self, name, ctx, finished):
+        """Records `name` as cancelled when the call ends before finished[0]
+        is set: grpcio may stop a streaming handler at its yield without
+        resuming it, once the call is cancelled."""
+        ctx.add_callback(lambda: None if finished else self._record(name))
+
     def _wait_cancel(self, name, ctx, limit=60):
         end = time.time() + limit
         while ctx.is_active() and time.time() < end:
             time.sleep(0.02)
         if not ctx.is_active():
-            with self.lock:
-                self.cancelled.append(name)
-            self.cancel_event.set()
+            self._record(name)
 
     def echo(self, req, ctx):
         self._seen("Echo", ctx)
@@ -82,6 +91,7 @@ class GrpcApp:
 
     def hang(self, req, ctx):
         self._seen("Hang", ctx)
+        self._on_end("Hang", ctx, [])
         yield b"first"
         self._wait_cancel("Hang", ctx)
 
@@ -97,14 +107,16 @@ class GrpcApp:
     def pause(self, req, ctx):
         """Two messages with a silence of `req` seconds between them."""
         self._seen("Pause", ctx)
+        finished = []
+        self._on_end("Pause", ctx, finished)
         yield b"before"
         end = time.time() + float(req)
         while ctx.is_active() and time.time() < end:
             time.sleep(0.02)
         if not ctx.is_active():
-            with self.lock:
-                self.cancelled.append("Pause")
+            self._record("Pause")
             return
+        finished.append(1)
         yield b"after"
 
     def sum(self, it, ctx):
