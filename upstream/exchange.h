@@ -183,6 +183,9 @@ void gw_exchange_set_port_silence(gw_exchange_t *ex, gw_timer_cb cb);
 /* The limit of `which` that fires for ex, as a sentence for the 504's
  * message (into buf, NUL-terminated). */
 void gw_exchange_silence_detail(gw_exchange_t *ex, gw_silence_t which, char *buf, size_t bufsize);
+/* The same for a port with timeout_ms (0: none) on proxy p (the HTTP/2 leg's calls, upstream/h2c.h). */
+void gw_proxy_silence_detail(const gw_proxy_t *p, uint32_t timeout_ms, uint16_t port, gw_silence_t which, char *buf,
+                             size_t bufsize);
 /* Non-zero when the response's Content-Type is a streamed media type
  * (docs/long-calls.md, Long calls): 2 for text/event-stream (server-sent events, whose
  * comment lines are keepalives: sse_watch.h), 1 for the others

@@ -129,8 +129,19 @@ void gw_h2c_close_upstream(call_t *c)
     h2o_httpclient_t *client = c->client;
 
     gw_timer_unlink(&c->silence.entry);
-    if (h2o_linklist_is_linked(&c->pending))
-        h2o_linklist_unlink(&c->pending);
+    if (c->pool != NULL) {
+        /* still waiting for its pool's first connection, or connecting (cancelled below) */
+        if (h2o_linklist_is_linked(&c->pending)) {
+            h2o_linklist_unlink(&c->pending);
+        } else {
+            --c->pool->num_connecting;
+            if (c->opener) {
+                c->opener = 0;
+                gw_h2c_pool_opened(c->pool);
+            }
+        }
+        c->pool = NULL;
+    }
     if (client != NULL) {
         gw_h2c_detach_client(c);
         client->cancel(client);
@@ -214,6 +225,7 @@ static void start_call(call_t *c, h2c_pool_t *pool)
 {
     gw_h2c_t *h = c->h2c;
 
+    c->pool = pool;
     /* the pool's first connection is being made: wait for it, and share it */
     if (pool->connecting) {
         h2o_linklist_insert(&pool->pending, &c->pending);
@@ -226,7 +238,6 @@ static void start_call(call_t *c, h2c_pool_t *pool)
     } else {
         GW_PROXY_COUNT(h->proxy, reuses, 1);
     }
-    c->pool = pool;
     ++pool->num_connecting;
     h2o_httpclient_connect(&c->client, &c->req->pool, c, &h->ctx, &pool->connpool, &pool->sockpool.targets.entries[0]->url, NULL,
                            gw_h2c_on_connect);
@@ -255,12 +266,6 @@ static void on_call_dispose(void *_c)
 {
     call_t *c = _c;
 
-    /* a call that goes while its connection is made (its connect is cancelled below) lets the next waiting one try */
-    if (c->pool != NULL && !h2o_linklist_is_linked(&c->pending)) {
-        --c->pool->num_connecting;
-        if (c->opener)
-            gw_h2c_pool_opened(c->pool);
-    }
     gw_h2c_close_upstream(c);
     gw_delay_timer_dispose(c->h2c->proxy->ctx->loop, &c->silence);
     if (h2o_linklist_is_linked(&c->link))

@@ -51,7 +51,7 @@ typedef struct st_call_t {
     h2o_generator_t super; /* first */
     gw_h2c_t *h2c;
     h2o_req_t *req;
-    h2c_pool_t *pool; /* NULL once started on it, or dropped */
+    h2c_pool_t *pool; /* while the call waits in pool->pending or its connection is made; then NULL */
     h2o_linklist_t pending;
     h2o_linklist_t link;
     h2o_httpclient_t *client; /* NULL once detached (h2o ends the stream itself, or it was cancelled) */

@@ -142,6 +142,8 @@ h2o_httpclient_head_cb gw_h2c_on_connect(h2o_httpclient_t *client, const char *e
             req->write_req.cb = write_req;
             req->write_req.ctx = c;
             c->req_done = 0;
+            /* the body's first bytes (the rest is counted as write_req hands it on) */
+            gw_proxy_add_bytes(c->h2c->proxy, c->sandbox_id, c->no_activity, 0, req->entity.len);
         }
     }
     c->state = CALL_AWAIT_HEAD;

@@ -76,12 +76,10 @@ void gw_h2c_arm_silence(call_t *c)
 void gw_h2c_on_silence(gw_timer_t *entry)
 {
     call_t *c = H2O_STRUCT_FROM_MEMBER(call_t, silence.entry, entry);
-    char detail[160];
+    char detail[384];
 
     if (c->state != CALL_BODY) {
-        uint64_t ms = c->timeout_ms != 0 ? c->timeout_ms : c->h2c->proxy->conf.first_byte_timeout_ms;
-        snprintf(detail, sizeof(detail), "The limit is %s: %llu ms before the response head.",
-                 c->timeout_ms != 0 ? "the port's timeout:<port>" : "upstream.first_byte_timeout_ms", (unsigned long long)ms);
+        gw_proxy_silence_detail(c->h2c->proxy, c->timeout_ms, c->port, GW_SILENCE_FIRST_BYTE, detail, sizeof(detail));
         gw_cut_note(c->req, GW_CUT_FIRST_BYTE_TIMEOUT);
         gw_h2c_fail_why(c, GW_ERR_UPSTREAM_TIMEOUT, GW_WHY_SILENCE_LIMIT, detail, NULL);
         return;
@@ -92,7 +90,7 @@ void gw_h2c_on_silence(gw_timer_t *entry)
         gw_h2c_cut(c, GW_CUT_IDLE_TIMEOUT);
         return;
     }
-    if (c->client != NULL) {
+    if (c->client != NULL && c->last == NULL) {
         c->last = *c->client->buf;
         h2o_buffer_init(c->client->buf, &h2o_socket_buffer_prototype);
     }

@@ -516,6 +516,22 @@ def test_silence_limits(gw_factory, certs, gapp, redis):
         gwtest.wait_for(lambda: gapp.cancelled.count("Slow") > before, 20, what="the server's context cancelled")
 
 
+def test_port_timeout_before_the_head(gateway, register_sandbox, certs, gapp):
+    """A port's timeout:<n> replaces first_byte_timeout_ms: a call with no
+    head after 1 s is DEADLINE_EXCEEDED with the message naming the port's
+    limit; a gRPC stream silent longer than that is not cut (streamed type)."""
+    sid, token = h2c_sandbox(register_sandbox, gapp.port)
+    register_sandbox(sid, ports={gapp.port: "private"}, token=token,
+                     extra={"proto:%d" % gapp.port: "h2c", "timeout:%d" % gapp.port: "1000"})
+    md = [(TOKEN_HEADER, token)]
+    with channel(gateway, gateway.host(gapp.port, sid), certs) as ch:
+        with pytest.raises(grpc.RpcError) as e:
+            method(ch, "Slow")(b"x", metadata=md, timeout=30)
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED, e.value
+        assert "timeout:%d" % gapp.port in e.value.details(), e.value.details()
+        assert list(method(ch, "Pause", "unary_stream")(b"2.5", metadata=md, timeout=30)) == [b"before", b"after"]
+
+
 def test_event_stream_limit_cuts_a_silent_stream(gw_factory, certs, gapp, redis):
     """upstream.event_stream_idle_timeout_ms set: a gRPC stream silent that
     long is cut, visibly: the client's call fails INTERNAL (RST_STREAM
