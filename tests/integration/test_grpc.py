@@ -345,6 +345,11 @@ def test_calls_share_one_upstream_connection(gateway, register_sandbox, certs):
         sid, token = h2c_sandbox(register_sandbox, app.port)
         with channel(gateway, gateway.host(app.port, sid), certs) as ch:
             echo = method(ch, "Echo")
+            # the client's connection and the gateway's route cache are warm (a call refused before the app, for want of
+            # a token), so that the first calls reach the gateway in one burst, before its connection to the app is up
+            with pytest.raises(grpc.RpcError):
+                echo(b"warm", timeout=30)
+            assert not app.peers
             with futures.ThreadPoolExecutor(max_workers=32) as ex:
                 got = list(ex.map(lambda i: echo(b"%d" % i, metadata=[(TOKEN_HEADER, token)], timeout=30), range(200)))
         assert got == [b"echo:%d" % i for i in range(200)]
@@ -403,6 +408,54 @@ class H2App(threading.Thread):
 
     def stop(self):
         self.srv.close()
+
+
+def test_a_burst_shares_the_first_connection(gateway, register_sandbox, certs):
+    """Twenty calls in one write (python3-h2), the first of their sandbox
+    (they wait for its route together, then go on in one loop turn): they
+    wait for the one connection the first of them opens instead of opening
+    one each."""
+    import h2.events
+    from test_access_log import h2_connect
+
+    app = GrpcApp()
+    try:
+        sid, token = h2c_sandbox(register_sandbox, app.port)
+        host = gateway.host(app.port, sid)
+        sock, conn = h2_connect(gateway, host, certs["ca"])
+        try:
+            head = [(":method", "POST"), (":scheme", "https"), (":authority", host), (":path", "/%s/Echo" % SERVICE),
+                    ("content-type", "application/grpc"), ("te", "trailers"), (TOKEN_HEADER, token)]
+            # one without the token too (refused before the app: UNAUTHENTICATED), all in one write
+            conn.send_headers(1, head[:-1], end_stream=True)
+            streams = list(range(3, 43, 2))
+            for sid_ in streams:
+                conn.send_headers(sid_, head)
+                conn.send_data(sid_, b"\x00\x00\x00\x00\x01x", end_stream=True)
+            sock.sendall(conn.data_to_send())
+            pending = set(streams) | {1}
+            statuses = {}
+            deadline = time.time() + 30
+            while pending and time.time() < deadline:
+                data = sock.recv(65536)
+                assert data, "the gateway closed the connection"
+                for ev in conn.receive_data(data):
+                    if isinstance(ev, h2.events.TrailersReceived):
+                        statuses[ev.stream_id] = dict(ev.headers).get("grpc-status")
+                    elif isinstance(ev, h2.events.ResponseReceived) and "grpc-status" in dict(ev.headers):
+                        statuses[ev.stream_id] = dict(ev.headers)["grpc-status"]
+                    elif isinstance(ev, h2.events.DataReceived):
+                        conn.acknowledge_received_data(len(ev.data), ev.stream_id)
+                    if isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)):
+                        pending.discard(ev.stream_id)
+                sock.sendall(conn.data_to_send())
+        finally:
+            sock.close()
+        assert statuses.get(1) == "16", statuses
+        assert all(statuses.get(s) == "0" for s in streams), statuses
+        assert len(app.peers) == 1, app.peers
+    finally:
+        app.stop()
 
 
 def test_new_lifecycle_and_goaway_get_new_connections(gateway, register_sandbox, certs):
@@ -557,6 +610,33 @@ def test_event_stream_limit_cuts_a_silent_stream(gw_factory, certs, gapp, redis)
 
     gwtest.wait_for(line, 10, what="the access log line")
     assert line()[0].get("cut") == "idle_timeout", line()
+
+
+def test_connection_slots(gw_factory, certs, gapp, redis):
+    """Each open call holds one of limits.max_connections_per_sandbox: a
+    third concurrent call is RESOURCE_EXHAUSTED (429 too_many_connections),
+    and a call that ends gives its slot back."""
+    g = gw_factory({"limits": {"max_connections_per_sandbox": 2}})
+    sid = gwtest.new_sandbox_id("grpcs")
+    token = gwtest.register_sandbox(redis, sid, ports={gapp.port: "private"}, extra={"proto:%d" % gapp.port: "h2c"})
+    md = [(TOKEN_HEADER, token)]
+    with channel(g, g.host(gapp.port, sid), certs) as ch:
+        hang = method(ch, "Hang", "unary_stream")
+        a, b = hang(b"", metadata=md, timeout=60), hang(b"", metadata=md, timeout=60)
+        assert next(a) == b"first" and next(b) == b"first"
+        with pytest.raises(grpc.RpcError) as e:
+            method(ch, "Echo")(b"x", metadata=md, timeout=20)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value
+        a.cancel()
+        gwtest.wait_for(lambda: _echo_ok(ch, md), 10, what="a slot given back")
+        b.cancel()
+
+
+def _echo_ok(ch, md):
+    try:
+        return method(ch, "Echo")(b"y", metadata=md, timeout=20) == b"echo:y"
+    except grpc.RpcError:
+        return False
 
 
 def test_metering_counts_grpc_bytes(gw_factory, mredis, certs, gapp):  # noqa: F811
