@@ -129,6 +129,7 @@ void gw_h2c_close_upstream(call_t *c)
     h2o_httpclient_t *client = c->client;
 
     gw_timer_unlink(&c->silence.entry);
+    gw_timer_unlink(&c->stall);
     if (c->pool != NULL) {
         /* still waiting for its pool's first connection, or connecting (cancelled below) */
         if (h2o_linklist_is_linked(&c->pending)) {
@@ -333,6 +334,7 @@ void gw_h2c_forward(gw_h2c_t *h, h2o_req_t *req, const gw_proxy_target_t *target
     h2o_linklist_insert(&h->calls, &c->link);
     h2o_doublebuffer_init(&c->sending, &h2o_socket_buffer_prototype);
     gw_delay_timer_init(p->ctx->loop, &c->silence, gw_h2c_on_silence);
+    gw_timer_init(&c->stall, gw_h2c_on_client_stall);
     c->sandbox_id = h2o_strdup(&req->pool, target->sandbox_id, SIZE_MAX).base;
     c->port = target->port;
     c->addr = target->addr;

@@ -70,6 +70,7 @@ typedef struct st_call_t {
     gw_revocable_t revocable;
     gw_address_view_t view;
     gw_delay_timer_t silence;
+    gw_timer_t stall; /* linked while a send waits for the client (limits.client_stall_timeout_ms) */
     h2o_doublebuffer_t sending;
     h2o_buffer_t *last; /* the body's rest once the upstream is done */
     size_t unbilled;    /* bytes of the send in flight, billed at proceed */
@@ -123,6 +124,8 @@ void gw_h2c_send(call_t *c);
 void gw_h2c_arm_silence(call_t *c);
 /* The silence timer's callback (c->silence): a 504 before the head, a cut (or an event stream's clean end) after. */
 void gw_h2c_on_silence(gw_timer_t *entry);
+/* The client took nothing of the send in flight for limits.client_stall_timeout_ms: the call is cut. */
+void gw_h2c_on_client_stall(gw_timer_t *entry);
 void gw_h2c_on_proceed(h2o_generator_t *generator, h2o_req_t *req);
 void gw_h2c_on_stop(h2o_generator_t *generator, h2o_req_t *req);
 /* The response head (or the error that came instead). */

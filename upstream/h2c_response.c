@@ -46,8 +46,10 @@ void gw_h2c_send(call_t *c)
     }
     if (vec.len == 0 && c->started)
         return;
-    /* waiting for the client is not the app's silence: the timer runs again at proceed */
+    /* waiting for the client is not the app's silence: the timer runs again at proceed; the client's is (its stall) */
     gw_timer_unlink(&c->silence.entry);
+    if (c->h2c->proxy->client_stall_timeout.enabled)
+        gw_timer_link(c->h2c->proxy->ctx->loop, c->h2c->proxy->client_stall_timeout.timeout, &c->stall);
     c->in_send = 1;
     c->started = 1;
     c->unbilled = vec.len + head;
@@ -101,12 +103,21 @@ void gw_h2c_on_silence(gw_timer_t *entry)
         gw_h2c_send(c);
 }
 
+void gw_h2c_on_client_stall(gw_timer_t *entry)
+{
+    call_t *c = H2O_STRUCT_FROM_MEMBER(call_t, stall, entry);
+
+    GW_PROXY_COUNT(c->h2c->proxy, client_stalls, 1);
+    gw_h2c_cut(c, GW_CUT_CLIENT_STALL);
+}
+
 void gw_h2c_on_proceed(h2o_generator_t *generator, h2o_req_t *req)
 {
     call_t *c = (void *)generator;
 
     (void)req;
     c->in_send = 0;
+    gw_timer_unlink(&c->stall);
     gw_proxy_add_egress(c->h2c->proxy, gw_conn_socket(c->req->conn), c->sandbox_id, c->no_activity, c->unbilled, 1);
     c->unbilled = 0;
     if (gw_doublebuffer_inflight(&c->sending) != 0)

@@ -86,8 +86,13 @@ class GrpcApp:
 
     def count(self, req, ctx):
         self._seen("Count", ctx)
+        finished = []
+        self._on_end("Count", ctx, finished)
         for i in range(int(req)):
+            if not ctx.is_active():
+                return
             yield b"n%d" % i
+        finished.append(1)
 
     def hang(self, req, ctx):
         self._seen("Hang", ctx)
@@ -637,6 +642,50 @@ def _echo_ok(ch, md):
         return method(ch, "Echo")(b"y", metadata=md, timeout=20) == b"echo:y"
     except grpc.RpcError:
         return False
+
+
+def test_a_client_that_reads_nothing_is_cut(gw_factory, certs, gapp, redis):
+    """A client whose stream window stays shut (python3-h2, initial window 0)
+    takes nothing of a server-streaming call: after
+    limits.client_stall_timeout_ms its stream is reset INTERNAL_ERROR, the
+    access log says "cut":"client_stall", the app's call is cancelled."""
+    import h2.events
+    import h2.settings
+    from test_access_log import h2_connect
+
+    g = gw_factory({"limits": {"client_stall_timeout_ms": 1000}})
+    sid = gwtest.new_sandbox_id("grpcst")
+    token = gwtest.register_sandbox(redis, sid, ports={gapp.port: "private"}, extra={"proto:%d" % gapp.port: "h2c"})
+    host = g.host(gapp.port, sid)
+    before = gapp.cancelled.count("Count")
+    sock, conn = h2_connect(g, host, certs["ca"])
+    try:
+        conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        conn.send_headers(1, [(":method", "POST"), (":scheme", "https"), (":authority", host),
+                              (":path", "/%s/Count" % SERVICE), ("content-type", "application/grpc"), ("te", "trailers"),
+                              (TOKEN_HEADER, token)])
+        conn.send_data(1, b"\x00\x00\x00\x00\x07" + b"1000000", end_stream=True)
+        sock.sendall(conn.data_to_send())
+        reset = None
+        while reset is None:
+            data = sock.recv(65536)
+            assert data, "the gateway closed the connection"
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.StreamReset):
+                    reset = ev.error_code
+            sock.sendall(conn.data_to_send())
+        assert reset == 2, reset  # INTERNAL_ERROR
+    finally:
+        sock.close()
+    gwtest.wait_for(lambda: gapp.cancelled.count("Count") > before, 20, what="the server's context cancelled")
+
+    def line():
+        with open(g.config()["log"]["access"]) as f:
+            recs = [json.loads(ln) for ln in f if ln.strip()]
+        return [r for r in recs if r.get("host") == host]
+
+    gwtest.wait_for(line, 10, what="the access log line")
+    assert line()[0].get("cut") == "client_stall", line()
 
 
 def test_metering_counts_grpc_bytes(gw_factory, mredis, certs, gapp):  # noqa: F811
