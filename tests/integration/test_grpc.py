@@ -48,6 +48,7 @@ class GrpcApp:
             "Sum": grpc.stream_unary_rpc_method_handler(self.sum),
             "Chat": grpc.stream_stream_rpc_method_handler(self.chat),
             "Pause": grpc.unary_stream_rpc_method_handler(self.pause),
+            "Meta": grpc.unary_stream_rpc_method_handler(self.meta),
         }
         self.server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, h),))
         self.port = self.server.add_insecure_port("127.0.0.1:%d" % port)
@@ -123,6 +124,13 @@ class GrpcApp:
             return
         finished.append(1)
         yield b"after"
+
+    def meta(self, req, ctx):
+        """The response head at once (initial metadata), then `req` seconds of silence, then a message."""
+        self._seen("Meta", ctx)
+        ctx.send_initial_metadata((("x-started", "1"),))
+        time.sleep(float(req))
+        yield b"late"
 
     def sum(self, it, ctx):
         self._seen("Sum", ctx)
@@ -566,6 +574,8 @@ def test_silence_limits(gw_factory, certs, gapp, redis):
     with channel(g, g.host(gapp.port, sid), certs) as ch:
         got = list(method(ch, "Pause", "unary_stream")(b"3", metadata=md, timeout=30))
         assert got == [b"before", b"after"]
+        # a head, then silence (h2o's own client would cut its connection after its I/O timeout here)
+        assert list(method(ch, "Meta", "unary_stream")(b"3", metadata=md, timeout=30)) == [b"late"]
         before = gapp.cancelled.count("Slow")
         with pytest.raises(grpc.RpcError) as e:
             method(ch, "Slow")(b"x", metadata=md, timeout=30)
