@@ -35,20 +35,45 @@ int gw_h2c_is_http1_answer(const char *bytes, size_t len)
 /* --- pools ------------------------------------------------------------------------------------------------------------- */
 
 static void on_pool_wakeup(gw_timer_t *entry);
+static void pool_free(h2c_pool_t *pool);
+
+/* Pools kept at least, however many are idle: the sweep runs when the table has doubled past what the last one left. */
+#define MIN_SWEEP_AT 64
+
+/* Frees the pools with no connection and no call (their connections idled out: upstream.pool_idle_timeout_ms), so
+ * that a worker holds pools for the ports in use, not for every port it ever reached. */
+static void sweep_pools(gw_h2c_t *h)
+{
+    gw_hashtab_node_t *node, *next;
+
+    for (node = gw_hashtab_first(&h->pools); node != NULL; node = next) {
+        h2c_pool_t *pool = H2O_STRUCT_FROM_MEMBER(h2c_pool_t, node, node);
+        next = gw_hashtab_next(&h->pools, node);
+        if (h2o_linklist_is_empty(&pool->connpool.http2.conns) && pool->num_connecting == 0 &&
+            h2o_linklist_is_empty(&pool->pending))
+            pool_free(pool);
+    }
+    h->sweep_at = 2 * gw_hashtab_size(&h->pools);
+    if (h->sweep_at < MIN_SWEEP_AT)
+        h->sweep_at = MIN_SWEEP_AT;
+}
 
 static h2c_pool_t *pool_get(gw_h2c_t *h, call_t *c, h2o_iovec_t lifecycle, const gw_netaddr_t *addr)
 {
-    char key[512], text[80];
-    int n = snprintf(key, sizeof(key), "%s\n%.*s\n%u\n", c->sandbox_id, (int)lifecycle.len, lifecycle.base, (unsigned)c->port);
+    size_t cap = strlen(c->sandbox_id) + lifecycle.len + sizeof("\n\n65535\n") + sizeof(addr->ss);
+    char *key = gw_pool_alloc(&c->req->pool, cap), text[80];
+    int n = snprintf(key, cap, "%s\n%.*s\n%u\n", c->sandbox_id, (int)lifecycle.len, lifecycle.base, (unsigned)c->port);
     gw_hashtab_node_t *node;
     h2o_url_t url;
 
-    if (n < 0 || (size_t)n + addr->len > sizeof(key) || gw_netaddr_format(addr, text, sizeof(text)) < 0)
+    if (n < 0 || (size_t)n + addr->len > cap || gw_netaddr_format(addr, text, sizeof(text)) < 0)
         return NULL;
     memcpy(key + n, &addr->ss, addr->len);
     if ((node = gw_hashtab_find(&h->pools, key, (size_t)n + addr->len)) != NULL)
         return H2O_STRUCT_FROM_MEMBER(h2c_pool_t, node, node);
 
+    if (gw_hashtab_size(&h->pools) >= h->sweep_at)
+        sweep_pools(h);
     h2c_pool_t *pool = h2o_mem_alloc(offsetof(h2c_pool_t, key) + (size_t)n + addr->len);
     memset(pool, 0, offsetof(h2c_pool_t, key));
     pool->h2c = h;
@@ -302,6 +327,7 @@ gw_h2c_t *gw_h2c_new(gw_proxy_t *p)
     h->ctx.protocol_selector.ratio.http2 = 100;
     h->ctx.http2.max_concurrent_streams = MAX_CONCURRENT_STREAMS;
     gw_hashtab_init(&h->pools);
+    h->sweep_at = MIN_SWEEP_AT;
     h2o_linklist_init_anchor(&h->calls);
     return h;
 }

@@ -25,6 +25,7 @@ struct st_gw_h2c_t {
     gw_proxy_t *proxy;
     h2o_httpclient_ctx_t ctx;
     gw_hashtab_t pools;   /* of h2c_pool_t by key */
+    size_t sweep_at;      /* pools at which those without a connection or a call are freed (pool_get) */
     h2o_linklist_t calls; /* of call_t.link: every call not yet disposed */
 };
 
