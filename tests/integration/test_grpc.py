@@ -7,6 +7,7 @@ port whose app speaks HTTP/1.1, metering, and one multiplexed upstream
 connection. Client streaming and bidirectional calls need streamed request
 bodies (issue 41's uploads part): see test_client_streaming_and_bidi."""
 
+import collections
 import json
 import os
 import shutil
@@ -38,6 +39,7 @@ class GrpcApp:
         self.cancelled = []  # call names
         self.cancel_event = threading.Event()
         self.metadata = {}  # last invocation metadata, by method
+        self.calls = collections.Counter()  # invocations, by method
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=64))
         h = {
             "Echo": grpc.unary_unary_rpc_method_handler(self.echo),
@@ -61,6 +63,7 @@ class GrpcApp:
         with self.lock:
             self.peers.add(ctx.peer())
             self.metadata[name] = dict(ctx.invocation_metadata())
+            self.calls[name] += 1
 
     def _record(self, name):
         with self.lock:
@@ -696,6 +699,35 @@ def test_a_client_that_reads_nothing_is_cut(gw_factory, certs, gapp, redis):
 
     gwtest.wait_for(line, 10, what="the access log line")
     assert line()[0].get("cut") == "client_stall", line()
+
+
+def test_drain_end_cuts_open_calls(gw_factory, certs, gapp, redis):
+    """SIGTERM: calls still open when the drain ends are cut, visibly (both
+    access-log lines say cut shutdown), the app's calls are cancelled, and
+    the gateway exits 0."""
+    g = gw_factory({}, name="gw-h2c-drain")
+    sid = gwtest.new_sandbox_id("grpcd")
+    token = gwtest.register_sandbox(redis, sid, ports={gapp.port: "private"}, extra={"proto:%d" % gapp.port: "h2c"})
+    md = [(TOKEN_HEADER, token)]
+    before = {k: gapp.cancelled.count(k) for k in ("Hang", "Slow")}
+    slow_calls = gapp.calls["Slow"]
+    with channel(g, g.host(gapp.port, sid), certs) as ch:
+        streaming = method(ch, "Hang", "unary_stream")(b"", metadata=md, timeout=60)
+        assert next(streaming) == b"first"
+        waiting = method(ch, "Slow").future(b"x", metadata=md, timeout=60)
+        gwtest.wait_for(lambda: gapp.calls["Slow"] > slow_calls, 10, what="the app has the second call")
+        assert g.stop() == 0
+        with pytest.raises(grpc.RpcError) as e:
+            next(streaming)
+        assert e.value.code() in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE), e.value
+        assert waiting.exception(timeout=30) is not None
+    for k in ("Hang", "Slow"):
+        gwtest.wait_for(lambda k=k: gapp.cancelled.count(k) > before[k], 20, what="the app's %s cancelled" % k)
+    host = g.host(gapp.port, sid)
+    with open(g.config()["log"]["access"]) as f:
+        recs = [json.loads(ln) for ln in f if ln.strip()]
+    cuts = {r["path"]: r.get("cut") for r in recs if r.get("host") == host}
+    assert cuts == {"/%s/Hang" % SERVICE: "shutdown", "/%s/Slow" % SERVICE: "shutdown"}, cuts
 
 
 def test_metering_counts_grpc_bytes(gw_factory, mredis, certs, gapp):  # noqa: F811
