@@ -269,6 +269,22 @@ static void start_call(call_t *c, h2c_pool_t *pool)
                            gw_h2c_on_connect);
 }
 
+int gw_h2c_retry(call_t *c)
+{
+    h2c_pool_t *pool;
+
+    if (c->retried || c->req->proceed_req != NULL || (pool = pool_get(c->h2c, c, c->lifecycle, &c->addr)) == NULL)
+        return -1;
+    c->retried = 1;
+    c->state = CALL_CONNECTING;
+    GW_PROXY_COUNT(c->h2c->proxy, retries, 1);
+    /* out of the client's callback (it walks the connection's streams), by then off the connection going away */
+    c->pool = pool;
+    h2o_linklist_insert(&pool->pending, &c->pending);
+    gw_delay_timer_link(c->h2c->proxy->ctx->loop, &pool->wakeup, 0);
+    return 0;
+}
+
 /* --- revocation, disposal ---------------------------------------------------------------------------------------------- */
 
 static void on_revoke(gw_revocable_t *item, gw_error_code_t code)
@@ -364,6 +380,7 @@ void gw_h2c_forward(gw_h2c_t *h, h2o_req_t *req, const gw_proxy_target_t *target
     c->sandbox_id = h2o_strdup(&req->pool, target->sandbox_id, SIZE_MAX).base;
     c->port = target->port;
     c->addr = target->addr;
+    c->lifecycle = h2o_strdup(&req->pool, target->lifecycle.base, target->lifecycle.len);
     c->path = h2o_strdup(&req->pool, target->path.base, target->path.len);
     c->client_port = target->client_port;
     c->no_activity = target->no_activity != 0;
@@ -399,7 +416,7 @@ void gw_h2c_forward(gw_h2c_t *h, h2o_req_t *req, const gw_proxy_target_t *target
         gw_h2c_fail(c, GW_ERR_UPSTREAM_FORBIDDEN, NULL);
         return;
     }
-    if ((pool = pool_get(h, c, target->lifecycle, &target->addr)) == NULL) {
+    if ((pool = pool_get(h, c, c->lifecycle, &c->addr)) == NULL) {
         gw_h2c_fail(c, GW_ERR_UPSTREAM_FORBIDDEN, NULL);
         return;
     }

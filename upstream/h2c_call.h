@@ -63,6 +63,7 @@ typedef struct st_call_t {
     h2o_iovec_t path;
     h2o_iovec_t authority; /* :authority sent: the client's, or localhost:<port> */
     gw_netaddr_t addr;
+    h2o_iovec_t lifecycle; /* with the sandbox, port and addr: the pool's key */
     char *client_addr;
     uint32_t timeout_ms;
     gw_conn_limit_t *slot;
@@ -85,6 +86,7 @@ typedef struct st_call_t {
     unsigned res_done : 1; /* the app ended its response */
     unsigned req_done : 1; /* the request went out whole */
     unsigned body_error : 1;
+    unsigned retried : 1; /* started again after the app refused its stream (REFUSED_STREAM, GOAWAY) */
 } call_t;
 
 /* h2c.c */
@@ -96,6 +98,10 @@ void gw_h2c_detach_client(call_t *c);
 /* Cancels the upstream stream (RST_STREAM CANCEL: the app sees the call cancelled), stops the silence timer, leaves
  * the pool's waiting list. Idempotent. */
 void gw_h2c_close_upstream(call_t *c);
+/* The app refused the call's stream before it processed it (REFUSED_STREAM, or past a GOAWAY's last stream id: RFC 9113
+ * 8.7, safe to retry): the call starts again once, on a connection of its pool other than the one going away, when its
+ * request went whole. Returns 0 when it does (the client detached before), -1 when it may not. */
+int gw_h2c_retry(call_t *c);
 /* Gives the sandbox's and the client address's slots back, once. */
 void gw_h2c_release_slots(call_t *c);
 /* Answers with a gateway error (gRPC-shaped for a gRPC request); addr not NULL: a port_not_open over loopback says so.

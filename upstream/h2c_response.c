@@ -211,6 +211,8 @@ h2o_httpclient_body_cb gw_h2c_on_head(h2o_httpclient_t *client, const char *errs
         client->get_conn_properties(client, &props);
         /* the stream is h2o's to close */
         gw_h2c_detach_client(c);
+        if (errstr == h2o_httpclient_error_refused_stream && gw_h2c_retry(c) == 0)
+            return NULL;
         if (props.sock != NULL && gw_h2c_is_http1_answer(props.sock->input->bytes, props.sock->input->size)) {
             gw_h2c_fail_why(c, GW_ERR_BAD_UPSTREAM_RESPONSE, GW_WHY_H2C_HTTP1, NULL, NULL);
         } else if (errstr == h2o_httpclient_error_protocol_violation && props.sock != NULL && props.sock->input->size != 0) {

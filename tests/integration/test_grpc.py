@@ -379,8 +379,10 @@ class H2App(threading.Thread):
     every request 200 "hello <path>" with a trailer x-checksum, and records
     the request headers it got."""
 
-    def __init__(self):
+    def __init__(self, refuse_first=False):
         super().__init__(daemon=True)
+        self.refuse = refuse_first  # the first connection answers its first request with GOAWAY (last stream 0)
+        self.connections = 0
         self.srv = socket.socket()
         self.srv.bind(("127.0.0.1", 0))
         self.srv.listen(16)
@@ -394,6 +396,7 @@ class H2App(threading.Thread):
                 sock, _ = self.srv.accept()
             except OSError:
                 return
+            self.connections += 1
             threading.Thread(target=self.serve, args=(sock,), daemon=True).start()
 
     def serve(self, sock):
@@ -410,6 +413,13 @@ class H2App(threading.Thread):
                 if not data:
                     return
                 for ev in conn.receive_data(data):
+                    if isinstance(ev, h2.events.RequestReceived) and self.refuse:
+                        # a graceful restart that raced the request: refused, never processed
+                        self.refuse = False
+                        conn.close_connection(error_code=0, last_stream_id=0)
+                        sock.sendall(conn.data_to_send())
+                        sock.close()
+                        return
                     if isinstance(ev, h2.events.RequestReceived):
                         heads[ev.stream_id] = dict(ev.headers)
                         self.requests.append(dict(ev.headers))
@@ -549,6 +559,20 @@ def test_plain_http2_app_with_trailers(gateway, register_sandbox, certs):
         assert req.get("te") == "trailers" and req.get(":authority") == host, req
         assert req.get("x-forwarded-proto") == "https" and "x-forwarded-for" in req, req
         assert not any(k.startswith("x-lizard-") for k in req), req
+    finally:
+        app.stop()
+
+
+def test_a_refused_stream_is_retried_on_a_new_connection(gateway, register_sandbox, curl):
+    """The app answers the first request with GOAWAY (last stream id 0: not
+    processed, RFC 9113 8.7) and closes: the gateway sends it again on a new
+    connection, and the client never sees it."""
+    app = H2App(refuse_first=True)
+    try:
+        sid, _ = h2c_sandbox(register_sandbox, app.port, access="public")
+        r = curl(gateway.host(app.port, sid), "/again", http2=True)
+        assert r.status == 200 and r.body == b"hello /again", r
+        assert app.connections == 2 and len(app.requests) == 1, (app.connections, app.requests)
     finally:
         app.stop()
 
