@@ -155,6 +155,8 @@ void gw_h2c_close_upstream(call_t *c)
 
     gw_timer_unlink(&c->silence.entry);
     gw_timer_unlink(&c->stall);
+    gw_timer_unlink(&c->watch_timer);
+    gw_hangup_unwatch(c->h2c->proxy->hangup, &c->hangup);
     if (c->pool != NULL) {
         /* still waiting for its pool's first connection, or connecting (cancelled below) */
         if (h2o_linklist_is_linked(&c->pending)) {
@@ -285,6 +287,34 @@ int gw_h2c_retry(call_t *c)
     return 0;
 }
 
+/* The HTTP/1 client closed (FIN or reset) while its call runs: the app's stream is cancelled now (HTTP/2 clients need
+ * no watch: h2o disposes the request of a reset stream or a closed connection). */
+static void on_client_hangup(gw_hangup_watch_t *watch)
+{
+    call_t *c = H2O_STRUCT_FROM_MEMBER(call_t, hangup, watch);
+
+    switch (c->state) {
+    case CALL_CONNECTING:
+    case CALL_AWAIT_HEAD:
+        /* logged as nginx logs a client that closed its request: 499 */
+        gw_h2c_end_before_head(c, 499, "Client Closed Request");
+        break;
+    case CALL_BODY:
+        gw_h2c_cut(c, GW_CUT_NONE);
+        break;
+    case CALL_OVER:
+        break;
+    }
+}
+
+static void on_watch_delay(gw_timer_t *entry)
+{
+    call_t *c = H2O_STRUCT_FROM_MEMBER(call_t, watch_timer, entry);
+
+    c->hangup.cb = on_client_hangup;
+    gw_hangup_watch(c->h2c->proxy->hangup, &c->hangup, c->req);
+}
+
 /* --- revocation, disposal ---------------------------------------------------------------------------------------------- */
 
 static void on_revoke(gw_revocable_t *item, gw_error_code_t code)
@@ -377,6 +407,7 @@ void gw_h2c_forward(gw_h2c_t *h, h2o_req_t *req, const gw_proxy_target_t *target
     h2o_doublebuffer_init(&c->sending, &h2o_socket_buffer_prototype);
     gw_delay_timer_init(p->ctx->loop, &c->silence, gw_h2c_on_silence);
     gw_timer_init(&c->stall, gw_h2c_on_client_stall);
+    gw_timer_init(&c->watch_timer, on_watch_delay);
     c->sandbox_id = h2o_strdup(&req->pool, target->sandbox_id, SIZE_MAX).base;
     c->port = target->port;
     c->addr = target->addr;
@@ -420,6 +451,9 @@ void gw_h2c_forward(gw_h2c_t *h, h2o_req_t *req, const gw_proxy_target_t *target
         gw_h2c_fail(c, GW_ERR_UPSTREAM_FORBIDDEN, NULL);
         return;
     }
+    /* most calls are over before it: they never pay the epoll_ctl calls */
+    if (p->hangup != NULL && req->version < 0x200)
+        gw_timer_link(p->ctx->loop, p->watch_delay.timeout, &c->watch_timer);
     start_call(c, pool);
 }
 

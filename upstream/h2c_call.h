@@ -72,7 +72,9 @@ typedef struct st_call_t {
     gw_revocable_t revocable;
     gw_address_view_t view;
     gw_delay_timer_t silence;
-    gw_timer_t stall; /* linked while a send waits for the client (limits.client_stall_timeout_ms) */
+    gw_timer_t stall;         /* linked while a send waits for the client (limits.client_stall_timeout_ms) */
+    gw_timer_t watch_timer;   /* linked until an HTTP/1 client is watched for leaving (the proxy's watch_delay) */
+    gw_hangup_watch_t hangup; /* that watch: a client that leaves cancels the call at once */
     h2o_doublebuffer_t sending;
     h2o_buffer_t *last; /* the body's rest once the upstream is done */
     size_t unbilled;    /* bytes of the send in flight, billed at proceed */

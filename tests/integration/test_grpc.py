@@ -577,6 +577,25 @@ def test_a_refused_stream_is_retried_on_a_new_connection(gateway, register_sandb
         app.stop()
 
 
+def test_http1_client_that_leaves_cancels_the_call(gateway, register_sandbox, certs, gapp):
+    """An HTTP/1.1 client that closes its connection while the app works on
+    its call (no head yet): the app's stream is cancelled at once, not when
+    it answers."""
+    import ssl
+
+    sid, token = h2c_sandbox(register_sandbox, gapp.port)
+    host = gateway.host(gapp.port, sid)
+    before, calls = gapp.cancelled.count("Slow"), gapp.calls["Slow"]
+    ctx = ssl.create_default_context(cafile=certs["ca"])
+    sock = ctx.wrap_socket(socket.create_connection(("127.0.0.1", gateway.tls_port), timeout=20), server_hostname=host)
+    body = b"\x00\x00\x00\x00\x01x"
+    sock.sendall(("POST /%s/Slow HTTP/1.1\r\nHost: %s\r\nContent-Type: application/grpc\r\nTE: trailers\r\n"
+                  "%s: %s\r\nContent-Length: %d\r\n\r\n" % (SERVICE, host, TOKEN_HEADER, token, len(body))).encode() + body)
+    gwtest.wait_for(lambda: gapp.calls["Slow"] > calls, 10, what="the app has the call")
+    sock.close()
+    gwtest.wait_for(lambda: gapp.cancelled.count("Slow") > before, 10, what="the app's call cancelled")
+
+
 def test_plain_http1_client_to_an_h2c_port(gateway, register_sandbox, curl):
     """An HTTP/1.1 client's request to an h2c port goes to the app over HTTP/2 too."""
     app = H2App()
