@@ -155,6 +155,8 @@ void gw_h2c_close_upstream(call_t *c)
 
     gw_timer_unlink(&c->silence.entry);
     gw_timer_unlink(&c->stall);
+    if (h2o_linklist_is_linked(&c->waiting))
+        h2o_linklist_unlink(&c->waiting);
     gw_timer_unlink(&c->watch_timer);
     gw_hangup_unwatch(c->h2c->proxy->hangup, &c->hangup);
     if (c->pool != NULL) {
@@ -212,6 +214,7 @@ void gw_h2c_cut(call_t *c, gw_cut_reason_t reason)
 
     gw_h2c_close_upstream(c);
     c->state = CALL_OVER;
+    gw_h2c_account(c); /* holds nothing any more */
     gw_h2c_release_slots(c);
     gw_cut_note(req, reason);
     if (req->version >= 0x200) {
@@ -348,9 +351,11 @@ static void on_call_dispose(void *_c)
         gw_sandbox_release(c->revocable.grant.record);
     }
     gw_h2c_release_slots(c);
-    h2o_doublebuffer_dispose(&c->sending);
+    c->state = CALL_OVER;
     if (c->last != NULL)
         h2o_buffer_dispose(&c->last);
+    gw_h2c_account(c); /* to 0 */
+    h2o_doublebuffer_dispose(&c->sending);
 }
 
 /* --- public ------------------------------------------------------------------------------------------------------------ */
@@ -375,6 +380,7 @@ gw_h2c_t *gw_h2c_new(gw_proxy_t *p)
     gw_hashtab_init(&h->pools);
     h->sweep_at = MIN_SWEEP_AT;
     h2o_linklist_init_anchor(&h->calls);
+    h2o_linklist_init_anchor(&h->waiting);
     return h;
 }
 

@@ -24,9 +24,10 @@ typedef struct st_h2c_pool_t h2c_pool_t;
 struct st_gw_h2c_t {
     gw_proxy_t *proxy;
     h2o_httpclient_ctx_t ctx;
-    gw_hashtab_t pools;   /* of h2c_pool_t by key */
-    size_t sweep_at;      /* pools at which those without a connection or a call are freed (pool_get) */
-    h2o_linklist_t calls; /* of call_t.link: every call not yet disposed */
+    gw_hashtab_t pools;     /* of h2c_pool_t by key */
+    size_t sweep_at;        /* pools at which those without a connection or a call are freed (pool_get) */
+    h2o_linklist_t waiting; /* of call_t.waiting: calls with a send toward their client in flight, the longest first */
+    h2o_linklist_t calls;   /* of call_t.link: every call not yet disposed */
 };
 
 /* One (sandbox, lifecycle, port, addr): its connections, and the calls that
@@ -76,8 +77,10 @@ typedef struct st_call_t {
     gw_timer_t watch_timer;   /* linked until an HTTP/1 client is watched for leaving (the proxy's watch_delay) */
     gw_hangup_watch_t hangup; /* that watch: a client that leaves cancels the call at once */
     h2o_doublebuffer_t sending;
-    h2o_buffer_t *last; /* the body's rest once the upstream is done */
-    size_t unbilled;    /* bytes of the send in flight, billed at proceed */
+    h2o_buffer_t *last;     /* the body's rest once the upstream is done */
+    size_t unbilled;        /* bytes of the send in flight, billed at proceed */
+    size_t held;            /* response bytes of this call counted in the proxy's ledger (upstream/held.h) */
+    h2o_linklist_t waiting; /* in h2c->waiting while a send toward the client is in flight */
     unsigned no_activity : 1;
     unsigned localhost : 1;
     unsigned opener : 1;   /* connects its pool's first connection */
@@ -133,6 +136,9 @@ void gw_h2c_send(call_t *c);
 void gw_h2c_arm_silence(call_t *c);
 /* The silence timer's callback (c->silence): a 504 before the head, a cut (or an event stream's clean end) after. */
 void gw_h2c_on_silence(gw_timer_t *entry);
+/* Brings c->held (and the worker's and the client connection's sums in the proxy's ledger) up to date with what the
+ * call holds now: its stream's buffer, the send in flight, the rest after the app's end. */
+void gw_h2c_account(call_t *c);
 /* The client took nothing of the send in flight for limits.client_stall_timeout_ms: the call is cut. */
 void gw_h2c_on_client_stall(gw_timer_t *entry);
 void gw_h2c_on_proceed(h2o_generator_t *generator, h2o_req_t *req);

@@ -15,6 +15,45 @@
 /* At most this much of the response is handed to h2o per h2o_send. */
 #define SEND_CHUNK_BYTES (128 * 1024)
 
+void gw_h2c_account(call_t *c)
+{
+    size_t now = c->state == CALL_OVER && c->last == NULL ? 0
+                                                          : (c->client != NULL && c->last == NULL ? (*c->client->buf)->size : 0) +
+                                                                c->sending.buf->size + (c->last != NULL ? c->last->size : 0);
+
+    gw_held_move(c->h2c->proxy->held, (uint64_t)(uintptr_t)c->req->conn, c->held, now);
+    c->held = now;
+}
+
+/* Over limits.max_connection_buffer_bytes (for c's client connection) or limits.max_worker_buffer_bytes: the calls
+ * waiting longest for their clients are cut until both hold (response.c's rule for the HTTP/1.1 leg's exchanges).
+ * Returns 1 when c itself was cut (then it must not be used again). */
+static int enforce_budgets(call_t *c)
+{
+    gw_h2c_t *h = c->h2c;
+    gw_proxy_t *p = h->proxy;
+    uint64_t conn = (uint64_t)(uintptr_t)c->req->conn;
+    h2o_linklist_t *node, *next;
+
+    for (node = h->waiting.next;
+         node != &h->waiting && gw_held_over(p->held, conn, p->conf.max_connection_buffer_bytes, p->conf.max_worker_buffer_bytes);
+         node = next) {
+        call_t *victim = H2O_STRUCT_FROM_MEMBER(call_t, waiting, node);
+        next = node->next;
+        if (!gw_held_is_victim(p->held, conn, p->conf.max_worker_buffer_bytes, (uint64_t)(uintptr_t)victim->req->conn,
+                               victim->held))
+            continue;
+        GW_PROXY_COUNT(p, budget_resets, 1);
+        /* c's stream is in the client's callback: h2o resets it when the callback says so, never cancelled inside */
+        if (victim == c)
+            gw_h2c_detach_client(c);
+        gw_h2c_cut(victim, GW_CUT_CLIENT_STALL);
+        if (victim == c)
+            return 1;
+    }
+    return 0;
+}
+
 size_t gw_h2c_headers_size(const h2o_header_t *h, size_t n)
 {
     size_t sum = 0, i;
@@ -50,6 +89,7 @@ void gw_h2c_send(call_t *c)
     gw_timer_unlink(&c->silence.entry);
     if (c->h2c->proxy->client_stall_timeout.enabled)
         gw_timer_link(c->h2c->proxy->ctx->loop, c->h2c->proxy->client_stall_timeout.timeout, &c->stall);
+    h2o_linklist_insert(&c->h2c->waiting, &c->waiting);
     c->in_send = 1;
     c->started = 1;
     c->unbilled = vec.len + head;
@@ -118,10 +158,12 @@ void gw_h2c_on_proceed(h2o_generator_t *generator, h2o_req_t *req)
     (void)req;
     c->in_send = 0;
     gw_timer_unlink(&c->stall);
+    h2o_linklist_unlink(&c->waiting);
     gw_proxy_add_egress(c->h2c->proxy, gw_conn_socket(c->req->conn), c->sandbox_id, c->no_activity, c->unbilled, 1);
     c->unbilled = 0;
     if (gw_doublebuffer_inflight(&c->sending) != 0)
         h2o_doublebuffer_consume(&c->sending);
+    gw_h2c_account(c);
     int streaming = c->last == NULL;
     /* the client took what was sent: the app may send again (the stream's window) */
     if (c->client != NULL && !c->res_done)
@@ -166,6 +208,9 @@ static int on_body(h2o_httpclient_t *client, const char *errstr, h2o_header_t *t
                 c->req->proceed_req(c->req, errstr);
         }
     }
+    gw_h2c_account(c);
+    if (errstr == NULL && enforce_budgets(c))
+        return -1; /* h2o resets the app's stream */
     int streaming = c->last == NULL;
     if (!c->in_send)
         gw_h2c_send(c); /* final (the last use of c) only once the upstream is done */

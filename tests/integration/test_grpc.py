@@ -773,6 +773,45 @@ def test_drain_end_cuts_open_calls(gw_factory, certs, gapp, redis):
     assert cuts == {"/%s/Hang" % SERVICE: "shutdown", "/%s/Slow" % SERVICE: "shutdown"}, cuts
 
 
+def test_buffer_budget_cuts_calls_nobody_reads(gw_factory, certs, gapp, redis):
+    """Six server-streaming calls on one client connection whose windows stay
+    shut: what the gateway holds for them passes
+    limits.max_connection_buffer_bytes, and the calls waiting longest are
+    cut (RST_STREAM INTERNAL_ERROR, lizard_buffer_budget_resets_total) long
+    before limits.client_stall_timeout_ms."""
+    import h2.events
+    import h2.settings
+    from test_access_log import h2_connect, metric
+
+    g = gw_factory({"limits": {"response_buffer_bytes": 65536, "max_connection_buffer_bytes": 131072,
+                               "client_stall_timeout_ms": 600000}})
+    sid = gwtest.new_sandbox_id("grpcb")
+    token = gwtest.register_sandbox(redis, sid, ports={gapp.port: "private"}, extra={"proto:%d" % gapp.port: "h2c"})
+    host = g.host(gapp.port, sid)
+    sock, conn = h2_connect(g, host, certs["ca"])
+    resets = {}
+    try:
+        conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        for s in range(1, 13, 2):
+            conn.send_headers(s, [(":method", "POST"), (":scheme", "https"), (":authority", host),
+                                  (":path", "/%s/Count" % SERVICE), ("content-type", "application/grpc"),
+                                  ("te", "trailers"), (TOKEN_HEADER, token)])
+            conn.send_data(s, b"\x00\x00\x00\x00\x07" + b"1000000", end_stream=True)
+        sock.sendall(conn.data_to_send())
+        sock.settimeout(30)
+        while not resets:
+            data = sock.recv(65536)
+            assert data, "the gateway closed the connection"
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.StreamReset):
+                    resets[ev.stream_id] = ev.error_code
+            sock.sendall(conn.data_to_send())
+    finally:
+        sock.close()
+    assert set(resets.values()) == {2}, resets  # INTERNAL_ERROR
+    assert metric(g, "lizard_buffer_budget_resets_total") >= 1
+
+
 def test_metering_counts_grpc_bytes(gw_factory, mredis, certs, gapp):  # noqa: F811
     g = start_gw(gw_factory, mredis)
     sid = gwtest.new_sandbox_id("grpcm")
