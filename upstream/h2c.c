@@ -111,7 +111,7 @@ static void on_pool_wakeup(gw_timer_t *entry)
 
 /* The opener's connection is up or failed: the calls waiting start, after the client's callback returns (a stream
  * opened inside it would send its HEADERS before the opener's, with a higher stream id: a protocol error). */
-void gw_h2c_pool_opened(h2c_pool_t *pool)
+static void pool_opened(h2c_pool_t *pool)
 {
     pool->connecting = 0;
     if (!h2o_linklist_is_empty(&pool->pending))
@@ -136,6 +136,18 @@ static void pool_free(h2c_pool_t *pool)
     free(pool->sandbox_id);
     free(pool->lifecycle);
     free(pool);
+}
+
+void gw_h2c_connect_done(call_t *c)
+{
+    h2c_pool_t *pool = c->pool;
+
+    c->pool = NULL;
+    --pool->num_connecting;
+    if (c->opener) {
+        c->opener = 0;
+        pool_opened(pool);
+    }
 }
 
 /* --- ending a call ----------------------------------------------------------------------------------------------------- */
@@ -163,14 +175,10 @@ void gw_h2c_close_upstream(call_t *c)
         /* still waiting for its pool's first connection, or connecting (cancelled below) */
         if (h2o_linklist_is_linked(&c->pending)) {
             h2o_linklist_unlink(&c->pending);
+            c->pool = NULL;
         } else {
-            --c->pool->num_connecting;
-            if (c->opener) {
-                c->opener = 0;
-                gw_h2c_pool_opened(c->pool);
-            }
+            gw_h2c_connect_done(c);
         }
-        c->pool = NULL;
     }
     if (client != NULL) {
         gw_h2c_detach_client(c);

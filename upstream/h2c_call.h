@@ -95,9 +95,9 @@ typedef struct st_call_t {
 } call_t;
 
 /* h2c.c */
-/* The opener's connection is up or failed: the calls waiting for it start,
- * once the client's callback has returned. */
-void gw_h2c_pool_opened(h2c_pool_t *pool);
+/* The call's connection is made, failed, or its connect cancelled: it leaves its pool (c->pool NULL), and an opener
+ * lets the calls waiting for it start. */
+void gw_h2c_connect_done(call_t *c);
 /* Forgets the client (its callbacks find no call any more): h2o ends the stream itself. */
 void gw_h2c_detach_client(call_t *c);
 /* Cancels the upstream stream (RST_STREAM CANCEL: the app sees the call cancelled), stops the silence timer, leaves

@@ -109,12 +109,7 @@ h2o_httpclient_head_cb gw_h2c_on_connect(h2o_httpclient_t *client, const char *e
     if (c == NULL)
         return NULL;
     req = c->req;
-    --c->pool->num_connecting;
-    if (c->opener) {
-        c->opener = 0;
-        gw_h2c_pool_opened(c->pool);
-    }
-    c->pool = NULL;
+    gw_h2c_connect_done(c);
     if (errstr != NULL) {
         gw_h2c_detach_client(c);
         if (errstr == h2o_httpclient_error_connect_timeout)
