@@ -388,6 +388,7 @@ class H2App(threading.Thread):
         self.srv.listen(16)
         self.port = self.srv.getsockname()[1]
         self.requests = []
+        self.big_sent = 0  # body bytes of /big/<n> answers written so far
         self.start()
 
     def run(self):
@@ -423,6 +424,9 @@ class H2App(threading.Thread):
                     if isinstance(ev, h2.events.RequestReceived):
                         heads[ev.stream_id] = dict(ev.headers)
                         self.requests.append(dict(ev.headers))
+                    elif isinstance(ev, h2.events.StreamEnded) and heads.get(ev.stream_id, {}).get(":path", "").startswith("/big/"):
+                        # as fast as flow control lets it: the gateway's window for the stream paces it
+                        self.send_big(sock, conn, ev.stream_id, int(heads.pop(ev.stream_id)[":path"][5:]))
                     elif isinstance(ev, h2.events.StreamEnded):
                         path = heads.pop(ev.stream_id, {}).get(":path", "")
                         conn.send_headers(ev.stream_id, [(":status", "200"), ("content-type", "text/plain")])
@@ -431,6 +435,27 @@ class H2App(threading.Thread):
                 sock.sendall(conn.data_to_send())
         except (OSError, Exception):
             sock.close()
+
+    def send_big(self, sock, conn, stream_id, n):
+        import h2.events
+        conn.send_headers(stream_id, [(":status", "200"), ("content-type", "application/octet-stream"),
+                                      ("content-length", str(n))])
+        block = b"\x5a" * 16384
+        while n > 0:
+            window = min(conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size, n)
+            if window > 0:
+                conn.send_data(stream_id, block[:window], end_stream=window == n)
+                n -= window
+                self.big_sent += window
+                sock.sendall(conn.data_to_send())
+                continue
+            data = sock.recv(65536)
+            if not data:
+                return
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.StreamReset):
+                    return
+            sock.sendall(conn.data_to_send())
 
     def stop(self):
         self.srv.close()
@@ -594,6 +619,48 @@ def test_http1_client_that_leaves_cancels_the_call(gateway, register_sandbox, ce
     gwtest.wait_for(lambda: gapp.calls["Slow"] > calls, 10, what="the app has the call")
     sock.close()
     gwtest.wait_for(lambda: gapp.cancelled.count("Slow") > before, 10, what="the app's call cancelled")
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["h1", "h2"])
+def test_the_client_paces_the_app(gateway, register_sandbox, certs, tmp_path, http2):
+    """100 MB from an HTTP/2 app as fast as flow control lets it, to a curl
+    reading 1 MB/s that then stops: the app is only ever a few MiB ahead of
+    the client (the stream's window is limits.response_buffer_bytes), and
+    the gateway's memory stays flat."""
+    import signal
+
+    app = H2App()
+    try:
+        sid, _ = h2c_sandbox(register_sandbox, app.port, access="public")
+        host = gateway.host(app.port, sid)
+        out = str(tmp_path / "body.out")
+        base_rss = gwtest.rss_kib(gateway.proc.pid)
+        proc = subprocess.Popen(["curl", "-sS", "--limit-rate", "1M", "--max-time", "60", "--cacert", certs["ca"],
+                                 "--http2" if http2 else "--http1.1", "--noproxy", "*",
+                                 "--resolve", "%s:%d:127.0.0.1" % (host, gateway.tls_port), "-o", out,
+                                 "https://%s:%d/big/%d" % (host, gateway.tls_port, 100 * 1024 * 1024)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        peak = base_rss
+        try:
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 4:
+                peak = max(peak, gwtest.rss_kib(gateway.proc.pid))
+                time.sleep(0.1)
+            assert proc.poll() is None, proc.stderr.read()
+            os.kill(proc.pid, signal.SIGSTOP)  # the client stops reading
+            time.sleep(2)
+            peak = max(peak, gwtest.rss_kib(gateway.proc.pid))
+            got, sent = os.path.getsize(out), app.big_sent
+        finally:
+            proc.kill()
+            proc.wait()
+        assert 2 * 1024 * 1024 < got < 30 * 1024 * 1024, got
+        # the stream window (1 MiB), a send in flight, and the kernel's socket buffers on both sides of the client
+        assert sent - got < 12 * 1024 * 1024, (sent, got)
+        bound = 48 if gwtest.gateway_is_sanitized() else 16
+        assert peak - base_rss < bound * 1024, (peak, base_rss)
+    finally:
+        app.stop()
 
 
 def test_plain_http1_client_to_an_h2c_port(gateway, register_sandbox, curl):
