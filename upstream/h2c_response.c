@@ -155,12 +155,18 @@ void gw_h2c_on_proceed(h2o_generator_t *generator, h2o_req_t *req)
 {
     call_t *c = (void *)generator;
 
-    (void)req;
     c->in_send = 0;
     gw_timer_unlink(&c->stall);
-    h2o_linklist_unlink(&c->waiting);
+    if (h2o_linklist_is_linked(&c->waiting))
+        h2o_linklist_unlink(&c->waiting);
     gw_proxy_add_egress(c->h2c->proxy, gw_conn_socket(c->req->conn), c->sandbox_id, c->no_activity, c->unbilled, 1);
     c->unbilled = 0;
+    if (c->state == CALL_OVER && c->last == NULL) {
+        /* cut while the send was in flight (an HTTP/1 client whose connection was shut wrote it all the same): the
+         * response ends as a cut one */
+        h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
+        return;
+    }
     if (gw_doublebuffer_inflight(&c->sending) != 0)
         h2o_doublebuffer_consume(&c->sending);
     gw_h2c_account(c);

@@ -657,7 +657,9 @@ def test_the_client_paces_the_app(gateway, register_sandbox, certs, tmp_path, ht
         assert 2 * 1024 * 1024 < got < 30 * 1024 * 1024, got
         # the stream window (1 MiB), a send in flight, and the kernel's socket buffers on both sides of the client
         assert sent - got < 12 * 1024 * 1024, (sent, got)
-        bound = 48 if gwtest.gateway_is_sanitized() else 16
+        # plain: 7-8 MiB measured; under ASan 90-94 MiB: its quarantine keeps the stream buffers the client's HTTP/2
+        # reads grow and free by the window (it is 256 MiB by default), which the plain allocator reuses
+        bound = 160 if gwtest.gateway_is_sanitized() else 16
         assert peak - base_rss < bound * 1024, (peak, base_rss)
     finally:
         app.stop()
