@@ -33,6 +33,7 @@ static void on_woken(void *data, gw_wake_result_t result, gw_sandbox_t *sbx)
         snprintf(detail, sizeof(detail), "It did not wake within %llu ms.",
                  (unsigned long long)r->conf->config->routing.resume_timeout_ms);
         gw_phase_error(r, GW_ERR_SANDBOX_NOT_RUNNING, detail);
+        gw_phases_unwind(r);
         break;
     }
 }
@@ -46,10 +47,14 @@ static void on_hangup(gw_hangup_watch_t *watch)
     gw_wake_cancel(r->waiter, 1);
     r->waiter = NULL;
     gw_phase_error(r, GW_ERR_SANDBOX_NOT_RUNNING, "The client went away while the sandbox was waking.");
+    gw_phases_unwind(r);
 }
 
-/* Holds the request until its sandbox wakes. Its body (read whole by h2o
- * before the handler ran) counts against limits.max_held_request_bytes: past
+/* Holds the request until its sandbox wakes. Its body bytes in hand (the
+ * whole body, or what h2o read of a streaming one before the handler ran:
+ * no more is read while held, the rest waits in the client and its
+ * connection's buffers, docs/uploads.md) count against
+ * limits.max_held_request_bytes: past
  * it the request is refused at once, 503 with Retry-After (the sandbox is
  * asked to wake all the same, so the retry finds it running), rather than
  * held with more memory. */
