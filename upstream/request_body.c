@@ -63,7 +63,7 @@ static void on_over_limit(gw_timer_t *entry)
     switch (ex->state) {
     case GW_EX_CONNECTING:
     case GW_EX_AWAIT_HEAD:
-        gw_exchange_fail(ex, GW_ERR_BODY_TOO_LARGE, "The request body is larger than the gateway accepts.");
+        gw_exchange_fail(ex, GW_ERR_BODY_TOO_LARGE, NULL);
         break;
     case GW_EX_BODY:
         /* HTTP/2: the stream is reset (INTERNAL_ERROR), what the client still sends on it credits the connection window

@@ -24,6 +24,7 @@ import time
 import pytest
 
 import gwtest
+from test_browser_e2e import browser_env  # noqa: F401 (a fixture)
 from test_metering import records, total
 from test_proxy import assert_curl_error, tls_connect
 
@@ -655,3 +656,40 @@ def test_app_that_stops_reading_stops_the_client(gateway, register_sandbox, app,
     growth = watch.growth()
     assert sent < IN_FLIGHT_BOUND, "the client got %d bytes of a 60 MiB body out to an app that reads nothing" % sent
     assert growth < RSS_BOUND_KIB, "the gateway's RSS grew by %d KiB" % growth
+
+
+# --- a browser ---------------------------------------------------------------------------------------
+
+def test_chromium_upload_streams(browser_env, gw_factory, register_sandbox, app, tmp_path):
+    """Chromium (playwright-core, browser/upload.js) uploads 200 MiB from a
+    page, a fetch() whose body is a stream (over HTTP/2): the app reports its
+    first body byte while the page still holds the second half of the body,
+    and the whole body arrives intact."""
+    from test_browser_e2e import BROWSER_DIR
+
+    gateway = gw_factory({"limits": {"max_request_body_bytes": 256 * MIB}})
+    t = Target(gateway, register_sandbox, app.port)
+    uid, mib = new_uid(), 200
+    url = "https://%s:%d/?lizard_token=%s" % (t.host, gateway.tls_port, t.token)
+    cfg = {"executablePath": browser_env["chromium"], "userDataDir": str(tmp_path / "profile"),
+           "resolverRules": "MAP *.%s 127.0.0.1" % gwtest.DOMAIN, "url": url, "uploadId": uid, "mib": mib,
+           "timeoutMs": 120000}
+    p = subprocess.Popen([browser_env["node"], os.path.join(BROWSER_DIR, "upload.js"), json.dumps(cfg)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=BROWSER_DIR)
+    try:
+        line = json.loads(p.stdout.readline() or b"{}")
+        assert line.get("half"), "the page did not get to the second half: %r %s" % (
+            line, p.stderr.read().decode("utf-8", "replace")[-2000:] if p.poll() is not None else "")
+        app.wait_event(uid, "first_byte", timeout=60)  # the second half is not even made yet
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        out = json.loads(p.stdout.readline() or b"{}")
+    finally:
+        p.kill()
+        p.wait()
+    assert not out.get("error") and out.get("status") == 200, out
+    expect = hashlib.sha256()
+    for k in range(mib):
+        expect.update(bytes([k % 251]) * MIB)
+    assert json.loads(out["body"]) == {"bytes": mib * MIB, "sha256": expect.hexdigest(), "framing": "chunked"}, out
+    assert out.get("protocol") in ("h2", None), out
