@@ -13,6 +13,7 @@
 #include "common/netaddr.h"
 #include "http/phases.h"
 #include "metering/metering.h"
+#include "upstream/h2c.h"
 #include "upstream/proxy.h"
 
 /* A (sandbox, lifecycle) whose addr was refused and logged. */
@@ -133,6 +134,8 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r)
     r->viewer_limit = NULL;
     /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */
     gw_worker_meter_set_route(r->thread->meter, sbx->id, sbx->project, sbx->egress_quota);
-    gw_proxy_forward(r->thread->proxy, r->req, &target);
+    /* HTTP/2 with prior knowledge to an h2c port, else HTTP/1.1 */
+    if (!gw_h2c_take(r->thread->proxy, r->req, &target))
+        gw_proxy_forward(r->thread->proxy, r->req, &target);
     return GW_PHASE_ASYNC;
 }

@@ -14,6 +14,7 @@
 #include "errors/cut.h"
 #include "errors/errors.h"
 #include "upstream/delivery.h"
+#include "upstream/h2c.h"
 #include "upstream/held.h"
 #include "upstream/http1_head.h"
 #include "upstream/opt_timeout.h"
@@ -55,7 +56,7 @@ struct st_gw_proxy_t {
     gw_worker_meter_t *meter;      /* NULL: bytes are not billed */
     gw_proxy_counters_t *counters; /* NULL: not counted */
     gw_revocation_t *revocation;   /* NULL: exchanges and tunnels are not revocable */
-    struct st_gw_h2c_t *h2c;       /* the HTTP/2 leg to proto:<n> = h2c ports (upstream/h2c.h) */
+    gw_h2c_t *h2c;                 /* the HTTP/2 leg to proto:<n> = h2c ports (upstream/h2c.h) */
 };
 
 /* How long a tunnel that sent its Close waits for its peers to close. */

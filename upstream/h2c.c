@@ -206,6 +206,8 @@ void gw_h2c_fail_why(call_t *c, gw_error_code_t code, gw_error_why_t why, const 
     if (code == GW_ERR_PORT_NOT_OPEN && addr != NULL && gw_netaddr_is_loopback((const struct sockaddr *)&addr->ss))
         why = GW_WHY_LOOPBACK_UPSTREAM;
     gw_error_send_why(c->req, code, why, c->sandbox_id, c->port, detail);
+    /* a body still arriving keeps the request alive past the answer, which it follows (request_body.h) */
+    gw_request_body_end(c->req, c->in_hand);
 }
 
 void gw_h2c_fail(call_t *c, gw_error_code_t code, const char *detail)
@@ -237,6 +239,7 @@ void gw_h2c_cut(call_t *c, gw_cut_reason_t reason)
     }
     if (no_send)
         h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
+    gw_request_body_close(req);
 }
 
 /* Before the head: HTTP/2 resets the stream, HTTP/1 gets an empty answer on a socket shut first (deadline.c's
@@ -351,6 +354,7 @@ static void on_call_dispose(void *_c)
 
     gw_h2c_close_upstream(c);
     gw_delay_timer_dispose(c->h2c->proxy->ctx->loop, &c->silence);
+    gw_delay_timer_dispose(c->h2c->proxy->ctx->loop, &c->over_limit);
     if (h2o_linklist_is_linked(&c->link))
         h2o_linklist_unlink(&c->link);
     if (c->revocable.grant.record != NULL) {
@@ -421,6 +425,7 @@ void gw_h2c_forward(gw_h2c_t *h, h2o_req_t *req, const gw_proxy_target_t *target
     h2o_doublebuffer_init(&c->sending, &h2o_socket_buffer_prototype);
     gw_delay_timer_init(p->ctx->loop, &c->silence, gw_h2c_on_silence);
     gw_timer_init(&c->stall, gw_h2c_on_client_stall);
+    gw_delay_timer_init(p->ctx->loop, &c->over_limit, gw_h2c_on_over_limit);
     gw_timer_init(&c->watch_timer, on_watch_delay);
     c->sandbox_id = h2o_strdup(&req->pool, target->sandbox_id, SIZE_MAX).base;
     c->port = target->port;
@@ -456,6 +461,11 @@ void gw_h2c_forward(gw_h2c_t *h, h2o_req_t *req, const gw_proxy_target_t *target
                        req->method.len + req->path.len + req->authority.len +
                            gw_h2c_headers_size(req->headers.entries, req->headers.size) +
                            (req->proceed_req == NULL ? req->entity.len : 0));
+    c->in_hand = c->body_streams = gw_request_body_streams(req); /* what h2o read before on_req */
+    if (c->in_hand && req->entity.len > req->conn->ctx->globalconf->max_request_entity_size) {
+        gw_h2c_fail(c, GW_ERR_BODY_TOO_LARGE, "The request body is larger than the gateway accepts.");
+        return;
+    }
     /* the route came from Redis: never connect outside the allowed networks */
     if (!gw_cidr_list_contains(p->conf.allowed_networks, p->conf.num_allowed_networks, (const struct sockaddr *)&target->addr.ss)) {
         gw_h2c_fail(c, GW_ERR_UPSTREAM_FORBIDDEN, NULL);
@@ -469,6 +479,14 @@ void gw_h2c_forward(gw_h2c_t *h, h2o_req_t *req, const gw_proxy_target_t *target
     if (p->hangup != NULL && req->version < 0x200)
         gw_timer_link(p->ctx->loop, p->watch_delay.timeout, &c->watch_timer);
     start_call(c, pool);
+}
+
+int gw_h2c_take(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *target)
+{
+    if (!target->h2c || target->tcp || req->upgrade.base != NULL)
+        return 0;
+    gw_h2c_forward(p->h2c, req, target);
+    return 1;
 }
 
 void gw_h2c_drop(gw_h2c_t *h, const char *sandbox_id, const char *current_lifecycle)

@@ -27,6 +27,10 @@ gw_h2c_t *gw_h2c_new(gw_proxy_t *p);
  * disposed first), closes the connections, frees. NULL is a no-op. */
 void gw_h2c_free(gw_h2c_t *h);
 
+/* For a target with h2c set, any request but a WebSocket's or a TCP tunnel's handshake (those stay HTTP/1.1): forwards
+ * it over p's HTTP/2 leg (gw_h2c_forward) and returns 1; else 0 (then gw_proxy_forward's). */
+int gw_h2c_take(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *target);
+
 /* Forwards req to an h2c port and answers it (gw_proxy_forward's contract:
  * the target's strings are copied, its slots are the call's and given back
  * when the request is disposed). The callback contracts: the request may be

@@ -15,6 +15,7 @@
 #include "errors/errors.h"
 #include "upstream/exchange.h"
 #include "upstream/h2c.h"
+#include "upstream/request_body.h"
 
 #define DETAIL_CLOSED "It accepted the connection but closed it without answering."
 #define DETAIL_CONNECT_TIMEOUT "Connecting to it timed out."
@@ -73,9 +74,11 @@ typedef struct st_call_t {
     gw_revocable_t revocable;
     gw_address_view_t view;
     gw_delay_timer_t silence;
-    gw_timer_t stall;         /* linked while a send waits for the client (limits.client_stall_timeout_ms) */
-    gw_timer_t watch_timer;   /* linked until an HTTP/1 client is watched for leaving (the proxy's watch_delay) */
-    gw_hangup_watch_t hangup; /* that watch: a client that leaves cancels the call at once */
+    gw_timer_t stall;            /* linked while a send waits for the client (limits.client_stall_timeout_ms) */
+    gw_delay_timer_t over_limit; /* a streaming body passed limits.max_request_body_bytes: answered out of write_req */
+    uint64_t body_sent;          /* bytes of a streaming body handed to the HTTP/2 client */
+    gw_timer_t watch_timer;      /* linked until an HTTP/1 client is watched for leaving (the proxy's watch_delay) */
+    gw_hangup_watch_t hangup;    /* that watch: a client that leaves cancels the call at once */
     h2o_doublebuffer_t sending;
     h2o_buffer_t *last;     /* the body's rest once the upstream is done */
     size_t unbilled;        /* bytes of the send in flight, billed at proceed */
@@ -91,7 +94,9 @@ typedef struct st_call_t {
     unsigned res_done : 1; /* the app ended its response */
     unsigned req_done : 1; /* the request went out whole */
     unsigned body_error : 1;
-    unsigned retried : 1; /* started again after the app refused its stream (REFUSED_STREAM, GOAWAY) */
+    unsigned in_hand : 1;      /* h2o handed body bytes (or had them at on_req) that were not proceeded yet */
+    unsigned body_streams : 1; /* the body was still arriving at forward: its bytes are counted as they go */
+    unsigned retried : 1;      /* started again after the app refused its stream (REFUSED_STREAM, GOAWAY) */
 } call_t;
 
 /* h2c.c */
@@ -120,6 +125,8 @@ void gw_h2c_cut(call_t *c, gw_cut_reason_t reason);
 void gw_h2c_end_before_head(call_t *c, int status, const char *reason);
 
 /* h2c_request.c */
+/* The timer callback of c->over_limit: 413 body_too_large before the response head, the cut body_too_large after. */
+void gw_h2c_on_over_limit(gw_timer_t *entry);
 /* h2o_httpclient_connect's callback: the request's head and body (whole, or streamed through req->write_req). */
 h2o_httpclient_head_cb gw_h2c_on_connect(h2o_httpclient_t *client, const char *errstr, h2o_iovec_t *method, h2o_url_t *url,
                                          const h2o_header_t **headers, size_t *num_headers, h2o_iovec_t *body,

@@ -21,8 +21,28 @@ static void on_proceed_req(h2o_httpclient_t *client, const char *errstr)
         return;
     if (errstr != NULL)
         gw_h2c_detach_client(c);
-    if (c->req->proceed_req != NULL)
+    if (c->req->proceed_req != NULL) {
+        if (errstr == NULL)
+            c->in_hand = 0;
         c->req->proceed_req(c->req, errstr);
+    }
+}
+
+void gw_h2c_on_over_limit(gw_timer_t *entry)
+{
+    call_t *c = H2O_STRUCT_FROM_MEMBER(call_t, over_limit.entry, entry);
+
+    switch (c->state) {
+    case CALL_CONNECTING:
+    case CALL_AWAIT_HEAD:
+        gw_h2c_fail(c, GW_ERR_BODY_TOO_LARGE, "The request body is larger than the gateway accepts.");
+        break;
+    case CALL_BODY:
+        gw_h2c_cut(c, GW_CUT_BODY_TOO_LARGE);
+        break;
+    case CALL_OVER:
+        break;
+    }
 }
 
 static int write_req(void *ctx, int is_end_stream)
@@ -31,8 +51,16 @@ static int write_req(void *ctx, int is_end_stream)
     h2o_httpclient_t *client = c->client;
     h2o_iovec_t chunk = c->req->entity;
 
-    if (client == NULL)
-        return -1;
+    c->in_hand = 1;
+    if (client == NULL || c->state == CALL_OVER)
+        return 0; /* the chunk stays with h2o until the call's end ends the body */
+    if (c->body_sent + chunk.len > c->req->conn->ctx->globalconf->max_request_entity_size) {
+        /* nothing of it reaches the app; answered out of h2o's call (a reset inside it would close the stream under
+         * its feet), as request_body.c does */
+        gw_delay_timer_link(c->h2c->proxy->ctx->loop, &c->over_limit, 0);
+        return 0;
+    }
+    c->body_sent += chunk.len;
     gw_proxy_add_bytes(c->h2c->proxy, c->sandbox_id, c->no_activity, 0, chunk.len);
     if (is_end_stream) {
         c->req->write_req.cb = NULL;
@@ -131,14 +159,17 @@ h2o_httpclient_head_cb gw_h2c_on_connect(h2o_httpclient_t *client, const char *e
     c->req_done = 1;
     if (req->entity.base != NULL) {
         *body = req->entity;
+        /* a body still arriving at forward was not counted then: what h2o has of it now (all of it, when it ended since) */
+        if (c->body_streams) {
+            c->body_sent = req->entity.len;
+            gw_proxy_add_bytes(c->h2c->proxy, c->sandbox_id, c->no_activity, 0, req->entity.len);
+        }
         if (req->proceed_req != NULL) {
             /* the body streams (http/pipeline.c's supports_request_streaming): each chunk goes on as h2o hands it */
             *proceed_req_cb = on_proceed_req;
             req->write_req.cb = write_req;
             req->write_req.ctx = c;
             c->req_done = 0;
-            /* the body's first bytes (the rest is counted as write_req hands it on) */
-            gw_proxy_add_bytes(c->h2c->proxy, c->sandbox_id, c->no_activity, 0, req->entity.len);
         }
     }
     c->state = CALL_AWAIT_HEAD;

@@ -80,7 +80,11 @@ void gw_h2c_send(call_t *c)
         gw_timer_unlink(&c->silence.entry);
         gw_proxy_add_egress(c->h2c->proxy, gw_conn_socket(req->conn), c->sandbox_id, c->no_activity,
                             head + vec.len + gw_h2c_headers_size(req->res.trailers.entries, req->res.trailers.size), 0);
+        /* the app answered whole before the client's body ended: the rest of it is not read (request_body.h) */
+        int end_body = gw_request_body_streams(req), in_hand = c->in_hand;
         h2o_send(req, &vec, vec.len != 0 ? 1 : 0, state);
+        if (end_body)
+            gw_request_body_end(req, in_hand);
         return;
     }
     if (vec.len == 0 && c->started)
@@ -277,9 +281,6 @@ h2o_httpclient_body_cb gw_h2c_on_head(h2o_httpclient_t *client, const char *errs
             snprintf(detail, sizeof(detail), "The gateway's HTTP/2 client said: %s.", errstr);
             gw_h2c_fail_why(c, GW_ERR_BAD_UPSTREAM_RESPONSE, GW_WHY_H2C_NOT_HTTP2, detail, NULL);
         }
-        /* a body still streaming in stops (h2o's own proxy does the same) */
-        if (req->proceed_req != NULL)
-            req->proceed_req(req, errstr);
         return NULL;
     }
 

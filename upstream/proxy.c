@@ -18,7 +18,6 @@
 #include "common/keepalive.h"
 #include "common/netaddr.h"
 #include "upstream/exchange.h"
-#include "upstream/h2c.h"
 
 /* The request body goes upstream in slices of this size, so that a slow
  * upload is told apart from a stalled one (each slice restarts the timer). */
@@ -576,15 +575,10 @@ void gw_proxy_free(gw_proxy_t *p)
 
 void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *target)
 {
-    gw_exchange_t *ex;
+    gw_exchange_t *ex = h2o_mem_alloc_shared(&req->pool, sizeof(*ex), on_exchange_dispose);
     gw_upstream_key_t key;
     h2o_socket_t *sock;
 
-    if (target->h2c && !target->tcp && req->upgrade.base == NULL) { /* HTTP/2 to the app (upstream/h2c.h) */
-        gw_h2c_forward(p->h2c, req, target);
-        return;
-    }
-    ex = h2o_mem_alloc_shared(&req->pool, sizeof(*ex), on_exchange_dispose);
     memset(ex, 0, sizeof(*ex));
     ex->super.proceed = gw_exchange_on_proceed;
     ex->stall_timer.cb = gw_exchange_on_client_stall;

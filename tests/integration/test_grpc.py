@@ -137,7 +137,11 @@ class GrpcApp:
 
     def sum(self, it, ctx):
         self._seen("Sum", ctx)
-        return b"%d" % sum(int(x) for x in it)
+        finished = []
+        self._on_end("Sum", ctx, finished)
+        total = sum(int(x) for x in it)
+        finished.append(1)
+        return b"%d" % total
 
     def chat(self, it, ctx):
         self._seen("Chat", ctx)
@@ -210,8 +214,6 @@ def test_client_streaming_and_bidi(call_env):
     assert got == [b"re:a", b"re:b", b"re:c"]
 
 
-@pytest.mark.xfail(strict=True, reason="needs streamed request bodies (issue 41's uploads part, branch i41-uploads): "
-                   "the gateway reads a request body whole before forwarding it")
 def test_interactive_bidi(call_env):
     """A bidirectional call in lock step: each message is answered before the
     client sends the next, so every request message must reach the app as it
@@ -233,6 +235,29 @@ def test_interactive_bidi(call_env):
             assert next(it) == b"re:m%d" % i
     finally:
         q.put(None)
+
+
+def test_streamed_body_over_the_limit(gw_factory, certs, gapp, redis):
+    """A client-streaming call whose messages pass limits.max_request_body_bytes
+    as they stream: 413 body_too_large as a gRPC status (UNAVAILABLE, the
+    message says so), nothing past the limit reaches the app, whose call is
+    cancelled."""
+    g = gw_factory({"limits": {"max_request_body_bytes": 65536}})
+    sid = gwtest.new_sandbox_id("grpcl")
+    token = gwtest.register_sandbox(redis, sid, ports={gapp.port: "private"}, extra={"proto:%d" % gapp.port: "h2c"})
+    before = gapp.cancelled.count("Sum")
+
+    def messages():
+        for _ in range(40):
+            time.sleep(0.01)
+            yield b"1" * 4096
+
+    with channel(g, g.host(gapp.port, sid), certs) as ch:
+        with pytest.raises(grpc.RpcError) as e:
+            method(ch, "Sum", "stream_unary")(messages(), metadata=[(TOKEN_HEADER, token)], timeout=30)
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE, e.value
+    assert "larger than" in e.value.details(), e.value.details()
+    gwtest.wait_for(lambda: gapp.cancelled.count("Sum") > before, 20, what="the app's call cancelled")
 
 
 def test_deadline_reaches_the_server(call_env, gapp):
