@@ -216,13 +216,22 @@ static inline h2o_req_prefilter_t *gw_add_prefilter(h2o_req_t *req, size_t sz)
  *   limits.client_stall_timeout_ms) govern responses;
  * - a cut HTTP/1.1 chunked response is closed before its end (the
  *   contract's cut, a truncated transfer to clients), without the broken
- *   chunk master appends (our patch 0005).
+ *   chunk master appends (our patch 0005);
+ * - a streaming request body (docs/uploads.md) has an HTTP/2 stream window
+ *   of GW_HTTP2_STREAMING_WINDOW_BYTES, not master's 16 MiB: what h2o holds
+ *   of one upload the app has not taken yet;
+ * - an HTTP/2 connection streams as many request bodies at once as it may
+ *   open streams (max_streams, 100), not master's 1: a gRPC channel's second
+ *   streaming call, or a browser's parallel uploads, would wait for the first.
  */
+#define GW_HTTP2_STREAMING_WINDOW_BYTES (1024 * 1024)
 static inline void gw_globalconf_contract_defaults(h2o_globalconf_t *g)
 {
     g->http1.req_io_timeout = g->http1.req_timeout;
     g->http1.no_response_io_timeout = 1;
     g->http1.error_closes_only = 1;
+    g->http2.active_stream_window_size = GW_HTTP2_STREAMING_WINDOW_BYTES;
+    g->http2.max_concurrent_streaming_requests_per_connection = g->http2.max_streams;
 }
 
 /* Has `cb(data, conn)` called on each HTTP/2 stream error a client causes

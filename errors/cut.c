@@ -17,6 +17,7 @@ static const char reason_names[GW_CUT_NUM][REASON_NAME_SIZE] = {
     [GW_CUT_EGRESS_QUOTA] = "egress_quota",
     [GW_CUT_UPSTREAM_RESET] = "upstream_reset",
     [GW_CUT_SHUTDOWN] = "shutdown",
+    [GW_CUT_BODY_TOO_LARGE] = "body_too_large",
 };
 
 static const char CUT_LOG_MODULE[] = "lizard:cut";

@@ -17,6 +17,7 @@ typedef enum {
     GW_CUT_EGRESS_QUOTA,       /* the sandbox's egress_quota was reached */
     GW_CUT_UPSTREAM_RESET,     /* the sandbox closed or broke the body before its end */
     GW_CUT_SHUTDOWN,           /* the gateway's drain ended with the response still streaming */
+    GW_CUT_BODY_TOO_LARGE,     /* the request body, streaming, passed limits.max_request_body_bytes after the app answered */
     GW_CUT_NUM
 } gw_cut_reason_t;
 

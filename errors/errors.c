@@ -177,11 +177,20 @@ static const struct {
                          "This is a gRPC request, and $p of $S is not an HTTP/2 (h2c) port: the gateway forwards it as "
                          "HTTP/1.1, which gRPC cannot use.",
                          "Serve gRPC on a port whose sandbox record says proto:<port> = h2c.", 0, NULL}},
-    [GW_WHY_H2C_NOT_BUILT] = {GW_ERR_NOT_HTTP_PORT,
-                              {400, "Bad Request", "gRPC forwarding is not available",
-                               "This is a gRPC request to $p of $S, an h2c port, and this gateway does not forward HTTP/2 "
-                               "to sandboxes yet.",
-                               "Use HTTP/1.1 (gRPC-Web, Connect) on this port until the gateway is upgraded.", 0, NULL}},
+    [GW_WHY_H2C_HTTP1] =
+        {GW_ERR_BAD_UPSTREAM_RESPONSE,
+         {502, "Bad Gateway", "The app does not speak HTTP/2",
+          "$p of $S is an HTTP/2 (h2c) port, and the app on it answered HTTP/1.1, not HTTP/2.",
+          "Serve HTTP/2 without TLS (prior knowledge, as gRPC servers do) on this port, or have the "
+          "platform drop proto:<port> = h2c from the sandbox record to serve HTTP/1.1.",
+          0, "Technical detail: where the server preface (a SETTINGS frame) was expected, the app sent \"HTTP/1.\"."}},
+    [GW_WHY_H2C_NOT_HTTP2] = {GW_ERR_BAD_UPSTREAM_RESPONSE,
+                              {502, "Bad Gateway", "The app's answer is not valid HTTP/2",
+                               "$p of $S is an HTTP/2 (h2c) port, and the app on it answered something that is not valid "
+                               "HTTP/2.",
+                               "Check the server's logs and that it serves HTTP/2 without TLS (prior knowledge, as gRPC "
+                               "servers do) on this port.",
+                               0, NULL}},
     [GW_WHY_STREAM_ERRORS] = {GW_ERR_TOO_MANY_CONNECTIONS,
                               {429, "Too Many Requests", "Too many broken requests",
                                "Your network address sent this gateway too many HTTP/2 requests that broke the protocol, so it "

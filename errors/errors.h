@@ -60,7 +60,8 @@ typedef enum {
     GW_WHY_LOOPBACK_UPSTREAM, /* port_not_open: the gateway reaches this sandbox over loopback (0.0.0.0 is no fix) */
     GW_WHY_SILENCE_LIMIT,     /* upstream_timeout: the app was silent for the gateway's limit (the detail says which) */
     GW_WHY_NOT_H2C,           /* not_http_port: a gRPC request to a port that is not proto:<n> = h2c */
-    GW_WHY_H2C_NOT_BUILT,     /* not_http_port: a gRPC request to an h2c port, whose forwarding this gateway lacks */
+    GW_WHY_H2C_HTTP1,         /* bad_upstream_response: an h2c port's app answered HTTP/1.x, not HTTP/2 */
+    GW_WHY_H2C_NOT_HTTP2,     /* bad_upstream_response: an h2c port's app answered something else that is not HTTP/2 */
     GW_WHY_STREAM_ERRORS,     /* too_many_connections: the address spent limits.max_stream_errors_per_client */
     GW_WHY_WRONG_BEARER,      /* invalid_token: an Authorization: Bearer the gateway took as the access token */
     GW_WHY_LINK_VIEW_ONLY,    /* invalid_token: a view-only link (lzv1) for a port that is not a desktop (rfb) */

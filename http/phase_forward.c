@@ -13,6 +13,7 @@
 #include "common/netaddr.h"
 #include "http/phases.h"
 #include "metering/metering.h"
+#include "upstream/h2c.h"
 #include "upstream/proxy.h"
 
 /* A (sandbox, lifecycle) whose addr was refused and logged. */
@@ -120,7 +121,8 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r)
                                 .limit_worker = r->thread->worker,
                                 .client_port = listener_port(r->conf, r->req->conn),
                                 /* checked against upstream.max_port_timeout_ms when the record was read */
-                                .timeout_ms = r->sbx_port != NULL ? r->sbx_port->timeout_ms : 0};
+                                .timeout_ms = r->sbx_port != NULL ? r->sbx_port->timeout_ms : 0,
+                                .h2c = r->sbx_port != NULL && r->sbx_port->h2c};
 
     if (target.addr.ss.ss_family == AF_INET)
         ((struct sockaddr_in *)&target.addr.ss)->sin_port = htons(r->host.port);
@@ -132,6 +134,8 @@ gw_phase_result_t gw_phase_forward(gw_pipeline_req_t *r)
     r->viewer_limit = NULL;
     /* the proxy's byte counts carry only the sandbox id: the meter keeps its project */
     gw_worker_meter_set_route(r->thread->meter, sbx->id, sbx->project, sbx->egress_quota);
-    gw_proxy_forward(r->thread->proxy, r->req, &target);
+    /* HTTP/2 with prior knowledge to an h2c port, else HTTP/1.1 */
+    if (!gw_h2c_take(r->thread->proxy, r->req, &target))
+        gw_proxy_forward(r->thread->proxy, r->req, &target);
     return GW_PHASE_ASYNC;
 }

@@ -8,6 +8,7 @@
  */
 #include <stdio.h>
 #include "http/phases.h"
+#include "upstream/request_body.h"
 
 /* The sandbox woke (or will not, or took too long). */
 static void on_woken(void *data, gw_wake_result_t result, gw_sandbox_t *sbx)
@@ -33,6 +34,7 @@ static void on_woken(void *data, gw_wake_result_t result, gw_sandbox_t *sbx)
         snprintf(detail, sizeof(detail), "It did not wake within %llu ms.",
                  (unsigned long long)r->conf->config->routing.resume_timeout_ms);
         gw_phase_error(r, GW_ERR_SANDBOX_NOT_RUNNING, detail);
+        gw_phases_unwind(r);
         break;
     }
 }
@@ -46,18 +48,25 @@ static void on_hangup(gw_hangup_watch_t *watch)
     gw_wake_cancel(r->waiter, 1);
     r->waiter = NULL;
     gw_phase_error(r, GW_ERR_SANDBOX_NOT_RUNNING, "The client went away while the sandbox was waking.");
+    gw_phases_unwind(r);
 }
 
 /* Holds the request until its sandbox wakes. Its body (read whole by h2o
- * before the handler ran) counts against limits.max_held_request_bytes: past
+ * before the handler ran, or a streaming one's declared length, else what
+ * h2o read of it before: no more is taken while held, the rest waits in the
+ * client and the socket buffers, docs/uploads.md) counts against
+ * limits.max_held_request_bytes: past
  * it the request is refused at once, 503 with Retry-After (the sandbox is
  * asked to wake all the same, so the retry finds it running), rather than
  * held with more memory. */
 static gw_phase_result_t hold(gw_pipeline_req_t *r)
 {
     gw_wake_hold_result_t refused;
+    size_t bytes = r->req->entity.len;
 
-    if ((r->waiter = gw_wake_hold(r->thread->wake, r->sbx, r->req->entity.len, on_woken, r, &refused)) == NULL) {
+    if (gw_request_body_streams(r->req) && r->req->content_length != SIZE_MAX && r->req->content_length > bytes)
+        bytes = r->req->content_length;
+    if ((r->waiter = gw_wake_hold(r->thread->wake, r->sbx, bytes, on_woken, r, &refused)) == NULL) {
         if (refused == GW_WAKE_OVER_BYTES)
             return gw_phase_error(r, GW_ERR_SANDBOX_NOT_RUNNING,
                                   "It is waking up; the gateway holds no more request bodies meanwhile. Retry shortly.");

@@ -80,6 +80,10 @@ typedef struct st_gw_pipeline_req_t {
 /* Runs the phases from the `from`th one (pipeline.c's table) until one does
  * not say GW_PHASE_NEXT. */
 void gw_phases_run(gw_pipeline_req_t *r, size_t from);
+/* The request has been answered: gives back what the phases acquired, and
+ * ends a body still arriving (gw_phases_run does it for the phases; a
+ * callback that answers outside them calls it). */
+void gw_phases_unwind(gw_pipeline_req_t *r);
 /* The domain phase's place (a custom domain's record is read there). */
 #define GW_PHASE_DOMAIN 1
 /* The route phase's place: where a callback that has a (new) answer about

@@ -19,6 +19,7 @@
 #include "http/viewer.h"
 #include "http/pipeline.h"
 #include "http/redirect.h"
+#include "upstream/request_body.h"
 
 /* The preview handler; its per-context state is a pipeline_context_t. */
 struct st_gw_pipeline_t {
@@ -56,9 +57,12 @@ static gw_phase_result_t (*const phases[])(gw_pipeline_req_t *) = {
 };
 
 /* The unwinding: what the phases acquired and did not hand on, given back
- * once the request has been answered. */
-static void unwind(gw_pipeline_req_t *r)
+ * once the request has been answered; and a body still arriving is ended
+ * (HTTP/1.1: the connection closes after the answer; HTTP/2: the rest is
+ * dropped, the stream reset with NO_ERROR: upstream/request_body.h). */
+void gw_phases_unwind(gw_pipeline_req_t *r)
 {
+    gw_request_body_end(r->req, 1); /* the phases never proceed a body */
     if (r->conn_limit != NULL) {
         gw_conn_limit_release(r->conn_limit, r->thread->worker, r->sbx->id);
         r->conn_limit = NULL;
@@ -82,7 +86,7 @@ void gw_phases_run(gw_pipeline_req_t *r, size_t from)
     while ((res = (*phase++)(r)) == GW_PHASE_NEXT)
         ;
     if (res == GW_PHASE_ANSWERED)
-        unwind(r);
+        gw_phases_unwind(r);
 }
 
 static void on_req_dispose(void *_r)
@@ -217,6 +221,8 @@ gw_pipeline_t *gw_pipeline_register(h2o_pathconf_t *pathconf, const gw_pipeline_
     self->super.on_context_dispose = on_context_dispose;
     self->super.dispose = on_dispose;
     self->super.on_req = on_req;
+    /* a body reaches the handler as it arrives and streams to the app (docs/uploads.md); the redirect handler's stay whole */
+    self->super.supports_request_streaming = 1;
     self->conf = *conf;
     /* the desktop ports' viewer and viewer slots, the pipeline's own unless given (README, Desktops) */
     if (self->conf.desktop_viewers == NULL)

@@ -41,7 +41,7 @@ typedef struct st_gw_sandbox_port_t {
     gw_port_access_t access;
     gw_port_host_t host;
     int tcp; /* proto:<n> is "tcp": reached only through the TCP tunnel (/.lizard/tcp) */
-    int h2c; /* proto:<n> is "h2c": HTTP/2 to the app (gRPC); its forwarding is not built yet (docs/long-calls.md, Long calls) */
+    int h2c; /* proto:<n> is "h2c": HTTP/2 with prior knowledge to the app (gRPC; upstream/h2c.h, docs/grpc.md) */
     int rfb; /* proto:<n> is "rfb": a VNC server, a desktop: the gateway's viewer and a WebSocket to it (docs/desktops.md) */
     uint32_t
         timeout_ms; /* timeout:<n>, GW_SANDBOX_MIN_TIMEOUT_MS .. the parser's cap; 0: absent or ignored (the config's defaults) */

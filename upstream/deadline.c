@@ -13,6 +13,7 @@
 #include <h2o/http2.h>
 #include "common/engine.h"
 #include "upstream/exchange.h"
+#include "upstream/h2c.h"
 
 static void on_port_tick(gw_timer_t *entry)
 {
@@ -42,21 +43,25 @@ void gw_exchange_set_port_silence(gw_exchange_t *ex, gw_timer_cb cb)
 
 void gw_exchange_silence_detail(gw_exchange_t *ex, gw_silence_t which, char *buf, size_t bufsize)
 {
+    gw_proxy_silence_detail(ex->proxy, ex->timeout_ms, ex->port, which, buf, bufsize);
+}
+
+void gw_proxy_silence_detail(const gw_proxy_t *p, uint32_t timeout_ms, uint16_t port, gw_silence_t which, char *buf, size_t bufsize)
+{
     const char *what = which == GW_SILENCE_FIRST_BYTE ? "before the response head" : "between body bytes";
 
-    if (ex->timeout_ms != 0) {
+    if (timeout_ms != 0) {
         snprintf(buf, bufsize,
                  "The limit that fired is this port's: %u ms of silence %s, set by timeout:%u in the sandbox's record; the "
                  "platform raises it there.",
-                 (unsigned)ex->timeout_ms, what, (unsigned)ex->port);
+                 (unsigned)timeout_ms, what, (unsigned)port);
     } else {
         snprintf(buf, bufsize,
                  "The limit that fired is the gateway's default, upstream.%s_timeout_ms = %llu ms of silence %s; to raise it "
                  "for this port, the platform sets timeout:%u (milliseconds) in the sandbox's record.",
                  which == GW_SILENCE_FIRST_BYTE ? "first_byte" : "idle",
-                 (unsigned long long)(which == GW_SILENCE_FIRST_BYTE ? ex->proxy->conf.first_byte_timeout_ms
-                                                                     : ex->proxy->conf.idle_timeout_ms),
-                 what, (unsigned)ex->port);
+                 (unsigned long long)(which == GW_SILENCE_FIRST_BYTE ? p->conf.first_byte_timeout_ms : p->conf.idle_timeout_ms),
+                 what, (unsigned)port);
     }
 }
 
@@ -170,6 +175,7 @@ void gw_exchange_unwatch_client(gw_exchange_t *ex)
 
 void gw_proxy_cut_all(gw_proxy_t *p)
 {
+    gw_h2c_cut_all(p->h2c);
     while (!h2o_linklist_is_empty(&p->exchanges)) {
         gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, link, p->exchanges.next);
         /* off the list first: ending it may dispose it, or not yet */

@@ -12,10 +12,13 @@
 #include "common/engine.h"
 #include "common/counter.h"
 #include "errors/cut.h"
+#include "errors/errors.h"
 #include "upstream/delivery.h"
+#include "upstream/h2c.h"
 #include "upstream/held.h"
 #include "upstream/http1_head.h"
 #include "upstream/opt_timeout.h"
+#include "upstream/request_body.h"
 #include "upstream/splice.h"
 #include "upstream/sse_watch.h"
 #include "upstream/proxy.h"
@@ -53,6 +56,7 @@ struct st_gw_proxy_t {
     gw_worker_meter_t *meter;      /* NULL: bytes are not billed */
     gw_proxy_counters_t *counters; /* NULL: not counted */
     gw_revocation_t *revocation;   /* NULL: exchanges and tunnels are not revocable */
+    gw_h2c_t *h2c;                 /* the HTTP/2 leg to proto:<n> = h2c ports (upstream/h2c.h) */
 };
 
 /* How long a tunnel that sent its Close waits for its peers to close. */
@@ -127,8 +131,15 @@ typedef struct st_gw_exchange_t {
         size_t body_written;
         size_t body_inflight;
         unsigned head_written : 1;
-        unsigned done : 1;   /* everything written, or the write failed */
-        unsigned failed : 1; /* a write failed: the connection is not reusable */
+        unsigned done : 1;      /* everything written, or the write failed */
+        unsigned failed : 1;    /* a write failed: the connection is not reusable */
+        unsigned streaming : 1; /* the body streams (request_body.c): body_written counts what the app has */
+        unsigned chunked : 1;   /* streaming without a declared length: chunked to the app */
+        unsigned body_end : 1;  /* h2o handed over the body's last chunk */
+        unsigned writing : 1;   /* a chunk is being written */
+        unsigned in_hand : 1;   /* h2o handed a chunk not proceeded yet (request_body.h) */
+        h2o_buffer_t *chunk;    /* streaming HTTP/2: a copy of the chunk being written (h2o's buffer may move meanwhile) */
+        char size_line[sizeof("ffffffffffffffff\r\n")]; /* chunked: the size line of the chunk being written */
     } up_req;
 
     struct {
@@ -167,6 +178,10 @@ size_t gw_exchange_response_head_size(h2o_req_t *req);
 void gw_exchange_release_slots(gw_exchange_t *ex);
 /* Closes the upstream connection, if any, and stops the timer. */
 void gw_exchange_detach_upstream(gw_exchange_t *ex);
+/* Answers with a gateway error (and ends a body still streaming). Last use of ex. */
+void gw_exchange_fail(gw_exchange_t *ex, gw_error_code_t code, const char *detail);
+/* No response head within the silence limit: 504 upstream_timeout. */
+void gw_exchange_on_first_byte_timeout(gw_timer_t *entry);
 
 /* deadline.c */
 typedef enum en_gw_silence_t {
@@ -182,6 +197,9 @@ void gw_exchange_set_port_silence(gw_exchange_t *ex, gw_timer_cb cb);
 /* The limit of `which` that fires for ex, as a sentence for the 504's
  * message (into buf, NUL-terminated). */
 void gw_exchange_silence_detail(gw_exchange_t *ex, gw_silence_t which, char *buf, size_t bufsize);
+/* The same for a port with timeout_ms (0: none) on proxy p (the HTTP/2 leg's calls, upstream/h2c.h). */
+void gw_proxy_silence_detail(const gw_proxy_t *p, uint32_t timeout_ms, uint16_t port, gw_silence_t which, char *buf,
+                             size_t bufsize);
 /* Non-zero when the response's Content-Type is a streamed media type
  * (docs/long-calls.md, Long calls): 2 for text/event-stream (server-sent events, whose
  * comment lines are keepalives: sse_watch.h), 1 for the others

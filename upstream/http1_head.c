@@ -216,8 +216,12 @@ h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t
     if (r->client_port > 0) {
         hb_header(&hb, H2O_STRLIT("x-forwarded-port"), num_buf, gw_numfmt_dec(num_buf, (uint64_t)r->client_port));
     }
-    if (r->body.base != NULL || h2o_memis(r->method.base, r->method.len, H2O_STRLIT("POST")) ||
-        h2o_memis(r->method.base, r->method.len, H2O_STRLIT("PUT"))) {
+    if (r->body_streams && r->content_length == SIZE_MAX) {
+        HB_LIT(&hb, "transfer-encoding: chunked\r\n");
+    } else if (r->body_streams) {
+        hb_header(&hb, H2O_STRLIT("content-length"), num_buf, gw_numfmt_dec(num_buf, r->content_length));
+    } else if (r->body.base != NULL || h2o_memis(r->method.base, r->method.len, H2O_STRLIT("POST")) ||
+               h2o_memis(r->method.base, r->method.len, H2O_STRLIT("PUT"))) {
         /* POST and PUT without a body still say so: some servers answer 411 otherwise */
         hb_header(&hb, H2O_STRLIT("content-length"), num_buf, gw_numfmt_dec(num_buf, r->body.base != NULL ? r->body.len : 0));
     }

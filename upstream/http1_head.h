@@ -31,7 +31,9 @@ typedef struct st_gw_http1_request_t {
     h2o_iovec_t authority;        /* the client's Host (or :authority): forwarded as Host, and as X-Forwarded-Host */
     h2o_iovec_t scheme;           /* "https" or "http": X-Forwarded-Proto */
     const h2o_headers_t *headers; /* the client's headers */
-    h2o_iovec_t body;             /* base NULL: the request has no body */
+    h2o_iovec_t body;             /* base NULL: the request has no body (or it streams) */
+    int body_streams;             /* the body streams (upstream/request_body.h): content_length, else chunked */
+    size_t content_length;        /* with body_streams: the client's declared length; SIZE_MAX: none */
     h2o_iovec_t client_addr;      /* X-Forwarded-For; len 0: unknown, not sent */
     int32_t client_port;          /* the port the client connected to (X-Forwarded-Port); <= 0: not sent */
     uint16_t localhost_port;      /* not 0: Host is "localhost:<port>" instead of authority (upstream.host_header) */
@@ -43,7 +45,8 @@ typedef struct st_gw_http1_request_t {
  * X-Real-IP, X-Lizard-* and any name with an underscore of the client are
  * not forwarded; cookies go in one Cookie
  * header; Host, X-Forwarded-*, Content-Length (with a body, and for POST and
- * PUT) and Connection are the gateway's. The request line is written as
+ * PUT; Transfer-Encoding: chunked for a streaming body of unknown length)
+ * and Connection are the gateway's. The request line is written as
  * given: the caller has checked it (upstream/request_line.h). */
 h2o_iovec_t gw_http1_request_head(h2o_mem_pool_t *pool, const gw_http1_request_t *r);
 

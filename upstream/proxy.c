@@ -112,23 +112,17 @@ size_t gw_exchange_response_head_size(h2o_req_t *req)
     return n;
 }
 
-/* Size of the request as the client sent it, approximated as HTTP/1.1 (metering). */
-static size_t request_size(h2o_req_t *req)
+/* Size of the request as the client sent it, approximated as HTTP/1.1 (metering); a
+ * streaming body is billed as it is written (request_body.c), the rest now. */
+static size_t request_size(h2o_req_t *req, int body_streams)
 {
     size_t n = req->method.len + 1 + req->path.len + sizeof(" HTTP/1.1\r\nhost: \r\n") - 1 + req->authority.len + 2, i;
     for (i = 0; i != req->headers.size; ++i)
         n += req->headers.entries[i].name->len + req->headers.entries[i].value.len + 4;
-    return n + req->entity.len;
+    return n + (body_streams ? 0 : req->entity.len);
 }
 
 /* --- the request to the upstream ---------------------------------------- */
-
-/* The request's body: none for an HTTP/2 extended CONNECT, whose DATA is the
- * tunnel's (stream_sock.h), never a body of the upgrade's GET. */
-static h2o_iovec_t request_body(h2o_req_t *req)
-{
-    return gw_ws_h2_is_extended_connect(req) ? h2o_iovec_init(NULL, 0) : req->entity;
-}
 
 /* The client's address as text (common/client_addr.h). Returns the length,
  * or 0 when unknown. */
@@ -160,7 +154,9 @@ static h2o_iovec_t build_request_head(gw_exchange_t *ex)
                             .scheme = ex->localhost ? h2o_iovec_init(H2O_STRLIT("https")) : req->scheme->name,
                             .headers = ex->localhost ? gw_address_view_request_headers(&ex->view, &req->pool, &req->headers)
                                                      : &req->headers,
-                            .body = request_body(req),
+                            .body = gw_ws_h2_request_body(req),
+                            .body_streams = ex->up_req.streaming,
+                            .content_length = req->content_length,
                             .client_port = ex->client_port != 0 ? ex->client_port : local_port(req),
                             .localhost_port = ex->localhost ? ex->port : 0,
                             .websocket = ex->is_websocket};
@@ -190,15 +186,21 @@ void gw_exchange_detach_upstream(gw_exchange_t *ex)
  * response may complete, and dispose the request, at any time after. */
 static void fail_why(gw_exchange_t *ex, gw_error_code_t code, gw_error_why_t why, const char *detail)
 {
+    h2o_req_t *req = ex->req;
+    /* a body still arriving keeps the request alive past the answer, which it follows (request_body.h) */
+    int body_streams = gw_request_body_streams(req), in_hand = ex->up_req.in_hand || !ex->up_req.streaming;
+
     gw_exchange_detach_upstream(ex);
     ex->state = GW_EX_OVER;
     /* "listen on 0.0.0.0, not 127.0.0.1" is wrong advice when the gateway itself connects over loopback */
     if (code == GW_ERR_PORT_NOT_OPEN && gw_netaddr_is_loopback((const struct sockaddr *)&ex->addr.ss))
         why = GW_WHY_LOOPBACK_UPSTREAM;
-    gw_error_send_why(ex->req, code, why, ex->sandbox_id, ex->port, detail);
+    gw_error_send_why(req, code, why, ex->sandbox_id, ex->port, detail);
+    if (body_streams)
+        gw_request_body_end(req, in_hand);
 }
 
-static void fail(gw_exchange_t *ex, gw_error_code_t code, const char *detail)
+void gw_exchange_fail(gw_exchange_t *ex, gw_error_code_t code, const char *detail)
 {
     fail_why(ex, code, GW_WHY_DEFAULT, detail);
 }
@@ -213,7 +215,7 @@ static void fail_bad_answer(gw_exchange_t *ex, const char *why)
 
     if (ex->sock != NULL && ex->sock->input->size != 0 && n < sizeof(detail))
         gw_http1_quote(detail + n, sizeof(detail) - n, ex->sock->input->bytes, ex->sock->input->size);
-    fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, detail);
+    gw_exchange_fail(ex, GW_ERR_BAD_UPSTREAM_RESPONSE, detail);
 }
 
 /* No response byte came on this connection: retry once on a fresh
@@ -235,7 +237,7 @@ static void on_no_response(gw_exchange_t *ex, const char *detail)
         connect_fresh(ex);
         return;
     }
-    fail(ex, GW_ERR_PORT_NOT_OPEN, detail);
+    gw_exchange_fail(ex, GW_ERR_PORT_NOT_OPEN, detail);
 }
 
 /* --- the response head ---------------------------------------------------- */
@@ -292,7 +294,7 @@ static void on_head(gw_exchange_t *ex, const gw_http1_response_t *head)
     gw_exchange_start_body(ex, no_body);
 }
 
-static void on_first_byte_timeout(gw_timer_t *entry)
+void gw_exchange_on_first_byte_timeout(gw_timer_t *entry)
 {
     gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, timer, entry);
     char detail[384];
@@ -356,14 +358,14 @@ static void on_request_written(h2o_socket_t *sock, const char *err)
         ex->up_req.done = 1;
         ex->up_req.failed = 1;
         if (ex->state == GW_EX_AWAIT_HEAD)
-            gw_exchange_set_silence(ex, GW_SILENCE_FIRST_BYTE, on_first_byte_timeout);
+            gw_exchange_set_silence(ex, GW_SILENCE_FIRST_BYTE, gw_exchange_on_first_byte_timeout);
         return;
     }
     ex->up_req.body_written += ex->up_req.body_inflight;
     ex->up_req.body_inflight = 0;
     if (ex->state == GW_EX_AWAIT_HEAD)
-        gw_exchange_set_silence(ex, GW_SILENCE_FIRST_BYTE, on_first_byte_timeout);
-    if (ex->up_req.body_written < request_body(ex->req).len) {
+        gw_exchange_set_silence(ex, GW_SILENCE_FIRST_BYTE, gw_exchange_on_first_byte_timeout);
+    if (ex->up_req.body_written < gw_ws_h2_request_body(ex->req).len) {
         write_request(ex);
     } else {
         ex->up_req.done = 1;
@@ -379,8 +381,8 @@ static void write_request(gw_exchange_t *ex)
         bufs[n++] = ex->up_req.head;
         ex->up_req.head_written = 1;
     }
-    if (request_body(ex->req).base != NULL && ex->up_req.body_written < request_body(ex->req).len) {
-        size_t left = request_body(ex->req).len - ex->up_req.body_written;
+    if (gw_ws_h2_request_body(ex->req).base != NULL && ex->up_req.body_written < gw_ws_h2_request_body(ex->req).len) {
+        size_t left = gw_ws_h2_request_body(ex->req).len - ex->up_req.body_written;
         ex->up_req.body_inflight = left < REQUEST_BODY_SLICE ? left : REQUEST_BODY_SLICE;
         bufs[n++] = h2o_iovec_init(ex->req->entity.base + ex->up_req.body_written, ex->up_req.body_inflight);
     }
@@ -391,15 +393,18 @@ static void write_request(gw_exchange_t *ex)
 static void start_request(gw_exchange_t *ex)
 {
     ex->state = GW_EX_AWAIT_HEAD;
-    gw_exchange_set_silence(ex, GW_SILENCE_FIRST_BYTE, on_first_byte_timeout);
-    write_request(ex);
+    gw_exchange_set_silence(ex, GW_SILENCE_FIRST_BYTE, gw_exchange_on_first_byte_timeout);
+    if (ex->up_req.streaming)
+        gw_request_body_start(ex);
+    else
+        write_request(ex);
     h2o_socket_read_start(ex->sock, on_head_read);
 }
 
 static void on_connect_timeout(gw_timer_t *entry)
 {
     gw_exchange_t *ex = H2O_STRUCT_FROM_MEMBER(gw_exchange_t, timer, entry);
-    fail(ex, GW_ERR_UPSTREAM_TIMEOUT, DETAIL_CONNECT_TIMEOUT);
+    gw_exchange_fail(ex, GW_ERR_UPSTREAM_TIMEOUT, DETAIL_CONNECT_TIMEOUT);
 }
 
 static void on_connect(h2o_socket_t *sock, const char *err)
@@ -409,7 +414,7 @@ static void on_connect(h2o_socket_t *sock, const char *err)
     if (err != NULL) {
         /* h2o folds every connect error into one string; refused is the
          * common one (nothing listens), unreachable the rare one */
-        fail(ex, GW_ERR_PORT_NOT_OPEN, NULL);
+        gw_exchange_fail(ex, GW_ERR_PORT_NOT_OPEN, NULL);
         return;
     }
     if (ex->is_tcp) {
@@ -428,7 +433,7 @@ static void connect_fresh(gw_exchange_t *ex)
     ex->state = GW_EX_CONNECTING;
     GW_PROXY_COUNT(p, connects, 1);
     if ((sock = gw_socket_connect(p->ctx->loop, (struct sockaddr *)&ex->addr.ss, ex->addr.len, on_connect)) == NULL) {
-        fail(ex, GW_ERR_PORT_NOT_OPEN, NULL);
+        gw_exchange_fail(ex, GW_ERR_PORT_NOT_OPEN, NULL);
         return;
     }
     /* a small receive buffer bounds what one read event can pull in, so
@@ -461,6 +466,8 @@ static void on_exchange_dispose(void *_ex)
     }
     h2o_buffer_dispose(&ex->rest);
     h2o_doublebuffer_dispose(&ex->sending);
+    if (ex->up_req.chunk != NULL)
+        h2o_buffer_dispose(&ex->up_req.chunk);
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
     h2o_doublebuffer_init(&ex->sending, &h2o_socket_buffer_prototype);
     gw_exchange_account(ex);
@@ -475,7 +482,7 @@ static void on_exchange_revoke(gw_revocable_t *item, gw_error_code_t code)
     case GW_EX_CONNECTING:
     case GW_EX_AWAIT_HEAD:
         /* nothing sent yet: the answer a new request would get */
-        fail(ex, code, NULL);
+        gw_exchange_fail(ex, code, NULL);
         break;
     case GW_EX_BODY:
         gw_exchange_cut(ex, code == GW_ERR_EGRESS_QUOTA_EXCEEDED ? GW_CUT_EGRESS_QUOTA : GW_CUT_REVOKED);
@@ -483,17 +490,6 @@ static void on_exchange_revoke(gw_revocable_t *item, gw_error_code_t code)
     case GW_EX_OVER:
         break;
     }
-}
-
-static int method_is_idempotent(h2o_iovec_t m)
-{
-    static const h2o_iovec_t idempotent[] = {{H2O_STRLIT("GET")}, {H2O_STRLIT("HEAD")},   {H2O_STRLIT("OPTIONS")},
-                                             {H2O_STRLIT("PUT")}, {H2O_STRLIT("DELETE")}, {H2O_STRLIT("TRACE")}};
-    size_t i;
-    for (i = 0; i != sizeof(idempotent) / sizeof(idempotent[0]); ++i)
-        if (h2o_memis(m.base, m.len, idempotent[i].base, idempotent[i].len))
-            return 1;
-    return 0;
 }
 
 /* --- public --------------------------------------------------------------- */
@@ -529,6 +525,7 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     h2o_linklist_init_anchor(&p->exchanges);
     p->deliveries = gw_deliveries_new(ctx->loop, DELIVERY_CHECK_MS, on_delivered, p);
     p->held = gw_held_new();
+    p->h2c = gw_h2c_new(p);
 
     /* One read event drains the socket's kernel receive queue (h2o reads
      * until EAGAIN), which autotuning grows to tcp_rmem[2] (tens of MB).
@@ -554,6 +551,7 @@ void gw_proxy_free(gw_proxy_t *p)
     gw_proxy_close_websockets(p);
     gw_proxy_close_tcp_tunnels(p);
     gw_orphans_close(p, NULL, NULL);
+    gw_h2c_free(p->h2c);
     gw_deliveries_free(p->deliveries);
     gw_upstream_pool_free(p->pool);
     gw_held_free(p->held);
@@ -591,7 +589,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->client_port = target->client_port;
     ex->no_activity = target->no_activity != 0;
     ex->is_head = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("HEAD"));
-    ex->is_idempotent = method_is_idempotent(req->method);
+    ex->is_idempotent = gw_request_method_is_idempotent(req->method);
     ex->cors_preflight = target->cors_preflight != 0;
     ex->localhost = target->localhost != 0;
     ex->timeout_ms = target->timeout_ms;
@@ -625,21 +623,26 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
         gw_exchange_detach_upstream(ex);
         ex->state = GW_EX_OVER;
         gw_request_line_refuse(req, 400, "Bad Request", "The request line cannot be forwarded");
+        gw_request_body_end(req, 1); /* a body still arriving kept req alive */
         return;
     }
 
-    gw_proxy_add_bytes(p, ex->sandbox_id, ex->no_activity, 0, request_size(req));
+    if (gw_request_body_streams(req) && !ex->is_websocket && !ex->is_tcp)
+        gw_request_body_take(ex); /* a body still arriving streams to the app (request_body.h) */
+    gw_proxy_add_bytes(p, ex->sandbox_id, ex->no_activity, 0, request_size(req, ex->up_req.streaming));
 
     /* the route came from Redis: never connect outside the allowed networks */
     if (!gw_cidr_list_contains(p->conf.allowed_networks, p->conf.num_allowed_networks, (const struct sockaddr *)&ex->addr.ss)) {
-        fail(ex, GW_ERR_UPSTREAM_FORBIDDEN, NULL);
+        gw_exchange_fail(ex, GW_ERR_UPSTREAM_FORBIDDEN, NULL);
         return;
     }
 
     ex->up_req.head = build_request_head(ex);
     gw_exchange_watch_client(ex);
     key = (gw_upstream_key_t){ex->sandbox_id, ex->lifecycle, ex->port, &ex->addr};
-    if (!ex->is_websocket && !ex->is_tcp && (sock = gw_upstream_pool_take(p->pool, &key)) != NULL) {
+    /* a streaming body takes a fresh connection: what h2o handed over is gone once written, so it could not be sent again
+       on the retry a pooled connection the app closed while idle needs (docs/uploads.md) */
+    if (!ex->is_websocket && !ex->is_tcp && !ex->up_req.streaming && (sock = gw_upstream_pool_take(p->pool, &key)) != NULL) {
         GW_PROXY_COUNT(p, reuses, 1);
         ex->reused = 1;
         ex->sock = sock;
@@ -678,6 +681,7 @@ void gw_proxy_set_revocation(gw_proxy_t *p, gw_revocation_t *r)
 void gw_proxy_drop_pools(gw_proxy_t *p, const char *sandbox_id, const char *current_lifecycle)
 {
     gw_upstream_pool_drop(p->pool, sandbox_id, current_lifecycle);
+    gw_h2c_drop(p->h2c, sandbox_id, current_lifecycle);
     gw_orphans_close(p, sandbox_id, current_lifecycle);
 }
 

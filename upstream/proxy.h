@@ -47,6 +47,7 @@ typedef struct st_gw_proxy_target_t {
     gw_grant_t grant;              /* what let the request in (record borrowed: the proxy retains it); record NULL: the
                                       exchange is not revocable */
     uint32_t timeout_ms;           /* the port's timeout:<n>: replaces first_byte_timeout_ms and idle_timeout_ms; 0: those */
+    int h2c;                       /* the port is proto:<n> = h2c: HTTP/2 with prior knowledge (upstream/h2c.h) */
 } gw_proxy_target_t;
 
 /* Per-request byte counts, reported when a proxied exchange ends (metering). */

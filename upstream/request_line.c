@@ -91,3 +91,14 @@ void gw_request_line_refuse(h2o_req_t *req, int status, const char *reason, cons
     h2o_iovec_t body = h2o_concat(&req->pool, h2o_iovec_init(why, strlen(why)), h2o_iovec_init(H2O_STRLIT(".\n")));
     h2o_send_error_generic(req, status, reason, body.base, H2O_SEND_ERROR_HTTP1_CLOSE_CONNECTION | H2O_SEND_ERROR_KEEP_HEADERS);
 }
+
+int gw_request_method_is_idempotent(h2o_iovec_t m)
+{
+    static const h2o_iovec_t idempotent[] = {{H2O_STRLIT("GET")}, {H2O_STRLIT("HEAD")},   {H2O_STRLIT("OPTIONS")},
+                                             {H2O_STRLIT("PUT")}, {H2O_STRLIT("DELETE")}, {H2O_STRLIT("TRACE")}};
+    size_t i;
+    for (i = 0; i != sizeof(idempotent) / sizeof(idempotent[0]); ++i)
+        if (h2o_memis(m.base, m.len, idempotent[i].base, idempotent[i].len))
+            return 1;
+    return 0;
+}

@@ -24,6 +24,10 @@ typedef enum {
  * delimiter or non-ASCII byte), 0 otherwise. */
 int gw_request_method_is_token(h2o_iovec_t method);
 
+/* 1 when a request with this method may be sent again (RFC 9110 9.2.2: GET, HEAD, OPTIONS, PUT, DELETE,
+ * TRACE): the one retry of a request a pooled connection lost before any answer. */
+int gw_request_method_is_idempotent(h2o_iovec_t method);
+
 /* Classifies a request-target. For GW_TARGET_ABSOLUTE, *authority is the
  * target's authority (pointing into target) and *origin the origin-form to
  * forward: the target's path and query, "/" first when the target has no

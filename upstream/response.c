@@ -102,7 +102,8 @@ void gw_exchange_send(gw_exchange_t *ex)
     h2o_send_state_t state;
     h2o_iovec_t vec;
     size_t limit;
-    int credit;
+    int credit, end_body = 0, in_hand = ex->up_req.in_hand;
+    h2o_req_t *req = ex->req;
 
     assert(!ex->res.sending);
     limit = send_limit(ex, &credit);
@@ -124,6 +125,8 @@ void gw_exchange_send(gw_exchange_t *ex)
         (vec.len <= FINAL_SEND_MAX_BYTES || (ex->req->version >= 0x200 && vec.len == limit))) {
         state = ex->res.body_error ? H2O_SEND_STATE_ERROR : H2O_SEND_STATE_FINAL;
         ex->state = GW_EX_OVER;
+        /* the app answered whole before the client's body ended: the rest of it is not read (request_body.h) */
+        end_body = gw_request_body_streams(req);
         /* an ERROR send is written too (h2o then closes the HTTP/1
          * connection, or resets the HTTP/2 stream after the data): a cut
          * body's last piece reaches the client like a complete one's */
@@ -142,7 +145,9 @@ void gw_exchange_send(gw_exchange_t *ex)
         ex->res.unbilled = vec.len + (ex->res.started ? 0 : gw_exchange_response_head_size(ex->req));
     }
     ex->res.started = 1;
-    h2o_send(ex->req, &vec, vec.len != 0 ? 1 : 0, state);
+    h2o_send(req, &vec, vec.len != 0 ? 1 : 0, state);
+    if (end_body)
+        gw_request_body_end(req, in_hand);
 }
 
 static void on_io_timeout(gw_timer_t *entry);
@@ -215,7 +220,7 @@ void gw_exchange_reset(gw_exchange_t *ex, gw_cut_reason_t reason)
 {
     h2o_req_t *req = ex->req;
     /* a spliced body, or one waiting for the app, has no send in flight whose failure would end it */
-    int no_send = ex->splice.active || !ex->res.sending;
+    int no_send = ex->splice.active || !ex->res.sending, end_body = req->version < 0x200 && gw_request_body_streams(req);
 
     gw_exchange_stop_waiting(ex);
     gw_exchange_detach_upstream(ex);
@@ -240,6 +245,9 @@ void gw_exchange_reset(gw_exchange_t *ex, gw_cut_reason_t reason)
         }
         if (no_send)
             h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
+        /* a body still arriving: h2o closes the connection once the response is over (HTTP/2's reset ends it) */
+        if (end_body)
+            gw_request_body_close(req);
     }
 }
 

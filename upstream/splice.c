@@ -47,6 +47,9 @@ int gw_splice_eligible(gw_exchange_t *ex)
     if (!ex->proxy->conf.splice || req->version != 0x101 || ex->res.body.framing != GW_HTTP1_LENGTH ||
         ex->res.body.bytes_left < SPLICE_MIN_BYTES)
         return 0;
+    /* the client's body still streams to the app (request_body.h): the buffered way ends it with the response */
+    if (ex->up_req.streaming && !ex->up_req.done)
+        return 0;
     /* an ostream filter would see none of the spliced bytes */
     if (req->_ostr_top == NULL || req->_ostr_top->next != NULL)
         return 0;

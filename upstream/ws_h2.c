@@ -14,6 +14,11 @@ int gw_ws_h2_is_extended_connect(h2o_req_t *req)
     return req->version >= 0x200 && req->is_tunnel_req && req->upgrade.base != NULL;
 }
 
+h2o_iovec_t gw_ws_h2_request_body(h2o_req_t *req)
+{
+    return gw_ws_h2_is_extended_connect(req) ? h2o_iovec_init(NULL, 0) : req->entity;
+}
+
 int gw_ws_h2_as_upgrade(h2o_req_t *req)
 {
     unsigned char nonce[16];

@@ -15,6 +15,10 @@
  * :scheme, :path and :authority: RFC 8441 4). */
 int gw_ws_h2_is_extended_connect(h2o_req_t *req);
 
+/* The request's body as the upgrade's GET carries it: none for an extended
+ * CONNECT, whose DATA is the tunnel's (stream_sock.h); req->entity otherwise. */
+h2o_iovec_t gw_ws_h2_request_body(h2o_req_t *req);
+
 /* Makes the extended CONNECT req the upgrade's GET: method GET,
  * Upgrade websocket (req->upgrade, the :protocol), and a Sec-WebSocket-Key
  * of the gateway's (random; a client's own is dropped). req->input.method

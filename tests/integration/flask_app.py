@@ -17,15 +17,27 @@ Prints "listening <port>" on stdout once it accepts connections. Endpoints:
                    and the gateway's own names (__Host-lizard_access, __Host-lizard_consent)
   /cors            Access-Control-Allow-Origin: the request's Origin when it is the
                    app's own origin (http://<Host>), as an app allowing itself does
+  /upload          POST/PUT: reads request.stream in 64 KiB reads and appends its progress to
+                   the --events file as JSON lines ({"id": X-Upload-Id, "event": "first_byte" |
+                   "done", "bytes", "sha256"}); answers {"bytes", "sha256"}
 """
 
 import argparse
+import hashlib
+import json
 import sys
 
 from flask import Flask, jsonify, make_response, redirect, request, url_for
 
 app = Flask(__name__)
 DOMAIN = "lizard.test"
+EVENTS = None
+
+
+def upload_event(**kw):
+    if EVENTS is not None:
+        with open(EVENTS, "a") as f:
+            f.write(json.dumps(kw) + "\n")
 
 
 @app.route("/echo", methods=["GET", "POST"])
@@ -79,14 +91,31 @@ def cors():
     return r
 
 
+@app.route("/upload", methods=["POST", "PUT"])
+def upload():
+    uid, h, n = request.headers.get("X-Upload-Id", ""), hashlib.sha256(), 0
+    while True:
+        piece = request.stream.read(65536)
+        if not piece:
+            break
+        if n == 0:
+            upload_event(id=uid, event="first_byte", bytes=len(piece))
+        h.update(piece)
+        n += len(piece)
+    upload_event(id=uid, event="done", bytes=n, sha256=h.hexdigest())
+    return jsonify({"bytes": n, "sha256": h.hexdigest()})
+
+
 def main():
-    global DOMAIN
+    global DOMAIN, EVENTS
     ap = argparse.ArgumentParser()
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--domain", default=DOMAIN)
+    ap.add_argument("--events", default=None)
     args = ap.parse_args()
     DOMAIN = args.domain
+    EVENTS = args.events
     from werkzeug.serving import make_server
 
     srv = make_server(args.host, args.port, app, threaded=True)

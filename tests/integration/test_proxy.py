@@ -1314,7 +1314,7 @@ def test_413_curl_upload_h1(small_body_gw, register_sandbox, upstream, curl_runn
 
 def test_413_chunked_body_h1(small_body_gw, register_sandbox, upstream, certs):
     """A chunked upload with no declared length that grows past the limit:
-    the 413 comes once the limit is crossed."""
+    the 413 comes once the limit is crossed (the gateway's count: h2o patch 0500)."""
     g = small_body_gw
     sid = gwtest.new_sandbox_id("bigk")
     register_sandbox(sid, ports={upstream.port: "public"})
@@ -1345,7 +1345,9 @@ def test_413_chunked_body_h1(small_body_gw, register_sandbox, upstream, certs):
         s.close()
     assert BODY_LIMIT <= sent <= BODY_LIMIT + piece, "the 413 came after %d bytes for a %d limit" % (sent, BODY_LIMIT)
     assert_error(status, headers, body, 413, "body_too_large", sid, upstream.port)
-    assert app_requests_since(upstream, before) == 0
+    # the body streamed to the app as it came (docs/uploads.md), which got at most the limit
+    # (test_uploads.py::test_413_declared_or_counted counts it) and answered nothing
+    assert app_requests_since(upstream, before) <= 1
 
 
 def test_body_at_limit_is_forwarded(small_body_gw, register_sandbox, upstream, curl):

@@ -264,6 +264,28 @@ START_TEST(test_content_length)
 }
 END_TEST
 
+/* A body that streams (upstream/request_body.h): the client's declared
+ * length, else chunked; never both, and not the bytes in hand's length. */
+START_TEST(test_streaming_body_framing)
+{
+    gw_http1_request_t r = request("POST");
+    char *head;
+
+    r.body = iov("first bytes");
+    r.body_streams = 1;
+    r.content_length = 3000000;
+    head = build(&r);
+    ck_assert_int_eq(count_lines(head, "content-length: 3000000"), 1);
+    ck_assert_int_eq(count_name(head, "content-length"), 1);
+    ck_assert_int_eq(count_name(head, "transfer-encoding"), 0);
+
+    r.content_length = SIZE_MAX;
+    head = build(&r);
+    ck_assert_int_eq(count_lines(head, "transfer-encoding: chunked"), 1);
+    ck_assert_int_eq(count_name(head, "content-length"), 0);
+}
+END_TEST
+
 START_TEST(test_websocket_upgrade)
 {
     add("Connection", "Upgrade");
@@ -809,6 +831,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_host_preserved_or_localhost);
     tcase_add_test(tc, test_cookies_become_one_header);
     tcase_add_test(tc, test_content_length);
+    tcase_add_test(tc, test_streaming_body_framing);
     tcase_add_test(tc, test_websocket_upgrade);
     tcase_add_test(tc, test_response_parse);
     tcase_add_test(tc, test_response_head_size_bound);

@@ -297,7 +297,9 @@ static void handle_chunked_entity_read(struct st_h2o_http1_conn_t *conn)
     if ((bufsz = conn->sock->input->size) == 0)
         return;
     ret = phr_decode_chunked(&reader->decoder, conn->sock->input->bytes, &bufsz);
-    if (ret != -1 && bufsz + conn->req.req_body_bytes_received >= conn->super.ctx->globalconf->max_request_entity_size) {
+    /* lizard patch 0500: a body a handler already streams is counted by that handler (it answers, or cuts its response) */
+    if (ret != -1 && !conn->req.process_called &&
+        bufsz + conn->req.req_body_bytes_received >= conn->super.ctx->globalconf->max_request_entity_size) {
         entity_read_send_error_413(conn, "Request Entity Too Large", "request entity is too large");
         return;
     }

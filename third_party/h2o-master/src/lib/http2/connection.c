@@ -655,15 +655,10 @@ static void handle_request_body_chunk(h2o_http2_conn_t *conn, h2o_http2_stream_t
 
     stream->req.req_body_bytes_received += payload.len;
 
-    /* check size */
-    if (stream->req.req_body_bytes_received > conn->super.ctx->globalconf->max_request_entity_size) {
-        /* the contract's 413, unless a handler already streams the body */
-        if (!stream->req_body.streamed && !stream->req.process_called) {
-            send_request_body_too_large(conn, stream, !is_end_stream);
-            return;
-        }
-        stream_send_error(conn, stream->stream_id, H2O_HTTP2_ERROR_REFUSED_STREAM);
-        h2o_http2_stream_reset(conn, stream);
+    /* check size: the contract's 413; a body a handler already streams is counted by that handler (lizard patch 0500) */
+    if (stream->req.req_body_bytes_received > conn->super.ctx->globalconf->max_request_entity_size && !stream->req_body.streamed &&
+        !stream->req.process_called) {
+        send_request_body_too_large(conn, stream, !is_end_stream);
         return;
     }
     if (stream->req.content_length != SIZE_MAX) {
@@ -1183,6 +1178,11 @@ void proceed_request(h2o_req_t *req, const char *errstr)
              * needs to be delayed. */
             if (errstr == h2o_httpclient_error_is_eos && stream->state < H2O_HTTP2_STREAM_STATE_END_STREAM) {
                 stream->delayed_rst_stream_no_error = 1;
+                /* lizard patch 0500: what the client still sends is dropped as after send_early_error (the connection window
+                 * credited), not answered with RST_STREAM(STREAM_CLOSED), which would cut the response being sent */
+                conn->_req_body_discarded_ids[conn->_req_body_discarded_next++ % (sizeof(conn->_req_body_discarded_ids) /
+                                                                                   sizeof(conn->_req_body_discarded_ids[0]))] =
+                    stream->stream_id;
                 return;
             }
             /* Otherwise, send error and close. State disposal is delayed so as to avoid freeing `req` within this function, which
