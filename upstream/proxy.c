@@ -610,9 +610,7 @@ void gw_proxy_forward(gw_proxy_t *p, h2o_req_t *req, const gw_proxy_target_t *ta
     ex->is_tcp = target->tcp != 0;
     ex->rfb = (unsigned)target->rfb & 3;
     ex->viewer_slot = target->viewer_limit;
-    /* an HTTP/1.1 upgrade, or an HTTP/2 extended CONNECT made one (http/phase_host.c) */
-    ex->is_websocket = (req->version < 0x200 || gw_ws_h2_is_extended_connect(req)) && req->upgrade.base != NULL &&
-                       h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
+    ex->is_websocket = gw_ws_h2_is_websocket(req);
     h2o_buffer_init(&ex->rest, &h2o_socket_buffer_prototype);
     h2o_doublebuffer_init(&ex->sending, &h2o_socket_buffer_prototype);
 

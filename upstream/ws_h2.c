@@ -14,6 +14,12 @@ int gw_ws_h2_is_extended_connect(h2o_req_t *req)
     return req->version >= 0x200 && req->is_tunnel_req && req->upgrade.base != NULL;
 }
 
+int gw_ws_h2_is_websocket(h2o_req_t *req)
+{
+    return (req->version < 0x200 || gw_ws_h2_is_extended_connect(req)) && req->upgrade.base != NULL &&
+           h2o_lcstris(req->upgrade.base, req->upgrade.len, H2O_STRLIT("websocket"));
+}
+
 h2o_iovec_t gw_ws_h2_request_body(h2o_req_t *req)
 {
     return gw_ws_h2_is_extended_connect(req) ? h2o_iovec_init(NULL, 0) : req->entity;

@@ -15,6 +15,10 @@
  * :scheme, :path and :authority: RFC 8441 4). */
 int gw_ws_h2_is_extended_connect(h2o_req_t *req);
 
+/* 1 when req is a WebSocket upgrade: an HTTP/1.1 one, or an HTTP/2 extended
+ * CONNECT made one (gw_ws_h2_as_upgrade, from http/phase_host.c). */
+int gw_ws_h2_is_websocket(h2o_req_t *req);
+
 /* The request's body as the upgrade's GET carries it: none for an extended
  * CONNECT, whose DATA is the tunnel's (stream_sock.h); req->entity otherwise. */
 h2o_iovec_t gw_ws_h2_request_body(h2o_req_t *req);
