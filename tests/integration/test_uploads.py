@@ -402,6 +402,10 @@ class H2Upload:
             self.pump(0)
         return done
 
+    def end(self):
+        self.conn.end_stream(self.sid)
+        self.sock.sendall(self.conn.data_to_send())
+
     def close(self):
         self.sock.close()
 
@@ -518,6 +522,30 @@ def test_aborted_upload_bills_what_arrived(gateway, redis, register_sandbox, app
     ingress = total(records(redis, t.id), "ingress")
     # what the app got, and the head; at most what was sent (never the declared 64 MiB)
     assert e["bytes"] <= ingress <= sent + HEAD_BOUND, (ingress, e, sent)
+
+
+def test_h2_upload_silent_for_a_while(gateway, register_sandbox, app, certs):
+    """An HTTP/2 upload whose client pauses longer than h2o's connection idle
+    timeout (10 s), the only stream on its connection: the connection stays
+    (libh2o patch 0501; the gateway's first-byte limit bounds the silence),
+    and the body completes intact."""
+    t = Target(gateway, register_sandbox, app.port)
+    uid = new_uid()
+    up = H2Upload(gateway, t.host, certs["ca"], "/upload", [("x-lizard-access-token", t.token), ("x-upload-id", uid)],
+                  content_length=2 * 100000)
+    try:
+        assert up.send(100000) == 100000
+        app.wait_event(uid, "first_byte")
+        quiet_until = time.monotonic() + 12  # past h2o's 10 s idle timeout; reading all along, sending nothing
+        while time.monotonic() < quiet_until:
+            up.pump(0.5)
+        assert up.send(100000) == 100000
+        up.end()
+        gwtest.wait_for(lambda: up.pump() or up.ended or up.reset is not None, 15, what="the answer")
+        assert up.status == 200 and up.reset is None, (up.status, up.reset)
+        assert json.loads(up.body)["bytes"] == 200000, up.body
+    finally:
+        up.close()
 
 
 # --- memory and back-pressure ------------------------------------------------------------------------
