@@ -108,8 +108,9 @@ static void on_chunk_written(h2o_socket_t *sock, const char *err)
 /* Writes `data` (the client's bytes) to the app, after the head when it is
  * not out yet, framed, with the last chunk when is_end. HTTP/1's chunk stays
  * where h2o put it until proceed_req; HTTP/2's buffer grows (and may move)
- * as DATA frames arrive, so its chunk is copied. */
-static void write_chunk(gw_exchange_t *ex, h2o_iovec_t data, int is_end)
+ * as DATA frames arrive, so its chunk is copied first (copied: it is in
+ * ex->up_req.chunk already). */
+static void write_chunk(gw_exchange_t *ex, h2o_iovec_t data, int is_end, int copied)
 {
     static const h2o_iovec_t tails[2][2] = {{{NULL, 0}, {H2O_STRLIT("0\r\n\r\n")}},
                                             {{H2O_STRLIT("\r\n")}, {H2O_STRLIT("\r\n0\r\n\r\n")}}};
@@ -133,7 +134,8 @@ static void write_chunk(gw_exchange_t *ex, h2o_iovec_t data, int is_end)
                                    (size_t)snprintf(ex->up_req.size_line, sizeof(ex->up_req.size_line), "%zx\r\n", data.len));
     if (data.len != 0) {
         if (ex->req->version >= 0x200) {
-            h2o_buffer_append(&ex->up_req.chunk, data.base, data.len);
+            if (!copied)
+                h2o_buffer_append(&ex->up_req.chunk, data.base, data.len);
             data = h2o_iovec_init(ex->up_req.chunk->bytes, ex->up_req.chunk->size);
         }
         bufs[n++] = data;
@@ -160,7 +162,7 @@ static int on_write_req(void *ctx, int is_end_stream)
     /* the exchange is over, or its app stopped reading: the chunk stays with h2o until the exchange's end ends the body */
     if (ex->sock == NULL || ex->up_req.failed || ex->state == GW_EX_OVER || !ex->up_req.head_written)
         return 0;
-    write_chunk(ex, ex->req->entity, is_end_stream);
+    write_chunk(ex, ex->req->entity, is_end_stream, 0);
     return 0;
 }
 
@@ -173,6 +175,10 @@ void gw_request_body_take(gw_exchange_t *ex)
     ex->up_req.in_hand = 1; /* what h2o read before on_req */
     ex->up_req.chunked = req->content_length == SIZE_MAX;
     h2o_buffer_init(&ex->up_req.chunk, &h2o_socket_buffer_prototype);
+    /* HTTP/2: what h2o holds now may move before the connection is up (h2o appends DATA to it and leaves req->entity as
+       it is once write_req.cb is set): copied now; proceed_req consumes as much of its buffer, which only grows at the end */
+    if (req->version >= 0x200 && req->entity.len != 0)
+        h2o_buffer_append(&ex->up_req.chunk, req->entity.base, req->entity.len);
     /* an HTTP/1.1 client's reads are one chunk each: at most this much of it is in the gateway at a time (h2o reads up to
        1 MiB at once, and holds it twice, TLS-encrypted and not) */
     if (req->version < 0x200 && (sock = gw_conn_socket(req->conn)) != NULL)
@@ -183,6 +189,11 @@ void gw_request_body_take(gw_exchange_t *ex)
 
 void gw_request_body_start(gw_exchange_t *ex)
 {
+    h2o_req_t *req = ex->req;
+
     /* what h2o read before the request was processed; the body is not over (proceed_req is set), or it would not stream */
-    write_chunk(ex, ex->req->entity.base != NULL ? ex->req->entity : h2o_iovec_init("", 0), 0);
+    if (req->version >= 0x200)
+        write_chunk(ex, h2o_iovec_init(ex->up_req.chunk->bytes, ex->up_req.chunk->size), 0, 1);
+    else
+        write_chunk(ex, req->entity.base != NULL ? req->entity : h2o_iovec_init("", 0), 0, 0);
 }

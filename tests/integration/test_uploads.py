@@ -402,6 +402,10 @@ class H2Upload:
             self.pump(0)
         return done
 
+    def end(self):
+        self.conn.end_stream(self.sid)
+        self.sock.sendall(self.conn.data_to_send())
+
     def close(self):
         self.sock.close()
 
@@ -520,6 +524,30 @@ def test_aborted_upload_bills_what_arrived(gateway, redis, register_sandbox, app
     assert e["bytes"] <= ingress <= sent + HEAD_BOUND, (ingress, e, sent)
 
 
+def test_h2_upload_silent_for_a_while(gateway, register_sandbox, app, certs):
+    """An HTTP/2 upload whose client pauses longer than h2o's connection idle
+    timeout (10 s), the only stream on its connection: the connection stays
+    (libh2o patch 0501; the gateway's first-byte limit bounds the silence),
+    and the body completes intact."""
+    t = Target(gateway, register_sandbox, app.port)
+    uid = new_uid()
+    up = H2Upload(gateway, t.host, certs["ca"], "/upload", [("x-lizard-access-token", t.token), ("x-upload-id", uid)],
+                  content_length=2 * 100000)
+    try:
+        assert up.send(100000) == 100000
+        app.wait_event(uid, "first_byte")
+        quiet_until = time.monotonic() + 12  # past h2o's 10 s idle timeout; reading all along, sending nothing
+        while time.monotonic() < quiet_until:
+            up.pump(0.5)
+        assert up.send(100000) == 100000
+        up.end()
+        gwtest.wait_for(lambda: up.pump() or up.ended or up.reset is not None, 15, what="the answer")
+        assert up.status == 200 and up.reset is None, (up.status, up.reset)
+        assert json.loads(up.body)["bytes"] == 200000, up.body
+    finally:
+        up.close()
+
+
 # --- memory and back-pressure ------------------------------------------------------------------------
 
 RSS_BOUND_KIB = (64 if gwtest.gateway_is_sanitized() else 16) * 1024  # ASan's shadow and quarantine keep freed chunks
@@ -587,7 +615,17 @@ def test_ten_large_uploads_hold_no_body_in_memory(gw_factory, register_sandbox, 
     grows by less than 16 MiB (64 under ASan); buffered, it would hold them
     whole (gigabytes)."""
     size = 200 * 1000 * 1000
-    g = gw_factory({"limits": {"max_request_body_bytes": 256 * MIB}})
+    g = gw_factory({"limits": {"max_request_body_bytes": 256 * MIB}}, start=False)
+    base_env = g.env
+
+    def env():
+        e = base_env()
+        # under ASan freed memory waits in a 256 MB quarantine: keep it small (as test_wake_limits does)
+        e["ASAN_OPTIONS"] = e.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=4:thread_local_quarantine_size_kb=256"
+        return e
+
+    g.env = env
+    g.start()
     t = Target(g, register_sandbox, app.port)
     warm = {}
     h1_upload_on_the_fly(g, t, certs["ca"], new_uid(), 4 * MIB, warm)  # the first connections' buffers, once

@@ -175,6 +175,10 @@ static void update_idle_timeout(h2o_http2_conn_t *conn)
     /* no need to set timeout if pending requests exist */
     if (conn->num_streams.blocked_by_server != 0)
         return;
+    /* lizard patch 0501: nor while a request body streams to a handler (an upload, a client-streaming call, a tunnel): its
+     * client may be silent for as long as the handler's own timers allow, as after the request's end */
+    if (conn->num_streams._req_streaming_in_progress != 0)
+        return;
 
 SetTimeout:
     conn->_timeout_entry.cb = on_idle_timeout;
