@@ -246,6 +246,12 @@ void gw_exchange_cut(gw_exchange_t *ex, gw_cut_reason_t reason);
  * HTTP/1: the connection is reset). `reason` goes to the access log
  * (GW_CUT_NONE: the client left, nothing was cut). Last use of ex. */
 void gw_exchange_reset(gw_exchange_t *ex, gw_cut_reason_t reason);
+/* The client's side of a cut (CONTRACT.md, Long calls: visible as cut): HTTP/2
+ * RST_STREAM(INTERNAL_ERROR); HTTP/1 the connection shut without linger, an
+ * error send when none is in flight (no_send) to end the response, and a
+ * body still arriving closed (end_body). The HTTP/1.1 exchange and the h2c
+ * call (h2c.c) both end this way. */
+void gw_response_cut_client(h2o_req_t *req, int no_send, int end_body);
 void gw_exchange_on_client_stall(gw_timer_t *entry);
 void gw_exchange_on_proceed(h2o_generator_t *generator, h2o_req_t *req);
 void gw_exchange_on_stop(h2o_generator_t *generator, h2o_req_t *req);

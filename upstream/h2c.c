@@ -227,19 +227,7 @@ void gw_h2c_cut(call_t *c, gw_cut_reason_t reason)
     gw_h2c_account(c); /* holds nothing any more */
     gw_h2c_release_slots(c);
     gw_cut_note(req, reason);
-    if (req->version >= 0x200) {
-        h2o_http2_reset_request(req, H2O_HTTP2_ERROR_INTERNAL); /* patch 0230 */
-        return;
-    }
-    h2o_socket_t *sock = gw_conn_socket(req->conn);
-    struct linger lg = {1, 0};
-    if (sock != NULL) {
-        setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-        shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
-    }
-    if (no_send)
-        h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
-    gw_request_body_close(req);
+    gw_response_cut_client(req, no_send, 1);
 }
 
 /* Before the head: HTTP/2 resets the stream, HTTP/1 gets an empty answer on a socket shut first (deadline.c's

@@ -231,24 +231,29 @@ void gw_exchange_reset(gw_exchange_t *ex, gw_cut_reason_t reason)
     ex->state = GW_EX_OVER;
     gw_exchange_release_slots(ex);
     gw_cut_note(req, reason);
+    gw_response_cut_client(req, no_send, end_body);
+}
+
+void gw_response_cut_client(h2o_req_t *req, int no_send, int end_body)
+{
     if (req->version >= 0x200) {
         /* INTERNAL_ERROR, as every cut (CONTRACT.md, Long calls) */
         h2o_http2_reset_request(req, H2O_HTTP2_ERROR_INTERNAL); /* patch 0230 */
-    } else {
-        /* the write in flight fails (EPIPE) and h2o closes the connection;
-         * no linger: what the kernel holds for the client is dropped */
-        h2o_socket_t *sock = gw_conn_socket(req->conn);
-        struct linger lg = {1, 0};
-        if (sock != NULL) {
-            setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-            shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
-        }
-        if (no_send)
-            h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
-        /* a body still arriving: h2o closes the connection once the response is over (HTTP/2's reset ends it) */
-        if (end_body)
-            gw_request_body_close(req);
+        return;
     }
+    /* the write in flight fails (EPIPE) and h2o closes the connection;
+     * no linger: what the kernel holds for the client is dropped */
+    h2o_socket_t *sock = gw_conn_socket(req->conn);
+    struct linger lg = {1, 0};
+    if (sock != NULL) {
+        setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        shutdown(h2o_socket_get_fd(sock), SHUT_RDWR);
+    }
+    if (no_send)
+        h2o_send(req, NULL, 0, H2O_SEND_STATE_ERROR);
+    /* a body still arriving: h2o closes the connection once the response is over (HTTP/2's reset ends it) */
+    if (end_body)
+        gw_request_body_close(req);
 }
 
 /* The client took no byte of the send in flight for
