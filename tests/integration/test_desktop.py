@@ -55,15 +55,8 @@ def desktop_gateway(workdir, certs, redis, name):
     g = gwtest.Gateway(d, certs, redis.port, name="gw-desktop",
                        overrides={"auth": {"link_keys_file": keys_file, "link_max_ttl_s": MAX_TTL},
                                   "limits": {"max_desktop_viewers": VIEWERS}})
-    base_env = g.env
-
-    def env():
-        e = base_env()
-        # under ASan freed memory waits in a 256 MB quarantine: keep it small (the 1 GiB cut text measures RSS)
-        e["ASAN_OPTIONS"] = e.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=4:thread_local_quarantine_size_kb=256"
-        return e
-
-    g.env = env
+    # the 1 GiB cut test measures RSS: ASan must not keep what was freed
+    gwtest.small_asan_quarantine(g)
     g.start()
     yield g
     rc = g.stop()

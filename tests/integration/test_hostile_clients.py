@@ -342,15 +342,8 @@ def test_zero_window_flood_stays_within_memory_budgets(gw_factory, mredis, own_u
     served meanwhile."""
     g = gw_factory({"redis": {"address": "127.0.0.1:%d" % mredis.port},
                     "metering": {"flush_interval_ms": 200}}, name=gwtest.new_sandbox_id("gwh"), start=False)
-    base_env = g.env
-
-    def env():
-        e = base_env()
-        # under ASan freed memory waits in a 256 MB quarantine: keep it small
-        e["ASAN_OPTIONS"] = e.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=4:thread_local_quarantine_size_kb=256"
-        return e
-
-    g.env = env
+    # RSS is measured: ASan must not keep what was freed
+    gwtest.small_asan_quarantine(g)
     g.start()
     sid = new_sandbox(mredis, own_upstream)
     host = g.host(own_upstream.port, sid)

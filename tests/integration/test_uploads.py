@@ -616,15 +616,8 @@ def test_ten_large_uploads_hold_no_body_in_memory(gw_factory, register_sandbox, 
     whole (gigabytes)."""
     size = 200 * 1000 * 1000
     g = gw_factory({"limits": {"max_request_body_bytes": 256 * MIB}}, start=False)
-    base_env = g.env
-
-    def env():
-        e = base_env()
-        # under ASan freed memory waits in a 256 MB quarantine: keep it small (as test_wake_limits does)
-        e["ASAN_OPTIONS"] = e.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=4:thread_local_quarantine_size_kb=256"
-        return e
-
-    g.env = env
+    # RSS is measured: ASan must not keep what was freed
+    gwtest.small_asan_quarantine(g)
     g.start()
     t = Target(g, register_sandbox, app.port)
     warm = {}

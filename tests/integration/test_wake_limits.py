@@ -76,15 +76,8 @@ def test_held_bodies_stay_within_max_held_request_bytes(gw_factory, redis, upstr
     alongside, and the 4 held POSTs, are served once the sandbox wakes."""
     g = gw_factory({"limits": {"max_held_request_bytes": BUDGET}, "routing": {"resume_timeout_ms": 120000},
                     "workers": 1}, name="held-bytes", start=False)
-    base_env = g.env
-
-    def env():
-        e = base_env()
-        # under ASan freed memory waits in a 256 MB quarantine: keep it small (as test_hostile_clients does)
-        e["ASAN_OPTIONS"] = e.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=4:thread_local_quarantine_size_kb=256"
-        return e
-
-    g.env = env
+    # RSS is measured: ASan must not keep what was freed
+    gwtest.small_asan_quarantine(g)
     g.start()
     sid, _ = paused_sandbox(redis, upstream.port, access="public")
     host = g.host(upstream.port, sid)
