@@ -55,6 +55,7 @@ REVOKE_BOUND_S = 1.5
 FAULTS = ("rotate token", "unexpose and expose", "lifecycle change", "pause", "sentinel failover", "primary killed",
           "replica restart", "app killed", "SIGHUP", "gateway restart", "gateway killed", "primary killed during sync")
 JOURNAL_MS = 200
+POOL_IDLE_MS = 3000
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
@@ -173,6 +174,37 @@ def proc_status(pid):
             if line.startswith("VmRSS:"):
                 rss = int(line.split()[1]) * 1024
     return rss, len(os.listdir("/proc/%d/fd" % pid))
+
+
+def fd_summary(pid, names):
+    """What a process's descriptors are, counted by kind: TCP sockets by state and by the port they listen on
+    or talk to (`names` names some ports: the apps, Redis), then pipes, eventfds, files. The soak prints it
+    when the descriptor invariant fails, so that a leak says what leaked."""
+    states = {"01": "established", "06": "time_wait", "08": "close_wait", "0A": "listening", "04": "fin_wait1",
+              "05": "fin_wait2", "07": "close", "09": "last_ack", "0B": "closing", "02": "syn_sent"}
+    socks = {}
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError), open("/proc/%d/net/%s" % (pid, table)) as f:
+            next(f)
+            for line in f:
+                p = line.split()
+                local, remote = int(p[1].split(":")[1], 16), int(p[2].split(":")[1], 16)
+                port = local if p[3] == "0A" or local in names else remote
+                socks[p[9]] = "tcp %s %s" % (states.get(p[3], p[3]), names.get(port, "port %d" % port))
+    kinds = {}
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            kind = socks.get(target[8:-1], "other socket")
+        elif target.startswith(("pipe:", "anon_inode:")):
+            kind = target.split("[")[0].rstrip(":")
+        else:
+            kind = "file"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return sorted(kinds.items(), key=lambda kv: -kv[1])
 
 
 # ---------------------------------------------------------------------------
@@ -395,6 +427,9 @@ class Soak:
                       "connect_timeout_ms": 500, "lookup_timeout_ms": 1000, "reconnect_max_ms": 500},
             "metering": {"flush_interval_ms": FLUSH_MS, "journal_interval_ms": JOURNAL_MS},
             "routing": {"resume_timeout_ms": RESUME_TIMEOUT_MS},
+            # pooled idle connections to the apps expire soon after the clients stop, so that the descriptor
+            # invariant can ask for the warm baseline (the default keeps up to 64 per pool and worker for 60 s)
+            "upstream": {"pool_idle_timeout_ms": POOL_IDLE_MS},
             "auth": {"link_keys_file": keys_file},
         }
         self.gws = {}
@@ -405,6 +440,7 @@ class Soak:
         self.start_gw("a")
         self.start_gw("b")
         self.calibrate()
+        self.idle_fds = proc_status(self.gws["a"].proc.pid)[1]  # printed beside the invariant's figure
 
     def start_gw(self, name):
         g = self.gws[name]
@@ -896,21 +932,32 @@ class Soak:
             results.append((name, ok, figure))
             print("  %-4s %s: %s" % ("ok" if ok else "FAIL", name, figure), flush=True)
 
-        # descriptors and memory of A once the clients are gone (idle upstream connections expire after 2 s
-        # past the pool's size; a keep-alive client connection is closed by the client threads)
+        # descriptors and memory of A once the clients are gone: the client threads closed their connections,
+        # and A's pooled idle connections to the apps expire POOL_IDLE_MS after their last use (on a loaded
+        # machine, or under ASan, a few seconds later: the descriptors are read until they are back or 20 s
+        # past that)
         g = self.gws["a"]
-        time.sleep(3)
-        if g.alive():
+        base_rss, base_fds = self.baseline
+        rss, fds, kinds = 0, 0, []
+        deadline = time.monotonic() + POOL_IDLE_MS / 1000 + 20
+        while g.alive():
             rss, fds = proc_status(g.proc.pid)
-        else:
-            rss, fds = 0, 0
+            if fds <= base_fds + 16 or time.monotonic() > deadline:
+                names = {app.port: "app " + name for name, app in self.apps.items()}
+                nodes = [self.cluster.primary, self.cluster.replica] + self.cluster.sentinels
+                names.update({n.port: "redis" for n in nodes if n is not None})
+                names.update({g.tls_port: "clients (tls)", g.plain_port: "clients (plain)", g.admin_port: "admin"})
+                kinds = fd_summary(g.proc.pid, names)
+                break
+            time.sleep(0.5)
         print("\nsoak (seed %d, %.1f minutes):" % (self.args.seed, self.args.minutes))
         print("  counts: " + ", ".join("%s %d" % kv for kv in sorted(self.stats.items())))
-        base_rss, base_fds = self.baseline
         # generous: pooled idle upstream connections (up to max_idle_per_pool per pool and worker) may
         # still be open; memory allocators keep freed memory in their arenas
         inv("gateway A's descriptors back to the warm baseline (+16)", fds <= base_fds + 16,
-            "%d now, %d warm" % (fds, base_fds))
+            "%d now, %d warm, %d before the clients started" % (fds, base_fds, self.idle_fds))
+        if fds > base_fds + 16:
+            print("       its descriptors now: " + ", ".join("%s %d" % kv for kv in kinds), flush=True)
         inv("gateway A's RSS back to the warm baseline (+64 MiB)", rss <= base_rss + 64 * 2**20,
             "%.1f MiB now, %.1f MiB warm" % (rss / 2**20, base_rss / 2**20))
         for name in ("a", "b"):
