@@ -142,7 +142,10 @@ def handle(sock):
         if query.get("answer_first") == "1":
             sock.sendall(b"5\r\ndone\n\r\n0\r\n\r\n")
         else:
-            answer(sock, 200, json.dumps({"bytes": n, "sha256": h.hexdigest(), "framing": framing}).encode())
+            report = {"bytes": n, "sha256": h.hexdigest(), "framing": framing}
+            if "expect" in headers:
+                report["expect"] = headers["expect"]  # the gateway answers Expect itself and strips it
+            answer(sock, 200, json.dumps(report).encode())
 
 
 def serve(sock):
