@@ -444,11 +444,12 @@ void gw_h2c_forward(gw_h2c_t *h, h2o_req_t *req, const gw_proxy_target_t *target
         if (p->revocation != NULL)
             gw_revocation_add(p->revocation, &c->revocable);
     }
-    /* the request head as the client sent it, and a body that came whole (a streamed one is counted as it goes) */
+    /* the request head as the client sent it, and a body that came whole with its trailers (a streamed one is counted as it
+     * goes) */
+    size_t whole = req->proceed_req == NULL ? req->entity.len + gw_h2c_headers_size(req->trailers.entries, req->trailers.size) : 0;
     gw_proxy_add_bytes(p, c->sandbox_id, c->no_activity, 0,
                        req->method.len + req->path.len + req->authority.len +
-                           gw_h2c_headers_size(req->headers.entries, req->headers.size) +
-                           (req->proceed_req == NULL ? req->entity.len : 0));
+                           gw_h2c_headers_size(req->headers.entries, req->headers.size) + whole);
     c->in_hand = c->body_streams = gw_request_body_streams(req); /* what h2o read before on_req */
     if (c->in_hand && req->entity.len > req->conn->ctx->globalconf->max_request_entity_size) {
         gw_h2c_fail(c, GW_ERR_BODY_TOO_LARGE, "The request body is larger than the gateway accepts.");

@@ -13,6 +13,8 @@
 #include "common/client_addr.h"
 #include "common/numfmt.h"
 
+static void set_trailers(call_t *c, h2o_httpclient_t *client);
+
 static void on_proceed_req(h2o_httpclient_t *client, const char *errstr)
 {
     call_t *c = client->data;
@@ -63,6 +65,10 @@ static int write_req(void *ctx, int is_end_stream)
     c->body_sent += chunk.len;
     gw_proxy_add_bytes(c->h2c->proxy, c->sandbox_id, c->no_activity, 0, chunk.len);
     if (is_end_stream) {
+        /* the trailers came with the body's end: ingress as they arrived, all of them */
+        gw_proxy_add_bytes(c->h2c->proxy, c->sandbox_id, c->no_activity, 0,
+                           gw_h2c_headers_size(c->req->trailers.entries, c->req->trailers.size));
+        set_trailers(c, client);
         c->req->write_req.cb = NULL;
         c->req_done = 1;
         if (c->res_done)
@@ -93,6 +99,23 @@ static int request_header_is_forwarded(const h2o_header_t *h)
         (name->len >= 9 && h2o_lcstris(name->base, 9, H2O_STRLIT("x-lizard-"))))
         return 0;
     return memchr(name->base, '_', name->len) == NULL;
+}
+
+/* The client's request trailers (h2o's req->trailers, patch 0540: HTTP/2 clients' only) that the app gets, filtered as the
+ * head's fields, handed to the HTTP/2 client before the body's end (patch 0541: it copies them then). */
+static void set_trailers(call_t *c, h2o_httpclient_t *client)
+{
+    h2o_req_t *req = c->req;
+    h2o_headers_t out = {NULL};
+    size_t i;
+
+    for (i = 0; i != req->trailers.size; ++i)
+        if (request_header_is_forwarded(req->trailers.entries + i)) {
+            h2o_vector_reserve(&req->pool, &out, out.size + 1);
+            out.entries[out.size++] = req->trailers.entries[i];
+        }
+    client->request_trailers.entries = out.entries;
+    client->request_trailers.size = out.size;
 }
 
 static void build_headers(call_t *c, h2o_headers_t *out)
@@ -161,8 +184,9 @@ h2o_httpclient_head_cb gw_h2c_on_connect(h2o_httpclient_t *client, const char *e
         *body = req->entity;
         /* a body still arriving at forward was not counted then: what h2o has of it now (all of it, when it ended since) */
         if (c->body_streams) {
+            size_t ended = req->proceed_req == NULL ? gw_h2c_headers_size(req->trailers.entries, req->trailers.size) : 0;
             c->body_sent = req->entity.len;
-            gw_proxy_add_bytes(c->h2c->proxy, c->sandbox_id, c->no_activity, 0, req->entity.len);
+            gw_proxy_add_bytes(c->h2c->proxy, c->sandbox_id, c->no_activity, 0, req->entity.len + ended); /* with its trailers */
         }
         if (req->proceed_req != NULL) {
             /* the body streams (http/pipeline.c's supports_request_streaming): each chunk goes on as h2o hands it */
@@ -172,6 +196,8 @@ h2o_httpclient_head_cb gw_h2c_on_connect(h2o_httpclient_t *client, const char *e
             c->req_done = 0;
         }
     }
+    if (c->req_done)
+        set_trailers(c, client); /* a body that came whole, or none: its trailers follow it */
     c->state = CALL_AWAIT_HEAD;
     gw_h2c_arm_silence(c);
     return gw_h2c_on_head;

@@ -119,6 +119,9 @@ static size_t request_size(h2o_req_t *req, int body_streams)
     size_t n = req->method.len + 1 + req->path.len + sizeof(" HTTP/1.1\r\nhost: \r\n") - 1 + req->authority.len + 2, i;
     for (i = 0; i != req->headers.size; ++i)
         n += req->headers.entries[i].name->len + req->headers.entries[i].value.len + 4;
+    if (!body_streams) /* the trailers of a body that came whole arrived too (h2o's req->trailers; not forwarded to HTTP/1.1) */
+        for (i = 0; i != req->trailers.size; ++i)
+            n += req->trailers.entries[i].name->len + req->trailers.entries[i].value.len + 4;
     return n + (body_streams ? 0 : req->entity.len);
 }
 

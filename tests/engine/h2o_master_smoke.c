@@ -8,7 +8,8 @@
  * on_close runs while its descriptor is open (0220), and the HTTP/2
  * request sees the client's window and is reset with the code given
  * (0230), the server's SETTINGS leave out extended CONNECT when told to
- * (0003) and a :protocol is then a stream error (0530), a read callback sees the bytes of its own read (0002), and a
+ * (0003) and a :protocol is then a stream error (0530), a streamed request's trailers reach its handler in req->trailers
+ * at the body's end (0540), a read callback sees the bytes of its own read (0002), and a
  * keep-alive HTTP/1.1 connection whose requests are answered a loop turn
  * later (as the gateway answers, once its sandbox has) makes no epoll_ctl
  * between requests (0200; epoll_ctl is counted through the linker's
@@ -40,6 +41,9 @@ static h2o_req_t *h2_req;            /* the HTTP/2 request, reset from a timer *
 static h2o_timer_t h2_reset_timer;
 static h2o_req_t *later_req; /* an HTTP/1 request for /later, answered from a timer */
 static h2o_timer_t later_timer;
+static h2o_req_t *streamed_req;   /* the HTTP/2 POST to /trailers, its body streamed to the handler */
+static h2o_timer_t proceed_timer; /* asks h2o for its body's next chunk, outside h2o's callback */
+static int trailers_seen = -1;    /* at the body's end: x-trailer in req->trailers and not in req->headers (1) or not (0) */
 static int epoll_ctl_calls;
 
 /* every epoll_ctl of the library (-Wl,--wrap=epoll_ctl) */
@@ -72,6 +76,28 @@ static void on_h2_reset_timer(h2o_timer_t *timer)
     h2o_http2_reset_request(h2_req, H2O_HTTP2_ERROR_CANCEL);
 }
 
+static void on_proceed_timer(h2o_timer_t *timer)
+{
+    (void)timer;
+    streamed_req->proceed_req(streamed_req, NULL);
+}
+
+/* The streamed body's chunks (0540): at its end the trailers are in req->trailers; then the stream is reset, as h2_req is. */
+static int on_write_req(void *ctx, int is_end_stream)
+{
+    h2o_req_t *req = ctx;
+
+    if (!is_end_stream) {
+        h2o_timer_link(req->conn->ctx->loop, 0, &proceed_timer);
+        return 0;
+    }
+    trailers_seen = h2o_find_header_by_str(&req->trailers, H2O_STRLIT("x-trailer"), -1) != -1 &&
+                    h2o_find_header_by_str(&req->headers, H2O_STRLIT("x-trailer"), -1) == -1;
+    h2_req = req;
+    h2o_timer_link(req->conn->ctx->loop, 0, &h2_reset_timer);
+    return 0;
+}
+
 static void answer(h2o_req_t *req)
 {
     req->res.status = 200;
@@ -91,7 +117,13 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
 {
     (void)self;
     socket_found = req->conn->callbacks->get_socket != NULL && req->conn->callbacks->get_socket(req->conn) == accepted;
-    if (req->version >= 0x200) {
+    if (req->version >= 0x200 && req->proceed_req != NULL) {
+        /* a body that streams (only /trailers has one): its first chunk is req->entity */
+        streamed_req = req;
+        req->write_req.cb = on_write_req;
+        req->write_req.ctx = req;
+        h2o_timer_link(req->conn->ctx->loop, 0, &proceed_timer);
+    } else if (req->version >= 0x200) {
         h2_req = req;
         h2o_timer_link(req->conn->ctx->loop, 0, &h2_reset_timer);
     } else if (h2o_memis(req->path.base, req->path.len, H2O_STRLIT("/later"))) {
@@ -383,6 +415,35 @@ static int refuse_extended_connect(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ct
     return 0;
 }
 
+/* A POST whose body streams to the handler (its first DATA frame does not end the stream) and ends with trailers: the
+ * handler finds them in req->trailers, not req->headers, when its write_req sees the body's end (0540). */
+static int streamed_trailers(h2o_loop_t *loop, h2o_accept_ctx_t *accept_ctx)
+{
+    /* the preface, an empty SETTINGS; HEADERS (END_HEADERS) on stream 1 with :method POST, :scheme http, :path /trailers
+     * (literal, name index 4) and :authority smoke; DATA "hi"; HEADERS (END_STREAM, END_HEADERS) with x-trailer: 1 (literal,
+     * new name) */
+    static const uint8_t request[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                     "\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+                                     "\x00\x00\x14\x01\x04\x00\x00\x00\x01\x83\x86\x44\x09/trailers\x41\x05smoke"
+                                     "\x00\x00\x02\x00\x00\x00\x00\x00\x01hi"
+                                     "\x00\x00\x0d\x01\x05\x00\x00\x00\x01\x00\x09x-trailer\x01\x31";
+    uint8_t answer[RESPONSE_MAX];
+    size_t len;
+    int done;
+
+    if ((done = h2_until_reset(loop, accept_ctx, request, sizeof(request) - 1, H2O_HTTP2_ERROR_CANCEL * -1, answer, &len)) == -1)
+        return -1;
+    if (!done || trailers_seen != 1) {
+        fprintf(stderr, "smoke: HTTP/2: a streamed body's trailers %s (its stream %s)\n",
+                trailers_seen == -1 ? "never ended the body for the handler"
+                : trailers_seen     ? "reached req->trailers"
+                                    : "were not in req->trailers (or were in req->headers)",
+                done ? "reset" : "not reset");
+        return -1;
+    }
+    return 0;
+}
+
 int main(void)
 {
     h2o_globalconf_t conf;
@@ -392,12 +453,15 @@ int main(void)
     h2o_loop_t *loop = h2o_evloop_create();
     h2o_hostconf_t *host;
     h2o_pathconf_t *path;
+    h2o_handler_t *handler;
 
     h2o_config_init(&conf);
     conf.http2.no_extended_connect = 1; /* 0003 and 0530: extended CONNECT not offered */
     host = h2o_config_register_host(&conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     path = h2o_config_register_path(host, "/", 0);
-    h2o_create_handler(path, sizeof(h2o_handler_t))->on_req = on_req;
+    handler = h2o_create_handler(path, sizeof(h2o_handler_t));
+    handler->on_req = on_req;
+    handler->supports_request_streaming = 1; /* only /trailers has a body (0540) */
     h2o_context_init(&ctx, loop, &conf);
     memset(&accept_ctx, 0, sizeof(accept_ctx));
     accept_ctx.ctx = &ctx;
@@ -406,13 +470,15 @@ int main(void)
     h2o_timer_init(&timer, on_timer);
     h2o_timer_init(&h2_reset_timer, on_h2_reset_timer);
     h2o_timer_init(&later_timer, on_later_timer);
+    h2o_timer_init(&proceed_timer, on_proceed_timer);
     h2o_timer_link(loop, 1, &timer);
     if (run_until(loop, &timer_fired) != 0) {
         fprintf(stderr, "smoke: the timer did not fire\n");
         return 1;
     }
     if (serve_http1(loop, &accept_ctx) != 0 || serve_http2(loop, &accept_ctx) != 0 ||
-        refuse_extended_connect(loop, &accept_ctx) != 0 || read_twice(loop) != 0 || serve_keepalive(loop, &accept_ctx) != 0)
+        refuse_extended_connect(loop, &accept_ctx) != 0 || streamed_trailers(loop, &accept_ctx) != 0 || read_twice(loop) != 0 ||
+        serve_keepalive(loop, &accept_ctx) != 0)
         return 1;
     printf("h2o %s (libh2o %s): context, loop, timer, one HTTP/1.1 request, one HTTP/2 request reset, keep-alive\n", H2O_VERSION,
            H2O_LIBRARY_VERSION);

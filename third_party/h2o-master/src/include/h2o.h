@@ -1404,6 +1404,11 @@ struct st_h2o_req_t {
      */
     h2o_headers_t headers;
     /**
+     * list of request trailers (HTTP/2: the header block that ended the request after its HEADERS), complete once the body is
+     * (a streamed body: when write_req.cb is called with is_end_stream); empty when there were none (lizard patch 0540)
+     */
+    h2o_headers_t trailers;
+    /**
      * the request entity (base == NULL if none), can't be used if the handler is streaming the body
      */
     h2o_iovec_t entity;

@@ -303,6 +303,15 @@ struct st_h2o_httpclient_t {
      * given data is sent to the server. Regarding the usage, refer to the doc-comment of `h2o_write_req_cb`.
      */
     int (*write_req)(h2o_httpclient_t *client, h2o_iovec_t chunk, int is_end_stream);
+    /**
+     * Trailers that end the request (lizard patch 0541; the HTTP/2 client only, HTTP/1 and HTTP/3 ignore them): set before the
+     * write_req that ends a streamed body, or inside `on_connect` for a whole body or none. They go out as a HEADERS frame with
+     * END_STREAM after the last DATA frame. The client copies them when the body ends: `entries` need only stay valid until then.
+     */
+    struct {
+        const h2o_header_t *entries;
+        size_t size;
+    } request_trailers;
 
     h2o_timer_t _timeout;
     h2o_socketpool_connect_request_t *_connect_req;

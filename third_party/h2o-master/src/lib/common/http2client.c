@@ -91,6 +91,7 @@ struct st_h2o_http2client_stream_t {
         h2o_buffer_t *buf;
         h2o_linklist_t sending_link;
         h2o_httpclient_proceed_req_cb proceed_req; /* set to NULL once entire request body is provided to http2client */
+        h2o_headers_t trailers; /* a copy of super.request_trailers once the body is whole, until sent (lizard patch 0541) */
     } output;
 
     struct {
@@ -108,6 +109,7 @@ struct st_h2o_http2client_stream_t {
 };
 
 static void do_emit_writereq(struct st_h2o_http2client_conn_t *conn);
+static void free_trailers(struct st_h2o_http2client_stream_t *stream);
 
 static void request_write(struct st_h2o_http2client_conn_t *conn)
 {
@@ -244,6 +246,7 @@ static void close_stream(struct st_h2o_http2client_stream_t *stream)
 
     if (stream->output.buf != NULL)
         h2o_buffer_dispose(&stream->output.buf);
+    free_trailers(stream);
     h2o_buffer_dispose(&stream->input.body);
 
     if (stream->notify_destroyed != NULL)
@@ -1099,6 +1102,43 @@ static void on_read(h2o_socket_t *sock, const char *err)
         h2o_timer_link(conn->super.ctx->loop, conn->super.ctx->io_timeout, &conn->io_timeout);
 }
 
+/* The body is whole: the trailers the caller set follow its last DATA frame (lizard patch 0541). They are copied, into one block
+ * (the entries, the names that are not tokens, the bytes): the caller's memory (its request's pool) may go before that frame. */
+static void take_trailers(struct st_h2o_http2client_stream_t *stream)
+{
+    const h2o_header_t *src = stream->super.request_trailers.entries;
+    size_t n = stream->super.request_trailers.size, size = n * (sizeof(h2o_header_t) + sizeof(h2o_iovec_t)), i;
+    h2o_iovec_t *names;
+    char *bytes;
+
+    if (n == 0)
+        return;
+    for (i = 0; i != n; ++i)
+        size += src[i].name->len + src[i].value.len;
+    stream->output.trailers.entries = h2o_mem_alloc(size);
+    stream->output.trailers.size = stream->output.trailers.capacity = n;
+    names = (h2o_iovec_t *)(stream->output.trailers.entries + n);
+    bytes = (char *)(names + n);
+    for (i = 0; i != n; ++i) {
+        h2o_header_t *dst = stream->output.trailers.entries + i;
+        *dst = (h2o_header_t){src[i].name, NULL, h2o_iovec_init(bytes, src[i].value.len), src[i].flags};
+        h2o_memcpy(bytes, src[i].value.base, src[i].value.len);
+        bytes += src[i].value.len;
+        if (!h2o_iovec_is_token(src[i].name)) {
+            names[i] = h2o_iovec_init(bytes, src[i].name->len);
+            h2o_memcpy(bytes, src[i].name->base, src[i].name->len);
+            bytes += src[i].name->len;
+            dst->name = names + i;
+        }
+    }
+}
+
+static void free_trailers(struct st_h2o_http2client_stream_t *stream)
+{
+    free(stream->output.trailers.entries);
+    stream->output.trailers = (h2o_headers_t){NULL};
+}
+
 static void on_connection_ready(struct st_h2o_http2client_stream_t *stream, struct st_h2o_http2client_conn_t *conn)
 {
     h2o_iovec_t method;
@@ -1123,8 +1163,9 @@ static void on_connection_ready(struct st_h2o_http2client_stream_t *stream, stru
     /* forward request state */
     if (stream->output.proceed_req != NULL) {
         stream->state.req = STREAM_STATE_BODY;
-    } else if (body.base != NULL) {
+    } else if (body.base != NULL || stream->super.request_trailers.size != 0) {
         stream->state.req = STREAM_STATE_BODY;
+        take_trailers(stream);
     } else {
         stream->state.req = STREAM_STATE_CLOSED;
     }
@@ -1256,7 +1297,8 @@ static void stream_emit_pending_data(struct st_h2o_http2client_stream_t *stream)
 {
     size_t max_payload_size = calc_max_payload_size(stream);
     size_t payload_size = sz_min(max_payload_size, stream->output.buf->size);
-    int end_stream = stream->output.proceed_req == NULL && payload_size == stream->output.buf->size;
+    int end_stream = stream->output.proceed_req == NULL && stream->output.trailers.size == 0 &&
+                     payload_size == stream->output.buf->size; /* trailers end it otherwise (lizard patch 0541) */
     if (payload_size == 0 && !end_stream)
         return;
     char *dst = h2o_buffer_reserve(&stream->conn->output.buf, H2O_HTTP2_FRAME_HEADER_SIZE + payload_size).base;
@@ -1287,6 +1329,13 @@ static void do_emit_writereq(struct st_h2o_http2client_conn_t *conn)
             stream_emit_pending_data(stream);
 
         if (stream->output.buf == NULL || stream->output.buf->size == 0) {
+            if (stream->output.trailers.size != 0 && !stream->send_own_expect) {
+                /* the body is out: the trailers end the stream (HEADERS with END_STREAM) */
+                h2o_hpack_flatten_trailers(&conn->output.buf, &conn->output.header_table, conn->peer_settings.header_table_size,
+                                           stream->stream_id, conn->peer_settings.max_frame_size, stream->output.trailers.entries,
+                                           stream->output.trailers.size);
+                free_trailers(stream);
+            }
             h2o_linklist_insert(&conn->output.sent_streams, &stream->output.sending_link);
         } else if (h2o_http2_window_get_avail(&stream->output.window) > 0 && !stream->send_own_expect) {
             /* re-insert to tail so that streams would be sent round-robin */
@@ -1408,8 +1457,10 @@ static int do_write_req(h2o_httpclient_t *_client, h2o_iovec_t chunk, int is_end
     assert(stream->output.proceed_req != NULL);
     assert(!h2o_linklist_is_linked(&stream->output.sending_link));
 
-    if (is_end_stream)
+    if (is_end_stream) {
         stream->output.proceed_req = NULL;
+        take_trailers(stream);
+    }
 
     if (stream->output.buf == NULL)
         h2o_buffer_init(&stream->output.buf, &h2o_socket_buffer_prototype);

@@ -942,6 +942,8 @@ ProcessImmediately:
     return 0;
 }
 
+/* the trailers go to req.trailers, not req.headers (lizard patch 0540): a streamed body's handler has long read the headers, and
+ * a trailer is not a header (RFC 9110 6.5.1) */
 static int handle_trailing_headers(h2o_http2_conn_t *conn, h2o_http2_stream_t *stream, const uint8_t *src, size_t len,
                                    const char **err_desc)
 {
@@ -952,8 +954,8 @@ static int handle_trailing_headers(h2o_http2_conn_t *conn, h2o_http2_stream_t *s
     int ret, map = H2O_HPACK_PARSE_HEADERS_REPORT_MALFORMED | H2O_HPACK_PARSE_HEADERS_TRAILERS;
 
     ret = h2o_hpack_parse_request(&stream->req.pool, h2o_hpack_decode_header, &conn->_input_header_table, NULL, NULL, NULL, NULL,
-                                  NULL, &stream->req.headers, &map, &dummy_content_length, &dummy_expect, NULL, NULL, &limit, src,
-                                  len, err_desc);
+                                  NULL, &stream->req.trailers, &map, &dummy_content_length, &dummy_expect, NULL, NULL, &limit,
+                                  src, len, err_desc);
     stream->_req_head_size = limit.head_size;
     if ((ret = head_limit_done(conn, &limit, ret)) != 0) {
         if (ret == H2O_HTTP2_ERROR_HEADERS_TOO_LARGE) {
