@@ -21,6 +21,7 @@
 #include "common/loop_timeout.h"
 #include "observe/access_log.h"
 #include "observe/admin.h"
+#include "tls/ktls.h"
 #include "http/early_errors.h"
 #include "http/pipeline.h"
 #include "gateway/accept.h"
@@ -242,7 +243,7 @@ int gw_server_init(gw_server_t *s, const gw_config_t *config, gw_tls_t *tls, cha
     h2o_config_init(&s->admin_globalconf);
     s->admin_globalconf.server_name = s->globalconf.server_name;
     s->admin_hosts[0] = register_catch_all(&s->admin_globalconf, "admin.lizard-gateway.invalid");
-    gw_admin_conf_t aconf = {.metrics = &s->metrics, .tls = tls};
+    gw_admin_conf_t aconf = {.metrics = &s->metrics, .tls = tls, .ktls = gw_ktls_checked()};
     for (i = 0; i != config->num_listen; ++i)
         aconf.tls_listeners |= config->listen[i].tls;
     gw_admin_register(h2o_config_register_path(s->admin_hosts[0], "/", 0), &aconf);

@@ -33,13 +33,14 @@ int gw_admin_certificates_ready(int tls_listeners, gw_tls_t *tls)
            SSL_CTX_get0_privatekey(ctx) != NULL;
 }
 
-int gw_admin_readyz(int certificates, int redis, char *body, size_t *len)
+int gw_admin_readyz(int certificates, int redis, int ktls, char *body, size_t *len)
 {
     /* Redis is reported, never a verdict: cached routes keep serving through an outage, and
      * failing readiness on it would take every gateway out of the load balancer at once
      * (CONTRACT.md, Operations). The listeners are open: this answer comes from a started server. */
-    int n = snprintf(body, GW_ADMIN_READYZ_MAX, "{\"ready\":%s,\"redis\":%s,\"certificates\":%s}\n",
-                     certificates ? "true" : "false", redis ? "true" : "false", certificates ? "true" : "false");
+    int n = snprintf(body, GW_ADMIN_READYZ_MAX, "{\"ready\":%s,\"redis\":%s,\"certificates\":%s,\"ktls\":%s}\n",
+                     certificates ? "true" : "false", redis ? "true" : "false", certificates ? "true" : "false",
+                     ktls ? "true" : "false");
     *len = (size_t)n;
     return certificates ? 200 : 503;
 }
@@ -71,7 +72,7 @@ static int on_req(h2o_handler_t *_self, h2o_req_t *req)
         char body[GW_ADMIN_READYZ_MAX];
         size_t len;
         int status = gw_admin_readyz(gw_admin_certificates_ready(conf->tls_listeners, conf->tls),
-                                     gw_metrics_redis_ready(conf->metrics), body, &len);
+                                     gw_metrics_redis_ready(conf->metrics), conf->ktls, body, &len);
         send_text(req, status, status == 200 ? "OK" : "Service Unavailable", "application/json", body, len);
     } else if (h2o_memis(req->path_normalized.base, req->path_normalized.len, H2O_STRLIT("/metrics"))) {
         send_metrics(req, conf->metrics);

@@ -14,6 +14,7 @@ typedef struct st_gw_admin_conf_t {
     gw_metrics_t *metrics; /* borrowed */
     gw_tls_t *tls;         /* borrowed; NULL when none was loaded */
     int tls_listeners;     /* 1 when a listener takes TLS (its certificates are then required) */
+    int ktls;              /* 1 when the kernel took kTLS transmit at start (tls/ktls.h); reported, never a verdict */
 } gw_admin_conf_t;
 
 /* Installs the admin handlers on `pathconf` (path "/"); conf is copied. */
@@ -29,7 +30,8 @@ int gw_admin_certificates_ready(int tls_listeners, gw_tls_t *tls);
 /* The /readyz answer: writes the JSON body (at most GW_ADMIN_READYZ_MAX
  * bytes) to body and its length to *len, returns the status, 200 when the
  * certificates are ready, 503 when not. `redis` (every worker's connection
- * up) is reported in the body and changes nothing else. Pure. */
-int gw_admin_readyz(int certificates, int redis, char *body, size_t *len);
+ * up) and `ktls` (the kernel's kTLS transmit, probed at start) are reported
+ * in the body and change nothing else. Pure. */
+int gw_admin_readyz(int certificates, int redis, int ktls, char *body, size_t *len);
 
 #endif

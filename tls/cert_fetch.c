@@ -124,7 +124,7 @@ static gw_dyncert_reason_t load_pem(SSL_CTX *ctx, const char *chain, size_t chai
     if ((bio = BIO_new_mem_buf(key, (int)key_len)) == NULL || (pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL)) == NULL)
         goto Exit;
     if (SSL_CTX_use_PrivateKey(ctx, pkey) == 1 && SSL_CTX_check_private_key(ctx) == 1 &&
-        gw_tls_set_cert_session_id_context(ctx) == 0)
+        gw_tls_set_cert_session_id_context(ctx) == 0 && gw_tls_attach_picotls(ctx) == 0)
         r = GW_DYNCERT_OK;
 
 Exit:
@@ -335,21 +335,11 @@ static int normalize(h2o_iovec_t name, char *buf)
     return 0;
 }
 
-static int finish(gw_dyncert_t *d, SSL *ssl, SSL_CTX *ctx, gw_dyncert_reason_t reason, int *alert)
+static SSL_CTX *finish(gw_dyncert_t *d, SSL_CTX *ctx, gw_dyncert_reason_t reason)
 {
-    int rc = SSL_CLIENT_HELLO_SUCCESS;
-
-    if (ctx == NULL) {
+    if (ctx == NULL)
         COUNT(d, refused[reason]);
-        *alert = SSL_AD_UNRECOGNIZED_NAME;
-        return SSL_CLIENT_HELLO_ERROR;
-    }
-    if (SSL_set_SSL_CTX(ssl, ctx) == NULL) {
-        *alert = SSL_AD_INTERNAL_ERROR;
-        rc = SSL_CLIENT_HELLO_ERROR;
-    }
-    SSL_CTX_free(ctx);
-    return rc;
+    return ctx;
 }
 
 /* The answer of a wait made now, when no fetch is to be waited for: a stale entry, or why not. */
@@ -426,7 +416,7 @@ void gw_cert_wait_free(gw_cert_wait_t *w)
     free(w);
 }
 
-int gw_cert_fetch_client_hello(gw_dyncert_t *d, SSL *ssl, h2o_iovec_t name, int *alert)
+SSL_CTX *gw_cert_fetch_choose(gw_dyncert_t *d, h2o_iovec_t name)
 {
     char host[GW_DYNCERT_MAX_NAME + 1];
     gw_dyncert_found_t found;
@@ -434,27 +424,27 @@ int gw_cert_fetch_client_hello(gw_dyncert_t *d, SSL *ssl, h2o_iovec_t name, int 
 
     if (normalize(name, host) != 0) {
         COUNT(d, fetch_errors[GW_DYNCERT_BAD_NAME]);
-        return finish(d, ssl, NULL, GW_DYNCERT_BAD_NAME, alert);
+        return finish(d, NULL, GW_DYNCERT_BAD_NAME);
     }
     if (w != NULL && w->answered && strcmp(w->host, host) == 0) {
         /* the answer its SNI peek waited for (gateway/sni_peek.c), used once */
         SSL_CTX *ctx = w->ctx;
         w->ctx = NULL;
         thread_handover = NULL;
-        return finish(d, ssl, ctx, w->reason, alert);
+        return finish(d, ctx, w->reason);
     }
     /* no peek waited for this handshake: the cache alone answers, a stale entry as well as it can */
     if (gw_dyncert_lookup(d, host, &found)) {
         if (found.ctx == NULL) {
             COUNT(d, negative_hits);
-            return finish(d, ssl, NULL, found.reason, alert);
+            return finish(d, NULL, found.reason);
         }
         if (found.stale)
             COUNT(d, stale_served);
         else
             COUNT(d, hits);
-        return finish(d, ssl, found.ctx, GW_DYNCERT_OK, alert);
+        return finish(d, found.ctx, GW_DYNCERT_OK);
     }
     COUNT(d, fetch_errors[GW_DYNCERT_UNAVAILABLE]);
-    return finish(d, ssl, NULL, GW_DYNCERT_UNAVAILABLE, alert);
+    return finish(d, NULL, GW_DYNCERT_UNAVAILABLE);
 }

@@ -57,10 +57,10 @@ void gw_cert_wait_handover(gw_cert_wait_t *w);
 /* Frees w (NULL: nothing), taking it off its flight when still waiting; no handshake takes it after. */
 void gw_cert_wait_free(gw_cert_wait_t *w);
 
-/* The client-hello callback's part for a custom name (tls.c calls it): switches ssl to the certificate of the
- * wait handed over for this handshake, or when none was (no peek ran), of the cache (a stale entry too, as Redis
- * cannot be asked from here), and returns SSL_CLIENT_HELLO_SUCCESS, or refuses (SSL_CLIENT_HELLO_ERROR with
- * *alert = unrecognized_name). */
-int gw_cert_fetch_client_hello(gw_dyncert_t *d, SSL *ssl, h2o_iovec_t name, int *alert);
+/* The client-hello callbacks' part for a custom name (tls.c calls it, for OpenSSL and picotls alike): the
+ * certificate's SSL_CTX, with a reference for the caller, of the wait handed over for this handshake, or when none
+ * was (no peek ran), of the cache (a stale entry too, as Redis cannot be asked from here); NULL when the name is
+ * refused (the handshake fails with unrecognized_name; counted). */
+SSL_CTX *gw_cert_fetch_choose(gw_dyncert_t *d, h2o_iovec_t name);
 
 #endif

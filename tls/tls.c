@@ -28,6 +28,7 @@
 #include "tls/cert_fetch.h"
 #include "tls/tls_internal.h"
 #include "common/errfmt.h"
+#include "tls/ptls.h"
 
 /* Mozilla "intermediate" for TLS 1.2. TLS 1.3: OpenSSL's suites in Mozilla's
  * order, AES-128-GCM first: OpenSSL's own puts AES-256-GCM-SHA384 first, and
@@ -148,6 +149,15 @@ int gw_tls_set_cert_session_id_context(SSL_CTX *ctx)
     return SSL_CTX_set_session_id_context(ctx, md, md_len) == 1 ? 0 : -1;
 }
 
+int gw_tls_attach_picotls(SSL_CTX *ctx)
+{
+    gw_tls_t *t = SSL_CTX_get_ex_data(ctx, ex_index);
+
+    if (!gw_ptls_enabled())
+        return 0;
+    return t != NULL ? gw_ptls_attach(ctx, t->tickets, NULL, NULL) : -1;
+}
+
 static int check_readable(const char *path, char **err)
 {
     FILE *fp;
@@ -220,6 +230,10 @@ static gw_tls_set_t *load_set(gw_tls_t *t, char **err)
         if (gw_tls_set_cert_session_id_context(c->ctx) != 0) {
             ERR_clear_error();
             gw_errorf(err, "tls: %s: cannot derive a session-id context from the certificate", conf[i].cert);
+            goto Error;
+        }
+        if (gw_tls_attach_picotls(c->ctx) != 0) {
+            gw_errorf(err, "tls: %s: picotls cannot use this certificate and key (TLS 1.3)", conf[i].cert);
             goto Error;
         }
     }
@@ -311,18 +325,15 @@ static h2o_iovec_t client_hello_sni(SSL *ssl)
     return h2o_iovec_init(NULL, 0);
 }
 
-/* Runs for every ClientHello, with or without SNI, before OpenSSL looks for
- * a session to resume: the switch brings the certificate's session-id
- * context, so a session of another certificate is a miss (the servername
- * callback would run after the lookup). Always the current set, including
- * after a reload. */
-static int on_client_hello(SSL *ssl, int *alert, void *arg)
+/* The certificate's SSL_CTX for the SNI `name` (base NULL: none sent), with a
+ * reference for the caller, from the current set (after a reload too), or a
+ * custom domain's; NULL when a custom name has none (refused). OpenSSL's and
+ * picotls's client-hello callbacks alike. */
+static SSL_CTX *choose(void *data, h2o_iovec_t name)
 {
-    gw_tls_t *t = arg;
-    h2o_iovec_t name = client_hello_sni(ssl);
+    gw_tls_t *t = data;
     const gw_tls_cert_t *c;
     SSL_CTX *ctx;
-    int rc = SSL_CLIENT_HELLO_SUCCESS;
 
     pthread_rwlock_rdlock(&t->lock);
     /* one static certificate serves every name but a custom domain's, matching or not: no
@@ -330,12 +341,28 @@ static int on_client_hello(SSL *ssl, int *alert, void *arg)
     c = name.base != NULL && (t->set->num_certs != 1 || is_dynamic(t, name)) ? pick(t->set, name) : NULL;
     if (c == NULL && is_dynamic(t, name)) {
         pthread_rwlock_unlock(&t->lock);
-        return gw_cert_fetch_client_hello(t->dynamic, ssl, name, alert);
+        return gw_cert_fetch_choose(t->dynamic, name);
     }
     ctx = (c != NULL ? c : &t->set->certs[0])->ctx;
     SSL_CTX_up_ref(ctx);
     pthread_rwlock_unlock(&t->lock);
+    return ctx;
+}
 
+/* Runs for every ClientHello OpenSSL handles (TLS 1.2; TLS 1.3 too without
+ * picotls), with or without SNI, before OpenSSL looks for a session to
+ * resume: the switch brings the certificate's session-id context, so a
+ * session of another certificate is a miss (the servername callback would
+ * run after the lookup). */
+static int on_client_hello(SSL *ssl, int *alert, void *arg)
+{
+    SSL_CTX *ctx = choose(arg, client_hello_sni(ssl));
+    int rc = SSL_CLIENT_HELLO_SUCCESS;
+
+    if (ctx == NULL) {
+        *alert = SSL_AD_UNRECOGNIZED_NAME;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
     /* our reference keeps ctx alive even if a reload freed the set meanwhile */
     if (SSL_set_SSL_CTX(ssl, ctx) == NULL) {
         *alert = SSL_AD_INTERNAL_ERROR;
@@ -443,6 +470,11 @@ gw_tls_t *gw_tls_new(const gw_tls_cert_conf_t *certs, size_t num, char **err)
     if (load_pair(t->front, t->conf[0].cert, t->conf[0].key, err) != 0)
         goto Error;
     SSL_CTX_set_client_hello_cb(t->front, on_client_hello, t);
+    /* TLS 1.3 by picotls: the front's context takes every such handshake and switches to the certificate's (ptls.h) */
+    if (gw_ptls_enabled() && gw_ptls_attach(t->front, t->tickets, choose, t) != 0) {
+        gw_errorf(err, "tls: %s: picotls cannot use this certificate and key (TLS 1.3)", t->conf[0].cert);
+        goto Error;
+    }
     return t;
 
 Error:

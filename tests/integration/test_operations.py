@@ -17,11 +17,13 @@ import time
 import pytest
 
 import gwtest
+from ktls_probe import ktls_transmit
 
 SECRET_A = "A" * 40 + "-first-secret"
 SECRET_B = "B" * 40 + "-second-secret"
 COOKIE = "__Host-lizard_access"
 DRAIN_BOUND_S = 6.0  # DRAIN_MS in gateway/main.c
+KTLS = ktls_transmit()[0]  # /readyz reports the kernel's kTLS transmit (tls/ktls.h)
 
 
 # ---------------------------------------------------------------------------
@@ -528,12 +530,12 @@ def test_readyz_reports_redis_and_stays_ready(workdir, certs):
         g.start()
         gwtest.wait_for(g.redis_connected, 10, what="/readyz reporting Redis up")
         status, body = g.admin_get("/readyz")
-        assert status == 200 and json.loads(body) == {"ready": True, "redis": True, "certificates": True}, body
+        assert status == 200 and json.loads(body) == {"ready": True, "redis": True, "certificates": True, "ktls": KTLS}, body
 
         own.kill()
         gwtest.wait_for(lambda: not g.redis_connected(), 10, what="/readyz reporting Redis down")
         status, body = g.admin_get("/readyz")
-        assert status == 200 and json.loads(body) == {"ready": True, "redis": False, "certificates": True}, body
+        assert status == 200 and json.loads(body) == {"ready": True, "redis": False, "certificates": True, "ktls": KTLS}, body
         # /readyz says down once one worker has lost Redis; the other may take its EOF a moment later
         gwtest.wait_for(lambda: connected_workers() == 0, 10, what="both workers counted disconnected")
         time.sleep(1.0)  # several reconnect attempts (reconnect_max_ms 500): still ready

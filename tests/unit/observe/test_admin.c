@@ -42,13 +42,17 @@ START_TEST(redis_down_is_reported_not_unready)
     char body[GW_ADMIN_READYZ_MAX];
     size_t len;
 
-    ck_assert_int_eq(gw_admin_readyz(1, 0, body, &len), 200);
-    ck_assert_str_eq(body, "{\"ready\":true,\"redis\":false,\"certificates\":true}\n");
+    ck_assert_int_eq(gw_admin_readyz(1, 0, 0, body, &len), 200);
+    ck_assert_str_eq(body, "{\"ready\":true,\"redis\":false,\"certificates\":true,\"ktls\":false}\n");
     ck_assert_uint_eq(len, strlen(body));
-    ck_assert_int_eq(gw_admin_readyz(1, 1, body, &len), 200);
-    ck_assert_str_eq(body, "{\"ready\":true,\"redis\":true,\"certificates\":true}\n");
-    ck_assert_int_eq(gw_admin_readyz(0, 1, body, &len), 503);
-    ck_assert_str_eq(body, "{\"ready\":false,\"redis\":true,\"certificates\":false}\n");
+    ck_assert_int_eq(gw_admin_readyz(1, 1, 0, body, &len), 200);
+    ck_assert_str_eq(body, "{\"ready\":true,\"redis\":true,\"certificates\":true,\"ktls\":false}\n");
+    ck_assert_int_eq(gw_admin_readyz(0, 1, 0, body, &len), 503);
+    ck_assert_str_eq(body, "{\"ready\":false,\"redis\":true,\"certificates\":false,\"ktls\":false}\n");
+    /* kTLS is reported, never a verdict */
+    ck_assert_int_eq(gw_admin_readyz(1, 1, 1, body, &len), 200);
+    ck_assert_str_eq(body, "{\"ready\":true,\"redis\":true,\"certificates\":true,\"ktls\":true}\n");
+    ck_assert_int_eq(gw_admin_readyz(0, 1, 1, body, &len), 503);
 }
 END_TEST
 

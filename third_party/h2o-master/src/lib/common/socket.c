@@ -461,8 +461,20 @@ static const char *do_decode_ssl_input(h2o_socket_t *sock)
             } else {
                 sock->input->size += rbuf.off;
             }
-            if (!(ret == 0 || ret == PTLS_ERROR_IN_PROGRESS))
+            if (!(ret == 0 || ret == PTLS_ERROR_IN_PROGRESS)) {
+                /* lizard patch 0274: an alert of picotls's own (bad_record_mac for a record that does not authenticate, a
+                 * decode error) is sent as OpenSSL's is (0273): kept in the output buffer, which shutdown_ssl flushes instead
+                 * of a close_notify, so that the client reads why. Only when no write is in flight (its bytes are there). */
+                if (ret > 0 && PTLS_ERROR_GET_CLASS(ret) == PTLS_ERROR_CLASS_SELF_ALERT && !has_pending_ssl_bytes(sock->ssl)) {
+                    ptls_buffer_t wbuf;
+                    uint8_t wbuf_small[32];
+                    ptls_buffer_init(&wbuf, wbuf_small, sizeof(wbuf_small));
+                    if (ptls_send_alert(sock->ssl->ptls, &wbuf, PTLS_ALERT_LEVEL_FATAL, ret) == 0)
+                        write_ssl_bytes(sock, wbuf.base, wbuf.off);
+                    ptls_buffer_dispose(&wbuf);
+                }
                 return h2o_socket_error_ssl_decode;
+            }
         }
         return NULL;
     }
@@ -573,13 +585,16 @@ static void shutdown_ssl(h2o_socket_t *sock, const char *err)
 
     /* send Close Notify if necessary, depending on each TLS stack being used */
     if (sock->ssl->ptls != NULL) {
-        ptls_buffer_t wbuf;
-        uint8_t wbuf_small[32];
-        ptls_buffer_init(&wbuf, wbuf_small, sizeof(wbuf_small));
-        if (ptls_send_alert(sock->ssl->ptls, &wbuf, PTLS_ALERT_LEVEL_WARNING, PTLS_ALERT_CLOSE_NOTIFY) != 0)
-            goto Close;
-        write_ssl_bytes(sock, wbuf.base, wbuf.off);
-        ptls_buffer_dispose(&wbuf);
+        /* with bytes pending: a fatal alert written while reading (lizard patch 0274), after which no close_notify */
+        if (!has_pending_ssl_bytes(sock->ssl)) {
+            ptls_buffer_t wbuf;
+            uint8_t wbuf_small[32];
+            ptls_buffer_init(&wbuf, wbuf_small, sizeof(wbuf_small));
+            if (ptls_send_alert(sock->ssl->ptls, &wbuf, PTLS_ALERT_LEVEL_WARNING, PTLS_ALERT_CLOSE_NOTIFY) != 0)
+                goto Close;
+            write_ssl_bytes(sock, wbuf.base, wbuf.off);
+            ptls_buffer_dispose(&wbuf);
+        }
     } else if (sock->ssl->ossl != NULL) {
         ERR_clear_error();
         if (SSL_shutdown(sock->ssl->ossl) == -1 && !has_pending_ssl_bytes(sock->ssl))

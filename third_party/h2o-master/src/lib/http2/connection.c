@@ -175,8 +175,9 @@ static void update_idle_timeout(h2o_http2_conn_t *conn)
     /* no need to set timeout if pending requests exist */
     if (conn->num_streams.blocked_by_server != 0)
         return;
-    /* lizard patch 0501: nor while a request body streams to a handler (an upload, a client-streaming call, a tunnel): its
-     * client may be silent for as long as the handler's own timers allow, as after the request's end */
+    /* lizard patch 0501: nor while a request body streams to a handler (an upload, a client-streaming call) or a tunnel is
+     * open (CONNECT, extended CONNECT: a WebSocket over HTTP/2): its client may be silent for as long as the handler's own
+     * timers allow, as after the request's end */
     if (conn->num_streams._req_streaming_in_progress != 0)
         return;
 
@@ -1206,10 +1207,7 @@ void proceed_request(h2o_req_t *req, const char *errstr)
     switch (stream->req_body.state) {
     case H2O_HTTP2_REQ_BODY_OPEN:
         update_stream_input_window(conn, stream, written);
-        /* a tunnel (CONNECT, extended CONNECT) stays the server's while its response is open: a quiet tunnel is not an idle
-         * connection (lizard patch 0531) */
-        if (stream->blocked_by_server && !stream->req.is_tunnel_req &&
-            h2o_http2_window_get_avail(&stream->input_window.window) > 0) {
+        if (stream->blocked_by_server && h2o_http2_window_get_avail(&stream->input_window.window) > 0) {
             h2o_http2_stream_set_blocked_by_server(conn, stream, 0);
             update_idle_timeout(conn);
         }
