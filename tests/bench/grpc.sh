@@ -34,15 +34,22 @@ gr_pids() {
 }
 
 # gr_served: Echo calls the server has answered so far
-gr_served() { /usr/bin/python3 "$ROOT/tests/bench/grpc_echo.py" call "127.0.0.1:$GR_PORT" "$GR_HOST" - - Calls x 2>/dev/null || echo 0; }
+gr_served() {
+    local n
+    n=$(/usr/bin/python3 "$ROOT/tests/bench/grpc_echo.py" call "127.0.0.1:$GR_PORT" "$GR_HOST" - - Calls x 2>/dev/null) || n=
+    [[ $n =~ ^[0-9]+$ ]] || n=0
+    echo "$n"
+}
 
 # gr_origin ORIGIN: starts that gRPC server on GR_PORT (grpcio: tests/bench/grpc_echo.py; node: grpc_node.js)
 gr_origin() {
     rm -f "$WORK/grpc.ready"
-    case $1 in
-    grpcio) /usr/bin/python3 "$ROOT/tests/bench/grpc_echo.py" serve "$GR_PORT" "$WORK/grpc.ready" ;;
-    node) node "$ROOT/tests/bench/grpc_node.js" "$GR_PORT" "$WORK/grpc.ready" ;;
-    esac >"$WORK/grpc-origin-$1.log" 2>&1 &
+    # started directly (not in a subshell), so that GR_ORIGIN_PID is the server's and stop() ends it
+    if [ "$1" = grpcio ]; then
+        /usr/bin/python3 "$ROOT/tests/bench/grpc_echo.py" serve "$GR_PORT" "$WORK/grpc.ready" >"$WORK/grpc-origin-$1.log" 2>&1 &
+    else
+        node "$ROOT/tests/bench/grpc_node.js" "$GR_PORT" "$WORK/grpc.ready" >"$WORK/grpc-origin-$1.log" 2>&1 &
+    fi
     GR_ORIGIN_PID=$!
     PIDS+=("$GR_ORIGIN_PID")
     for _ in $(seq 100); do

@@ -23,6 +23,8 @@ server.on("stream", (stream, headers) => {
   const chunks = [];
   stream.on("data", (c) => chunks.push(c));
   stream.on("end", () => {
+    // a stream the client (or a proxy whose client left) reset while its body arrived takes no answer
+    if (stream.destroyed || stream.closed) return;
     const body = Buffer.concat(chunks);
     let answer;
     if (headers[":path"] === "/lizard.bench.B/Echo" && body.length >= 5) {
@@ -40,6 +42,9 @@ server.on("stream", (stream, headers) => {
   });
   stream.on("error", () => {});
 });
+// an answer racing a reset must not end the server: log it and go on
+process.on("uncaughtException", (e) => console.error("grpc_node: " + e.message));
+server.on("sessionError", () => {});
 server.listen(Number(port), "127.0.0.1", () => {
   fs.writeFileSync(ready + ".tmp", "listening\n");
   fs.renameSync(ready + ".tmp", ready);
