@@ -49,6 +49,10 @@ async function main() {
         });
         const page = context.pages()[0] || (await context.newPage());
         page.setDefaultTimeout(cfg.timeoutMs);
+        // a fetch() that fails says only "Failed to fetch"; Chromium's net error (net::ERR_...) says why
+        page.on('requestfailed', (r) => {
+            out.failed = (out.failed || []).concat([r.method() + ' ' + r.url() + ': ' + (r.failure() || {}).errorText]);
+        });
         await page.goto(cfg.url, { waitUntil: 'load' });
         await page.exposeFunction('__half', async () => {
             say({ half: true });
@@ -82,6 +86,7 @@ async function main() {
         Object.assign(out, res);
     } catch (e) {
         out.error = e && e.stack ? e.stack : String(e);
+        if (out.failed) out.error += ' [' + out.failed.join('; ') + ']';
     } finally {
         if (context) await context.close().catch(() => {});
     }
