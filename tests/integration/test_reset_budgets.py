@@ -46,14 +46,19 @@ def make_gw(gw_factory, register_sandbox, app, **limits):
     return g
 
 
-def reset_round(g, ca, path, n=90, wait=0.03):
+def reset_round(g, ca, path, n=90, wait=0.03, refused_first=False):
     """One attacking connection: n requests, then (once they are at the app) a WINDOW_UPDATE of 0 on each, which
-    the gateway answers with RST_STREAM(PROTOCOL_ERROR); closed after. Returns the frames it got."""
+    the gateway answers with RST_STREAM(PROTOCOL_ERROR); closed after. Returns the frames it got. refused_first:
+    the WINDOW_UPDATEs wait for the first answer (a 429 of the slot limit) too, so that a loaded gateway, which
+    reads both batches at once if the second follows within `wait`, still puts the requests through its limits
+    first (CI saw a round of 90 reset before any reached the limits phase, no 429 in a whole attack)."""
     c = RawH2(g, g.sbx_host, g.ca)
     try:
         hdrs = c.request_headers("GET", path)
         sids = [c.new_sid() for _ in range(n)]
         c.send(b"".join(c.headers_frame(s, hdrs) for s in sids))
+        if refused_first:
+            c.wait_for(lambda f: f.type == HEADERS, 10)
         time.sleep(wait)
         c.send(b"".join(frame(WINDOW_UPDATE, 0, s, struct.pack(">I", 0)) for s in sids))
         c.wait_for(lambda f: f.type == GOAWAY, 0.1)
@@ -70,13 +75,13 @@ def live_resets(frames):
                struct.unpack(">I", f.payload[:4])[0] == PROTOCOL_ERROR)
 
 
-def attack(g, path, seconds=ATTACK_S):
+def attack(g, path, seconds=ATTACK_S, refused_first=False):
     """Reconnects every 90 provoked resets for `seconds`: the finding's attack. Returns (rounds, frames of all,
     resets of open streams)."""
     frames, rounds, live = [], 0, 0
     t_end = time.monotonic() + seconds
     while time.monotonic() < t_end:
-        got = reset_round(g, g.ca, path)
+        got = reset_round(g, g.ca, path, refused_first=refused_first)
         frames += got
         live += live_resets(got)
         rounds += 1
@@ -101,7 +106,7 @@ def test_made_you_reset_across_reconnections_keeps_slots_until_the_app_is_done(g
     app.get_json("/_reset")
     with WellBehavedClient(g, g.sbx_host, certs["ca"]) as good:
         ok_before = good.ok
-        rounds, frames, _ = attack(g, "/slow-head/%d" % SLOW_MS)
+        rounds, frames, _ = attack(g, "/slow-head/%d" % SLOW_MS, refused_first=True)
         served = good.ok - ok_before
     good.assert_served(during_attack=served)
     peak = app.stats()["peak_in_flight"]
