@@ -27,7 +27,6 @@
 struct st_gw_proxy_t {
     h2o_context_t *ctx;
     gw_proxy_conf_t conf;
-    int pipe_sender; /* PROTOTYPE: LIZARD_SPLICE_CLIENT=pipe_sender (splice.h), read once at start; measurement only */
     gw_upstream_pool_t *pool;
     gw_opt_timeout_t connect_timeout;
     gw_opt_timeout_t first_byte_timeout;
@@ -265,10 +264,6 @@ void gw_exchange_release_upstream(gw_exchange_t *ex, int complete);
 void gw_exchange_send(gw_exchange_t *ex);
 
 /* splice.c */
-/* The exchange is disposed: a pipe h2o may still read (pipe_sender) is closed. */
-void gw_splice_dispose(gw_exchange_t *ex);
-/* PROTOTYPE (pipe_sender): h2o wrote what it was handed of the pipe. */
-void gw_splice_proceed(gw_exchange_t *ex);
 /* After h2o_start_response: whether the body may be spliced (an HTTP/1.1
  * client on a plain listener, Content-Length, no ostream filter, at least
  * a few hundred KiB, upstream.splice on). */

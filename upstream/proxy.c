@@ -467,7 +467,6 @@ static void on_exchange_dispose(void *_ex)
         gw_exchange_release_slots(ex);
         gw_exchange_detach_upstream(ex);
     }
-    gw_splice_dispose(ex);
     h2o_buffer_dispose(&ex->rest);
     h2o_doublebuffer_dispose(&ex->sending);
     if (ex->up_req.chunk != NULL)
@@ -506,7 +505,6 @@ gw_proxy_t *gw_proxy_new(h2o_context_t *ctx, const gw_proxy_conf_t *conf)
     memset(p, 0, sizeof(*p));
     p->ctx = ctx;
     p->conf = *conf;
-    p->pipe_sender = getenv("LIZARD_SPLICE_CLIENT") != NULL && strcmp(getenv("LIZARD_SPLICE_CLIENT"), "pipe_sender") == 0;
     gw_upstream_pool_conf_t pool_conf = {
         .idle_timeout_ms = conf->pool_idle_timeout_ms,
         .surplus_timeout_ms = conf->pool_idle_timeout_ms < POOL_SURPLUS_IDLE_MS ? conf->pool_idle_timeout_ms : POOL_SURPLUS_IDLE_MS,

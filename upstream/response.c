@@ -196,10 +196,6 @@ void gw_exchange_on_proceed(h2o_generator_t *generator, h2o_req_t *req)
     ex->res.unbilled = 0;
     if (gw_doublebuffer_inflight(&ex->sending) != 0)
         h2o_doublebuffer_consume(&ex->sending);
-    if (ex->splice.active && ex->splice.h2o_writes) {
-        gw_splice_proceed(ex);
-        return;
-    }
     if (gw_splice_try(ex))
         return;
     if (ex->sock != NULL)
@@ -224,8 +220,7 @@ void gw_exchange_reset(gw_exchange_t *ex, gw_cut_reason_t reason)
 {
     h2o_req_t *req = ex->req;
     /* a spliced body, or one waiting for the app, has no send in flight whose failure would end it */
-    int no_send = (ex->splice.active && !ex->splice.h2o_writes) || !ex->res.sending,
-        end_body = req->version < 0x200 && gw_request_body_streams(req);
+    int no_send = ex->splice.active || !ex->res.sending, end_body = req->version < 0x200 && gw_request_body_streams(req);
 
     gw_exchange_stop_waiting(ex);
     gw_exchange_detach_upstream(ex);

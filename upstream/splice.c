@@ -44,8 +44,6 @@ int gw_splice_eligible(gw_exchange_t *ex)
     h2o_req_t *req = ex->req;
     h2o_socket_t *client;
 
-    /* PROTOTYPE: HTTP/2 through the pipe (h2o reads it into its frames) hit an
-     * assertion after the first 128 KiB in one run of three: left out */
     if (!ex->proxy->conf.splice || req->version != 0x101 || ex->res.body.framing != GW_HTTP1_LENGTH ||
         ex->res.body.bytes_left < SPLICE_MIN_BYTES)
         return 0;
@@ -55,11 +53,9 @@ int gw_splice_eligible(gw_exchange_t *ex)
     /* an ostream filter would see none of the spliced bytes */
     if (req->_ostr_top == NULL || req->_ostr_top->next != NULL)
         return 0;
-    /* PROTOTYPE: h2o writes the pipe to a TLS client too (it reads the pipe into a buffer to encrypt it) */
-    if ((client = gw_exchange_client_socket(ex)) == NULL || (client->ssl != NULL && !ex->proxy->pipe_sender))
+    if ((client = gw_exchange_client_socket(ex)) == NULL || client->ssl != NULL)
         return 0;
     ex->splice.client = client;
-    ex->splice.h2o_writes = ex->proxy->pipe_sender;
     return 1;
 }
 
@@ -77,13 +73,10 @@ void gw_splice_stop(gw_exchange_t *ex)
         return;
     s->active = 0;
     s->watching = 0;
-    /* h2o may still read what it was handed of the pipe: closed at dispose */
-    if (!s->h2o_writes) {
-        h2o_socket_close(s->watch);
-        s->watch = NULL;
-        close(s->pipe_fds[0]);
-        close(s->pipe_fds[1]);
-    }
+    h2o_socket_close(s->watch);
+    s->watch = NULL;
+    close(s->pipe_fds[0]);
+    close(s->pipe_fds[1]);
     s->in_pipe = 0;
     if (ex->sock != NULL) {
         h2o_socket_read_stop(ex->sock);
@@ -231,95 +224,6 @@ static int from_upstream(gw_exchange_t *ex)
     return 1;
 }
 
-/* --- PROTOTYPE: the pipe -> client half written by h2o ------------------
- * (LIZARD_SPLICE_CLIENT=pipe_sender, for the measurement of issue 41 only):
- * the pipe is h2o master's pipe_sender, handed to h2o as a pull sendvec of
- * at most H2O_PULL_SENDVEC_MAX_SIZE; h2o splices it to a plain socket
- * (send_), or reads it into a buffer (read_: TLS without kTLS, HTTP/2
- * frames). Billed as the buffered path bills (proceed: written). */
-
-/* Hands the next piece of the pipe to h2o. With the upstream over and the
- * pipe's rest in it, it is the final send: the caller's last use of ex. */
-static void send_pipe(gw_exchange_t *ex)
-{
-    gw_splice_t *s = &ex->splice;
-    gw_proxy_t *p = ex->proxy;
-    size_t len = s->in_pipe < H2O_PULL_SENDVEC_MAX_SIZE ? s->in_pipe : H2O_PULL_SENDVEC_MAX_SIZE;
-
-    s->handed = len;
-    if (ex->sock == NULL && len == s->in_pipe) {
-        h2o_send_state_t state = ex->res.body_error ? H2O_SEND_STATE_ERROR : H2O_SEND_STATE_FINAL;
-        GW_PROXY_COUNT(p, spliced_bytes, (uint64_t)len);
-        gw_splice_stop(ex);
-        gw_exchange_stop_waiting(ex);
-        gw_exchange_account(ex);
-        ex->state = GW_EX_OVER;
-        gw_proxy_add_egress(p, gw_exchange_client_socket(ex), ex->sandbox_id, ex->no_activity, len, 0);
-        h2o_pipe_sender_send(ex->req, &s->sender, len, state);
-        return;
-    }
-    ex->res.sending = 1;
-    ex->res.unbilled = len;
-    if (p->client_stall_timeout.enabled)
-        gw_timer_link(p->ctx->loop, p->client_stall_timeout.timeout, &ex->stall_timer);
-    h2o_linklist_insert(&p->waiting, &ex->waiting);
-    h2o_pipe_sender_send(ex->req, &s->sender, len, H2O_SEND_STATE_IN_PROGRESS);
-}
-
-static void pump_h2o(gw_exchange_t *ex)
-{
-    gw_splice_t *s = &ex->splice;
-    size_t moved = 0, before;
-
-    while (ex->sock != NULL && moved < SPLICE_BATCH_BYTES) {
-        before = s->in_pipe;
-        if (!from_upstream(ex))
-            break;
-        moved += s->in_pipe - before;
-    }
-    if (ex->res.sending) {
-        /* h2o writes; the pipe fills meanwhile while it has room */
-        gw_exchange_clear_timer(ex);
-        if (ex->sock != NULL) {
-            if (s->in_pipe < s->pipe_size)
-                h2o_socket_read_start(ex->sock, on_upstream_ready);
-            else
-                h2o_socket_read_stop(ex->sock);
-        }
-        gw_exchange_account(ex);
-        return;
-    }
-    if (s->in_pipe != 0) {
-        send_pipe(ex);
-        return;
-    }
-    if (ex->sock == NULL) {
-        end(ex);
-        return;
-    }
-    wait_upstream(ex);
-}
-
-void gw_splice_proceed(gw_exchange_t *ex)
-{
-    gw_splice_t *s = &ex->splice;
-
-    GW_PROXY_COUNT(ex->proxy, spliced_bytes, (uint64_t)s->handed);
-    s->in_pipe -= s->handed;
-    s->handed = 0;
-    pump_h2o(ex);
-}
-
-void gw_splice_dispose(gw_exchange_t *ex)
-{
-    gw_splice_t *s = &ex->splice;
-
-    if (s->h2o_writes && s->pipe_fds[0] != -1 && s->sender_open) {
-        h2o_pipe_sender_dispose(&s->sender, ex->proxy->ctx);
-        s->sender_open = 0;
-    }
-}
-
 /* Moves what can move now, then waits for what stops it, or ends the
  * response (then it was the last use of ex). */
 static void pump(gw_exchange_t *ex)
@@ -328,10 +232,6 @@ static void pump(gw_exchange_t *ex)
     size_t moved = 0;
     ssize_t n;
 
-    if (s->h2o_writes) {
-        pump_h2o(ex);
-        return;
-    }
     for (;;) {
         if (s->in_pipe != 0) {
             if ((n = to_client(ex)) < 0) {
@@ -371,18 +271,6 @@ static int open_pipe(gw_exchange_t *ex)
     gw_splice_t *s = &ex->splice;
     int fd, size;
 
-    if (s->h2o_writes) {
-        h2o_pipe_sender_init(&s->sender);
-        if (!h2o_pipe_sender_start(ex->proxy->ctx, &s->sender))
-            return -1;
-        s->sender_open = 1;
-        s->pipe_fds[0] = s->sender.fds[0];
-        s->pipe_fds[1] = s->sender.fds[1];
-        (void)fcntl(s->pipe_fds[1], F_SETPIPE_SZ, SPLICE_PIPE_BYTES);
-        size = fcntl(s->pipe_fds[1], F_GETPIPE_SZ);
-        s->pipe_size = size > 0 ? (size_t)size : 4096;
-        return 0;
-    }
     if (pipe2(s->pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0)
         return -1;
     if ((fd = fcntl(h2o_socket_get_fd(s->client), F_DUPFD_CLOEXEC, 0)) == -1) {
@@ -405,7 +293,7 @@ int gw_splice_try(gw_exchange_t *ex)
     if (!s->wanted || ex->sock == NULL || ex->sock->input->size != 0 || ex->sending.buf->size != 0 || ex->rest->size != 0)
         return 0;
     s->wanted = 0;
-    if (ex->res.body_error || (!s->h2o_writes && h2o_socket_is_writing(s->client)) || open_pipe(ex) != 0)
+    if (ex->res.body_error || h2o_socket_is_writing(s->client) || open_pipe(ex) != 0)
         return 0;
     s->active = 1;
     s->in_pipe = 0;

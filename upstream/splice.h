@@ -10,7 +10,6 @@
 
 #include <stddef.h>
 #include <h2o.h>
-#include <h2o/pipe_sender.h>
 
 typedef struct st_gw_splice_t {
     int pipe_fds[2];       /* [0] read end, [1] write end; -1: no pipe */
@@ -21,13 +20,6 @@ typedef struct st_gw_splice_t {
     unsigned wanted : 1;   /* the body is to be spliced once what is buffered of it is sent */
     unsigned active : 1;   /* the body moves through the pipe now */
     unsigned watching : 1; /* a write notification is armed on watch (one-shot, cannot be cancelled) */
-    /* PROTOTYPE (LIZARD_SPLICE_CLIENT=pipe_sender, measurement only): the pipe
-     * -> client half is h2o's (master's pipe_sender: a pull sendvec), not a
-     * splice(2) to a duplicate of the client descriptor */
-    unsigned h2o_writes : 1;
-    unsigned sender_open : 1; /* sender holds a pipe (closed or kept spare at dispose) */
-    size_t handed;            /* bytes of the pipe handed to h2o, not yet reported written (proceed) */
-    h2o_pipe_sender_t sender; /* h2o_writes: the pipe (sender.fds == pipe_fds) */
 } gw_splice_t;
 
 #endif
