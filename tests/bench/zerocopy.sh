@@ -31,60 +31,25 @@
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 BIN [ROUNDS [SIZE]]" >&2; exit 2; }
 BIN=$(realpath "$1") ROUNDS=${2:-5} SIZE=${3:-1G}
-WORK=$(mktemp -d /tmp/zerocopy.XXXXXX)
-PIDS=()
-cleanup() {
-    local p
-    for p in ${PIDS[@]+"${PIDS[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
-    sleep 0.5
-    for p in ${PIDS[@]+"${PIDS[@]}"}; do kill -KILL "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=tests/bench/standalone.sh
+source "$(dirname "$0")/standalone.sh" zerocopy
 DOMAIN=zerocopy.test
-read -r P_ORIGIN P_REDIS P_NGX P_NGX_TLS <<<"$(/usr/bin/python3 -c '
-import socket
-s = [socket.socket() for _ in range(4)]
-for x in s:
-    x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])')"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$WORK/key.pem" \
-    -out "$WORK/cert.pem" -days 2 -subj "/CN=*.$DOMAIN" -addext "subjectAltName=DNS:*.$DOMAIN" >/dev/null 2>&1
-mkdir -p "$WORK/www" "$WORK/origin" "$WORK/ngx/proxy_temp"
+read -r P_ORIGIN P_REDIS P_NGX P_NGX_TLS <<<"$(free_ports 4)"
+test_certificate "$DOMAIN"
+mkdir -p "$WORK/www"
 truncate -s "$SIZE" "$WORK/www/huge"
 BYTES=$(stat -c %s "$WORK/www/huge")
-TEMPS="client_body_temp_path T/t1; proxy_temp_path T/proxy_temp; fastcgi_temp_path T/t3; uwsgi_temp_path T/t4; scgi_temp_path T/t5;"
-cat >"$WORK/origin/nginx.conf" <<EOF
-user root root;
-worker_processes 1;
-daemon off;
-pid $WORK/origin/nginx.pid;
-error_log $WORK/origin/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
+nginx_config "$WORK/origin" <<EOF
     keepalive_requests 1000000;
-    ${TEMPS//T/$WORK/origin}
     server {
         listen 127.0.0.1:$P_ORIGIN;
         location / { root $WORK/www; sendfile on; }
     }
-}
 EOF
+start_nginx "$WORK/origin"
 # the peer: one worker, as each gateway; /huge buffered as shipped (a 1 GiB
 # body fills proxy_max_temp_file_size's 1 GiB temp file), /huge-nobuf streamed
-cat >"$WORK/ngx/nginx.conf" <<EOF
-user root root;
-worker_processes 1;
-daemon off;
-pid $WORK/ngx/nginx.pid;
-error_log $WORK/ngx/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    ${TEMPS//T/$WORK/ngx}
+nginx_config "$WORK/ngx" <<EOF
     upstream origin { server 127.0.0.1:$P_ORIGIN; keepalive 16; }
     server {
         listen 127.0.0.1:$P_NGX;
@@ -97,12 +62,9 @@ http {
         location = /huge { proxy_pass http://origin; }
         location = /huge-nobuf { proxy_pass http://origin/huge; proxy_buffering off; }
     }
-}
 EOF
-nginx -p "$WORK/origin" -e "$WORK/origin/error.log" -c "$WORK/origin/nginx.conf" &
-PIDS+=($!)
-nginx -p "$WORK/ngx" -e "$WORK/ngx/error.log" -c "$WORK/ngx/nginx.conf" &
-PIDS+=($!)
+start_nginx "$WORK/ngx"
+NGX_PID=${PIDS[-1]}
 redis-server --port "$P_REDIS" --bind 127.0.0.1 --save "" --appendonly no --protected-mode no --dir "$WORK" \
     --logfile "$WORK/redis.log" &
 PIDS+=($!)
@@ -112,12 +74,7 @@ GWS="splice buffered"
 PIPE_T=
 [ "${PIPE:-0}" = 1 ] && PIPE_T=pipe
 for g in $GWS; do
-    read -r "PLAIN[$g]" "TLS[$g]" "ADMIN[$g]" <<<"$(/usr/bin/python3 -c '
-import socket
-s = [socket.socket() for _ in range(3)]
-for x in s:
-    x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])')"
+    read -r "PLAIN[$g]" "TLS[$g]" "ADMIN[$g]" <<<"$(free_ports 3)"
     splice=true
     [ "$g" = buffered ] && splice=false
     cat >"$WORK/$g.json" <<EOF
@@ -151,18 +108,11 @@ for g in $GWS; do
         sleep 0.1
     done
 done
-NGX_PID=$(cat "$WORK/ngx/nginx.pid" 2>/dev/null || true)
-for _ in $(seq 50); do
-    [ -n "$NGX_PID" ] && break
-    sleep 0.1
-    NGX_PID=$(cat "$WORK/ngx/nginx.pid" 2>/dev/null || true)
-done
 # nginx's worker is the child of its master: both counted
 ngx_pids() { echo "$NGX_PID $(pgrep -P "$NGX_PID" | tr '\n' ' ')"; }
 HOST=$P_ORIGIN-zc1.$DOMAIN
 HZ=$(getconf CLK_TCK)
 ticks() { local p s=0; for p in "$@"; do s=$((s + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$s"; }
-median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { print NR ? ((NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) : "-" }'; }
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
 declare -A R
 add() { R[$1]="${R[$1]:-} $2"; }
