@@ -23,50 +23,22 @@
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 BIN [ROUNDS [DURATION [SIZE]]]" >&2; exit 2; }
 BIN=$(realpath "$1") ROUNDS=${2:-3} DURATION=${3:-5} SIZE=${4:-1G}
-WORK=$(mktemp -d /tmp/tls-engines.XXXXXX)
-PIDS=()
-cleanup() {
-    local p
-    for p in ${PIDS[@]+"${PIDS[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
-    sleep 0.5
-    for p in ${PIDS[@]+"${PIDS[@]}"}; do kill -KILL "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=tests/bench/standalone.sh
+source "$(dirname "$0")/standalone.sh" tls-engines
 DOMAIN=engines.test
-read -r P_ORIGIN P_REDIS PO PO_ADM PP PP_ADM < <(/usr/bin/python3 -c '
-import socket
-s = [socket.socket() for _ in range(6)]
-for x in s:
-    x.bind(("127.0.0.1", 0))
-print(*[x.getsockname()[1] for x in s])')
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$WORK/key.pem" \
-    -out "$WORK/cert.pem" -days 2 -subj "/CN=*.$DOMAIN" -addext "subjectAltName=DNS:*.$DOMAIN" >/dev/null 2>&1
-mkdir -p "$WORK/www" "$WORK/origin"
+read -r P_ORIGIN P_REDIS PO PO_ADM PP PP_ADM < <(free_ports 6)
+test_certificate "$DOMAIN"
+mkdir -p "$WORK/www"
 truncate -s "$SIZE" "$WORK/www/huge"
-cat >"$WORK/origin/nginx.conf" <<EOF
-user root root;
-worker_processes 1;
-daemon off;
-pid $WORK/origin/nginx.pid;
-error_log $WORK/origin/error.log warn;
-events { worker_connections 1024; }
-http {
-    access_log off;
+nginx_config "$WORK/origin" <<EOF
     keepalive_requests 1000000;
-    client_body_temp_path $WORK/origin/t1; proxy_temp_path $WORK/origin/t2; fastcgi_temp_path $WORK/origin/t3;
-    uwsgi_temp_path $WORK/origin/t4; scgi_temp_path $WORK/origin/t5;
     server {
         listen 127.0.0.1:$P_ORIGIN;
         location = /huge { root $WORK/www; sendfile on; }
         location / { return 200 "$(head -c 1024 /dev/zero | tr '\0' x)"; }
     }
-}
 EOF
-nginx -p "$WORK/origin" -e "$WORK/origin/error.log" -c "$WORK/origin/nginx.conf" &
-PIDS+=($!)
+start_nginx "$WORK/origin"
 redis-server --port "$P_REDIS" --bind 127.0.0.1 --save "" --appendonly no --protected-mode no --dir "$WORK" \
     --logfile "$WORK/redis.log" &
 PIDS+=($!)
@@ -104,7 +76,6 @@ done
 HZ=$(getconf CLK_TCK)
 BYTES=$(stat -c %s "$WORK/www/huge")
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-median() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 # which engine answers: picotls sends one session ticket after a handshake, OpenSSL two
 for port in "$PO" "$PP"; do
     echo "port $port: $(sleep 0.5 | openssl s_client -connect "127.0.0.1:$port" -tls1_3 -msg 2>&1 | grep -c 'NewSessionTicket') session tickets"
