@@ -20,7 +20,7 @@
 #include "common/ws_frame.h"
 #include "upstream/exchange.h"
 #include "upstream/rfb_walk.h"
-#include "upstream/stream_sock.h"
+#include "upstream/tunnel_end.h"
 #include "upstream/tcp_tunnel.h"
 #include "upstream/tunnel_hold.h"
 #include "upstream/ws_track.h"
@@ -31,10 +31,9 @@ typedef struct st_tcp_tunnel_t {
     gw_tunnel_hold_t hold; /* taken over from the exchange */
     size_t head_bytes;
     h2o_socket_t *sandbox;
-    h2o_socket_t *client;     /* once the 101 is written */
-    h2o_socket_t *writing;    /* the client's socket while h2o writes the 101, else NULL */
-    int revoked;              /* while the 101 was being written */
-    gw_stream_sock_t *bridge; /* an HTTP/2 client's stream behind `client` (stream_sock.h); NULL: HTTP/1.1 */
+    gw_tunnel_end_t *client; /* once the 101 is written: a socket end, or an HTTP/2 stream end (tunnel_end.h) */
+    h2o_socket_t *writing;   /* the client's socket while h2o writes the 101, else NULL */
+    int revoked;             /* while the 101 was being written */
     /* client -> sandbox */
     uint64_t payload_left;
     uint8_t mask[4];
@@ -61,7 +60,7 @@ typedef struct st_tcp_tunnel_t {
 } tcp_tunnel_t;
 
 static void flush_to_client(tcp_tunnel_t *t);
-static void on_client_read(h2o_socket_t *sock, const char *err);
+static void on_client_read(gw_tunnel_end_t *end, const char *err);
 static void on_sandbox_read(h2o_socket_t *sock, const char *err);
 
 /* --- the handshake -------------------------------------------------------- */
@@ -124,9 +123,8 @@ static void tunnel_free(tcp_tunnel_t *t)
     if (t->sandbox != NULL)
         h2o_socket_close(t->sandbox);
     if (t->client != NULL)
-        h2o_socket_close(t->client);
+        gw_tunnel_end_close(t->client);
     gw_tunnel_hold_release(&t->hold);
-    gw_stream_sock_release(t->bridge);
     GW_PROXY_COUNT(t->proxy, tcp_tunnels_open, -1);
     if (t->rfb != 0)
         GW_PROXY_COUNT(t->proxy, desktop_viewers[t->rfb == GW_RFB_VIEW_ONLY], -1);
@@ -205,16 +203,16 @@ static void on_ping(gw_timer_t *e)
     reset_ping(t);
 }
 
-static void on_client_written(h2o_socket_t *sock, const char *err)
+static void on_client_written(gw_tunnel_end_t *end, const char *err)
 {
-    tcp_tunnel_t *t = sock->data;
+    tcp_tunnel_t *t = end->data;
 
     t->client_busy = 0;
     if (err != NULL) {
         tunnel_free(t);
         return;
     }
-    gw_tunnel_hold_bill_client(t->proxy, &t->hold, t->client, t->bridge, t->hold.no_activity, t->down_frame);
+    gw_tunnel_hold_bill_client(t->proxy, &t->hold, t->client, t->hold.no_activity, t->down_frame);
     if (t->down_writing != 0 && t->sandbox != NULL) {
         h2o_buffer_consume(&t->sandbox->input, t->down_writing);
         if (t->close_len != 0) {
@@ -228,9 +226,9 @@ static void on_client_written(h2o_socket_t *sock, const char *err)
     t->down_writing = 0;
     if (t->close_sent) {
         /* the Close is out: the client answers with its own (or not) */
-        shutdown(h2o_socket_get_fd(t->client), SHUT_WR);
+        gw_tunnel_end_shutdown(t->client);
         gw_timer_link(t->proxy->ctx->loop, t->proxy->tunnel_close_wait.timeout, &t->close_entry);
-        h2o_socket_read_start(t->client, on_client_read);
+        gw_tunnel_end_read_start(t->client, on_client_read);
         return;
     }
     flush_to_client(t);
@@ -253,7 +251,7 @@ static void write_control(tcp_tunnel_t *t)
     t->client_busy = 1;
     t->down_writing = 0;
     t->down_frame = n;
-    h2o_socket_write(t->client, &buf, 1, on_client_written);
+    gw_tunnel_end_write(t->client, &buf, 1, on_client_written);
 }
 
 /* Starts the next write to the client, if any and none is in flight:
@@ -289,7 +287,7 @@ static void flush_to_client(tcp_tunnel_t *t)
         if (!t->awaiting_pong)
             reset_idle(t);
         reset_ping(t);
-        h2o_socket_write(t->client, bufs, 2, on_client_written);
+        gw_tunnel_end_write(t->client, bufs, 2, on_client_written);
         return;
     }
     if (t->sandbox_eof != 0)
@@ -323,10 +321,10 @@ static void on_sandbox_written(h2o_socket_t *sock, const char *err)
     gw_proxy_add_bytes(t->proxy, t->hold.sandbox_id, t->hold.no_activity, 0, t->up_consumed);
     /* the client's frames keep the tunnel from being silent: no Ping is due */
     reset_ping(t);
-    h2o_buffer_consume(&t->client->input, t->up_consumed);
+    h2o_buffer_consume(t->client->input, t->up_consumed);
     t->up_consumed = 0;
-    h2o_socket_read_start(t->client, on_client_read);
-    if (t->client->input->size != 0)
+    gw_tunnel_end_read_start(t->client, on_client_read);
+    if ((*t->client->input)->size != 0)
         on_client_read(t->client, NULL);
 }
 
@@ -393,8 +391,8 @@ static size_t walk_rfb(tcp_tunnel_t *t, uint8_t *buf, size_t len)
  * the end of the input stays), or -1 when the tunnel is closing. */
 static ssize_t walk_client_input(tcp_tunnel_t *t, size_t *out)
 {
-    uint8_t *buf = (uint8_t *)t->client->input->bytes;
-    size_t size = t->client->input->size, pos = 0;
+    uint8_t *buf = (uint8_t *)(*t->client->input)->bytes;
+    size_t size = (*t->client->input)->size, pos = 0;
     gw_ws_header_t h;
     const char *why;
     uint16_t code;
@@ -445,9 +443,10 @@ static ssize_t walk_client_input(tcp_tunnel_t *t, size_t *out)
     return (ssize_t)pos;
 }
 
-static void on_client_read(h2o_socket_t *sock, const char *err)
+static void on_client_read(gw_tunnel_end_t *end, const char *err)
 {
-    tcp_tunnel_t *t = sock->data;
+    tcp_tunnel_t *t = end->data;
+    h2o_buffer_t **input = end->input;
     ssize_t walked;
     size_t out;
 
@@ -458,21 +457,21 @@ static void on_client_read(h2o_socket_t *sock, const char *err)
     }
     if (t->close_sent || t->close_len != 0) {
         /* its answer to the gateway's Close, or what it sent before seeing it: EOF ends the tunnel */
-        h2o_buffer_consume(&sock->input, sock->input->size);
+        h2o_buffer_consume(input, (*input)->size);
         return;
     }
     reset_idle(t);
-    if (t->up_consumed != 0 || sock->input->size == 0)
+    if (t->up_consumed != 0 || (*input)->size == 0)
         return;
     if ((walked = walk_client_input(t, &out)) < 0)
         return;
     if (out == 0 || t->sandbox == NULL) {
         gw_proxy_add_bytes(t->proxy, t->hold.sandbox_id, t->hold.no_activity, 0, (uint64_t)walked);
-        h2o_buffer_consume(&sock->input, (size_t)walked);
+        h2o_buffer_consume(input, (size_t)walked);
         return;
     }
-    h2o_iovec_t buf = h2o_iovec_init(sock->input->bytes, out);
-    h2o_socket_read_stop(sock);
+    h2o_iovec_t buf = h2o_iovec_init((*input)->bytes, out);
+    gw_tunnel_end_read_stop(end);
     t->up_consumed = (size_t)walked;
     h2o_socket_write(t->sandbox, &buf, 1, on_sandbox_written);
 }
@@ -493,36 +492,35 @@ static void on_tcp_revoke(gw_revocable_t *item, gw_error_code_t code)
     begin_close(t, GW_WS_CLOSE_REVOKED, "access revoked");
 }
 
-static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize)
+static void on_upgrade_complete(void *data, gw_tunnel_end_t *client, size_t reqsize)
 {
     tcp_tunnel_t *t = data;
 
     t->writing = NULL;
     if (client == NULL || t->revoked) {
         if (client != NULL)
-            h2o_socket_close(client);
+            gw_tunnel_end_close(client);
         tunnel_free(t);
         return;
     }
-    h2o_buffer_consume(&client->input, reqsize);
+    h2o_buffer_consume(client->input, reqsize);
     t->client = client;
     client->data = t;
-    gw_tunnel_hold_bill_client(t->proxy, &t->hold, client, t->bridge, t->hold.no_activity, t->head_bytes);
-    setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &t->proxy->rcvbuf, sizeof(t->proxy->rcvbuf));
-    gw_tunnel_hold_bound_socket(t->proxy, client);
+    gw_tunnel_hold_bill_client(t->proxy, &t->hold, client, t->hold.no_activity, t->head_bytes);
+    gw_tunnel_hold_bound_client(t->proxy, client);
     gw_tunnel_hold_bound_socket(t->proxy, t->sandbox);
     if (t->proxy->conf.websocket_bounds.frames_per_second != 0 || t->proxy->conf.websocket_bounds.max_message_bytes != 0)
         gw_ws_budget_init(&t->budget, &t->proxy->conf.websocket_bounds, h2o_now(t->proxy->ctx->loop));
     reset_idle(t);
     reset_ping(t);
     h2o_socket_read_start(t->sandbox, on_sandbox_read);
-    h2o_socket_read_start(client, on_client_read);
+    gw_tunnel_end_read_start(client, on_client_read);
     if (t->sandbox->input->size != 0)
         flush_to_client(t);
     /* a VNC server speaks first, at once: one that says nothing within the connect timeout is something else */
     if (t->rfb != 0 && t->walk.server_seen == 0 && t->close_len == 0 && !t->close_sent && t->proxy->connect_timeout.enabled)
         gw_timer_link(t->proxy->ctx->loop, t->proxy->connect_timeout.timeout, &t->greet_entry);
-    if (client->input->size != 0)
+    if ((*client->input)->size != 0)
         on_client_read(client, NULL);
 }
 
@@ -572,7 +570,7 @@ void gw_exchange_tcp_open(gw_exchange_t *ex)
     t->head_bytes = gw_exchange_response_head_size(req) + sizeof("connection: upgrade\r\n") - 1;
     t->writing = gw_conn_socket(req->conn);
     req->timestamps.response_start_at = gw_context_timeval(req->conn->ctx);
-    gw_client_upgrade(req, p->rcvbuf, on_upgrade_complete, t, &t->bridge);
+    gw_client_upgrade(req, on_upgrade_complete, t);
 }
 
 void gw_proxy_close_tcp_tunnels(gw_proxy_t *p)

@@ -8,13 +8,14 @@
  * side: it holds at most the pipe, in the kernel. With bounds
  * (gw_tunnel_set_bounds) the client's frames are walked and charged to a
  * budget (ws_budget.h), and one past it ends the tunnel with Close frames.
+ * Both sides are tunnel ends (tunnel_end.h): sockets, or the client's
+ * HTTP/2 stream; only two socket ends splice.
  */
 #define _GNU_SOURCE /* splice, pipe2, F_SETPIPE_SZ, arc4random_buf */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include "upstream/tunnel.h"
 #include "common/engine.h"
@@ -32,8 +33,8 @@ enum { SIDE_CLIENT = 0, SIDE_UPSTREAM = 1 };
 #define SPLICE_BATCH_BYTES (1024 * 1024)
 
 typedef struct st_tunnel_side_t {
-    h2o_socket_t *sock;
-    /* bytes of sock->input being written to the other side; 0 when none */
+    gw_tunnel_end_t *end;
+    /* bytes of end->input being written to the other side; 0 when none */
     size_t writing;
     /* the peer closed; close the tunnel once `writing` (or the pipe) is done */
     int eof;
@@ -78,13 +79,13 @@ typedef struct st_tunnel_refusal_t {
     int done[2];                                                    /* that side is closed (read to its end, or failed) */
 } tunnel_refusal_t;
 
-static void on_read(h2o_socket_t *sock, const char *err);
+static void on_read(gw_tunnel_end_t *end, const char *err);
 static void start_reading(gw_tunnel_t *tunnel, int from);
 static void refusal_step(gw_tunnel_t *tunnel);
 
-static int side_of(gw_tunnel_t *tunnel, h2o_socket_t *sock)
+static int side_of(gw_tunnel_t *tunnel, gw_tunnel_end_t *end)
 {
-    return tunnel->side[SIDE_CLIENT].sock == sock ? SIDE_CLIENT : SIDE_UPSTREAM;
+    return tunnel->side[SIDE_CLIENT].end == end ? SIDE_CLIENT : SIDE_UPSTREAM;
 }
 
 /* Starts `entry` on `timeout` again (NULL: that timer is off). */
@@ -119,10 +120,10 @@ static void reset_ping(gw_tunnel_t *tunnel)
     relink(tunnel, tunnel->ping_timeout, &tunnel->ping_entry);
 }
 
-static void on_ping_written(h2o_socket_t *sock, const char *err)
+static void on_ping_written(gw_tunnel_end_t *end, const char *err)
 {
-    gw_tunnel_t *tunnel = sock->data;
-    h2o_socket_t *up = tunnel->side[SIDE_UPSTREAM].sock;
+    gw_tunnel_t *tunnel = end->data;
+    gw_tunnel_end_t *up = tunnel->side[SIDE_UPSTREAM].end;
 
     tunnel->ping_writing = 0;
     if (err != NULL) {
@@ -133,10 +134,10 @@ static void on_ping_written(h2o_socket_t *sock, const char *err)
         refusal_step(tunnel);
         return;
     }
-    if (up->input->size != 0)
+    if ((*up->input)->size != 0)
         relay(tunnel, SIDE_UPSTREAM);
     else if (!tunnel->side[SIDE_UPSTREAM].eof)
-        h2o_socket_read_start(up, on_read);
+        gw_tunnel_end_read_start(up, on_read);
 }
 
 /* Between two frames with nothing in flight to the client: a Ping now;
@@ -149,14 +150,14 @@ static void on_ping_due(gw_timer_t *entry)
     if (tunnel->refused)
         return;
     reset_ping(tunnel);
-    if (tunnel->side[SIDE_UPSTREAM].writing != 0 || !tunnel->at_boundary || tunnel->side[SIDE_CLIENT].sock == NULL)
+    if (tunnel->side[SIDE_UPSTREAM].writing != 0 || !tunnel->at_boundary || tunnel->side[SIDE_CLIENT].end == NULL)
         return;
     buf = h2o_iovec_init(tunnel->ping, gw_ws_ping_encode(tunnel->ping, ++tunnel->pings));
     tunnel->ping_writing = 1;
     tunnel->awaiting_pong = 1;
     if (tunnel->callbacks->on_keepalive != NULL)
         tunnel->callbacks->on_keepalive(tunnel->data, 0);
-    h2o_socket_write(tunnel->side[SIDE_CLIENT].sock, &buf, 1, on_ping_written);
+    gw_tunnel_end_write(tunnel->side[SIDE_CLIENT].end, &buf, 1, on_ping_written);
 }
 
 static void on_stall_timeout(gw_timer_t *entry)
@@ -164,7 +165,7 @@ static void on_stall_timeout(gw_timer_t *entry)
     gw_tunnel_close(H2O_STRUCT_FROM_MEMBER(gw_tunnel_t, stall_entry, entry));
 }
 
-static void on_write_complete(h2o_socket_t *dst, const char *err)
+static void on_write_complete(gw_tunnel_end_t *dst, const char *err)
 {
     gw_tunnel_t *tunnel = dst->data;
     int to = side_of(tunnel, dst);
@@ -180,7 +181,7 @@ static void on_write_complete(h2o_socket_t *dst, const char *err)
     if (tunnel->callbacks->on_bytes != NULL)
         tunnel->callbacks->on_bytes(tunnel->data, to == SIDE_CLIENT ? src->writing : 0, to == SIDE_UPSTREAM ? src->writing : 0,
                                     tunnel->ping_timeout != NULL && !gw_ws_track_take_activity(&tunnel->track[1 - to]));
-    h2o_buffer_consume(&src->sock->input, src->writing);
+    h2o_buffer_consume(src->end->input, src->writing);
     if (tunnel->tracked[1 - to])
         gw_ws_track_consumed(&tunnel->track[1 - to], src->writing);
     src->writing = 0;
@@ -195,7 +196,7 @@ static void on_write_complete(h2o_socket_t *dst, const char *err)
     reset_timeout(tunnel);
     start_reading(tunnel, 1 - to);
     /* tracking may have held back a Pong or a header that is in the input already */
-    if (tunnel->tracked[1 - to] && src->sock->input->size != 0)
+    if (tunnel->tracked[1 - to] && (*src->end->input)->size != 0)
         relay(tunnel, 1 - to);
 }
 
@@ -207,7 +208,7 @@ static void begin_refusal(gw_tunnel_t *tunnel, uint16_t code);
  * client's bytes before the refused frame go (tunnel->refused is set). */
 static size_t track(gw_tunnel_t *tunnel, int from)
 {
-    h2o_socket_t *sock = tunnel->side[from].sock;
+    gw_tunnel_end_t *end = tunnel->side[from].end;
     gw_ws_track_t *t = &tunnel->track[from];
     gw_ws_track_result_t r;
     uint64_t now = h2o_now(tunnel->loop);
@@ -216,12 +217,12 @@ static size_t track(gw_tunnel_t *tunnel, int from)
     if (from == SIDE_UPSTREAM) {
         if (tunnel->ping_writing)
             return 0;
-        tunnel->at_boundary = gw_ws_track_to_client(&tunnel->track[from], (uint8_t *)sock->input->bytes, sock->input->size);
+        tunnel->at_boundary = gw_ws_track_to_client(&tunnel->track[from], (uint8_t *)(*end->input)->bytes, (*end->input)->size);
         reset_ping(tunnel);
-        return sock->input->size;
+        return (*end->input)->size;
     }
-    while ((r = gw_ws_track_from_client(t, (uint8_t *)sock->input->bytes, sock->input->size, now, &n)) == GW_WS_TRACK_DROP) {
-        h2o_buffer_consume(&sock->input, n);
+    while ((r = gw_ws_track_from_client(t, (uint8_t *)(*end->input)->bytes, (*end->input)->size, now, &n)) == GW_WS_TRACK_DROP) {
+        h2o_buffer_consume(end->input, n);
         gw_ws_track_consumed(t, n);
         tunnel->awaiting_pong = 0;
         reset_timeout(tunnel);
@@ -238,25 +239,25 @@ static size_t track(gw_tunnel_t *tunnel, int from)
 static void relay(gw_tunnel_t *tunnel, int from)
 {
     tunnel_side_t *src = &tunnel->side[from], *dst = &tunnel->side[1 - from];
-    h2o_iovec_t buf = h2o_iovec_init(src->sock->input->bytes, src->sock->input->size);
+    h2o_iovec_t buf = h2o_iovec_init((*src->end->input)->bytes, (*src->end->input)->size);
 
     if (tunnel->tracked[from] && (buf.len = track(tunnel, from)) == 0) {
         /* a Ping in flight (its completion relays), a Pong or a header to complete, or a refusal */
         if (tunnel->refused)
             refusal_step(tunnel);
         else if (from == SIDE_UPSTREAM)
-            h2o_socket_read_stop(src->sock);
+            gw_tunnel_end_read_stop(src->end);
         else
-            h2o_socket_read_start(src->sock, on_read);
+            gw_tunnel_end_read_start(src->end, on_read);
         return;
     }
-    buf.base = src->sock->input->bytes; /* track() may have consumed a Pong */
-    h2o_socket_read_stop(src->sock);
+    buf.base = (*src->end->input)->bytes; /* track() may have consumed a Pong */
+    gw_tunnel_end_read_stop(src->end);
     src->writing = buf.len;
     reset_timeout(tunnel);
     if (from == SIDE_UPSTREAM && tunnel->stall_timeout != NULL)
         gw_timer_link(tunnel->loop, tunnel->stall_timeout, &tunnel->stall_entry);
-    h2o_socket_write(dst->sock, &buf, 1, on_write_complete);
+    gw_tunnel_end_write(dst->end, &buf, 1, on_write_complete);
 }
 
 /* --- refusal (gw_tunnel_set_bounds) -------------------------------------- */
@@ -278,22 +279,22 @@ static void begin_refusal(gw_tunnel_t *tunnel, uint16_t code)
     gw_timer_link(tunnel->loop, tunnel->close_wait, &tunnel->timeout_entry);
     if (gw_timer_is_linked(&tunnel->ping_entry))
         gw_timer_unlink(&tunnel->ping_entry);
-    h2o_socket_read_stop(tunnel->side[SIDE_CLIENT].sock);
-    h2o_socket_read_stop(tunnel->side[SIDE_UPSTREAM].sock);
+    gw_tunnel_end_read_stop(tunnel->side[SIDE_CLIENT].end);
+    gw_tunnel_end_read_stop(tunnel->side[SIDE_UPSTREAM].end);
     if (tunnel->callbacks->on_refused != NULL)
         tunnel->callbacks->on_refused(tunnel->data, code);
 }
 
-static void on_drain(h2o_socket_t *sock, const char *err)
+static void on_drain(gw_tunnel_end_t *end, const char *err)
 {
-    gw_tunnel_t *tunnel = sock->data;
+    gw_tunnel_t *tunnel = end->data;
     tunnel_refusal_t *r = tunnel->refusal;
-    int side = side_of(tunnel, sock);
+    int side = side_of(tunnel, end);
 
-    h2o_buffer_consume(&sock->input, sock->input->size);
+    h2o_buffer_consume(end->input, (*end->input)->size);
     if (err == NULL)
         return;
-    h2o_socket_read_stop(sock);
+    gw_tunnel_end_read_stop(end);
     r->done[side] = 1;
     if (r->done[1 - side])
         gw_tunnel_close(tunnel);
@@ -303,19 +304,20 @@ static void on_drain(h2o_socket_t *sock, const char *err)
  * and what it still sends is read and dropped until it closes. */
 static void drain(gw_tunnel_t *tunnel, int side)
 {
-    h2o_socket_t *sock = tunnel->side[side].sock;
+    gw_tunnel_end_t *end = tunnel->side[side].end;
 
-    shutdown(h2o_socket_get_fd(sock), SHUT_WR);
-    h2o_socket_dont_read(sock, 0); /* a spliced side was polled, not read */
-    h2o_buffer_consume(&sock->input, sock->input->size);
-    h2o_socket_read_start(sock, on_drain);
+    gw_tunnel_end_shutdown(end);
+    if (end->sock != NULL)
+        h2o_socket_dont_read(end->sock, 0); /* a spliced side was polled, not read */
+    h2o_buffer_consume(end->input, (*end->input)->size);
+    gw_tunnel_end_read_start(end, on_drain);
 }
 
-static void on_refusal_written(h2o_socket_t *sock, const char *err)
+static void on_refusal_written(gw_tunnel_end_t *end, const char *err)
 {
-    gw_tunnel_t *tunnel = sock->data;
+    gw_tunnel_t *tunnel = end->data;
     tunnel_refusal_t *r = tunnel->refusal;
-    int side = side_of(tunnel, sock);
+    int side = side_of(tunnel, end);
 
     --r->writing;
     if (err == NULL) {
@@ -341,7 +343,7 @@ static void write_close(gw_tunnel_t *tunnel, int side, const uint8_t *mask)
     memcpy(r->frame[side] + h, payload, n);
     buf = h2o_iovec_init(r->frame[side], h + n);
     ++r->writing;
-    h2o_socket_write(tunnel->side[side].sock, &buf, 1, on_refusal_written);
+    gw_tunnel_end_write(tunnel->side[side].end, &buf, 1, on_refusal_written);
 }
 
 /* Once no write is in flight either way: the sandbox gets a Close as from
@@ -367,18 +369,19 @@ static void refusal_step(gw_tunnel_t *tunnel)
 
 static void splice_pump(gw_tunnel_t *tunnel, int from);
 
-static void on_splice_readable(h2o_socket_t *sock, const char *err)
+static void on_splice_readable(gw_tunnel_end_t *end, const char *err)
 {
-    gw_tunnel_t *tunnel = sock->data;
+    gw_tunnel_t *tunnel = end->data;
 
     (void)err; /* splice(2) reports it */
-    splice_pump(tunnel, side_of(tunnel, sock));
+    splice_pump(tunnel, side_of(tunnel, end));
 }
 
 static void on_splice_writable(h2o_socket_t *sock, const char *err)
 {
-    gw_tunnel_t *tunnel = sock->data;
-    int from = 1 - side_of(tunnel, sock);
+    gw_tunnel_end_t *end = sock->data;
+    gw_tunnel_t *tunnel = end->data;
+    int from = 1 - side_of(tunnel, end);
 
     (void)err; /* splice(2) reports it */
     tunnel->side[from].notified = 0;
@@ -403,10 +406,10 @@ static void wait_writable(gw_tunnel_t *tunnel, int from)
 {
     tunnel_side_t *src = &tunnel->side[from];
 
-    h2o_socket_read_stop(src->sock);
+    gw_tunnel_end_read_stop(src->end);
     if (!src->notified) {
         src->notified = 1;
-        h2o_socket_notify_write(tunnel->side[1 - from].sock, on_splice_writable);
+        h2o_socket_notify_write(tunnel->side[1 - from].end->sock, on_splice_writable);
     }
     if (from == SIDE_UPSTREAM && tunnel->stall_timeout != NULL && !gw_timer_is_linked(&tunnel->stall_entry))
         gw_timer_link(tunnel->loop, tunnel->stall_timeout, &tunnel->stall_entry);
@@ -417,7 +420,7 @@ static void wait_writable(gw_tunnel_t *tunnel, int from)
  * acknowledged bytes against). */
 static void spliced(gw_tunnel_t *tunnel, int from, size_t n)
 {
-    h2o_socket_t *dst = tunnel->side[1 - from].sock;
+    h2o_socket_t *dst = tunnel->side[1 - from].end->sock;
 
     dst->bytes_written += n;
     if (from == SIDE_UPSTREAM && gw_timer_is_linked(&tunnel->stall_entry))
@@ -435,7 +438,7 @@ static void spliced(gw_tunnel_t *tunnel, int from, size_t n)
 static void splice_pump(gw_tunnel_t *tunnel, int from)
 {
     tunnel_side_t *src = &tunnel->side[from];
-    int dst_fd = h2o_socket_get_fd(tunnel->side[1 - from].sock);
+    int dst_fd = h2o_socket_get_fd(tunnel->side[1 - from].end->sock);
     size_t moved = 0;
     ssize_t n;
 
@@ -463,16 +466,16 @@ static void splice_pump(gw_tunnel_t *tunnel, int from)
             return;
         }
         if (moved >= SPLICE_BATCH_BYTES) {
-            h2o_socket_read_start(src->sock, on_splice_readable);
+            gw_tunnel_end_read_start(src->end, on_splice_readable);
             return;
         }
-        if ((n = splice_fds(h2o_socket_get_fd(src->sock), src->pipe_fds[1], src->pipe_size)) < 0 && errno == EAGAIN) {
-            h2o_socket_read_start(src->sock, on_splice_readable);
+        if ((n = splice_fds(h2o_socket_get_fd(src->end->sock), src->pipe_fds[1], src->pipe_size)) < 0 && errno == EAGAIN) {
+            gw_tunnel_end_read_start(src->end, on_splice_readable);
             return;
         }
         if (n <= 0) {
             src->eof = 1;
-            h2o_socket_read_stop(src->sock);
+            gw_tunnel_end_read_stop(src->end);
             continue;
         }
         src->in_pipe += (size_t)n;
@@ -501,34 +504,35 @@ static void start_reading(gw_tunnel_t *tunnel, int from)
 {
     tunnel_side_t *src = &tunnel->side[from];
 
-    if (tunnel->splice && !tunnel->tracked[from] && !src->spliced && src->sock->input->size == 0 && open_pipe(src) == 0) {
+    if (tunnel->splice && !tunnel->tracked[from] && !src->spliced && (*src->end->input)->size == 0 && open_pipe(src) == 0) {
         src->spliced = 1;
-        h2o_socket_dont_read(src->sock, 1);
+        h2o_socket_dont_read(src->end->sock, 1);
     }
-    h2o_socket_read_start(src->sock, src->spliced ? on_splice_readable : on_read);
+    gw_tunnel_end_read_start(src->end, src->spliced ? on_splice_readable : on_read);
 }
 
-static void on_read(h2o_socket_t *sock, const char *err)
+static void on_read(gw_tunnel_end_t *end, const char *err)
 {
-    gw_tunnel_t *tunnel = sock->data;
-    int from = side_of(tunnel, sock);
+    gw_tunnel_t *tunnel = end->data;
+    int from = side_of(tunnel, end);
 
     if (err != NULL) {
         /* deliver what this side said before closing (e.g. a close frame) */
         tunnel->side[from].eof = 1;
-        h2o_socket_read_stop(sock);
+        gw_tunnel_end_read_stop(end);
         if (tunnel->side[from].writing == 0)
             gw_tunnel_close(tunnel);
         return;
     }
-    if (sock->input->size != 0)
+    if ((*end->input)->size != 0)
         relay(tunnel, from);
 }
 
-gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, gw_timeout_t *idle_timeout,
+gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream_sock, gw_timeout_t *idle_timeout,
                            const gw_tunnel_callbacks_t *callbacks, void *data)
 {
     gw_tunnel_t *tunnel = h2o_mem_alloc(sizeof(*tunnel));
+    gw_tunnel_end_t *upstream = gw_tunnel_end_socket(upstream_sock);
     int i;
 
     memset(tunnel, 0, sizeof(*tunnel));
@@ -538,11 +542,11 @@ gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, gw_timeout_
     tunnel->stall_entry.cb = on_stall_timeout;
     tunnel->callbacks = callbacks;
     tunnel->data = data;
-    tunnel->side[SIDE_UPSTREAM].sock = upstream;
+    tunnel->side[SIDE_UPSTREAM].end = upstream;
     for (i = 0; i != 2; ++i)
         tunnel->side[i].pipe_fds[0] = tunnel->side[i].pipe_fds[1] = -1;
     upstream->data = tunnel;
-    h2o_socket_read_stop(upstream);
+    gw_tunnel_end_read_stop(upstream);
     return tunnel;
 }
 
@@ -585,22 +589,22 @@ void gw_tunnel_set_splice(gw_tunnel_t *tunnel)
     tunnel->splice = tunnel->ping_timeout == NULL;
 }
 
-void gw_tunnel_start(gw_tunnel_t *tunnel, h2o_socket_t *client)
+void gw_tunnel_start(gw_tunnel_t *tunnel, gw_tunnel_end_t *client)
 {
     int i;
 
-    tunnel->side[SIDE_CLIENT].sock = client;
+    tunnel->side[SIDE_CLIENT].end = client;
     client->data = tunnel;
     /* a TLS side's bytes are not the socket's */
-    if (client->ssl != NULL || tunnel->side[SIDE_UPSTREAM].sock->ssl != NULL)
+    if (client->sock == NULL || client->sock->ssl != NULL || tunnel->side[SIDE_UPSTREAM].end->sock->ssl != NULL)
         tunnel->splice = 0;
     start_tracking(tunnel);
     reset_timeout(tunnel);
     reset_ping(tunnel);
     /* the client's early bytes may already be past its bounds: then the refusal has both sides */
     for (i = 0; i != 2 && !tunnel->refused; ++i) {
-        h2o_socket_t *sock = tunnel->side[i].sock;
-        if (sock->input->size != 0) {
+        gw_tunnel_end_t *end = tunnel->side[i].end;
+        if ((*end->input)->size != 0) {
             relay(tunnel, i);
         } else {
             start_reading(tunnel, i);
@@ -619,8 +623,8 @@ void gw_tunnel_close(gw_tunnel_t *tunnel)
     if (gw_timer_is_linked(&tunnel->ping_entry))
         gw_timer_unlink(&tunnel->ping_entry);
     for (i = 0; i != 2; ++i) {
-        if (tunnel->side[i].sock != NULL)
-            h2o_socket_close(tunnel->side[i].sock);
+        if (tunnel->side[i].end != NULL)
+            gw_tunnel_end_close(tunnel->side[i].end);
         if (tunnel->side[i].pipe_fds[0] != -1) {
             close(tunnel->side[i].pipe_fds[0]);
             close(tunnel->side[i].pipe_fds[1]);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <h2o.h>
 #include "common/engine.h"
+#include "upstream/tunnel_end.h"
 #include "upstream/ws_budget.h"
 
 typedef struct st_gw_tunnel_t gw_tunnel_t;
@@ -30,7 +31,7 @@ typedef struct st_gw_tunnel_callbacks_t {
 } gw_tunnel_callbacks_t;
 
 /* Creates a tunnel that owns `upstream` (whose input may already hold bytes
- * for the client) and waits for gw_tunnel_start. idle_timeout (NULL: none)
+ * for the client; its data is the tunnel's from now on) and waits for gw_tunnel_start. idle_timeout (NULL: none)
  * closes the tunnel when no byte has moved for that long; it must outlive
  * the tunnel. `callbacks` must outlive the tunnel too. */
 gw_tunnel_t *gw_tunnel_new(h2o_loop_t *loop, h2o_socket_t *upstream, gw_timeout_t *idle_timeout,
@@ -50,7 +51,7 @@ void gw_tunnel_set_pings(gw_tunnel_t *tunnel, gw_timeout_t *interval);
 
 /* Zero-copy: once what a side sent before the tunnel started is written,
  * its bytes move socket -> pipe -> socket with splice(2), never copied to
- * the gateway, when neither socket is TLS and no Pings are set (they need
+ * the gateway, when both ends are sockets, neither TLS, and no Pings are set (they need
  * the frames tracked). Billing, the idle and stall timeouts and the close
  * at one side's end hold as on the copying path. Call after
  * gw_tunnel_set_pings, before gw_tunnel_start. */
@@ -68,9 +69,10 @@ void gw_tunnel_set_splice(gw_tunnel_t *tunnel);
  * gw_tunnel_start. */
 void gw_tunnel_set_bounds(gw_tunnel_t *tunnel, const gw_ws_budget_conf_t *conf, gw_timeout_t *close_wait);
 
-/* Starts relaying; takes ownership of `client`, whose input may already
- * hold bytes for the upstream. */
-void gw_tunnel_start(gw_tunnel_t *tunnel, h2o_socket_t *client);
+/* Starts relaying; takes ownership of `client` (a socket end, or an HTTP/2
+ * stream end: tunnel_end.h), whose input may already hold bytes for the
+ * upstream; its `data` is the tunnel's from now on. */
+void gw_tunnel_start(gw_tunnel_t *tunnel, gw_tunnel_end_t *client);
 
 /* Closes both sockets, calls on_close, frees. */
 void gw_tunnel_close(gw_tunnel_t *tunnel);

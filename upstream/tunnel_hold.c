@@ -8,7 +8,7 @@
 #include "common/ws_frame.h"
 #include "upstream/exchange.h"
 #include "upstream/tunnel_hold.h"
-#include "upstream/stream_sock.h"
+#include "upstream/tunnel_end.h"
 
 void gw_tunnel_hold_take(gw_tunnel_hold_t *h, gw_exchange_t *ex, gw_revoke_cb on_revoke)
 {
@@ -81,15 +81,23 @@ void gw_tunnel_hold_bound_socket(gw_proxy_t *p, h2o_socket_t *sock)
         setsockopt(h2o_socket_get_fd(sock), SOL_SOCKET, SO_SNDBUF, &n, sizeof(n));
 }
 
-void gw_tunnel_hold_bill_client(gw_proxy_t *p, const gw_tunnel_hold_t *h, h2o_socket_t *client, gw_stream_sock_t *bridge,
-                                int no_activity, uint64_t bytes)
+void gw_tunnel_hold_bill_client(gw_proxy_t *p, const gw_tunnel_hold_t *h, gw_tunnel_end_t *client, int no_activity, uint64_t bytes)
 {
     h2o_socket_t *sock;
 
-    if (bridge == NULL)
-        gw_proxy_add_egress(p, client, h->sandbox_id, no_activity, bytes, 1);
-    else if (bytes != 0 && (sock = gw_stream_sock_billing_socket(bridge)) != NULL)
-        gw_proxy_add_egress(p, sock, h->sandbox_id, no_activity, bytes, 0);
+    if (client->sock != NULL)
+        gw_proxy_add_egress(p, client->sock, h->sandbox_id, no_activity, bytes, 1);
+    else if (bytes != 0 && (sock = gw_tunnel_end_billing_socket(client)) != NULL)
+        gw_proxy_add_egress(p, sock, h->sandbox_id, no_activity, bytes, 1); /* written: h2o's proceed follows its write */
+}
+
+void gw_tunnel_hold_bound_client(gw_proxy_t *p, gw_tunnel_end_t *client)
+{
+    if (client->sock == NULL)
+        return; /* a stream's window bounds it (tunnel_end.h) */
+    /* bounds what one read of the client pulls in, as for upstreams */
+    setsockopt(h2o_socket_get_fd(client->sock), SOL_SOCKET, SO_RCVBUF, &p->rcvbuf, sizeof(p->rcvbuf));
+    gw_tunnel_hold_bound_socket(p, client->sock);
 }
 
 void gw_tunnel_hold_count_refusal(gw_proxy_t *p, uint16_t code)

@@ -16,7 +16,7 @@
 
 struct st_gw_exchange_t;
 struct st_gw_proxy_t;
-struct st_gw_stream_sock_t;
+struct st_gw_tunnel_end_t;
 
 typedef struct st_gw_tunnel_hold_t {
     char *sandbox_id; /* malloc'd: the tunnel outlives the request's pool */
@@ -44,13 +44,17 @@ void gw_tunnel_hold_release(gw_tunnel_hold_t *h);
  * kernel) in this socket. */
 void gw_tunnel_hold_bound_socket(struct st_gw_proxy_t *p, h2o_socket_t *sock);
 
-/* Bills `bytes` written to the tunnel's client socket `client`: as its TCP
- * acknowledges them. With an HTTP/2 client's stream behind it (`bridge`,
- * stream_sock.h; NULL: HTTP/1.1) the HTTP/2 connection's acknowledgements
- * from when they were handed over (they reach h2o a moment later), and
- * nothing once the stream is gone: they never reach the client. */
-void gw_tunnel_hold_bill_client(struct st_gw_proxy_t *p, const gw_tunnel_hold_t *h, h2o_socket_t *client,
-                                struct st_gw_stream_sock_t *bridge, int no_activity, uint64_t bytes);
+/* Bills `bytes` written to the tunnel's client end `client`: as its TCP
+ * acknowledges them. An HTTP/2 client's stream end (tunnel_end.h): as the
+ * HTTP/2 connection's TCP acknowledges them (they were written when the
+ * stream's write completes: h2o's proceed follows its write), and nothing once the stream is gone: they never reach the client. */
+void gw_tunnel_hold_bill_client(struct st_gw_proxy_t *p, const gw_tunnel_hold_t *h, struct st_gw_tunnel_end_t *client,
+                                int no_activity, uint64_t bytes);
+
+/* A socket end of a tunnel's client: its receive buffer bounded as an
+ * upstream's (what one read pulls in), its send buffer as
+ * gw_tunnel_hold_bound_socket's. A stream end: nothing (its window bounds it). */
+void gw_tunnel_hold_bound_client(struct st_gw_proxy_t *p, struct st_gw_tunnel_end_t *client);
 
 /* Counts a tunnel closed by its client's bounds with `code` (1008 or 1009). */
 void gw_tunnel_hold_count_refusal(struct st_gw_proxy_t *p, uint16_t code);

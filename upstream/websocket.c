@@ -12,7 +12,6 @@
 #include <h2o/http1.h>
 #include "common/engine.h"
 #include "upstream/exchange.h"
-#include "upstream/stream_sock.h"
 #include "upstream/tunnel.h"
 #include "upstream/tunnel_hold.h"
 
@@ -22,12 +21,11 @@ typedef struct st_websocket_t {
     gw_proxy_t *proxy;
     gw_tunnel_hold_t hold; /* taken over from the exchange */
     gw_tunnel_t *tunnel;
-    size_t head_bytes;        /* of the 101, billed once it is written */
-    h2o_socket_t *client;     /* once the 101 is written: the bytes to it are billed as it receives them */
-    h2o_socket_t *writing;    /* the client's socket while h2o writes the 101 (h2o's until then), else NULL */
-    int revoked;              /* revoked while the 101 was being written: the tunnel never starts */
-    int spliced;              /* counted in lizard_spliced_tunnels_total */
-    gw_stream_sock_t *bridge; /* an HTTP/2 client's stream behind `client` (stream_sock.h); NULL: HTTP/1.1 */
+    size_t head_bytes;       /* of the 101, billed once it is written */
+    gw_tunnel_end_t *client; /* once the 101 is written: the bytes to it are billed as it receives them */
+    h2o_socket_t *writing;   /* the client's socket while h2o writes the 101 (h2o's until then), else NULL */
+    int revoked;             /* revoked while the 101 was being written: the tunnel never starts */
+    int spliced;             /* counted in lizard_spliced_tunnels_total */
 } websocket_t;
 
 static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstream, int keepalive)
@@ -36,14 +34,13 @@ static void on_websocket_bytes(void *data, uint64_t to_client, uint64_t to_upstr
     int no_activity = ws->hold.no_activity || keepalive;
 
     gw_proxy_add_bytes(ws->proxy, ws->hold.sandbox_id, no_activity, 0, to_upstream);
-    gw_tunnel_hold_bill_client(ws->proxy, &ws->hold, ws->client, ws->bridge, no_activity, to_client);
+    gw_tunnel_hold_bill_client(ws->proxy, &ws->hold, ws->client, no_activity, to_client);
 }
 
 static void on_websocket_close(void *data)
 {
     websocket_t *ws = data;
     gw_tunnel_hold_release(&ws->hold);
-    gw_stream_sock_release(ws->bridge);
     GW_PROXY_COUNT(ws->proxy, websockets_open, -1);
     h2o_linklist_unlink(&ws->link);
     free(ws);
@@ -96,7 +93,7 @@ static void on_websocket_revoke(gw_revocable_t *item, gw_error_code_t code)
     shutdown(h2o_socket_get_fd(ws->writing), SHUT_RDWR);
 }
 
-static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize)
+static void on_upgrade_complete(void *data, gw_tunnel_end_t *client, size_t reqsize)
 {
     websocket_t *ws = data;
 
@@ -104,17 +101,15 @@ static void on_upgrade_complete(void *data, h2o_socket_t *client, size_t reqsize
     /* the request is gone by now; the tunnel owns both sockets */
     if (client == NULL || ws->revoked) {
         if (client != NULL)
-            h2o_socket_close(client);
+            gw_tunnel_end_close(client);
         gw_tunnel_close(ws->tunnel);
         return;
     }
-    h2o_buffer_consume(&client->input, reqsize);
+    h2o_buffer_consume(client->input, reqsize);
     /* h2o calls back once the 101 is written to the client */
     ws->client = client;
-    gw_tunnel_hold_bill_client(ws->proxy, &ws->hold, client, ws->bridge, ws->hold.no_activity, ws->head_bytes);
-    /* bounds what one read of the client pulls in, as for upstreams */
-    setsockopt(h2o_socket_get_fd(client), SOL_SOCKET, SO_RCVBUF, &ws->proxy->rcvbuf, sizeof(ws->proxy->rcvbuf));
-    gw_tunnel_hold_bound_socket(ws->proxy, client);
+    gw_tunnel_hold_bill_client(ws->proxy, &ws->hold, client, ws->hold.no_activity, ws->head_bytes);
+    gw_tunnel_hold_bound_client(ws->proxy, client);
     gw_tunnel_start(ws->tunnel, client);
 }
 
@@ -153,7 +148,7 @@ void gw_exchange_upgrade(gw_exchange_t *ex)
      * of an upgrade is the time to this 101 (the line is written as the
      * tunnel opens, when the request is disposed) */
     ex->req->timestamps.response_start_at = gw_context_timeval(ex->req->conn->ctx);
-    gw_client_upgrade(ex->req, p->rcvbuf, on_upgrade_complete, ws, &ws->bridge);
+    gw_client_upgrade(ex->req, on_upgrade_complete, ws);
 }
 
 void gw_proxy_close_websockets(gw_proxy_t *p)

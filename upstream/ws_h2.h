@@ -3,7 +3,7 @@
  * websocket is made the HTTP/1.1 upgrade it stands for, which the pipeline
  * and the exchange handle as any (the sandbox gets an HTTP/1.1 upgrade); the
  * app's 101 is checked against the gateway's key, then the stream becomes
- * the tunnel's client (stream_sock.h).
+ * the tunnel's client (a stream end, tunnel_end.h).
  */
 #ifndef GW_UPSTREAM_WS_H2_H
 #define GW_UPSTREAM_WS_H2_H
@@ -20,7 +20,7 @@ int gw_ws_h2_is_extended_connect(h2o_req_t *req);
 int gw_ws_h2_is_websocket(h2o_req_t *req);
 
 /* The request's body as the upgrade's GET carries it: none for an extended
- * CONNECT, whose DATA is the tunnel's (stream_sock.h); req->entity otherwise. */
+ * CONNECT, whose DATA is the tunnel's (tunnel_end.h); req->entity otherwise. */
 h2o_iovec_t gw_ws_h2_request_body(h2o_req_t *req);
 
 /* Makes the extended CONNECT req the upgrade's GET: method GET,

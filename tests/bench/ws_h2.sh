@@ -44,8 +44,8 @@ bench_wsh2() {
     local t port addr pid
     WSH2_N=${BENCH_WSH2_TUNNELS:-2000}
     [ "$QUICK" = 1 ] && WSH2_N=${BENCH_WSH2_TUNNELS:-500}
-    # three descriptors per tunnel over HTTP/2 in lizard (the stream's socketpair and the upstream socket)
-    [ "$NOFILE" != unlimited ] && [ $((3 * WSH2_N + 500)) -gt "$NOFILE" ] && WSH2_N=$(((NOFILE - 500) / 3))
+    # two descriptors per tunnel over HTTP/1.1 (the client's and the upstream socket), one over HTTP/2
+    [ "$NOFILE" != unlimited ] && [ $((2 * WSH2_N + 500)) -gt "$NOFILE" ] && WSH2_N=$(((NOFILE - 500) / 2))
     [ "$WSH2_N" -gt "$WS_TUNNELS" ] && WSH2_N=$WS_TUNNELS
     # a warm-up of 20 tunnels: the heap a larger one leaves behind would take the first tunnels measured
     WS_N=$WSH2_N WS_WARM=20

@@ -485,3 +485,163 @@ def test_a_101_without_the_gateways_accept_is_502(gateway, register_sandbox, raw
         assert c.st(sid)["status"] == 200, c.st(sid)
     finally:
         c.close()
+
+
+def gateway_fds(gw):
+    """The gateway's open descriptors (/proc/<pid>/fd: what `ls` or lsof shows an operator)."""
+    return len(os.listdir("/proc/%d/fd" % gw.proc.pid))
+
+
+def h1_websocket(gw, host, path, token):
+    """An HTTP/1.1 WebSocket over TLS (ALPN http/1.1): the socket past the 101."""
+    ctx = ssl.create_default_context(cafile=CA[0])
+    ctx.set_alpn_protocols(["http/1.1"])
+    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", gw.tls_port), timeout=10), server_hostname=host)
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n%s: %s\r\n\r\n"
+               % (path, host, bh.TOKEN_HEADER, token)).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = s.recv(1)
+        assert chunk, head
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return s
+
+
+def test_idle_websocket_costs_one_descriptor_over_h2(gw_factory, register_sandbox, ws_upstream):
+    """What an operator counts in /proc/<pid>/fd: an idle WebSocket over
+    HTTP/2 holds one descriptor of the gateway's (the sandbox's connection;
+    the client's stream is the HTTP/2 connection's, with no socketpair
+    behind it), over HTTP/1.1 two (the client's connection too). Each
+    tunnel echoes first, so each is through to the app."""
+    n = 8
+    gw = gw_factory({"upstream": {"websocket_ping_interval_ms": 0}})
+    sandbox_id = gwtest.new_sandbox_id("wsh2fd")
+    token = register_sandbox(sandbox_id, ports={ws_upstream.port: "private"})
+    host = gw.host(ws_upstream.port, sandbox_id)
+    tok = [(bh.TOKEN_HEADER.lower(), token)]
+    c = H2(gw, host)
+    try:
+        # a first exchange on the connection (the token checked, the route known), then the count without tunnels
+        sid = c.connect("/echo", extra=tok)
+        c.send(sid, OP_TEXT, b"warm")
+        assert c.frames(sid) == [(OP_TEXT, b"warm")]
+        c.conn.end_stream(sid)
+        c.flush()
+        c.pump(lambda: c.st(sid)["ended"] or c.st(sid)["reset"] is not None)
+        time.sleep(0.5)
+        baseline = gateway_fds(gw)
+        for i in range(n):
+            sid = c.connect("/echo", extra=tok)
+            assert c.st(sid)["status"] == 200, c.st(sid)
+            c.send(sid, OP_TEXT, b"tunnel %d" % i)
+            assert c.frames(sid) == [(OP_TEXT, b"tunnel %d" % i)]
+        gwtest.wait_for(lambda: gateway_fds(gw) - baseline == n, 10,
+                        what="%d descriptors for %d idle WebSockets over HTTP/2 (now %d)" % (n, n, gateway_fds(gw) - baseline))
+    finally:
+        c.close()
+    gwtest.wait_for(lambda: gateway_fds(gw) <= baseline - 1, 15,
+                    what="the tunnels' and the connection's descriptors closed (now %d)" % (gateway_fds(gw) - baseline))
+    baseline = gateway_fds(gw)
+    socks = []
+    try:
+        for i in range(n):
+            socks.append(h1_websocket(gw, host, "/echo", token))
+        gwtest.wait_for(lambda: gateway_fds(gw) - baseline == 2 * n, 10,
+                        what="%d descriptors for %d WebSockets over HTTP/1.1 (now %d)" % (2 * n, n, gateway_fds(gw) - baseline))
+    finally:
+        for s in socks:
+            s.close()
+
+
+MIB = 1024 * 1024
+
+
+def test_back_pressure_toward_a_client_that_does_not_read(gw_factory, register_sandbox, ws_upstream):
+    """The app floods a WebSocket whose HTTP/2 client reads nothing (its
+    stream's window stays shut): the gateway takes from the app only what
+    it can hand to the stream, so the app blocks, far short of the flood."""
+    c, token = own_gateway(gw_factory, register_sandbox, ws_upstream, {"upstream": {"websocket_ping_interval_ms": 0}})
+    cid = "h2flood-" + gwtest.new_sandbox_id()
+    try:
+        sid = c.connect("/flood?mib=200&id=" + cid, extra=[(bh.TOKEN_HEADER.lower(), token)])
+        assert c.st(sid)["status"] == 200, c.st(sid)
+        # the client reads nothing more (no WINDOW_UPDATE): what the app gets out is what the buffers on the way hold
+        gwtest.wait_for(lambda: ws_upstream.info(cid).get("sent", 0) > MIB, 10, what="the flood to start")
+        last = -1
+        while ws_upstream.info(cid).get("sent", 0) != last:
+            last = ws_upstream.info(cid).get("sent", 0)
+            time.sleep(1)
+        print("WebSocket over HTTP/2 back-pressure: the app got %.1f MiB out" % (last / MIB))
+        assert last < 64 * MIB, "the app wrote %.1f MiB to a client that read nothing: no back-pressure" % (last / MIB)
+        # and the tunnel still works once the client reads
+        got = 0
+        while got < 3 * MIB:
+            before = len(c.st(sid)["data"])
+            c.pump(lambda: len(c.st(sid)["data"]) > before)
+            got += len(c.st(sid)["data"])
+            c.st(sid)["data"] = b""
+    finally:
+        c.close()
+    ws_upstream.wait_closed(cid)
+
+
+def test_back_pressure_from_a_client_to_an_app_that_does_not_read(gw_factory, register_sandbox, raw_upstream):
+    """The client sends to an app that reads nothing past its 101: the
+    stream's window is opened again only as the app's side takes the bytes,
+    so the client is held to the window and the buffers on the way."""
+    import base64
+    import hashlib
+    import threading
+
+    stop = threading.Event()
+    taken = []
+
+    def serve(u, s, n):
+        head = u.read_request(s)
+        if head is None:
+            return
+        key = [ln.split(b":", 1)[1].strip() for ln in head.split(b"\r\n") if ln.lower().startswith(b"sec-websocket-key:")]
+        accept = base64.b64encode(hashlib.sha1(key[0] + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+        stop.wait(60)  # reads nothing until the test is done
+        s.settimeout(1)
+        try:
+            while True:
+                d = s.recv(1 << 20)
+                if not d:
+                    break
+                taken.append(len(d))
+        except OSError:
+            pass
+
+    u = raw_upstream(serve)
+    gw = gw_factory({"upstream": {"websocket_ping_interval_ms": 0}})
+    sandbox_id = gwtest.new_sandbox_id("wsh2bp")
+    register_sandbox(sandbox_id, ports={u.port: "public"})
+    c = H2(gw, gw.host(u.port, sandbox_id))
+    sent = 0
+    try:
+        sid = c.connect("/ws")
+        assert c.st(sid)["status"] == 200, c.st(sid)
+        data = b""
+        while sent < 256 * MIB:
+            if not data:
+                data = ws_frame(OP_BINARY, b"z" * 65536)
+            try:
+                c.pump(lambda: c.conn.local_flow_control_window(sid) > 0, timeout=3)
+            except TimeoutError:
+                break  # held: no WINDOW_UPDATE for 3 s
+            n = min(len(data), c.conn.local_flow_control_window(sid), c.conn.max_outbound_frame_size)
+            c.conn.send_data(sid, data[:n])
+            c.flush()
+            data = data[n:]
+            sent += n
+        print("WebSocket over HTTP/2 back-pressure: the client got %.1f MiB in" % (sent / MIB))
+        assert sent < 64 * MIB, "the client sent %.1f MiB to an app that read nothing: no back-pressure" % (sent / MIB)
+    finally:
+        stop.set()
+        c.close()

@@ -138,7 +138,7 @@ START_TEST(test_bytes_before_the_hand_over_go_first)
     t = new_tunnel(up, NULL, &c, _i);
     ck_assert_int_eq(send(up_peer, "later-from-app", 14, 0), 14);
     ck_assert_int_eq(send(cl_peer, "later-from-client", 17, 0), 17);
-    gw_tunnel_start(t, cl);
+    gw_tunnel_start(t, gw_tunnel_end_socket(cl));
     spin(20);
 
     n = recv(cl_peer, buf, sizeof(buf), 0);
@@ -173,7 +173,7 @@ START_TEST(test_a_client_that_does_not_read_stops_the_upstream)
     size_t got;
     int blocked = 0, rounds;
 
-    gw_tunnel_start(t, cl);
+    gw_tunnel_start(t, gw_tunnel_end_socket(cl));
     /* without back-pressure the gateway would read it all into memory and the app would never block */
     for (rounds = 0; rounds != 8192 && blocked < 50; ++rounds) {
         ssize_t w;
@@ -215,7 +215,7 @@ START_TEST(test_one_side_closing_closes_both_after_its_last_bytes)
     char buf[64];
     ssize_t n;
 
-    gw_tunnel_start(t, cl);
+    gw_tunnel_start(t, gw_tunnel_end_socket(cl));
     ck_assert_int_eq(send(up_peer, "goodbye", 7, 0), 7);
     shutdown(up_peer, SHUT_WR);
     spin(20);
@@ -244,7 +244,7 @@ START_TEST(test_an_idle_tunnel_closes)
 
     gw_timeout_init(loop, &idle, 100);
     t = new_tunnel(up, &idle, &c, _i);
-    gw_tunnel_start(t, cl);
+    gw_tunnel_start(t, gw_tunnel_end_socket(cl));
     ck_assert_int_eq(send(cl_peer, "x", 1, 0), 1);
     for (i = 0; i != 500 && c.to_upstream == 0; ++i)
         spin(1);
@@ -299,7 +299,7 @@ START_TEST(test_past_the_bounds_both_sides_get_a_close)
     gw_timeout_init(loop, &wait, 2000);
     t = new_tunnel(up, NULL, &c, _i);
     gw_tunnel_set_bounds(t, &conf, &wait);
-    gw_tunnel_start(t, cl);
+    gw_tunnel_start(t, gw_tunnel_end_socket(cl));
     ck_assert_int_eq(send(up_peer, hello, sizeof(hello), 0), (ssize_t)sizeof(hello));
     spin(5);
     /* 10 bytes of a message, then a fragment that takes it past 1 MiB (its first payload bytes with it) */
@@ -366,7 +366,7 @@ START_TEST(test_a_refused_tunnel_closes_after_the_close_wait)
     gw_timeout_init(loop, &wait, 100);
     t = new_tunnel(up, NULL, &c, _i);
     gw_tunnel_set_bounds(t, &conf, &wait);
-    gw_tunnel_start(t, cl);
+    gw_tunnel_start(t, gw_tunnel_end_socket(cl));
     /* 20 empty Pings: 10 pass (the allowance of 1 a second), the 11th is refused */
     for (i = 0; i != 20; ++i)
         gw_ws_header_encode(ping + 6 * i, 1, GW_WS_OP_PING, 0, key);
