@@ -101,8 +101,17 @@ static int request_header_is_forwarded(const h2o_header_t *h)
     return memchr(name->base, '_', name->len) == NULL;
 }
 
-/* The client's request trailers (h2o's req->trailers, patch 0540: HTTP/2 clients' only) that the app gets, filtered as the
- * head's fields, handed to the HTTP/2 client before the body's end (patch 0541: it copies them then). */
+/* A request trailer the app gets: as a header field is, but never authentication (RFC 9110 6.5.1: Authorization,
+ * Proxy-Authorization, Cookie): the gateway takes its own credentials out of the head only, a trailer must not carry one
+ * to the app. (h2o refuses the fields that frame or route in a trailer: patches 0310 and 0550.) */
+static int request_trailer_is_forwarded(const h2o_header_t *h)
+{
+    return h->name != &H2O_TOKEN_AUTHORIZATION->buf && h->name != &H2O_TOKEN_PROXY_AUTHORIZATION->buf &&
+           h->name != &H2O_TOKEN_COOKIE->buf && request_header_is_forwarded(h);
+}
+
+/* The client's request trailers (h2o's req->trailers: an HTTP/2 client's, patch 0540, an HTTP/1.1 client's chunked trailer
+ * section, patch 0550) that the app gets, handed to the HTTP/2 client before the body's end (patch 0541: it copies them then). */
 static void set_trailers(call_t *c, h2o_httpclient_t *client)
 {
     h2o_req_t *req = c->req;
@@ -110,7 +119,7 @@ static void set_trailers(call_t *c, h2o_httpclient_t *client)
     size_t i;
 
     for (i = 0; i != req->trailers.size; ++i)
-        if (request_header_is_forwarded(req->trailers.entries + i)) {
+        if (request_trailer_is_forwarded(req->trailers.entries + i)) {
             h2o_vector_reserve(&req->pool, &out, out.size + 1);
             out.entries[out.size++] = req->trailers.entries[i];
         }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "upstream/exchange.h"
+#include "upstream/h2c_call.h"
 #include "upstream/request_body.h"
 
 typedef struct st_drain_t {
@@ -162,6 +163,9 @@ static int on_write_req(void *ctx, int is_end_stream)
     /* the exchange is over, or its app stopped reading: the chunk stays with h2o until the exchange's end ends the body */
     if (ex->sock == NULL || ex->up_req.failed || ex->state == GW_EX_OVER || !ex->up_req.head_written)
         return 0;
+    if (is_end_stream) /* its trailers came with its end (h2o's req->trailers): ingress, though HTTP/1.1 apps never get them */
+        gw_proxy_add_bytes(ex->proxy, ex->sandbox_id, ex->no_activity, 0,
+                           gw_h2c_headers_size(ex->req->trailers.entries, ex->req->trailers.size));
     write_chunk(ex, ex->req->entity, is_end_stream, 0);
     return 0;
 }

@@ -4,12 +4,10 @@ trailers through the gateway, a python3-h2 app (prior knowledge, as the
 sandbox's app) reports what it got: the head, the body and the trailers, as
 a JSON answer. h2o's server hands the trailers to the gateway after the body
 (libh2o patch 0540), its client sends them after the body to the app (patch
-0541). HTTP/1.1 clients' chunked trailers are not forwarded (h2o's HTTP/1
-server drops them), and the app's response trailers are test_grpc.py's."""
+0541). HTTP/1.1 clients' chunked trailers are test_h1_trailers.py's (patch
+0550), and the app's response trailers are test_grpc.py's."""
 
 import json
-import socket
-import ssl
 import threading
 import time
 
@@ -190,38 +188,6 @@ def test_forbidden_trailers_are_refused_and_never_forwarded(env, bad):
     got = what_app_got(c, sid2)
     assert got["body"] == "next" and got["trailers"] == {"x-checksum": "ok"}, got
     assert c.goaway() is None
-
-
-def test_http1_chunked_trailers_are_not_forwarded(gateway, register_sandbox, certs):
-    """An HTTP/1.1 client's chunked trailers are dropped (h2o's HTTP/1 server
-    does not hand them on; docs/grpc.md): the app gets the body whole, with
-    neither trailers nor the trailer's field as a header."""
-    app = TrailersApp()
-    try:
-        sid = gwtest.new_sandbox_id("trl")
-        token = register_sandbox(sid, ports={app.port: "private"}, extra={"proto:%d" % app.port: "h2c"})
-        host = gateway.host(app.port, sid)
-        ctx = ssl.create_default_context(cafile=certs["ca"])
-        ctx.set_alpn_protocols(["http/1.1"])
-        with ctx.wrap_socket(socket.create_connection(("127.0.0.1", gateway.tls_port), timeout=10),
-                             server_hostname=host) as s:
-            s.sendall(("POST /h1 HTTP/1.1\r\nHost: %s\r\n%s: %s\r\nTransfer-Encoding: chunked\r\nTE: trailers\r\n"
-                       "Connection: close\r\n\r\n5\r\nhello\r\n0\r\nX-Checksum: c0ffee\r\n\r\n"
-                       % (host, TOKEN_HEADER, token)).encode())
-            answer = b""
-            while True:
-                data = s.recv(65536)
-                if not data:
-                    break
-                answer += data
-        head, _, body = answer.partition(b"\r\n\r\n")
-        assert head.startswith(b"HTTP/1.1 200"), answer
-        got = json.loads(body[body.index(b"{"):body.rindex(b"}") + 1])
-        assert got["body"] == "hello" and got["trailers"] is None, got
-        assert "x-checksum" not in got["headers"], got
-    finally:
-        app.stop()
-
 
 
 def test_trailers_count_as_ingress(gw_factory, mredis, certs):  # noqa: F811

@@ -1404,8 +1404,9 @@ struct st_h2o_req_t {
      */
     h2o_headers_t headers;
     /**
-     * list of request trailers (HTTP/2: the header block that ended the request after its HEADERS), complete once the body is
-     * (a streamed body: when write_req.cb is called with is_end_stream); empty when there were none (lizard patch 0540)
+     * list of request trailers (HTTP/2: the header block that ended the request after its HEADERS, lizard patch 0540; HTTP/1.1:
+     * the trailer section of a chunked body, patch 0550), complete once the body is (a streamed body: when write_req.cb is called
+     * with is_end_stream); empty when there were none
      */
     h2o_headers_t trailers;
     /**

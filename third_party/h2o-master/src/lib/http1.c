@@ -101,6 +101,10 @@ struct st_h2o_http1_content_length_entity_reader {
 struct st_h2o_http1_chunked_entity_reader {
     struct st_h2o_http1_req_entity_reader super;
     struct phr_chunked_decoder decoder;
+    /* lizard patch 0550: the trailer section, read after the last chunk into req->trailers */
+    size_t trailers_room;    /* the bytes it may take: max_request_head_size less the request head's */
+    size_t trailers_tried;   /* what phr_parse_headers saw of it last time (its last_len) */
+    unsigned in_trailers : 1; /* the last chunk is read, the trailer section is not complete yet */
 };
 
 static void finalostream_send(h2o_ostream_t *_self, h2o_req_t *req, h2o_sendvec_t *inbufs, size_t inbufcnt, h2o_send_state_t state);
@@ -235,6 +239,7 @@ static void entity_read_do_send_error(struct st_h2o_http1_conn_t *conn, int stat
          * for a request not bound yet: write_req_first's h2o_req_can_stream_request bound it to its path already */
         if (!conn->req.process_called && conn->req.hostconf != NULL)
             h2o_req_bind_conf(&conn->req, conn->req.hostconf, &conn->req.hostconf->fallback_path);
+        if (status_error_index < H2O_STATUS_ERROR_MAX) /* 431 has no counter */
         conn->super.ctx->emitted_error_status[status_error_index]++;
         h2o_send_error_generic(&conn->req, status, reason, body, H2O_SEND_ERROR_HTTP1_CLOSE_CONNECTION);
     } else {
@@ -253,6 +258,8 @@ static void entity_read_do_send_error(struct st_h2o_http1_conn_t *conn, int stat
 DECL_ENTITY_READ_SEND_ERROR_XXX(400)
 DECL_ENTITY_READ_SEND_ERROR_XXX(413)
 DECL_ENTITY_READ_SEND_ERROR_XXX(502)
+
+static const char *find_bare_lf(const char *head, size_t len);
 
 static void handle_one_body_fragment(struct st_h2o_http1_conn_t *conn, size_t fragment_size, size_t extra_bytes, int complete)
 {
@@ -287,11 +294,101 @@ static void handle_one_body_fragment(struct st_h2o_http1_conn_t *conn, size_t fr
     }
 }
 
+/* RFC 9110 6.5.1 (lizard patch 0550): a field that frames, routes or controls the connection in a trailer means the sender and
+ * the gateway disagree on the message: the request is refused, never merged into the head */
+static int is_forbidden_trailer(const h2o_token_t *token, h2o_iovec_t name)
+{
+    if (token == NULL)
+        return h2o_memis(name.base, name.len, H2O_STRLIT("trailer"));
+    return token == H2O_TOKEN_CONTENT_LENGTH || token == H2O_TOKEN_TRANSFER_ENCODING || token == H2O_TOKEN_HOST ||
+           token == H2O_TOKEN_CONNECTION || token == H2O_TOKEN_KEEP_ALIVE || token == H2O_TOKEN_PROXY_CONNECTION ||
+           token == H2O_TOKEN_UPGRADE || token == H2O_TOKEN_TE || token == H2O_TOKEN_HTTP2_SETTINGS || token == H2O_TOKEN_EXPECT;
+}
+
+/* A trailer section refused: answered with the connection closed, so that nothing after it is read as a request. When a handler
+ * has the request already (its body streams to it), the connection is closed as if the client had left, unanswered: an answer
+ * from here could cross the handler's own, which may start at any time. */
+static void refuse_trailers(struct st_h2o_http1_conn_t *conn, int status, size_t status_error_index, const char *reason,
+                            const char *body)
+{
+    if (conn->req.process_called) {
+        close_connection(conn, 1);
+        return;
+    }
+    entity_read_do_send_error(conn, status, status_error_index, reason, body);
+}
+
+/* Reads the trailer section of a chunked body (RFC 9112 7.1.2; lizard patch 0550) at src, len bytes of it in hand, into
+ * req->trailers. Returns its length (its empty line included), 0 while it is incomplete, or -1 once it is refused (the connection
+ * closes, conn may be gone): 400 for a malformed section (picohttpparser's syntax, which takes no control character but HTAB; a
+ * bare LF; a folded line; more than H2O_MAX_HEADERS fields) or a forbidden field, 431 for one that has not ended within what the
+ * head bound leaves. */
+static ssize_t read_trailers(struct st_h2o_http1_conn_t *conn, struct st_h2o_http1_chunked_entity_reader *reader, const char *src,
+                             size_t len)
+{
+    struct phr_header fields[H2O_MAX_HEADERS];
+    size_t num_fields = H2O_MAX_HEADERS, inlen = len < reader->trailers_room ? len : reader->trailers_room, i;
+    int ret;
+
+    if (inlen != 0 && src[0] == '\r') {
+        /* no field: phr_parse_headers's last_len shortcut looks for an empty line after a field, so this one is read here */
+        ret = inlen == 1 ? -2 : src[1] == '\n' ? 2 : -1;
+    } else {
+        ret = phr_parse_headers(src, inlen, fields, &num_fields, reader->trailers_tried);
+        reader->trailers_tried = inlen;
+    }
+    if (ret == -2) {
+        if (inlen < reader->trailers_room)
+            return 0;
+        refuse_trailers(conn, 431, H2O_STATUS_ERROR_MAX, "Request Header Fields Too Large", "request header fields too large");
+        return -1;
+    }
+    if (ret == -1 || find_bare_lf(src, ret) != NULL)
+        goto Broken;
+    if (src[0] == '\r')
+        return ret;
+    for (i = 0; i != num_fields; ++i) {
+        /* a folded line (obs-fold) has no name */
+        if (fields[i].name_len == 0)
+            goto Broken;
+        h2o_iovec_t name = h2o_strdup(&conn->req.pool, fields[i].name, fields[i].name_len);
+        h2o_strtolower(name.base, name.len);
+        const h2o_token_t *token = h2o_lookup_token(name.base, name.len);
+        if (is_forbidden_trailer(token, name))
+            goto Broken;
+        h2o_iovec_t value = h2o_strdup(&conn->req.pool, fields[i].value, fields[i].value_len);
+        if (token != NULL) {
+            h2o_add_header(&conn->req.pool, &conn->req.trailers, token, NULL, value.base, value.len);
+        } else {
+            h2o_add_header_by_str(&conn->req.pool, &conn->req.trailers, name.base, name.len, 0, NULL, value.base, value.len);
+        }
+    }
+    return ret;
+
+Broken:
+    refuse_trailers(conn, 400, H2O_STATUS_ERROR_400, "Invalid Request", "broken chunked-encoding trailer section");
+    return -1;
+}
+
+/* the last chunk has been read and handed on; the trailer section is at the start of the socket's input */
+static void handle_trailers_read(struct st_h2o_http1_conn_t *conn, struct st_h2o_http1_chunked_entity_reader *reader)
+{
+    ssize_t len = read_trailers(conn, reader, conn->sock->input->bytes, conn->sock->input->size);
+
+    if (len > 0)
+        handle_one_body_fragment(conn, 0, len, 1);
+}
+
 static void handle_chunked_entity_read(struct st_h2o_http1_conn_t *conn)
 {
     struct st_h2o_http1_chunked_entity_reader *reader = (void *)conn->_req_entity_reader;
     size_t bufsz;
     ssize_t ret;
+
+    if (reader->in_trailers) {
+        handle_trailers_read(conn, reader);
+        return;
+    }
 
     /* decode the incoming data */
     if ((bufsz = conn->sock->input->size) == 0)
@@ -312,10 +409,18 @@ static void handle_chunked_entity_read(struct st_h2o_http1_conn_t *conn)
             entity_read_send_error_400(conn, "Invalid Request", "broken chunked-encoding");
         }
     } else {
-        /* complete */
+        /* the last chunk is read; the trailer section follows the data, at bufsz (the decoder does not consume it) */
         assert(bufsz + ret <= conn->sock->input->size);
         conn->sock->input->size = bufsz + ret;
-        handle_one_body_fragment(conn, bufsz, 0, 1);
+        ssize_t trailers_len = read_trailers(conn, reader, conn->sock->input->bytes + bufsz, ret);
+        if (trailers_len > 0) {
+            handle_one_body_fragment(conn, bufsz, trailers_len, 1);
+        } else if (trailers_len == 0) {
+            /* the data goes on now, the body ends with its trailers */
+            reader->in_trailers = 1;
+            if (bufsz != 0)
+                handle_one_body_fragment(conn, bufsz, 0, 0);
+        }
     }
 }
 
@@ -326,7 +431,15 @@ static int create_chunked_entity_reader(struct st_h2o_http1_conn_t *conn)
 
     reader->super.handle_incoming_entity = handle_chunked_entity_read;
     memset(&reader->decoder, 0, sizeof(reader->decoder));
-    reader->decoder.consume_trailer = 1;
+    /* the trailer section is read by read_trailers (lizard patch 0550); with the request head, it is bounded by the head's bound
+     * (conn->_unconsumed_request_size is the head's length here) */
+    reader->decoder.consume_trailer = 0;
+    size_t max_head = conn->super.ctx->globalconf->max_request_head_size < H2O_MAX_REQLEN
+                          ? conn->super.ctx->globalconf->max_request_head_size
+                          : H2O_MAX_REQLEN;
+    reader->trailers_room = conn->_unconsumed_request_size < max_head ? max_head - conn->_unconsumed_request_size : 0;
+    reader->trailers_tried = 0;
+    reader->in_trailers = 0;
 
     return 0;
 }
