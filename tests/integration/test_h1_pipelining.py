@@ -223,3 +223,62 @@ def test_requests_per_connection_are_capped(gw_factory, register_sandbox, app, c
     codes, connects = lines[0::2], [int(n) for n in lines[1::2]]
     assert codes == ["200"] * 12, out.stdout + out.stderr
     assert sum(connects) == 3, connects
+
+
+def make_plain_gw(gw_factory, register_sandbox, app, cap):
+    """A gateway with limits.max_requests_per_connection `cap` and a trusted plain listener (no TLS in the way of the
+    TCP ends the test looks at), a private port with its token."""
+    g = gw_factory({"limits": {"max_requests_per_connection": cap}}, start=False)
+    g.overrides["listen"] = [{"address": "127.0.0.1:%d" % g.tls_port, "tls": True},
+                             {"address": "127.0.0.1:%d" % g.plain_port, "tls": False, "trusted": True}]
+    g.start()
+    g.sid = gwtest.new_sandbox_id("pipe")
+    g.token = register_sandbox(g.sid, ports={app.port: "private"})
+    g.sbx_host = g.host(app.port, g.sid)
+    return g
+
+
+def test_a_capped_connection_ends_with_a_fin_behind_pipelined_requests(gw_factory, register_sandbox, app):
+    """RFC 9112 9.6 (libh2o patch 0580): with limits.max_requests_per_connection 3, a client pipelines 3 requests (the
+    third at the app for a while) and 2 more behind them, unread by the gateway when it answers the third. The client
+    gets the 3 answers, the last with `Connection: close`, then the end of the stream. Before, the gateway's close with the 2 requests unread made the kernel answer with a
+    reset in place of the FIN (which can destroy answers a client has not read yet)."""
+    g = make_plain_gw(gw_factory, register_sandbox, app, 3)
+    app.get_json("/_reset")
+
+    def req(path):
+        return ("GET %s HTTP/1.1\r\nHost: %s\r\nX-Lizard-Access-Token: %s\r\n\r\n" % (path, g.sbx_host, g.token)).encode()
+
+    s = socket.create_connection(("127.0.0.1", g.plain_port), timeout=30)
+    try:
+        s.sendall(req("/bytes/10") * 2 + req("/slow-head/500"))
+        gwtest.wait_for(lambda: app.stats()["endpoints"].get("slow-head", 0) >= 1, 15, what="the third request at the app")
+        s.sendall(req("/bytes/10") * 2)  # behind the capped request: the gateway does not read them
+        r = ResponseReader(s)
+        heads = [r.next()[:2] for _ in range(3)]
+        assert [st for st, _ in heads] == [200, 200, 200], heads
+        assert "connection: close" in heads[2][1] and "connection: close" not in heads[1][1], heads
+        assert r.buf == b"" and s.recv(65536) == b"", "more than the 3 answers"  # the FIN, not a reset
+        assert app.stats()["endpoints"].get("bytes", 0) == 2, "a request behind the capped one ran at the app"
+    finally:
+        s.close()
+
+
+def test_h2load_pipelining_across_the_cap(gw_factory, register_sandbox, app):
+    """h2load --h1 -m16 over connections capped at 100 requests: every request h2load counts as done succeeded, none
+    hangs. h2load itself counts the 15 requests it had pipelined behind each `Connection: close` as failed (it does
+    not send them again: nghttp2's src/h2load.cc, Client::try_again_or_fail); nginx with keepalive_requests gets the
+    same counts (docs/performance.md)."""
+    g = make_plain_gw(gw_factory, register_sandbox, app, 100)
+    out = subprocess.run(["h2load", "--h1", "-n2000", "-c1", "-m16", "-H", "x-lizard-access-token: " + g.token,
+                          "--connect-to", "127.0.0.1:%d" % g.plain_port, "http://%s/bytes/100" % g.sbx_host],
+                         capture_output=True, text=True, timeout=120)
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, "
+                  r"(\d+) timeout", out.stdout)
+    assert m, out.stdout + out.stderr
+    total, _, done, ok, failed, _, timeout = (int(x) for x in m.groups())
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out.stdout)
+    print("h2load across the cap:", m.group(0))
+    assert total == 2000 and timeout == 0 and ok == done and int(codes.group(1)) == done, out.stdout
+    # each close drops what was pipelined behind it (15), and nothing else is lost
+    assert failed % 15 == 0 and done + failed == total and done >= 100 * (failed // 15), out.stdout

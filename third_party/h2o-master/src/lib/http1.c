@@ -84,6 +84,11 @@ struct st_h2o_http1_conn_t {
      */
     h2o_buffer_t *req_body;
     /**
+     * the server ends a connection the client asked to keep (the request cap, a shutdown): once the last answer is written, the
+     * close lingers (lizard patch 0580)
+     */
+    unsigned _server_closes : 1;
+    /**
      * the HTTP request / response (intentionally placed at the last, since it is a large structure and has it's own ctor)
      */
     h2o_req_t req;
@@ -155,13 +160,20 @@ static void close_connection(struct st_h2o_http1_conn_t *conn, int close_socket)
     h2o_destroy_connection(&conn->super);
 }
 
+/* how long a connection the server ends lingers for the client to close (nginx's lingering_timeout; lizard patch 0580) */
+#define H2O_HTTP1_LINGER_ON_CLOSE_MS 5000
+
 static int client_is_behind(struct st_h2o_http1_conn_t *conn);
 static void wait_for_client(struct st_h2o_http1_conn_t *conn);
 
 static void cleanup_connection(struct st_h2o_http1_conn_t *conn)
 {
     if (!conn->req.http1_is_persistent) {
-        /* TODO use lingering close */
+        /* The client may have pipelined requests behind the last answer: a close(2) with its bytes unread would answer them
+         * with a reset, which can destroy answers it has not read yet. The close lingers instead (lizard patch 0580). Other
+         * ends (the client asked for the close, an error) close at once, as before. */
+        if (conn->_server_closes)
+            conn->sock->linger_on_close_ms = H2O_HTTP1_LINGER_ON_CLOSE_MS;
         close_connection(conn, 1);
         return;
     }
@@ -671,12 +683,16 @@ static const char *fixup_request(struct st_h2o_http1_conn_t *conn, struct phr_he
                 conn->req.http1_is_persistent = 1;
             }
             /* disable keep-alive if shutdown is requested */
-            if (conn->req.http1_is_persistent && conn->super.ctx->shutdown_requested)
+            if (conn->req.http1_is_persistent && conn->super.ctx->shutdown_requested) {
                 conn->req.http1_is_persistent = 0;
+                conn->_server_closes = 1;
+            }
             /* the last request one connection may serve (nginx's keepalive_requests; lizard patch 0320) */
             if (conn->req.http1_is_persistent && conn->super.ctx->globalconf->http1.max_requests_per_connection != 0 &&
-                conn->_req_index >= conn->super.ctx->globalconf->http1.max_requests_per_connection)
+                conn->_req_index >= conn->super.ctx->globalconf->http1.max_requests_per_connection) {
                 conn->req.http1_is_persistent = 0;
+                conn->_server_closes = 1;
+            }
         }
     }
 

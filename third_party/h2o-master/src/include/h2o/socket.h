@@ -212,6 +212,13 @@ struct st_h2o_socket_t {
         void (*cb)(void *data);
         void *data;
     } on_close;
+    /**
+     * milliseconds of lingering close, 0 = none (evloop only; lizard patch 0580). When set, a socket closed without an error shuts
+     * down its write side (a FIN after all it wrote, TLS close_notify included) and reads and discards what the peer sends until
+     * the peer closes or this many milliseconds have passed, instead of a close(2) that answers bytes the peer sent and nobody
+     * read with a reset, which can destroy the answers the peer has not read yet (RFC 9112 9.6)
+     */
+    uint32_t linger_on_close_ms;
     struct {
         h2o_socket_cb read;
         h2o_socket_cb write;

@@ -542,6 +542,9 @@ static void dispose_socket(h2o_socket_t *sock, const char *err)
     void (*close_cb)(void *data);
     void *close_cb_data;
 
+    /* a socket that failed (writing the close_notify, say) is closed at once (lizard patch 0580) */
+    if (err != NULL)
+        sock->linger_on_close_ms = 0;
     if (sock->ssl != NULL) {
         destroy_ssl(sock->ssl);
         sock->ssl = NULL;

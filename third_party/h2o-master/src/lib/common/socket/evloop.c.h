@@ -380,6 +380,56 @@ Notify:
     sock->super._cb.read(&sock->super, err);
 }
 
+/* lizard patch 0580: a lingering close (h2o_socket_t::linger_on_close_ms). The descriptor, out of epoll already, goes to a socket
+ * of its own that reads and discards until the peer closes or the time is up; the FIN follows all that was written. */
+struct st_h2o_evloop_linger_t {
+    h2o_socket_t *sock;
+    h2o_timer_t timeout;
+};
+
+static void linger_done(struct st_h2o_evloop_linger_t *linger)
+{
+    if (h2o_timer_is_linked(&linger->timeout))
+        h2o_timer_unlink(&linger->timeout);
+    h2o_socket_close(linger->sock);
+    free(linger);
+}
+
+static void linger_on_read(h2o_socket_t *sock, const char *err)
+{
+    struct st_h2o_evloop_linger_t *linger = sock->data;
+
+    if (err != NULL) {
+        linger_done(linger); /* the peer closed (or reset): nothing of ours is left to lose */
+        return;
+    }
+    h2o_buffer_consume(&sock->input, sock->input->size);
+}
+
+static void linger_on_timeout(h2o_timer_t *timer)
+{
+    linger_done(H2O_STRUCT_FROM_MEMBER(struct st_h2o_evloop_linger_t, timeout, timer));
+}
+
+static void linger_on_close(h2o_evloop_t *loop, int fd, uint32_t ms)
+{
+    struct st_h2o_evloop_linger_t *linger;
+    int ret;
+
+    while ((ret = shutdown(fd, SHUT_WR)) == -1 && errno == EINTR)
+        ;
+    if (ret != 0) { /* not connected any more: nothing to linger for */
+        close(fd);
+        return;
+    }
+    linger = h2o_mem_alloc(sizeof(*linger));
+    linger->sock = h2o_evloop_socket_create(loop, fd, 0);
+    linger->sock->data = linger;
+    h2o_timer_init(&linger->timeout, linger_on_timeout);
+    h2o_timer_link(loop, ms, &linger->timeout);
+    h2o_socket_read_start(linger->sock, linger_on_read);
+}
+
 void do_dispose_socket(h2o_socket_t *_sock)
 {
     struct st_h2o_evloop_socket_t *sock = (struct st_h2o_evloop_socket_t *)_sock;
@@ -393,9 +443,12 @@ void do_dispose_socket(h2o_socket_t *_sock)
     if (evloop_do_on_socket_close(sock))
         return;
 
-    /* immediate close */
+    /* immediate close, or a lingering one (lizard patch 0580) */
     if (sock->fd != -1) {
-        close(sock->fd);
+        if (sock->super.linger_on_close_ms != 0)
+            linger_on_close(sock->loop, sock->fd, sock->super.linger_on_close_ms);
+        else
+            close(sock->fd);
         sock->fd = -1;
     }
     link_to_statechanged(sock);
