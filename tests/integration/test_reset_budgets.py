@@ -30,7 +30,8 @@ CLIENT_SLOTS = 20  # limits.max_connections_per_client in these tests
 # The attacks' connections keep Nagle (RawH2's nodelay=False), as these tests were measured with: their batches'
 # timing against the gateway's reads is what the races in reset_round's docstring are about. Without it (measured
 # on an ASan build: the first round's 90 requests reached the app and were reset, the 2,250 after were all refused
-# 429, none reset) the budget test sees no GOAWAY.
+# 429, none reset: http/phase_limits.c refuses the new requests of an address with less than half its budget left,
+# so none is reset again) the budget test sees no GOAWAY; the refusals are that defence too.
 
 
 @pytest.fixture(scope="module")
