@@ -77,6 +77,16 @@ pid_alive() {
     grep -qa -- "$2" "/proc/$pid/cmdline" 2>/dev/null
 }
 
+# running PID: the process exists and has not exited. A zombie has (only its parent's wait is missing), and the
+# demo's processes are orphans: where PID 1 reaps late or never (a container without an init), kill -0 still finds
+# them, and each stop waited 2 s (10 s for the demo) or all of its 10 s.
+running() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }
+    [ "${stat%% *}" != Z ]
+}
+
 # stop_one NAME PATTERN: SIGTERM, wait up to 10 s, then SIGKILL.
 stop_one() {
     local name=$1 pattern=$2 pid i
@@ -85,10 +95,10 @@ stop_one() {
         log "stopping $name (pid $pid)"
         kill -TERM "$pid" 2>/dev/null || true
         for i in $(seq 1 100); do
-            kill -0 "$pid" 2>/dev/null || break
+            running "$pid" || break
             sleep 0.1
         done
-        if kill -0 "$pid" 2>/dev/null; then
+        if running "$pid"; then
             kill -KILL "$pid" 2>/dev/null || true
         fi
     fi

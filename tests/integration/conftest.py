@@ -15,6 +15,13 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import gwtest  # noqa: E402
+import long_calls_bg  # noqa: E402
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The long calls' test last: it judges calls that ran in the background since the session's first
+    test (long_calls_bg.py), by then mostly done."""
+    items.sort(key=long_calls_bg.judged_by)  # stable: every other test keeps its place
 
 
 @pytest.fixture(scope="session")
@@ -113,18 +120,7 @@ def curl(gateway, curl_runner):
     """curl(host, path, http2=False, headers=None, data=None, method=None,
     gw=None, plain=False, port=None) -> gwtest.Response, over TLS to the
     gateway with the test CA and --resolve host:port:127.0.0.1."""
-
-    def run(host, path="/", http2=False, headers=None, data=None, method=None, gw=None, plain=False, port=None,
-            timeout=20, extra_args=()):
-        g = gw or gateway
-        p = port or (g.plain_port if plain else g.tls_port)
-        scheme = "http" if plain else "https"
-        hostname = host.split(":")[0]
-        url = "%s://%s:%d%s" % (scheme, hostname, p, path)
-        return curl_runner.request(url, resolve=["%s:%d:127.0.0.1" % (hostname, p)], http2=http2, headers=headers,
-                                   data=data, method=method, timeout=timeout, extra_args=extra_args)
-
-    return run
+    return gwtest.curl_through(curl_runner, gateway)
 
 
 @pytest.fixture
@@ -163,3 +159,18 @@ def sandbox(register_sandbox, upstream, gateway):
     s.token = register_sandbox(s.id, ports={upstream.port: "private"})
     s.host = gateway.host(upstream.port, s.id)
     return s
+
+
+@pytest.fixture(scope="session")
+def long_calls_background(workdir, certs, curl_runner, tmp_path_factory):
+    """The real programs' long calls, started once (long_calls_bg.Background)."""
+    bg = long_calls_bg.Background(workdir, certs, curl_runner, tmp_path_factory.mktemp("long-calls"))
+    yield bg
+    bg.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def long_calls_start_first(request):
+    """Starts the long calls at the session's first test when the session runs their test."""
+    if any(long_calls_bg.judged_by(item) for item in request.session.items):
+        request.getfixturevalue("long_calls_background")

@@ -656,6 +656,22 @@ class CurlError(Exception):
         self.stderr = stderr
 
 
+def curl_through(curl_runner, gateway):
+    """The curl fixture's function, to gateway unless told gw=."""
+
+    def run(host, path="/", http2=False, headers=None, data=None, method=None, gw=None, plain=False, port=None,
+            timeout=20, extra_args=()):
+        g = gw or gateway
+        p = port or (g.plain_port if plain else g.tls_port)
+        scheme = "http" if plain else "https"
+        hostname = host.split(":")[0]
+        url = "%s://%s:%d%s" % (scheme, hostname, p, path)
+        return curl_runner.request(url, resolve=["%s:%d:127.0.0.1" % (hostname, p)], http2=http2, headers=headers,
+                                   data=data, method=method, timeout=timeout, extra_args=extra_args)
+
+    return run
+
+
 def have_tool(name):
     return shutil.which(name) is not None
 

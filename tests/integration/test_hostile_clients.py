@@ -477,10 +477,11 @@ def test_trusted_listener_limits_by_x_forwarded_for(gw_factory, mredis, own_upst
 
     results = []
     at_app = own_upstream.stats()["requests"]
+    gate = gwtest.new_sandbox_id("hold")
 
     def slow(xff):
-        # 8 s: the holders outlast what follows on a loaded ASan machine
-        results.append((xff, curl(host, "/slow-head/8000", gw=g, plain=True, timeout=30,
+        # the holders outlast what follows: the app answers them once released
+        results.append((xff, curl(host, "/held/" + gate, gw=g, plain=True, timeout=60,
                                   headers={"X-Forwarded-For": "203.0.113.9, %s" % xff}).status))
 
     threads = [threading.Thread(target=slow, args=("10.1.1.1",)) for _ in range(2)]
@@ -492,8 +493,9 @@ def test_trusted_listener_limits_by_x_forwarded_for(gw_factory, mredis, own_upst
     assert third.status == 429 and third.error_code() == "too_many_connections", third
     # the first entry is the client's own claim and is not what counts
     assert curl(host, "/bytes/10", gw=g, plain=True, headers={"X-Forwarded-For": "10.1.1.1, 10.2.2.2"}).status == 200
+    own_upstream.get_json("/_release/" + gate)
     for t in threads:
-        t.join(30)
+        t.join(60)
     assert [r[1] for r in results] == [200, 200], results
 
 

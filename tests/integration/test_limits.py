@@ -17,11 +17,12 @@ def test_connections_per_sandbox_limit(gw_factory, curl, register_sandbox, upstr
     assert curl(host, "/echo", gw=g).status == 200  # warm: the route is cached
     at_app = upstream.stats()["requests"]
 
-    # two holders keep both slots 8 s: room for what follows on a loaded ASan machine, not a time bound
+    # two holders keep both slots until what follows is done: the app answers them once released
     slow = [None, None]
+    gate = gwtest.new_sandbox_id("hold")
 
     def hold(i):
-        slow[i] = curl(host, "/slow-head/8000", gw=g, timeout=30)
+        slow[i] = curl(host, "/held/" + gate, gw=g, timeout=60)
 
     threads = [threading.Thread(target=hold, args=(i,)) for i in range(2)]
     for t in threads:
@@ -43,12 +44,14 @@ def test_connections_per_sandbox_limit(gw_factory, curl, register_sandbox, upstr
     r = curl(host, "/echo", gw=g)
     assert r.status == 429 and r.error_code() == "too_many_connections", r
     assert r.headers.get("cache-control") == "no-store"
-    # a slot frees only when a holder ends (8 s); 5 s leaves a loaded machine's curl start and handshake room
+    # a slot frees only when a holder is released (below); 5 s leaves a loaded machine's curl start and handshake
+    # room
     assert time.monotonic() - t0 < 5.0, "the refusal must not wait for a slot"
     # another sandbox is not affected
     assert curl(g.host(upstream.port, other), "/echo", gw=g).status == 200
+    upstream.get_json("/_release/" + gate)
     for t in threads:
-        t.join(30)
+        t.join(60)
     assert [x.status for x in slow] == [200, 200], slow
     # the slots came back (the holders' are given back as their exchanges are disposed, maybe after curl's answer)
     gwtest.wait_for(lambda: curl(host, "/echo", gw=g).status == 200, 10, what="a slot back")
@@ -92,11 +95,11 @@ def test_refused_by_the_sandbox_limit_gives_the_client_slot_back(gw_factory, cur
 
     assert get("10.0.0.2").status == 200  # warm: the route is cached
     slow = []
+    gate = gwtest.new_sandbox_id("hold")
 
     def start_holder():
-        # the holder keeps the slot 20 s: room for the refusals below on a loaded ASan machine (a curl there
-        # can take a second to start), not a time bound of the test
-        t = threading.Thread(target=lambda: slow.append(get("10.0.0.1", "/slow-head/20000")))
+        # the holder keeps the slot until the refusals below are done: the app answers it once released
+        t = threading.Thread(target=lambda: slow.append(get("10.0.0.1", "/held/" + gate)))
         t.start()
         return t
 
@@ -115,6 +118,7 @@ def test_refused_by_the_sandbox_limit_gives_the_client_slot_back(gw_factory, cur
     # another client takes the sandbox's only slot: this one is refused, more than its own limit of times
     gwtest.wait_for(slot_taken, 30, what="the sandbox's slot to be taken")
     refused = [get("10.0.0.2") for _ in range(3)]
+    upstream.get_json("/_release/" + gate)
     holder[0].join(60)
     assert [r.status for r in slow] == [200], slow
     assert [(r.status, r.error_code()) for r in refused] == [(429, "too_many_connections")] * 3, refused

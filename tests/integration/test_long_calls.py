@@ -7,8 +7,9 @@ keep alive through silence, and gRPC clients get gRPC answers.
 The apps: long_call_app.py (a code-execution API: NDJSON /execute, blocking
 /exec, and calls that watch their caller), the MCP SDK from npm
 (apps/mcp-long), Debian's Jupyter and grpcio. The real-program scenarios run
-concurrently in one test: their silences (90 s, 120 s) overlap, so the
-suite pays about two minutes for all of them."""
+concurrently in the background of the whole session (long_calls_bg.py,
+started by conftest.py): their silences (90 s, 120 s) overlap each other
+and the rest of the suite, and their test, ordered last, judges them."""
 
 import json
 import os
@@ -18,9 +19,7 @@ import socket
 import ssl
 import subprocess
 import sys
-import threading
 import time
-import types
 import urllib.parse
 import uuid
 
@@ -29,10 +28,9 @@ import pytest
 
 import gwtest
 from test_access_log import h2_connect, metric
-from test_real_apps import JupyterClient, execute_cell, jupyter  # noqa: F401 - jupyter: the fixture
+from long_calls_bg import CURL_CALLS, Proc, Scenario, curl_run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MCP_DIR = os.path.join(HERE, "apps", "mcp-long")
 TOKEN_HEADER = "X-Lizard-Access-Token"
 INTERNAL_ERROR = 0x2
 IN_CI = os.environ.get("CI", "").lower() in ("true", "1", "yes")
@@ -42,24 +40,6 @@ def missing(msg):
     if IN_CI:
         pytest.fail(msg + " - required in CI (tests/lib/deps.sh installs it)", pytrace=False)
     pytest.skip(msg)
-
-
-class Proc:
-    """A program on 127.0.0.1 that prints "listening <port>"."""
-
-    def __init__(self, argv, workdir, name, cwd=None, env=None):
-        os.makedirs(workdir, exist_ok=True)
-        self.log = os.path.join(workdir, name + ".log")
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=open(self.log, "ab"), stdin=subprocess.DEVNULL,
-                                     cwd=cwd or workdir, env=env, start_new_session=True, text=True)
-        line = self.proc.stdout.readline()
-        if not line.startswith("listening "):
-            self.stop()
-            raise RuntimeError("%s did not start: %r\n%s" % (name, line, gwtest.tail(self.log)))
-        self.port = int(line.split()[1])
-
-    def stop(self):
-        gwtest.stop_process(self.proc, timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -490,96 +470,19 @@ def test_bad_upstream_response_quotes_the_first_bytes(gateway, register_sandbox,
 
 
 
-@pytest.fixture(scope="module")
-def mcp_server(workdir):
-    node = shutil.which("node")
-    if node is None:
-        missing("node is missing (apt-get install nodejs npm)")
-    if not os.path.isdir(os.path.join(MCP_DIR, "node_modules", "@modelcontextprotocol")):
-        missing("the MCP SDK is not installed: npm ci --prefix tests/integration/apps/mcp-long")
-    p = Proc([node, os.path.join(MCP_DIR, "server.mjs"), "0"], os.path.join(workdir, "mcp"), "mcp-server", cwd=MCP_DIR)
-    yield p
-    p.stop()
-
-
-def curl_run(curl_runner, g, host, path, http2, token, data="{}", timeout=300):
-    """curl -N through the gateway: (exit code, body, seconds)."""
-    url = "https://%s:%d%s" % (host, g.tls_port, path)
-    args = ["curl", "-sS", "-N", "--max-time", str(timeout), "--cacert", curl_runner.ca, "--noproxy", "*",
-            "--http2" if http2 else "--http1.1", "--resolve", "%s:%d:127.0.0.1" % (host, g.tls_port),
-            "-H", "%s: %s" % (TOKEN_HEADER, token), "-H", "Content-Type: application/json", "--data-binary", data, url]
-    t0 = time.monotonic()
-    r = subprocess.run(args, capture_output=True, timeout=timeout + 30)
-    return r.returncode, r.stdout, r.stderr.decode(errors="replace"), time.monotonic() - t0
-
-
-class Scenario(threading.Thread):
-    def __init__(self, name, fn):
-        super().__init__(daemon=True, name=name)
-        self.fn, self.result, self.error = fn, None, None
-
-    def run(self):
-        try:
-            self.result = self.fn()
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            self.error = e
-
-
-def jupyter_silent_cell(gw, jupyter_app, register, token, curl, certs, tmp_path, seconds):
-    """A notebook cell silent for `seconds`, then its output, over the kernel
-    WebSocket: (output, status, seconds taken)."""
-    sid = gwtest.new_sandbox_id("jlong")
-    register(sid, ports={jupyter_app.port: "private"}, token=token, extra={"host:%d" % jupyter_app.port: "preserve"})
-    j = JupyterClient(types.SimpleNamespace(gw=gw, jupyter=jupyter_app.port, token=token), curl, tmp_path, sid)
-    tree = j.req("/tree", headers={"Accept": "text/html"})
-    assert tree.status == 200, tree.status
-    xsrf = j.xsrf()
-    api = {"Origin": j.origin, "X-XSRFToken": xsrf, "Content-Type": "application/json", "Referer": j.origin + "/tree"}
-    kernel = j.req("/api/kernels", method="POST", data=json.dumps({"name": "python3"}), headers=api)
-    assert kernel.status == 201, kernel.status
-    kid = kernel.json()["id"]
-    t0 = time.monotonic()
-    text, status = execute_cell(j, kid, xsrf, certs, "import time\ntime.sleep(%d)\nprint('cell done', 6 * 7)" % seconds,
-                                seconds + 60)
-    took = time.monotonic() - t0
-    j.req("/api/kernels/" + kid, method="DELETE", headers=api)
-    return text, status, took
-
-
-def test_real_long_calls_are_not_cut(gateway, register_sandbox, curl_runner, curl, certs, app, mcp_server, jupyter,
-                                     tmp_path):
+def test_real_long_calls_are_not_cut(long_calls_background):
     """On the default configuration, concurrently: an NDJSON execution
     stream silent 90 s and a blocking call answered after 120 s, each over
     HTTP/1.1 and HTTP/2 (curl); an MCP tool call of the official SDK silent
     90 s with a JSON answer (enableJsonResponse); a Jupyter cell silent
     120 s. Each gets its whole answer (main cut the first four at 60 s and
-    the MCP call with a 504)."""
-    sid = gwtest.new_sandbox_id("long")
-    token = register_sandbox(sid, ports={app.port: "private", mcp_server.port: "private"})
-    host, mcp_host = gateway.host(app.port, sid), gateway.host(mcp_server.port, sid)
-    ids = {k: uuid.uuid4().hex for k in ("nd1", "nd2", "ex1", "ex2")}
-
-    def mcp():
-        env = dict(os.environ, NODE_EXTRA_CA_CERTS=certs["ca"])
-        url = "https://%s:%d/mcp" % (mcp_host, gateway.tls_port)
-        t0 = time.monotonic()
-        r = subprocess.run([shutil.which("node"), os.path.join(MCP_DIR, "client.mjs"), url, "90", token],
-                           capture_output=True, text=True, timeout=400, env=env, cwd=MCP_DIR)
-        return r.returncode, r.stdout.strip(), r.stderr[-2000:], time.monotonic() - t0
-
-    scenarios = {
-        "ndjson-h1": lambda: curl_run(curl_runner, gateway, host, "/execute?silent_s=90&id=" + ids["nd1"], False, token),
-        "ndjson-h2": lambda: curl_run(curl_runner, gateway, host, "/execute?silent_s=90&id=" + ids["nd2"], True, token),
-        "exec-h1": lambda: curl_run(curl_runner, gateway, host, "/exec?after_s=120&id=" + ids["ex1"], False, token),
-        "exec-h2": lambda: curl_run(curl_runner, gateway, host, "/exec?after_s=120&id=" + ids["ex2"], True, token),
-        "mcp": mcp,
-        "jupyter": lambda: jupyter_silent_cell(gateway, jupyter, register_sandbox, token, curl, certs, tmp_path, 120),
-    }
-    threads = {k: Scenario(k, fn) for k, fn in scenarios.items()}
-    for t in threads.values():
-        t.start()
-    for t in threads.values():
-        t.join(420)
+    the MCP call with a 504). They run in the background of the session
+    (long_calls_bg.py, on a gateway of their own): this test, ordered last,
+    judges them."""
+    bg = long_calls_background
+    if bg.missing:
+        missing(bg.missing)
+    threads = bg.results()
     for k, t in threads.items():
         assert not t.is_alive() and t.error is None, (k, t.error)
 
@@ -601,7 +504,9 @@ def test_real_long_calls_are_not_cut(gateway, register_sandbox, curl_runner, cur
     if status != "ok" or text != "cell done 42\n" or took < 120:
         bad.append("jupyter: %s after %.1f s, %r" % (status, took, text))
     assert not bad, "\n".join(bad)
-    for k in ("nd1", "nd2", "ex1", "ex2"):
-        path = ("/execute?silent_s=90&id=" if k.startswith("nd") else "/exec?after_s=120&id=") + ids[k]
-        rec = log_line(gateway, path)
+    for k, path in CURL_CALLS:
+        rec = log_line(bg.gw, bg.path(k, path))
         assert rec["status"] == 200 and "cut" not in rec and "error" not in rec, rec
+    rc, reports = bg.stop_gateway()
+    assert not reports, "sanitizer reports from the long calls' gateway:\n" + "\n\n".join(reports)
+    assert rc == 0, "the long calls' gateway exited with %s on SIGTERM" % rc

@@ -99,7 +99,13 @@ def jupyter(tmp_path_factory):
     exe = shutil.which("jupyter-notebook")
     if exe is None:
         missing("jupyter-notebook is missing (apt-get install jupyter-notebook)")
-    root = str(tmp_path_factory.mktemp("jupyter"))
+    app = start_jupyter(exe, str(tmp_path_factory.mktemp("jupyter")))
+    yield app
+    app.stop()
+
+
+def start_jupyter(exe, root):
+    """Jupyter Notebook on a free port of 127.0.0.1, listening; its files under root."""
     port = gwtest.free_port()
     home = os.path.join(root, "home")
     os.makedirs(home)
@@ -122,8 +128,7 @@ def jupyter(tmp_path_factory):
     except Exception:
         app.stop()
         raise
-    yield app
-    app.stop()
+    return app
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ Endpoints (any method unless said):
   /bytes/<n>          n bytes (pattern, streamed in 64 KiB writes);
                       ?chunked=1 sends them chunked instead of with a length
   /slow-head/<ms>     sleeps ms before sending the head
+  /held/<name>        sends its head once /_release/<name> was asked (before
+                      or after), at most 120 s after it came
   /sse                text/event-stream, one event every 100 ms with the
                       server time (?n=COUNT, default 10, ?interval_ms=), each
                       flushed on its own chunk, then the body ends
@@ -28,6 +30,7 @@ Endpoints (any method unless said):
                       "endpoints": {"bytes": N, "slow-head": N, ...} requests per
                       endpoint since then (not the /_ ones)}
   /_reset             sets the counters to 0
+  /_release/<name>    lets /held/<name> answer, now and from then on
 """
 
 import argparse
@@ -90,6 +93,15 @@ class Server(ThreadingHTTPServer):
     def process_request(self, request, client_address):
         STATS.add("connections")
         super().process_request(request, client_address)
+
+
+GATES = {}  # /held/<name>'s, by name
+GATES_LOCK = threading.Lock()
+
+
+def release_gate(name):
+    with GATES_LOCK:
+        return GATES.setdefault(name, threading.Event())
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -193,6 +205,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.read_body()
                 time.sleep(int(parts[1]) / 1000.0)
                 return self.send_json(200, {"slept_ms": int(parts[1])})
+            if head == "held" and len(parts) == 2:
+                self.read_body()
+                released = release_gate(parts[1]).wait(120)
+                return self.send_json(200, {"held": parts[1], "released": released})
             if head == "sse":
                 return self.ep_sse(query)
             if head == "chunked":
@@ -204,6 +220,9 @@ class Handler(BaseHTTPRequestHandler):
             if head == "_reset":
                 STATS.reset()
                 return self.send_json(200, {"ok": True})
+            if head == "_release" and len(parts) == 2:
+                release_gate(parts[1]).set()
+                return self.send_json(200, {"released": parts[1]})
             self.read_body()
             return self.send_json(200 if head == "" else 404, {"path": self.path, "upstream": True})
         except (BrokenPipeError, ConnectionResetError):

@@ -7,6 +7,11 @@
 #
 # Exits non-zero when any run failed. The tree must be built already
 # (meson test --no-rebuild).
+#
+# UNDER_LOAD_BUSY_NICE=N runs the busy process at nice N (default 0). tests/run
+# sets 19 and runs this while it builds the ASan tree: the build is the load
+# then (both cores), and the busy process takes only what the build leaves,
+# so that one core is busy from the first run to the last all the same.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -19,7 +24,7 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 fi
 
 # One busy core: what the other users of a shared 2-core CI machine do.
-yes >/dev/null &
+nice -n "${UNDER_LOAD_BUSY_NICE:-0}" yes >/dev/null &
 BUSY=$!
 trap 'kill "$BUSY" 2>/dev/null || true' EXIT
 
