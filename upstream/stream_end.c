@@ -260,9 +260,7 @@ static void stream_close(gw_tunnel_end_t *end)
     if (h2o_timer_is_linked(&e->defer))
         h2o_timer_unlink(&e->defer);
     e->shut = 1;
-    ++e->refs;
-    flush(e);
-    unref(e);
+    flush(e); /* the tunnel's reference, given back below, keeps e through it */
     unref(e); /* the tunnel's */
 }
 
