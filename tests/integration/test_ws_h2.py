@@ -25,6 +25,7 @@ import pytest
 
 import browser_helpers as bh
 import gwtest
+from upstream import WS_GUID
 from test_metering import (FLUSH_MS, check_bounds, check_stream, incr_total, mredis, msandbox,  # noqa: F401
                            start_gw, total, wait_egress)
 from test_metering import ws_frame as masked_frame
@@ -453,19 +454,25 @@ def test_client_message_past_the_bound_closes_1009(gw_factory, register_sandbox,
     assert info["messages"] == 1 and info["close_code"] == 1009, info
 
 
+def accept_for(head):
+    """The Sec-WebSocket-Accept an app owes the upgrade request `head` (RFC 6455 4.2.2)."""
+    import base64
+    import hashlib
+    key = [ln.split(b":", 1)[1].strip() for ln in head.split(b"\r\n") if ln.lower().startswith(b"sec-websocket-key:")]
+    return base64.b64encode(hashlib.sha1(key[0] + WS_GUID.encode()).digest())
+
+
 def test_a_101_without_the_gateways_accept_is_502(gateway, register_sandbox, raw_upstream):  # noqa: F811
     """The browser never sees the key over HTTP/2, so the gateway checks the
     app's Sec-WebSocket-Accept: a 101 with another one is 502
     bad_upstream_response (a right one: 200)."""
     import base64
-    import hashlib
 
     def serve(u, s, n):
         head = u.read_request(s)
         if head is None:
             return
-        key = [ln.split(b":", 1)[1].strip() for ln in head.split(b"\r\n") if ln.lower().startswith(b"sec-websocket-key:")]
-        accept = base64.b64encode(hashlib.sha1(key[0] + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+        accept = accept_for(head)
         if n == 0:
             accept = base64.b64encode(b"not the right one, twenty")[:28]
         s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -591,8 +598,6 @@ def test_back_pressure_from_a_client_to_an_app_that_does_not_read(gw_factory, re
     """The client sends to an app that reads nothing past its 101: the
     stream's window is opened again only as the app's side takes the bytes,
     so the client is held to the window and the buffers on the way."""
-    import base64
-    import hashlib
     import threading
 
     stop = threading.Event()
@@ -602,8 +607,7 @@ def test_back_pressure_from_a_client_to_an_app_that_does_not_read(gw_factory, re
         head = u.read_request(s)
         if head is None:
             return
-        key = [ln.split(b":", 1)[1].strip() for ln in head.split(b"\r\n") if ln.lower().startswith(b"sec-websocket-key:")]
-        accept = base64.b64encode(hashlib.sha1(key[0] + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+        accept = accept_for(head)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         s.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                   b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
